@@ -1,0 +1,39 @@
+# Two commands do all set-up: `make demo` and `make test`.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.rrt-installed
+SYSTEM_PACKAGES := libenchant-2-2 hunspell-en-us
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PYTEST_ARGS ?=
+
+.PHONY: demo test setup system-packages clean help
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+setup: system-packages $(STAMP)  ## create .venv and install everything (idempotent)
+
+system-packages:  ## apt-install the spell-check libraries when missing
+	@if ! dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1; then \
+		echo "installing $(SYSTEM_PACKAGES)"; \
+		$(SUDO) apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $(SYSTEM_PACKAGES); \
+	fi
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first, pinned: the CPU wheel; a bare requirement would pull a CUDA build
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+demo: setup  ## run the demo on the bundled sample corpus
+	$(VENV)/bin/rrt survey --constraint all data/sample/recipes.jsonl
+
+test: setup  ## run the test suite
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+clean:  ## remove the virtual environment and caches
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,52 @@
+"""Text and recipe cleaning: mojibake, HTML, whitespace, and the paper's keep/drop rule."""
+from __future__ import annotations
+
+import html
+import re
+from typing import Any, Iterable
+
+import ftfy
+
+from rrt.recipe import Recipe, Reject
+
+MIN_STEPS = 2  # the paper drops recipes with fewer than two steps
+_TAG = re.compile(r"</?[A-Za-z][^<>]{0,200}>")
+_SPACE = re.compile(r"\s+")
+
+
+def clean_text(text: Any) -> str:
+    """Fix mojibake, unescape HTML, strip tags and collapse whitespace."""
+    if text is None:
+        return ""
+    if not isinstance(text, str):
+        text = str(text)
+    text = ftfy.fix_text(text, unescape_html=False)
+    # Unescape twice: scraped pages often double-escape ("&amp;frac12;").
+    text = html.unescape(html.unescape(_TAG.sub(" ", text)))
+    text = _TAG.sub(" ", text)  # tags that were hidden behind entities
+    return _SPACE.sub(" ", text).strip()
+
+
+def clean_lines(lines: Iterable[Any]) -> list[str]:
+    """Clean every line and drop the ones left empty."""
+    out = []
+    for line in lines:
+        text = clean_text(line)
+        if text:
+            out.append(text)
+    return out
+
+
+def clean_recipe(recipe: Recipe, location: str = "") -> Recipe | Reject:
+    """Return the cleaned recipe, or a Reject naming the rule it broke."""
+    title = clean_text(recipe.title)
+    ingredients = clean_lines(recipe.ingredients)
+    steps = clean_lines(recipe.steps)
+    where = location or recipe.id
+    if not title:
+        return Reject(where, "no_title", "the recipe has no title", recipe.id)
+    if not ingredients:
+        return Reject(where, "no_ingredients", "the recipe lists no ingredients", recipe.id)
+    if len(steps) < MIN_STEPS:
+        return Reject(where, "too_few_steps", f"{len(steps)} step(s); at least {MIN_STEPS} needed", recipe.id)
+    return Recipe(recipe.id, title, ingredients, steps, recipe.source, recipe.metadata)

@@ -214,7 +214,7 @@ CONSTRAINT_CATEGORIES: dict[str, tuple[str, ...]] = {
 }
 
 # Phrases right before a term that say the food is left out ("in place of peanuts").
-NEGATIONS = ("instead of", "in place of", "rather than", "without", "no", "omit", "omit the",
+NEGATIONS = ("instead of", "in place of", "rather than", "without", "omit", "omit the",
              "skip", "skip the", "equal to", "equivalent of", "equivalent to", "replaces", "replace the",
              "swap", "swap the", "free of", "resembles", "resemble", "resembling", "texture of",
              "similar to", "mimics", "mimic", "tastes like", "reminiscent of")

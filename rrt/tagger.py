@@ -26,7 +26,7 @@ _STOP = {"and", "or", "with", "plus", "&", "then", "into", "on", "in", "over", "
 _QUOTES = "'\"‘’“”"
 STRONG_WINDOW = 3
 _ALTERNATIVE = re.compile(r"\bor\b|/", re.I)
-_NEGATED = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in NEGATIONS) + r")\s+(?:[\d/½¼¾]+\s+)?$", re.I)
+_NEGATED = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in NEGATIONS) + r")(?:\s+[\w'/½¼¾-]+){0,2}\s+$", re.I)
 
 
 @dataclass
@@ -166,10 +166,12 @@ class _CategoryMatcher:
             found.append(Mention(self.category.name, term, start, end, bool(why), why))
         return found
 
-    def scan_field(self, text: str, field_name: str) -> list[Mention]:
-        """Scan one recipe line; offered alternatives are harmless, and so are optional
-        ingredient lines."""
+    def scan_field(self, text: str, field_name: str, lenient: bool = True) -> list[Mention]:
+        """Scan one recipe line; when lenient, offered alternatives are harmless, and so are
+        optional ingredient lines."""
         mentions = self.scan(text, whole_title=field_name == "title")
+        if not lenient:
+            return mentions
         lowered = text.lower()
         optional = field_name == "ingredients" and any(m in lowered for m in OPTIONAL_MARKERS)
         for mention in mentions:
@@ -232,11 +234,12 @@ def _head(term: str) -> str:
     return term.rsplit(" ", 1)[-1]
 
 
-def category_violations(recipe: Recipe, category: str) -> list[Violation]:
-    """Violations of one food category anywhere in a recipe."""
+def category_violations(recipe: Recipe, category: str, lenient: bool = True) -> list[Violation]:
+    """Violations of one food category anywhere in a recipe (lenient: optional items and
+    offered alternatives do not count; the substitution guide replaces them all the same)."""
     matcher = _matcher(category)
     mentions = [(f, i, line, m) for f, i, line in _fields(recipe)
-                for m in matcher.scan_field(line, f)]
+                for m in matcher.scan_field(line, f, lenient)]
     harmful = {m.term for f, _, _, m in mentions if f == "ingredients" and not m.neutral}
     harmless = {m.term for f, _, _, m in mentions if f == "ingredients" and m.neutral}
     harmful_heads, harmless_heads = {_head(t) for t in harmful}, {_head(t) for t in harmless}
@@ -253,13 +256,6 @@ def category_violations(recipe: Recipe, category: str) -> list[Violation]:
                 continue  # refers back to an ingredient named in a harmless form
         out.append(Violation(mention.term, field_name, index, line, (mention.start, mention.end), category))
     return out
-
-
-def constraint_violations(recipe: Recipe, constraint: str) -> list[Violation]:
-    """Every violation of one constraint, in field order."""
-    found = [v for cat in CONSTRAINT_CATEGORIES[constraint] for v in category_violations(recipe, cat)]
-    order = {"title": 0, "ingredients": 1, "steps": 2}
-    return sorted(found, key=lambda v: (order[v.field], v.index, v.span))
 
 
 def tag_recipe(recipe: Recipe, constraints: Iterable[str] = CONSTRAINTS) -> TagResult:

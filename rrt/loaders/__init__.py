@@ -56,6 +56,8 @@ def detect_format(path: str) -> str:
     if not head.strip():
         raise InputError(f"empty file: {path}")
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if b"\x00" in head or sum(b < 9 or 13 < b < 32 for b in head) > len(head) // 20:
+        raise InputError(f"binary data, not a recipe corpus: {path}")
     if text.startswith(BOS.encode()):
         return "paper"
     if name.endswith((".jsonl", ".ndjson")):
@@ -70,8 +72,6 @@ def detect_format(path: str) -> str:
         if text[:1] == b"{" and first_line.endswith(b"}") and b"\n{" in text:
             return "jsonl"
         return "json"
-    if b"\x00" in head or sum(b < 9 or 13 < b < 32 for b in head) > len(head) // 20:
-        raise InputError(f"binary data, not a recipe corpus: {path}")
     raise InputError(f"unrecognised format (expected paper text, JSON, JSONL or CSV): {path}")
 
 

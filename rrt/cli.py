@@ -1,0 +1,179 @@
+"""`rrt`: command-line tools over recipe corpora.
+
+    rrt convert corpus.csv --rejects rejects.jsonl > recipes.jsonl
+    rrt tag --constraint vegan,nut-free recipes.jsonl
+    rrt substitute --constraint vegan recipes.jsonl
+    rrt ingredients recipes.jsonl
+    rrt survey --constraint all data/sample/recipes.jsonl
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Callable, Iterator
+
+from tqdm import tqdm
+
+from rrt import __version__
+from rrt.ingredients import recipe_ingredients
+from rrt.lexicon import CONSTRAINTS
+from rrt.loaders import FORMATS, InputError, LoadReport, expand_inputs, read_recipes
+from rrt.recipe import Recipe, Reject
+from rrt.substitutions import substitute_recipe
+from rrt.survey import format_survey, survey
+from rrt.tagger import parse_constraints, tag_recipe
+
+
+class CliError(Exception):
+    """An error to print as one line, then exit 2."""
+
+
+def _recipes(args: argparse.Namespace, report: LoadReport) -> Iterator[Recipe]:
+    paths = expand_inputs(args.files)
+    recipes = read_recipes(paths, report, fmt=args.format)
+    return tqdm(recipes, desc="recipes", unit=" recipes", disable=not sys.stderr.isatty(), file=sys.stderr)
+
+
+def _open_rejects(args: argparse.Namespace, report: LoadReport):
+    if not args.rejects:
+        report.on_reject = _warn_file_level
+        return None
+    handle = open(args.rejects, "w", encoding="utf-8")
+
+    def sink(item: Reject) -> None:
+        handle.write(json.dumps(item.to_dict(), ensure_ascii=False) + "\n")
+        _warn_file_level(item)
+
+    report.on_reject = sink
+    return handle
+
+
+def _warn_file_level(item: Reject) -> None:
+    if item.reason == "unreadable_file":
+        print(f"rrt: warning: {item.detail}", file=sys.stderr)
+
+
+def _emit(row: dict) -> None:
+    sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def _constraints(args: argparse.Namespace) -> list[str]:
+    try:
+        return parse_constraints(args.constraint)
+    except ValueError as err:
+        raise CliError(str(err)) from None
+
+
+def cmd_convert(args: argparse.Namespace, recipes: Iterator[Recipe]) -> None:
+    """Normalised recipes as JSONL."""
+    for recipe in recipes:
+        _emit(recipe.to_dict())
+
+
+def cmd_tag(args: argparse.Namespace, recipes: Iterator[Recipe]) -> None:
+    """Validity and violations per constraint."""
+    constraints = _constraints(args)
+    for recipe in recipes:
+        _emit(tag_recipe(recipe, constraints).to_dict())
+
+
+def cmd_substitute(args: argparse.Namespace, recipes: Iterator[Recipe]) -> None:
+    """Recipes rewritten by the substitution guide."""
+    constraints = _constraints(args)
+    for recipe in recipes:
+        result = substitute_recipe(recipe, constraints)
+        out = result.recipe
+        _emit({"id": recipe.id, "constraints": constraints,
+               "recipe": {"title": out.title, "ingredients": out.ingredients, "steps": out.steps},
+               "substitutions": [s.to_dict() for s in result.substitutions]})
+
+
+def cmd_ingredients(args: argparse.Namespace, recipes: Iterator[Recipe]) -> None:
+    """Ingredient names per line and ingredients per step."""
+    for recipe in recipes:
+        found = recipe_ingredients(recipe.ingredients, recipe.steps)
+        _emit({"id": recipe.id,
+               "ingredients": [{"line": line, "name": name} for line, name in zip(recipe.ingredients, found["names"])],
+               "steps": found["steps"]})
+
+
+def cmd_survey(args: argparse.Namespace, recipes: Iterator[Recipe]) -> None:
+    """Per-constraint summary table (and survey.json in --output)."""
+    constraints = _constraints(args)
+    result = survey(recipes, constraints)
+    print(format_survey(result))
+    if args.output:
+        os.makedirs(args.output, exist_ok=True)
+        path = os.path.join(args.output, "survey.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(result, handle, indent=2)
+        print(f"wrote {path}")
+
+
+COMMANDS: dict[str, tuple[Callable, str]] = {
+    "convert": (cmd_convert, "write normalised recipes as JSONL to stdout"),
+    "tag": (cmd_tag, "tag recipes with the seven dietary constraints"),
+    "substitute": (cmd_substitute, "rewrite recipes with the substitution guide"),
+    "ingredients": (cmd_ingredients, "ingredient names per line and ingredients per step"),
+    "survey": (cmd_survey, "per-constraint summary: valid, invalid, repaired by the guide"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with one subcommand per tool."""
+    parser = argparse.ArgumentParser(prog="rrt", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument("--version", action="version", version=f"rrt {__version__}")
+    subs = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (func, help_text) in COMMANDS.items():
+        sub = subs.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("files", nargs="+", metavar="FILE",
+                         help="inputs: files, globs or folders (paper text, JSON, JSONL, CSV; .gz too)")
+        sub.add_argument("--format", choices=FORMATS, help="skip detection and read every input as this")
+        sub.add_argument("--rejects", metavar="PATH",
+                         help="write every dropped record (location, reason) to this JSONL file")
+        if name in ("tag", "substitute", "survey"):
+            default = "all" if name != "substitute" else None
+            sub.add_argument("--constraint", default=default, required=default is None,
+                             help=f"'all' or a comma list of: {', '.join(CONSTRAINTS)}")
+        if name == "survey":
+            sub.add_argument("--output", metavar="DIR", help="also write survey.json into DIR")
+        sub.set_defaults(func=func)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `rrt` console script."""
+    args = build_parser().parse_args(argv)
+    report = LoadReport()
+    handle = None
+    try:
+        if getattr(args, "constraint", None):
+            args.constraint = ",".join(_constraints(args))  # fail on a bad name before reading
+        handle = _open_rejects(args, report)
+        args.func(args, _recipes(args, report))
+    except (CliError, InputError) as err:
+        print(f"rrt: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        if isinstance(err, BrokenPipeError):
+            sys.stderr.close()  # reader went away (| head): not an error
+            return 0
+        print(f"rrt: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rrt: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if handle is not None:
+            handle.close()
+    hint = "" if args.rejects or not report.rejected else " (keep them with --rejects PATH)"
+    print(f"rrt: {report.summary()}{hint}", file=sys.stderr)
+    return 1 if report.kept == 0 and report.rejected else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -123,8 +123,11 @@ class _CategoryMatcher:
             return "negated"
         # The hyphenated word the term ends ("non-dairy") counts as a modifier too.
         glued = re.search(r"([\w'-]+)-$", before)
-        if glued and normalise_term(glued.group(1)) in self.modifiers | self.adjacent:
-            return "modifier"
+        if glued:
+            word = _WORD.match(text, start)
+            joined = normalise_term(glued.group(1) + " " + (word.group(0) if word else ""))
+            if {normalise_term(glued.group(1)), joined} & (self.modifiers | self.adjacent):
+                return "modifier"
         clause = _CLAUSE_BREAK.split(before)[-1].lower()
         words = [normalise_term(w) for w in _WORD.findall(clause)]
         if whole_title:

@@ -53,14 +53,13 @@ def is_schema_recipe(record: dict) -> bool:
     return kind == "Recipe" or (isinstance(kind, list) and "Recipe" in kind)
 
 
-def expand_json_ld(record: Any) -> list[dict]:
-    """The Recipe objects inside a JSON-LD document (@graph or list), else the record itself."""
+def expand_json_ld(record: Any) -> list[Any]:
+    """The Recipe objects inside a JSON-LD document (@graph or list), else the record itself
+    (never nothing, so a record without a recipe is rejected rather than lost)."""
     if isinstance(record, list):
-        return [r for item in record for r in expand_json_ld(item)]
-    if not isinstance(record, dict):
-        return []
-    if "@graph" in record:
-        return [r for r in record["@graph"] if isinstance(r, dict) and is_schema_recipe(r)]
+        return [r for item in record for r in expand_json_ld(item)] or [record]
+    if isinstance(record, dict) and isinstance(record.get("@graph"), list):
+        return [r for r in record["@graph"] if isinstance(r, dict) and is_schema_recipe(r)] or [record]
     return [record]
 
 
@@ -106,7 +105,7 @@ def read_jsonl(path: str) -> Iterator[Record]:
         except (json.JSONDecodeError, RecursionError) as err:
             yield where, Reject(where, "invalid_json", str(err)[:200])
             continue
-        for i, item in enumerate(expand_json_ld(value) if isinstance(value, (dict, list)) else [value]):
+        for i, item in enumerate(expand_json_ld(value)):
             yield (where if i == 0 else f"{where}#{i}"), item
 
 
@@ -119,7 +118,7 @@ def read_json_document(path: str) -> Iterator[Record]:
         with open_binary(path) as handle:
             if first == b"[":
                 for index, item in enumerate(ijson.items(handle, "item", use_float=True)):
-                    for j, recipe in enumerate(expand_json_ld(item) or [item]):
+                    for j, recipe in enumerate(expand_json_ld(item)):
                         yield f"{path}[{index}]" + (f"#{j}" if j else ""), recipe
             else:
                 for index, item in enumerate(ijson.items(handle, "", use_float=True)):

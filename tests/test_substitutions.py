@@ -1,0 +1,87 @@
+"""Substitution guide: rules, case, no doubled or awkward stand-ins, composition, coverage."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import SAMPLE, WEB_RECIPES, make_recipe, needs_shared_data
+from rrt.lexicon import CONSTRAINTS
+from rrt.loaders import read_recipes
+from rrt.substitutions import match_case, substitute_recipe
+from rrt.tagger import tag_recipe
+
+
+@pytest.mark.parametrize("line,constraint,expected", [
+    ("4 slices bacon", "vegetarian", "4 slices imitation bacon"),
+    ("4 cups chicken broth", "vegan", "4 cups vegetable broth"),
+    ("2 tablespoons butter", "dairy-free", "2 tablespoons nondairy butter"),
+    ("1 cup milk", "vegan", "1 cup soymilk"),
+    ("2 large eggs", "egg-free", "2 egg replacer"),
+    ("3 tablespoons honey", "vegan", "3 tablespoons agave nectar"),
+    ("1 envelope gelatin", "vegetarian", "1 envelope agar"),
+    ("2 tablespoons fish sauce", "fish-free", "2 tablespoons soy sauce"),
+    ("1/2 cup white wine", "alcohol-free", "1/2 cup vegetable broth"),
+    ("1/4 cup peanut butter", "nut-free", "1/4 cup sunflower seed butter"),
+    ("1 cup goat milk", "dairy-free", "1 cup soymilk"),
+    ("1 can coconut milk", "dairy-free", "1 can coconut milk"),
+    ("1 cup imitation bacon bits", "vegetarian", "1 cup imitation bacon bits"),
+])
+def test_rules(line, constraint, expected):
+    out = substitute_recipe(make_recipe([line]), constraint)
+    assert out.recipe.ingredients[0] == expected
+
+
+def test_case_is_preserved():
+    assert match_case("Butter", "nondairy butter") == "Nondairy butter"
+    assert match_case("BUTTER", "nondairy butter") == "NONDAIRY BUTTER"
+    assert match_case("Chicken Broth", "vegetable broth") == "Vegetable Broth"
+    out = substitute_recipe(make_recipe(["Butter, softened"], ["Cream the Butter.", "Bake."]), "vegan")
+    assert out.recipe.ingredients[0] == "Nondairy butter, softened"
+
+
+def test_substitution_is_applied_once():
+    recipe = make_recipe(["4 slices bacon", "1 cup milk"], ["Fry the bacon.", "Add the milk."])
+    once = substitute_recipe(recipe, "vegan")
+    twice = substitute_recipe(once.recipe, "vegan")
+    assert twice.recipe == once.recipe and not twice.substitutions
+    text = " ".join(once.recipe.ingredients + once.recipe.steps)
+    assert "imitation imitation" not in text and "goat soymilk" not in text
+
+
+def test_records_from_to_field_index():
+    out = substitute_recipe(make_recipe(["1 cup flour", "2 tablespoons honey"]), "vegan")
+    assert [s.to_dict() for s in out.substitutions] == [
+        {"from": "honey", "to": "agave nectar", "field": "ingredients", "index": 1, "constraint": "vegan"}]
+
+
+def test_several_constraints_compose():
+    recipe = make_recipe(["1/4 cup peanut butter", "1 cup milk", "2 tablespoons amaretto", "1 egg"],
+                         ["Whisk the milk and egg.", "Stir in the peanut butter and amaretto."])
+    out = substitute_recipe(recipe, "vegan,nut-free,alcohol-free")
+    tags = tag_recipe(out.recipe, ["vegan", "nut-free", "alcohol-free"])
+    assert all(tags.valid.values()), tags.to_dict()
+
+
+def test_steps_and_title_are_rewritten():
+    recipe = make_recipe(["1 pound chicken thighs"], ["Brown the chicken thighs.", "Serve."],
+                         title="Chicken Curry")
+    out = substitute_recipe(recipe, "vegetarian").recipe
+    assert out.title == "Tofu Curry" and out.steps[0] == "Brown the tofu."
+
+
+def _repair_rate(recipes, constraint):
+    invalid = [r for r in recipes if not tag_recipe(r, [constraint]).valid[constraint]]
+    fixed = [r for r in invalid if tag_recipe(substitute_recipe(r, constraint).recipe, [constraint]).valid[constraint]]
+    return len(fixed), len(invalid)
+
+
+@pytest.mark.parametrize("constraint", CONSTRAINTS)
+def test_sample_corpus_is_repaired(constraint):
+    fixed, invalid = _repair_rate(list(read_recipes([str(SAMPLE)])), constraint)
+    assert invalid >= 10 and fixed / invalid >= 0.95
+
+
+@needs_shared_data
+@pytest.mark.parametrize("constraint", CONSTRAINTS)
+def test_web_corpus_is_repaired(constraint):
+    fixed, invalid = _repair_rate(list(read_recipes([str(WEB_RECIPES)])), constraint)
+    assert invalid and fixed / invalid >= 0.95, f"{fixed}/{invalid}"

@@ -1,0 +1,165 @@
+"""Dietary tagger: tricky cases, the hierarchy of constraints, and quality on real recipes."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import SAMPLE, WEB_RECIPES, make_recipe, needs_shared_data
+from rrt.lexicon import CONSTRAINTS
+from rrt.loaders import read_recipes
+from rrt.tagger import parse_constraints, tag_recipe, text_violations
+
+# (ingredient line, constraint, expected validity): exceptions and their violating twins.
+TRICKY = [
+    ("1 large eggplant, cubed", "egg-free", True),
+    ("2 large eggs", "egg-free", False),
+    ("Egg replacer equal to 2 eggs", "egg-free", True),
+    ("1 egg, beaten", "egg-free", False),
+    ("1/2 cup vegan mayonnaise", "egg-free", True),
+    ("1/2 cup mayonnaise", "egg-free", False),
+    ("2 beefsteak tomatoes, sliced", "vegetarian", True),
+    ("1 pound beef steak", "vegetarian", False),
+    ("8 ounces oyster mushrooms", "fish-free", True),
+    ("2 tablespoons oyster sauce", "fish-free", False),
+    ("1 cup oyster crackers", "fish-free", True),
+    ("12 fresh oysters", "fish-free", False),
+    ("1 butternut squash, peeled", "nut-free", True),
+    ("1/2 cup chopped walnuts", "nut-free", False),
+    ("1/4 teaspoon ground nutmeg", "nut-free", True),
+    ("1/4 cup pine nuts", "nut-free", False),
+    ("1 can coconut milk", "dairy-free", True),
+    ("1 cup whole milk", "dairy-free", False),
+    ("1 cup oat milk", "dairy-free", True),
+    ("1 cup soy milk", "dairy-free", True),
+    ("1 cup almond milk", "dairy-free", True),
+    ("1 cup almond milk", "nut-free", False),
+    ("2 tablespoons peanut butter", "dairy-free", True),
+    ("2 tablespoons peanut butter", "nut-free", False),
+    ("2 tablespoons butter", "dairy-free", False),
+    ("1 teaspoon cream of tartar", "dairy-free", True),
+    ("1 cup heavy cream", "dairy-free", False),
+    ("1 can ginger ale", "alcohol-free", True),
+    ("1 bottle pale ale", "alcohol-free", False),
+    ("2 ounces cocoa butter", "dairy-free", True),
+    ("4 cups vegetable broth", "vegetarian", True),
+    ("4 cups chicken broth", "vegetarian", False),
+    ("1 tablespoon Worcestershire sauce", "fish-free", False),
+    ("1 tablespoon Worcestershire sauce", "vegetarian", False),
+    ("2 tablespoons fish sauce", "fish-free", False),
+    ("1 envelope unflavored gelatin", "vegetarian", False),
+    ("2 tablespoons agar agar powder", "vegetarian", True),
+    ("3 tablespoons honey", "vegan", False),
+    ("3 tablespoons honey", "vegetarian", True),
+    ("1/4 cup dry marsala", "alcohol-free", False),
+    ("2 tablespoons mirin", "alcohol-free", False),
+    ("1/4 cup dry sherry", "alcohol-free", False),
+    ("2 tablespoons sherry vinegar", "alcohol-free", True),
+    ("1 tablespoon red wine vinegar", "alcohol-free", True),
+    ("1/2 cup red wine", "alcohol-free", False),
+    ("1 cup vegan butter", "vegan", True),
+    ("1 cup dairy-free cream cheese", "dairy-free", True),
+    ("1 cup non-dairy whipped cream", "dairy-free", True),
+    ("1 1/2 cups kidney beans", "vegetarian", True),
+    ("1 pound chicken liver", "vegetarian", False),
+    ("2 cups water chestnuts", "nut-free", True),
+    ("1/2 cup chestnuts", "nut-free", False),
+    ("1 tablespoon nutritional yeast", "nut-free", True),
+    ("1 tablespoon nutritional yeast", "dairy-free", True),
+    ("2 crab apples", "fish-free", True),
+    ("8 ounces lump crab meat", "fish-free", False),
+    ("1 Scotch bonnet pepper", "alcohol-free", True),
+    ("2 tablespoons Scotch whisky", "alcohol-free", False),
+    ("1 cup goat cheese", "vegetarian", True),
+    ("1 cup goat cheese", "dairy-free", False),
+    ("1 pound ground goat", "vegetarian", False),
+    ("8 ounces tofu bacon", "vegetarian", True),
+    ("4 slices bacon", "vegetarian", False),
+    ("1 cup coconut yogurt", "dairy-free", True),
+    ("1 cup Greek yogurt", "dairy-free", False),
+    ("2 tablespoons flax egg", "egg-free", True),
+    ("1 cup non-alcoholic wine", "alcohol-free", True),
+    ("1 cup mini marshmallows", "vegetarian", False),
+    ("1 cup vegan marshmallows", "vegetarian", True),
+    ("1 teaspoon anchovy paste", "fish-free", False),
+    ("1/2 cup prepared pesto", "nut-free", False),
+    ("1/2 cup nut-free pesto", "nut-free", True),
+    ("2 cups fresh fettuccine", "egg-free", False),
+    ("2 cups dried spaghetti", "egg-free", True),
+    ("8 ounces egg noodles", "egg-free", False),
+]
+
+
+@pytest.mark.parametrize("line,constraint,expected", TRICKY)
+def test_tricky_ingredient_lines(line, constraint, expected):
+    result = tag_recipe(make_recipe([line, "1 pinch salt"]), [constraint])
+    assert result.valid[constraint] is expected, result.to_dict()
+
+
+def test_violation_record_names_term_field_line_and_span():
+    recipe = make_recipe(["1 cup flour", "2 tablespoons honey"], ["Stir in the honey.", "Bake."])
+    out = tag_recipe(recipe, ["vegan"]).to_dict()
+    first = out["violations"]["vegan"][0]
+    assert {k: first[k] for k in ("term", "field", "index", "text")} == {
+        "term": "honey", "field": "ingredients", "index": 1, "text": "2 tablespoons honey"}
+    assert first["text"][slice(*first["span"])] == "honey"
+    assert [v["field"] for v in out["violations"]["vegan"]] == ["ingredients", "steps"]
+
+
+def test_steps_referring_to_a_harmless_ingredient_are_not_violations():
+    recipe = make_recipe(["1/2 cup vegan butter", "1 cup flour"], ["Melt the butter.", "Add the flour."])
+    assert tag_recipe(recipe, ["dairy-free"]).valid["dairy-free"]
+    recipe.steps.append("Top with grated parmesan.")
+    assert not tag_recipe(recipe, ["dairy-free"]).valid["dairy-free"]
+
+
+def test_title_and_steps_are_tagged():
+    recipe = make_recipe(["1 pound chicken thighs", "1 onion"], ["Brown the chicken.", "Serve."],
+                         title="Chicken Stew")
+    fields = {v.field for v in tag_recipe(recipe, ["vegetarian"]).violations["vegetarian"]}
+    assert fields == {"title", "ingredients", "steps"}
+
+
+def test_hidden_violations():
+    assert text_violations("Add a dash of Worcestershire sauce.", ["fish-free"])
+    assert text_violations("Bloom the gelatin in cold water.", ["vegetarian"])
+    assert text_violations("Drizzle with honey.", ["vegan"])
+    assert not text_violations("Drizzle with honey.", ["vegetarian"])
+
+
+def test_hierarchy_vegan_implies_vegetarian_implies_fish_free():
+    for recipe in read_recipes([str(SAMPLE)]):
+        valid = tag_recipe(recipe).valid
+        if valid["vegan"]:
+            assert valid["vegetarian"] and valid["dairy-free"] and valid["egg-free"], recipe.id
+        if valid["vegetarian"]:
+            assert valid["fish-free"], recipe.id
+
+
+def test_parse_constraints():
+    assert parse_constraints("all") == list(CONSTRAINTS)
+    assert parse_constraints("vegan, nut-free") == ["vegan", "nut-free"]
+    with pytest.raises(ValueError, match="unknown constraint 'keto'"):
+        parse_constraints("keto")
+
+
+def test_sample_corpus_matches_its_authored_diets():
+    for recipe in read_recipes([str(SAMPLE)]):
+        valid = tag_recipe(recipe).valid
+        expected = {c: c in recipe.metadata["diets"] for c in CONSTRAINTS}
+        assert valid == expected, recipe.id
+
+
+def _site_says(tags: list[str], constraint: str) -> bool:
+    name = constraint.replace("-", " ")
+    return any(f" {name} " in f" {t.lower().replace('-', ' ')} " for t in tags)
+
+
+@needs_shared_data
+@pytest.mark.parametrize("constraint", ["vegan", "vegetarian"])
+def test_web_recipes_tagged_by_their_site_are_valid(constraint):
+    recipes = [r for r in read_recipes([str(WEB_RECIPES)])
+               if _site_says(r.metadata.get("site_tags", []), constraint)]
+    assert len(recipes) >= 20
+    valid = sum(tag_recipe(r, [constraint]).valid[constraint] for r in recipes)
+    assert valid / len(recipes) >= 0.90, f"{valid}/{len(recipes)}"

@@ -47,7 +47,12 @@ _QUANTITY = re.compile(rf"^(?:[\d{_FRACTIONS}][\d{_FRACTIONS}/.,]*|a|an|one|two|
 _TOKEN = re.compile(rf"[A-Za-zÀ-ÿ{_FRACTIONS}0-9][\w{_FRACTIONS}'’./%-]*")
 
 
+_IE_PLURALS = ("cookies", "brownies", "pies", "smoothies", "veggies", "calories", "pierogies", "hoagies")
+
+
 def _singular(word: str) -> str:
+    if word.endswith(_IE_PLURALS):
+        return word[:-1]
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
     if len(word) > 4 and word.endswith(("oes", "ches", "shes", "sses", "xes")):

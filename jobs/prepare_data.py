@@ -1,0 +1,481 @@
+"""Prepare training data on Ray Data: recipes -> dishes -> recipe pairs -> step pairs.
+
+    python jobs/prepare_data.py --input data/sample/recipes.jsonl --output out/prepared
+    python jobs/prepare_data.py --input 'corpora/*.csv,layer1.json' --output out/full --profile v100x64
+    ray job submit --working-dir . -- python jobs/prepare_data.py --input data/sample --output /shared/prepared
+
+Writes into --output: recipes/, recipe_pairs/, step_pairs/<variant>/<split>/ (Parquet),
+translation_table.npz, rejects.jsonl and stats.json. A rerun into the same folder with the
+same settings resumes: finished stages are kept, the rest are done. A rerun with other
+settings is refused, so two runs never mix.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.dataset as pads  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from rrt.alignment import AlignSettings, TranslationTable, train_translation_table  # noqa: E402
+from rrt.config import ConfigError, load_config, section  # noqa: E402
+from rrt.formats import PAIR_VARIANTS, RECIPE_VARIANTS, VARIANTS  # noqa: E402
+from rrt.loaders import InputError, LoadReport, expand_inputs, read_recipes  # noqa: E402
+from rrt.loaders.source import is_remote  # noqa: E402
+from rrt.pairing import PairSettings, cap_dish, pair_dish, recipe_rows, step_pair_rows, valid_column  # noqa: E402
+from rrt.recipe import Reject  # noqa: E402
+from rrt.recipe_table import recipe_row  # noqa: E402
+from rrt.tagger import parse_constraints  # noqa: E402
+
+SPLITS = ("train", "dev", "test")
+LINK = pa.struct([("source_step", pa.int64()), ("target_steps", pa.list_(pa.int64())),
+                  ("scores", pa.list_(pa.float64()))])
+TEXTS = pa.list_(pa.string())
+PAIR_SCHEMA = pa.schema([
+    ("source_id", pa.string()), ("target_id", pa.string()), ("constraint", pa.string()),
+    ("split", pa.string()), ("dish", pa.string()), ("pair_score", pa.float64()),
+    ("alignment", pa.list_(LINK)), ("source_title", pa.string()), ("source_ingredients", TEXTS),
+    ("source_steps", TEXTS), ("target_title", pa.string()), ("target_ingredients", TEXTS),
+    ("target_steps", TEXTS),
+])
+ROWS_PER_FILE = 50_000  # fewer, larger Parquet files than one per block
+EM_SCHEMA = pa.schema([("key", pa.string()), ("source_steps", TEXTS), ("target_steps", TEXTS)])
+
+
+class JobError(Exception):
+    """A problem to report as one line before (or instead of) any work."""
+
+
+# ---------------------------------------------------------------- settings and resume
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line flags; each overrides the matching ray_config.yaml value."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--input", help="comma list of files, globs, folders or URIs (default: data.inputs)")
+    parser.add_argument("--output", help="output folder (default: data.output)")
+    parser.add_argument("--config", help="config file (default: ray_config.yaml)")
+    parser.add_argument("--profile", help="config profile, e.g. local or v100x64")
+    parser.add_argument("--constraints", help="'all' or a comma list (default: data.constraints)")
+    parser.add_argument("--limit", type=int, help="read at most N clean recipes")
+    parser.add_argument("--dish-key", choices=("title", "head"), help="dish key level (default: data.dish_key)")
+    parser.add_argument("--translation-table", help="reuse this translation_table.npz instead of learning one")
+    parser.add_argument("--overwrite", action="store_true", help="delete an earlier run in --output first")
+    parser.add_argument("--num-cpus", type=int, help="CPUs for a local Ray (default: all)")
+    return parser.parse_args(argv)
+
+
+def settings_from(args: argparse.Namespace) -> dict[str, Any]:
+    """Merge config and flags into the settings of this run; errors are JobError lines."""
+    try:
+        config = load_config(args.config, args.profile)
+        data, align = dict(section(config, "data")), dict(section(config, "alignment"))
+        ray_cfg = dict(section(config, "ray"))
+    except ConfigError as err:
+        raise JobError(str(err)) from None
+    inputs = args.input.split(",") if args.input else list(data.get("inputs") or [])
+    if not inputs:
+        raise JobError("no input given (--input or data.inputs)")
+    output = args.output or data.get("output")
+    if not output:
+        raise JobError("no output folder given (--output or data.output)")
+    if is_remote(output):
+        raise JobError("--output must be a local or shared-filesystem folder")
+    try:
+        constraints = parse_constraints(args.constraints or data.get("constraints") or "all")
+        paths = expand_inputs([i.strip() for i in inputs if i.strip()])
+    except (ValueError, InputError) as err:
+        raise JobError(str(err)) from None
+    if not paths:
+        raise JobError(f"no input files found in {', '.join(inputs)}")
+    variants = list(data.get("variants") or VARIANTS)
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise JobError(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
+    split = data.get("split") or {}
+    train, dev = float(split.get("train", 0.8)), float(split.get("dev", 0.1))
+    if not (0 < train < 1 and 0 <= dev < 1 and train + dev <= 1):
+        raise JobError(f"data.split must have 0 < train, 0 <= dev and train + dev <= 1 (got {split})")
+    limit = args.limit if args.limit is not None else data.get("limit")
+    if limit is not None and int(limit) <= 0:
+        raise JobError("--limit must be a positive number of recipes")
+    return {
+        "inputs": paths, "output": os.path.abspath(output), "constraints": constraints,
+        "limit": int(limit) if limit is not None else None, "variants": variants,
+        "dish_key": args.dish_key or data.get("dish_key", "title"), "train": train, "dev": dev,
+        "seed": int(data.get("seed", 13)),
+        "pairing": {k: int(data[k]) for k in ("pairs_per_source", "candidates_per_source", "max_dish_recipes")
+                    if k in data},
+        "alignment": align, "translation_table": args.translation_table,
+        "ray": {"address": ray_cfg.get("address"), "num_cpus": args.num_cpus or ray_cfg.get("num_cpus")},
+    }
+
+
+def fingerprint(settings: dict) -> str:
+    """Hash of everything that changes the outputs (inputs by path, size and mtime)."""
+    files = []
+    for path in settings["inputs"]:
+        stat = os.stat(path) if not is_remote(path) else None
+        files.append([path, stat.st_size if stat else None, int(stat.st_mtime) if stat else None])
+    keep = {k: v for k, v in settings.items() if k not in ("ray", "output", "inputs")}
+    blob = json.dumps({"files": files, **keep}, sort_keys=True, default=str)
+    return hashlib.sha1(blob.encode()).hexdigest()[:16]
+
+
+def claim_output(settings: dict, overwrite: bool) -> bool:
+    """Create or resume the output folder; refuse one that holds another run. True = resuming."""
+    out = settings["output"]
+    manifest = os.path.join(out, "run.json")
+    if overwrite and os.path.exists(out):
+        shutil.rmtree(out)
+    if os.path.exists(manifest):
+        with open(manifest, encoding="utf-8") as handle:
+            earlier = json.load(handle)
+        if earlier.get("fingerprint") != settings["fingerprint"]:
+            raise JobError(f"{out} holds a run with other inputs or settings; use a new --output, "
+                           "or --overwrite to replace it")
+        return True
+    if os.path.isdir(out) and os.listdir(out):
+        raise JobError(f"{out} is not empty and holds no rrt run; choose an empty or new folder")
+    os.makedirs(out, exist_ok=True)
+    with open(manifest, "w", encoding="utf-8") as handle:
+        json.dump({"fingerprint": settings["fingerprint"], "settings": settings,
+                   "started": time.strftime("%Y-%m-%dT%H:%M:%S")}, handle, indent=2, default=str)
+    return False
+
+
+def stage_done(path: str) -> bool:
+    """A stage's output exists only once it finished (written to .tmp, then renamed)."""
+    return os.path.exists(path)
+
+
+def publish(tmp: str, final: str) -> None:
+    """Atomically move a finished stage's output into place."""
+    os.replace(tmp, final)
+
+
+# ---------------------------------------------------------------- work done by Ray tasks
+
+def load_file(item: dict, settings: dict) -> Any:
+    """Ray task: one input file -> recipe rows; its rejects go to _rejects/<index>.jsonl."""
+    report = LoadReport()
+    reject_path = os.path.join(settings["output"], "_rejects", f"{item['index']:06d}.jsonl")
+    os.makedirs(os.path.dirname(reject_path), exist_ok=True)
+    with open(reject_path, "w", encoding="utf-8") as rejects:
+        report.on_reject = lambda r: rejects.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
+        for recipe in read_recipes([item["path"]], report):
+            yield recipe_row(recipe, settings["constraints"], settings["dish_key"], settings["train"],
+                             settings["dev"], settings["seed"])
+
+
+def _dedupe(rows: list[dict], output: str) -> list[dict]:
+    seen, kept, dropped = set(), [], []
+    for row in sorted(rows, key=lambda r: r["id"]):
+        (dropped if row["id"] in seen else kept).append(row)
+        seen.add(row["id"])
+    if dropped:
+        _side_file(output, "_rejects", "dup-" + rows[0]["dish"],
+                   [Reject(r["id"], "duplicate_id", "another recipe of this dish has the same id", r["id"]).to_dict()
+                    for r in dropped])
+    return kept
+
+
+def _side_file(output: str, folder: str, name: str, rows: list[dict]) -> None:
+    path = os.path.join(output, folder, hashlib.sha1(name.encode()).hexdigest()[:16] + ".jsonl")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+
+
+def em_sample(group: pa.Table, settings: dict) -> pa.Table:
+    """Ray task: a few (invalid, valid) recipe pairs of one dish for learning the table."""
+    rows = _dedupe(group.to_pylist(), settings["output"])
+    out = []
+    for constraint in settings["constraints"]:
+        column = valid_column(constraint)
+        sources = [r for r in rows if not r[column]][:2]
+        targets = [r for r in rows if r[column]][:2]
+        for s in sources:
+            for t in targets:
+                key = hashlib.sha1(f"{settings['seed']}|{s['id']}|{t['id']}".encode()).hexdigest()
+                out.append({"key": key, "source_steps": s["steps"], "target_steps": t["steps"]})
+    return pa.Table.from_pylist(out, schema=EM_SCHEMA)
+
+
+_TABLES: dict[str, TranslationTable] = {}
+
+
+def pair_group(group: pa.Table, settings: dict) -> pa.Table:
+    """Ray task: recipe pairs with step alignments for one dish."""
+    path = settings["table_path"]
+    if path not in _TABLES:
+        _TABLES[path] = TranslationTable.load(path)
+    rows = _dedupe(group.to_pylist(), settings["output"])
+    pair_settings = PairSettings(seed=settings["seed"], **settings["pairing"])
+    kept, capped = cap_dish(rows, pair_settings)
+    if capped:
+        _side_file(settings["output"], "_capped", rows[0]["dish"],
+                   [{"id": r["id"], "dish": r["dish"]} for r in capped])
+    align = AlignSettings(**{k: float(v) for k, v in settings["alignment"].items()
+                             if k in ("forward_bias", "backward_penalty", "link_threshold", "null_weight")})
+    pairs = pair_dish(kept, settings["constraints"], _TABLES[path], pair_settings, align)
+    return pa.Table.from_pylist(pairs, schema=PAIR_SCHEMA)
+
+
+# ---------------------------------------------------------------- stages (driver)
+
+def log(message: str) -> None:
+    """One progress line on stderr."""
+    print(f"[prepare_data] {message}", file=sys.stderr, flush=True)
+
+
+def group_partitions(settings: dict) -> int:
+    """Shuffle partitions for grouping by dish: enough for every CPU, not one per few rows."""
+    import ray
+
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    recipes = count_rows(os.path.join(settings["output"], "recipes"))
+    return max(cpus, min(200, recipes // 2000))
+
+
+def stage_recipes(ray_data, settings: dict, timings: dict) -> None:
+    """Load, clean, tag, key and split every recipe -> recipes/ (Parquet)."""
+    final = os.path.join(settings["output"], "recipes")
+    if stage_done(final):
+        return log("recipes: done earlier, kept")
+    started = time.perf_counter()
+    shutil.rmtree(os.path.join(settings["output"], "_rejects"), ignore_errors=True)
+    files = ray_data.from_items([{"path": p, "index": i} for i, p in enumerate(settings["inputs"])],
+                                override_num_blocks=max(1, len(settings["inputs"])))
+    recipes = files.flat_map(load_file, fn_kwargs={"settings": settings})
+    if settings["limit"]:
+        recipes = recipes.limit(settings["limit"])
+    tmp = final + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    recipes.write_parquet(tmp, min_rows_per_file=ROWS_PER_FILE)
+    os.makedirs(tmp, exist_ok=True)
+    publish(tmp, final)
+    timings["recipes"] = round(time.perf_counter() - started, 2)
+    log(f"recipes: {count_rows(final)} in {timings['recipes']}s")
+
+
+def stage_translation_table(ray_data, settings: dict, timings: dict) -> None:
+    """Learn (or copy) the word translation table -> translation_table.npz."""
+    final = os.path.join(settings["output"], "translation_table.npz")
+    if stage_done(final):
+        return log("translation table: done earlier, kept")
+    started = time.perf_counter()
+    if settings["translation_table"]:
+        TranslationTable.load(settings["translation_table"])  # fail early on a bad file
+        shutil.copyfile(settings["translation_table"], final)
+        return log(f"translation table: reused {settings['translation_table']}")
+    align = settings["alignment"]
+    recipes = ray_data.read_parquet(os.path.join(settings["output"], "recipes"))
+    sample = (recipes.groupby("dish", num_partitions=group_partitions(settings))
+              .map_groups(em_sample, fn_kwargs={"settings": settings}, batch_format="pyarrow")
+              .sort("key").limit(int(align.get("em_pairs", 5000))))
+    pairs = [(row["source_steps"], row["target_steps"]) for row in sample.iter_rows()]
+    table = train_translation_table(pairs, int(align.get("vocab_size", 3000)), int(align.get("em_iterations", 5)))
+    tmp = final + ".tmp.npz"
+    table.save(tmp)
+    publish(tmp, final)
+    timings["translation_table"] = round(time.perf_counter() - started, 2)
+    log(f"translation table: {len(pairs)} recipe pairs, {len(table.vocab)} words, {timings['translation_table']}s")
+
+
+def stage_pairs(ray_data, settings: dict, timings: dict) -> None:
+    """Pair and align recipes within each dish -> _pairs/ (staging) and recipe_pairs/."""
+    out = settings["output"]
+    staging, final = os.path.join(out, "_pairs"), os.path.join(out, "recipe_pairs")
+    started = time.perf_counter()
+    if not stage_done(staging):
+        shutil.rmtree(os.path.join(out, "_capped"), ignore_errors=True)
+        recipes = ray_data.read_parquet(os.path.join(out, "recipes"))
+        task = {**settings, "table_path": os.path.join(out, "translation_table.npz")}
+        pairs = recipes.groupby("dish", num_partitions=group_partitions(settings)).map_groups(pair_group, fn_kwargs={"settings": task}, batch_format="pyarrow")
+        tmp = staging + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        pairs.write_parquet(tmp, min_rows_per_file=ROWS_PER_FILE)
+        os.makedirs(tmp, exist_ok=True)
+        publish(tmp, staging)
+    if not stage_done(final):
+        columns = ["source_id", "target_id", "constraint", "split", "dish", "pair_score", "alignment"]
+        tmp = final + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        write_table(ray_data, staging, tmp, columns=columns, schema=PAIR_SCHEMA)
+        publish(tmp, final)
+        timings["pairs"] = round(time.perf_counter() - started, 2)
+        log(f"recipe pairs: {count_rows(final)} in {timings['pairs']}s")
+    else:
+        log("recipe pairs: done earlier, kept")
+
+
+def write_table(ray_data, source: str, dest: str, columns: list[str], schema: pa.Schema) -> None:
+    """Copy some columns of a Parquet folder (possibly empty) into another."""
+    if count_rows(source) == 0:
+        os.makedirs(dest, exist_ok=True)
+        pq.write_table(pa.table({c: pa.array([], schema.field(c).type) for c in columns}),
+                               os.path.join(dest, "empty.parquet"))
+        return
+    ray_data.read_parquet(source).select_columns(columns).write_parquet(dest, min_rows_per_file=ROWS_PER_FILE)
+
+
+def stage_step_pairs(ray_data, settings: dict, timings: dict) -> None:
+    """Format every variant, split by split -> step_pairs/<variant>/<split>/."""
+    out = settings["output"]
+    for variant in settings["variants"]:
+        final = os.path.join(out, "step_pairs", variant)
+        if stage_done(final):
+            log(f"step pairs {variant}: done earlier, kept")
+            continue
+        started = time.perf_counter()
+        if variant in PAIR_VARIANTS:
+            source, fn = os.path.join(out, "_pairs"), step_pair_rows
+        else:
+            source, fn = os.path.join(out, "recipes"), recipe_rows
+        tmp = final + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        if count_rows(source):
+            rows = ray_data.read_parquet(source).flat_map(lambda row, v=variant, f=fn: f(row, v))
+            # One pass writes every split; hive folders split=X are then renamed to X.
+            rows.write_parquet(tmp, partition_cols=["split"])
+        for split in SPLITS:
+            hive = os.path.join(tmp, f"split={split}")
+            if os.path.isdir(hive):
+                os.replace(hive, os.path.join(tmp, split))
+            os.makedirs(os.path.join(tmp, split), exist_ok=True)
+        publish(tmp, final)
+        timings[f"step_pairs/{variant}"] = round(time.perf_counter() - started, 2)
+        log(f"step pairs {variant}: {count_rows(final)} in {timings[f'step_pairs/{variant}']}s")
+
+
+# ---------------------------------------------------------------- measurements
+
+def count_rows(path: str) -> int:
+    """Rows in a Parquet folder (0 when it holds no file)."""
+    files = [os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs if f.endswith(".parquet")]
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+
+
+def count_by(path: str, columns: list[str]) -> Counter:
+    """Row counts per value combination of some columns, streamed in batches."""
+    counts: Counter = Counter()
+    files = [os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs if f.endswith(".parquet")]
+    if not files:
+        return counts
+    for batch in pads.dataset(files, format="parquet").to_batches(columns=columns):
+        counts.update(zip(*(batch.column(c).to_pylist() for c in columns)))
+    return counts
+
+
+def gather_rejects(output: str) -> Counter:
+    """Concatenate the tasks' reject files into rejects.jsonl; count by reason."""
+    reasons: Counter = Counter()
+    folder = os.path.join(output, "_rejects")
+    with open(os.path.join(output, "rejects.jsonl"), "w", encoding="utf-8") as dest:
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            with open(os.path.join(folder, name), encoding="utf-8") as src:
+                for line in src:
+                    reasons[json.loads(line)["reason"]] += 1
+                    dest.write(line)
+    return reasons
+
+
+def write_stats(settings: dict, timings: dict, resumed: bool) -> dict:
+    """stats.json: the paper's Table 1 per constraint, rejects, timings and throughput."""
+    out = settings["output"]
+    constraints = settings["constraints"]
+    recipes = os.path.join(out, "recipes")
+    flags = count_by(recipes, ["split"] + [valid_column(c) for c in constraints])
+    per_split = Counter()
+    validity = {c: Counter() for c in constraints}
+    for key, n in flags.items():
+        per_split[key[0]] += n
+        for c, ok in zip(constraints, key[1:]):
+            validity[c]["valid" if ok else "invalid"] += n
+    pairs = count_by(os.path.join(out, "recipe_pairs"), ["constraint", "split"])
+    steps = {}
+    for v in settings["variants"]:
+        steps[v] = Counter()
+        for split in SPLITS:
+            folder = os.path.join(out, "step_pairs", v, split)
+            if v in PAIR_VARIANTS:
+                steps[v].update({(c, split): n for (c,), n in count_by(folder, ["constraint"]).items()})
+            else:
+                steps[v][("all", split)] = count_rows(folder)
+    contextual = steps.get("contextual", Counter())
+    table1 = {c: {"recipe_pairs": {s: pairs.get((c, s), 0) for s in SPLITS},
+                  "step_pairs_train": contextual.get((c, "train"), 0),
+                  "recipes_valid": validity[c]["valid"], "recipes_invalid": validity[c]["invalid"]}
+              for c in constraints}
+    rejects = gather_rejects(out)
+    capped = sum(1 for r, _, fs in os.walk(os.path.join(out, "_capped")) for f in fs
+                 for _ in open(os.path.join(r, f), encoding="utf-8"))
+    total = sum(per_split.values())
+    seconds = timings.get("recipes")
+    stats = {
+        "recipes": total, "recipes_per_split": dict(per_split), "table1": table1,
+        "step_pairs": {v: {" / ".join(map(str, k)): n for k, n in sorted(c.items())} for v, c in steps.items()},
+        "rejects": dict(rejects), "rejected": sum(rejects.values()), "unpaired_capped_recipes": capped,
+        "seconds_per_stage": timings, "resumed": resumed,
+        "recipes_per_second": round(total / seconds, 1) if seconds else None,
+    }
+    with open(os.path.join(out, "stats.json.tmp"), "w", encoding="utf-8") as handle:
+        json.dump(stats, handle, indent=2)
+    publish(os.path.join(out, "stats.json.tmp"), os.path.join(out, "stats.json"))
+    return stats
+
+
+def format_table1(stats: dict) -> str:
+    """The paper's Table 1 as text: recipe pairs per split and train step pairs."""
+    lines = [f"{'constraint':<13} {'train':>7} {'dev':>6} {'test':>6} {'step pairs (train)':>19}"]
+    for c, row in stats["table1"].items():
+        p = row["recipe_pairs"]
+        lines.append(f"{c:<13} {p['train']:>7} {p['dev']:>6} {p['test']:>6} {row['step_pairs_train']:>19}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run (or resume) every stage."""
+    args = parse_args(argv)
+    try:
+        settings = settings_from(args)
+        settings["fingerprint"] = fingerprint(settings)
+        resumed = claim_output(settings, args.overwrite)
+    except JobError as err:
+        print(f"prepare_data: error: {err}", file=sys.stderr)
+        return 2
+    import ray
+    import ray.data
+
+    if not ray.is_initialized():
+        address = settings["ray"]["address"] or os.environ.get("RAY_ADDRESS")
+        ray.init(address=address, num_cpus=None if address else settings["ray"]["num_cpus"],
+                 include_dashboard=False)
+    log(("resuming " if resumed else "writing ") + settings["output"])
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    stage_recipes(ray.data, settings, timings)
+    stage_translation_table(ray.data, settings, timings)
+    stage_pairs(ray.data, settings, timings)
+    stage_step_pairs(ray.data, settings, timings)
+    timings["total"] = round(time.perf_counter() - started, 2)
+    stats = write_stats(settings, timings, resumed)
+    print(format_table1(stats))
+    print(f"{stats['recipes']} recipes, {stats['rejected']} rejected; outputs in {settings['output']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""Unsupervised step alignment: IBM Model 1 word translation + an HMM over target steps.
+
+The translation table t(target word | source word) is learned with EM on recipe pairs
+(each pair is one "sentence pair" of content words, a NULL source word included). The
+HMM reads the target steps in order; its hidden state is the source step that produced
+each one. Emissions are IBM-1 likelihoods of the target step given the source step;
+transitions favour moving forward by one step, allow staying (one source step split into
+several target steps) and penalise going back. The posterior of each (source step,
+target step) link, times 100, is its score.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+
+from rrt.ingredients import content_words
+
+NULL, UNK = "<null>", "<unk>"
+
+
+@dataclass
+class TranslationTable:
+    """t[f, e] = p(target word f | source word e) over a capped vocabulary."""
+
+    vocab: list[str]
+    probs: np.ndarray
+    index: dict[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.index = {w: i for i, w in enumerate(self.vocab)}
+
+    def ids(self, words: Iterable[str]) -> np.ndarray:
+        """Vocabulary ids of words (unknown words share the <unk> id)."""
+        unk = self.index[UNK]
+        return np.array([self.index.get(w, unk) for w in words], dtype=np.int64)
+
+    def save(self, path: str) -> None:
+        """Write the table as a compressed .npz (vocab + float32 matrix)."""
+        np.savez_compressed(path, vocab=np.array(json.dumps(self.vocab)), probs=self.probs.astype(np.float32))
+
+    @classmethod
+    def load(cls, path: str) -> "TranslationTable":
+        """Read a table written by `save`."""
+        with np.load(path) as data:
+            return cls(json.loads(str(data["vocab"])), data["probs"])
+
+
+def _step_words(steps: list[str]) -> list[list[str]]:
+    return [content_words(step) for step in steps]
+
+
+def train_translation_table(pairs: Iterable[tuple[list[str], list[str]]], vocab_size: int = 3000,
+                            iterations: int = 5, identity_prior: float = 5.0,
+                            add_n: float = 0.05) -> TranslationTable:
+    """EM for IBM Model 1 on (source steps, target steps) recipe pairs."""
+    corpus = [(sum(_step_words(src), []), sum(_step_words(tgt), [])) for src, tgt in pairs]
+    counts = Counter(w for src, tgt in corpus for w in src + tgt)
+    vocab = [NULL, UNK] + [w for w, _ in counts.most_common(vocab_size)]
+    size = len(vocab)
+    table = TranslationTable(vocab, np.zeros((1, 1), dtype=np.float32))
+    encoded = [(np.concatenate([[0], table.ids(src)]), table.ids(tgt)) for src, tgt in corpus if src and tgt]
+    # Start near uniform with a nudge towards copying: recipes of one dish share words.
+    probs = np.full((size, size), 1.0 / size, dtype=np.float32)
+    probs[np.arange(size), np.arange(size)] *= identity_prior
+    probs /= probs.sum(axis=0, keepdims=True)
+    for _ in range(iterations):
+        expected = np.zeros_like(probs)
+        for src, tgt in encoded:
+            sub = probs[np.ix_(tgt, src)]  # |tgt| x |src|
+            sub = sub / sub.sum(axis=1, keepdims=True)
+            np.add.at(expected, (tgt[:, None], src[None, :]), sub)
+        # Add-n smoothing (Moore, 2004): a rare source word cannot become a "garbage
+        # collector" that explains every unrelated target word.
+        probs = (expected + add_n) / (expected.sum(axis=0, keepdims=True) + add_n * size)
+    table.probs = probs.astype(np.float32)
+    return table
+
+
+@dataclass
+class AlignSettings:
+    """HMM settings: transition shape and the score a link must reach to be kept."""
+
+    forward_bias: float = 1.0
+    backward_penalty: float = 3.0
+    link_threshold: float = 50.0
+    null_weight: float = 0.2
+
+
+def _emissions(table: TranslationTable, src_steps: list[list[str]], tgt_steps: list[list[str]],
+               null_weight: float) -> np.ndarray:
+    """log p(target step j | source step i) for every (j, i): IBM-1 per target word.
+
+    The NULL word gets a fixed share of each word's probability, so a target word no
+    source step explains costs every state alike (plain IBM-1 would favour short steps).
+    """
+    out = np.zeros((len(tgt_steps), len(src_steps)))
+    null = table.index[NULL]
+    for j, tgt in enumerate(tgt_steps):
+        if not tgt:
+            continue
+        tgt_ids = table.ids(tgt)
+        from_null = table.probs[tgt_ids, null]
+        for i, src in enumerate(src_steps):
+            if src:
+                from_src = table.probs[np.ix_(tgt_ids, table.ids(src))].mean(axis=1)
+            else:
+                from_src = from_null
+            word_probs = null_weight * from_null + (1 - null_weight) * from_src
+            out[j, i] = np.log(np.maximum(word_probs, 1e-12)).sum()
+    return out
+
+
+def _transitions(n: int, settings: AlignSettings) -> np.ndarray:
+    """log p(next source state | current), forward by one most likely."""
+    i = np.arange(n)[:, None]
+    k = np.arange(n)[None, :]
+    delta = k - i
+    logits = -settings.forward_bias * np.abs(delta - 1).astype(float)
+    logits = np.where(delta < 0, logits - settings.backward_penalty, logits)
+    return logits - np.logaddexp.reduce(logits, axis=1, keepdims=True)
+
+
+def align_steps(src_steps: list[str], tgt_steps: list[str], table: TranslationTable,
+                settings: AlignSettings | None = None) -> tuple[np.ndarray, float]:
+    """Link scores (source steps x target steps, 0-100) and the per-word log-likelihood."""
+    settings = settings or AlignSettings()
+    src_words, tgt_words = _step_words(src_steps), _step_words(tgt_steps)
+    n, m = len(src_steps), len(tgt_steps)
+    if n == 0 or m == 0:
+        return np.zeros((n, m)), float("-inf")
+    emit = _emissions(table, src_words, tgt_words, settings.null_weight)
+    trans = _transitions(n, settings)
+    start = -settings.forward_bias * np.arange(n, dtype=float)
+    start -= np.logaddexp.reduce(start)
+    alpha = np.zeros((m, n))
+    beta = np.zeros((m, n))
+    alpha[0] = start + emit[0]
+    for j in range(1, m):
+        alpha[j] = np.logaddexp.reduce(alpha[j - 1][:, None] + trans, axis=0) + emit[j]
+    for j in range(m - 2, -1, -1):
+        beta[j] = np.logaddexp.reduce(trans + (emit[j + 1] + beta[j + 1])[None, :], axis=1)
+    loglik = np.logaddexp.reduce(alpha[-1])
+    posterior = np.exp(alpha + beta - loglik)  # m x n
+    words = max(1, sum(len(w) for w in tgt_words))
+    return 100.0 * posterior.T, float(loglik / words)
+
+
+@dataclass
+class StepLink:
+    """One source step and the target steps merged into its rewrite, with their scores."""
+
+    source_step: int
+    target_steps: list[int]
+    scores: list[float]
+
+
+def kept_links(scores: np.ndarray, threshold: float) -> list[StepLink]:
+    """Links above the threshold; several target steps of one source step are merged in order."""
+    links = []
+    for i in range(scores.shape[0]):
+        targets = [int(j) for j in np.nonzero(scores[i] >= threshold)[0]]
+        if targets:
+            links.append(StepLink(i, targets, [round(float(scores[i, j]), 1) for j in targets]))
+    return links
+
+
+def alignment_table(src_steps: list[str], tgt_steps: list[str], scores: np.ndarray, width: int = 48) -> str:
+    """A printable table of every link's score, like the paper's appendix."""
+    def cut(text: str) -> str:
+        return text if len(text) <= width else text[: width - 1] + "…"
+
+    header = "source step".ljust(width + 4) + " ".join(f"t{j:<4}" for j in range(len(tgt_steps)))
+    lines = [header]
+    for i, step in enumerate(src_steps):
+        cells = " ".join(f"{scores[i, j]:5.1f}" for j in range(len(tgt_steps)))
+        lines.append(f"s{i:<3}{cut(step).ljust(width)}{cells}")
+    lines.append("")
+    lines += [f"t{j:<3}{cut(step)}" for j, step in enumerate(tgt_steps)]
+    return "\n".join(lines)

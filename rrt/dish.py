@@ -1,0 +1,76 @@
+"""Dish keys and dataset splits: which recipes are versions of one dish, and where a dish goes.
+
+"Best Vegan Hot Cocoa" and "Homemade Hot Cocoa" share the key "hot cocoa": lowercase,
+without parentheticals, diet words or puffery, plurals made singular. The `head` level
+keeps the head noun ("Crispy Fish Tacos" → "taco"), with one modifier for broad heads
+("Dark Rum Banana Bread" → "banana bread"): small corpora rarely repeat a title exactly.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+
+from rrt.ingredients import _singular
+from rrt.lexicon import CATEGORIES, DIET_WORDS
+
+PUFFERY = {
+    "best", "easy", "easiest", "homemade", "home-made", "perfect", "ultimate", "classic", "simple",
+    "quick", "favorite", "favourite", "my", "our", "the", "a", "an", "amazing", "delicious", "healthy",
+    "healthier", "authentic", "super", "world's", "famous", "awesome", "traditional", "old-fashioned",
+    "crazy", "skinny", "recipe", "recipes", "really", "very", "good", "great", "tasty", "yummy",
+    "mom's", "grandma's", "copycat", "-", "&", "weeknight", "5-ingredient", "one-pot", "new",
+}
+DESCRIPTORS = {
+    "crispy", "cheesy", "creamy", "smoky", "fluffy", "chewy", "fudgy", "hearty", "loaded", "warm",
+    "spicy", "roasted", "baked", "grilled", "stuffed", "spiked", "rich", "light", "moist", "thick",
+    "sweet", "savory", "tangy", "zesty", "fresh", "no-bake", "slow-cooker", "instant", "dark",
+    "brown", "toasted", "fried", "mini", "style", "thai-style", "valencian-style", "german", "new",
+    "york", "vegetable", "veggie", "green", "tropical", "maple", "peppermint", "lemon", "vanilla",
+}
+# Foods that tell a dish's versions apart rather than name the dish ("Tofu Pad Thai").
+STAND_INS = {"tofu", "tempeh", "seitan", "bean", "lentil", "chickpea", "mushroom", "vegetable",
+             "jackfruit", "eggplant", "cauliflower", "coconut", "aquafaba", "flax", "oat", "soy",
+             "spinach", "kale", "butternut", "squash", "black", "red", "white", "sunflower", "seed",
+             "basil", "raisin", "banana", "mango", "strawberry", "pineapple", "crumble", "apple"}
+# Heads too broad alone: "carrot cake" and "coffee cake" stay apart.
+GENERIC_HEADS = {"salad", "soup", "cake", "bread", "pie", "sauce", "cookie", "toast", "roll", "muffin",
+                 "bar", "pudding", "dressing", "tart", "sandwich", "bowl"}
+_DIET = sorted((w.replace("-", " ") for w in DIET_WORDS), key=len, reverse=True)
+_FOOD_WORDS = {w for c in CATEGORIES.values() for t in c.terms for w in t.split() if len(t.split()) == 1}
+SPLITS = ("train", "dev", "test")
+
+
+def normalise_title(title: str) -> str:
+    """Lowercase title without parentheticals, diet words or puffery, plurals singular."""
+    text = re.sub(r"\([^)]*\)|\[[^\]]*\]", " ", title.lower())
+    text = text.replace("-", " ")
+    for phrase in _DIET:
+        text = re.sub(rf"\b{re.escape(phrase)}\b", " ", text)
+    words = [w.strip(".,!?:;'\"") for w in text.split()]
+    words = [w.replace(" ", "-") for w in words if w and w not in PUFFERY]
+    return " ".join(_singular(w) for w in words)
+
+
+def dish_key(title: str, level: str = "title") -> str:
+    """The key recipes of one dish share; `title` (the paper's) or the coarser `head`."""
+    key = normalise_title(title)
+    if level == "title":
+        return key
+    if level != "head":
+        raise ValueError(f"dish key level must be 'title' or 'head', not {level!r}")
+    words = re.split(r"\b(?:with|in|for|on|over)\b|:", key)[0].split()
+    if not words:
+        return key
+    head = words[-1]
+    before = [w for w in words[:-1] if w not in DESCRIPTORS and w not in STAND_INS
+              and w not in _FOOD_WORDS and w not in ("and", "of")]
+    if head in GENERIC_HEADS and before:
+        return f"{before[-1]} {head}"
+    return head
+
+
+def split_of(key: str, train: float = 0.8, dev: float = 0.1, seed: int = 0) -> str:
+    """Stable split for a dish: the same key always lands in the same split."""
+    digest = hashlib.sha1(f"{seed}:{key}".encode("utf-8")).digest()
+    point = int.from_bytes(digest[:8], "big") / 2**64
+    return "train" if point < train else "dev" if point < train + dev else "test"

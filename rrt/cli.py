@@ -5,6 +5,7 @@
     rrt substitute --constraint vegan recipes.jsonl
     rrt ingredients recipes.jsonl
     rrt survey --constraint all data/sample/recipes.jsonl
+    rrt align source.json target.json [--table out/prepared/translation_table.npz]
 """
 from __future__ import annotations
 
@@ -112,6 +113,35 @@ def cmd_survey(args: argparse.Namespace, recipes: Iterator[Recipe]) -> None:
         print(f"wrote {path}")
 
 
+def cmd_align(args: argparse.Namespace) -> None:
+    """Print the step alignment table of two recipes."""
+    from rrt.alignment import AlignSettings, TranslationTable, align_steps, alignment_table, kept_links
+    from rrt.alignment import train_translation_table
+
+    recipes = []
+    for path in (args.source, args.target):
+        found = next(read_recipes(expand_inputs([path]), LoadReport()), None)
+        if found is None:
+            raise CliError(f"no usable recipe in {path}")
+        recipes.append(found)
+    source, target = recipes
+    if args.table:
+        try:
+            table = TranslationTable.load(args.table)
+        except (OSError, ValueError, KeyError) as err:
+            raise CliError(f"cannot read translation table {args.table}: {err}") from None
+    else:
+        # No corpus table: learn one from this pair alone (identity-biased EM).
+        table = train_translation_table([(source.steps, target.steps)])
+    settings = AlignSettings(link_threshold=args.threshold)
+    scores, loglik = align_steps(source.steps, target.steps, table, settings)
+    print(f"{source.title}  ->  {target.title}   (per-word log-likelihood {loglik:.3f})")
+    print(alignment_table(source.steps, target.steps, scores))
+    print("\nkept links (source step -> target steps @ scores):")
+    for link in kept_links(scores, settings.link_threshold):
+        print(f"  s{link.source_step} -> " + ", ".join(f"t{j} @ {s:.1f}" for j, s in zip(link.target_steps, link.scores)))
+
+
 COMMANDS: dict[str, tuple[Callable, str]] = {
     "convert": (cmd_convert, "write normalised recipes as JSONL to stdout"),
     "tag": (cmd_tag, "tag recipes with the seven dietary constraints"),
@@ -128,6 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=__doc__.split("\n\n", 1)[1])
     parser.add_argument("--version", action="version", version=f"rrt {__version__}")
     subs = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    align = subs.add_parser("align", help="print the step alignment table of two recipes",
+                            description="Align the steps of two recipes (any readable format; the first "
+                                        "recipe of each file) and print every link's score, 0-100.")
+    align.add_argument("source", help="the recipe to rewrite")
+    align.add_argument("target", help="the recipe that obeys the constraint")
+    align.add_argument("--table", help="translation_table.npz from prepare_data (default: learn from the pair)")
+    align.add_argument("--threshold", type=float, default=50.0, help="keep links scoring at least this")
+    align.set_defaults(func=None)
     for name, (func, help_text) in COMMANDS.items():
         sub = subs.add_parser(name, help=help_text, description=help_text)
         sub.add_argument("files", nargs="+", metavar="FILE",
@@ -153,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if getattr(args, "constraint", None):
             args.constraint = ",".join(_constraints(args))  # fail on a bad name before reading
+        if args.command == "align":
+            cmd_align(args)
+            return 0
         handle = _open_rejects(args, report)
         args.func(args, _recipes(args, report))
     except (CliError, InputError) as err:

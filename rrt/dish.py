@@ -31,7 +31,7 @@ DESCRIPTORS = {
 STAND_INS = {"tofu", "tempeh", "seitan", "bean", "lentil", "chickpea", "mushroom", "vegetable",
              "jackfruit", "eggplant", "cauliflower", "coconut", "aquafaba", "flax", "oat", "soy",
              "spinach", "kale", "butternut", "squash", "black", "red", "white", "sunflower", "seed",
-             "basil", "raisin", "banana", "mango", "strawberry", "pineapple", "crumble", "apple"}
+             "basil", "raisin", "mango", "strawberry", "pineapple", "crumble"}
 # Heads too broad alone: "carrot cake" and "coffee cake" stay apart.
 GENERIC_HEADS = {"salad", "soup", "cake", "bread", "pie", "sauce", "cookie", "toast", "roll", "muffin",
                  "bar", "pudding", "dressing", "tart", "sandwich", "bowl"}

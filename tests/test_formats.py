@@ -1,0 +1,77 @@
+"""Dish keys, splits, and every variant's training text parsing back into its parts."""
+from __future__ import annotations
+
+import pytest
+
+from rrt.dish import dish_key, split_of
+from rrt.formats import PAIR_VARIANTS, RECIPE_VARIANTS, parse_text
+from rrt.pairing import recipe_rows, step_pair_rows
+
+
+def test_dish_key_meets_versions_of_a_dish():
+    assert dish_key("Best Vegan Hot Cocoa") == dish_key("Homemade Hot Cocoa") == "hot cocoa"
+    assert dish_key("Easy Dairy-Free Chocolate Chip Cookies") == "chocolate chip cookie"
+    assert dish_key("Crispy Fish Tacos", "head") == dish_key("Cheesy Beef Tacos", "head") == "taco"
+    assert dish_key("Dark Rum Banana Bread", "head") == "banana bread"
+    with pytest.raises(ValueError):
+        dish_key("x", "bogus")
+
+
+def test_split_is_stable_and_roughly_80_10_10():
+    assert split_of("hot cocoa") == split_of("hot cocoa")
+    counts = {s: 0 for s in ("train", "dev", "test")}
+    for i in range(5000):
+        counts[split_of(f"dish {i}")] += 1
+    assert 0.77 < counts["train"] / 5000 < 0.83 and 0.08 < counts["dev"] / 5000 < 0.12
+
+
+PAIR = {
+    "source_id": "a", "target_id": "b", "constraint": "vegan", "split": "train", "pair_score": -3.2,
+    "source_title": "Hot Cocoa", "source_ingredients": ["2 cups milk", "2 tablespoons cocoa"],
+    "source_steps": ["Warm the milk.", "Whisk in the cocoa.", "Pour into mugs."],
+    "target_title": "Vegan Hot Cocoa", "target_ingredients": ["2 cups oat milk", "2 tablespoons cocoa"],
+    "target_steps": ["Warm the oat milk.", "Whisk in the cocoa until smooth.", "Taste it.", "Pour into mugs."],
+    "alignment": [{"source_step": 0, "target_steps": [0], "scores": [99.0]},
+                  {"source_step": 1, "target_steps": [1, 2], "scores": [97.0, 80.0]},
+                  {"source_step": 2, "target_steps": [3], "scores": [99.5]}],
+}
+
+
+@pytest.mark.parametrize("variant", PAIR_VARIANTS)
+def test_pair_variants_parse_back(variant):
+    rows = step_pair_rows(PAIR, variant)
+    for row in rows:
+        parts = parse_text(variant, row["text"])
+        assert parts.title == PAIR["source_title"] and parts.constraint == "vegan"
+        if variant == "end_to_end":
+            assert parts.source_steps == PAIR["source_steps"] and parts.target["steps"] == PAIR["target_steps"]
+            continue
+        n = row["source_step"]
+        merged = " ".join(PAIR["target_steps"][j] for j in row["target_steps"])
+        assert parts.target_steps[-1] == merged
+        if variant == "no_context":
+            assert parts.source_steps == [PAIR["source_steps"][n]]
+        else:
+            assert parts.ingredients == PAIR["source_ingredients"]
+            assert parts.source_steps == PAIR["source_steps"][: n + 1]
+    assert len(rows) == (1 if variant == "end_to_end" else 3)
+
+
+def test_ingredient_prompt_names_the_target_steps_ingredients():
+    last = step_pair_rows(PAIR, "contextual_ing")[0]
+    assert parse_text("contextual_ing", last["text"]).prompt_ingredients == ["oat milk"]
+
+
+@pytest.mark.parametrize("variant", RECIPE_VARIANTS)
+def test_recipe_variants_parse_back(variant):
+    recipe = {"id": "a", "split": "dev", "title": "Hot Cocoa", "ingredients": PAIR["source_ingredients"],
+              "steps": PAIR["source_steps"]}
+    rows = recipe_rows(recipe, variant)
+    assert len(rows) == (1 if variant == "no_source" else 3)
+    for row in rows:
+        parts = parse_text(variant, row["text"])
+        assert parts.title == "Hot Cocoa" and parts.ingredients == PAIR["source_ingredients"]
+    last = parse_text(variant, rows[-1]["text"])
+    if variant == "ing_predictor":
+        assert last.source_steps == PAIR["source_steps"][:2] and last.prompt_ingredients == []
+        assert parse_text(variant, rows[0]["text"]).prompt_ingredients == ["milk"]

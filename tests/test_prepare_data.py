@@ -1,0 +1,152 @@
+"""The prepare_data job end to end on real recipes, its resume, and its refusals."""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pyarrow.dataset as pads
+import pytest
+
+from conftest import PAPER_SAMPLE, ROOT, SAMPLE, WEB_RECIPES, needs_shared_data
+from rrt.formats import PAIR_VARIANTS, VARIANTS, parse_text
+from rrt.lexicon import CONSTRAINTS
+from rrt.loaders import LoadReport, expand_inputs, read_recipes
+from rrt.pairing import valid_column
+
+JOB = str(ROOT / "jobs" / "prepare_data.py")
+
+
+def run_job(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([sys.executable, JOB, *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT, env=env)
+
+
+def rows(path) -> list[dict]:
+    files = [os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs if f.endswith(".parquet")]
+    return pads.dataset(files, format="parquet").to_table().to_pylist() if files else []
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    if not WEB_RECIPES.exists():
+        pytest.skip(f"real recipes not found in {WEB_RECIPES.parent.parent}")
+    out = tmp_path_factory.mktemp("prepared") / "run"
+    inputs = f"{WEB_RECIPES},{PAPER_SAMPLE}"
+    done = run_job("--input", inputs, "--output", str(out), "--dish-key", "head", "--num-cpus", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, inputs, done
+
+
+@pytest.mark.slow
+@needs_shared_data
+def test_outputs_and_stats(prepared):
+    out, _, done = prepared
+    for name in ("recipes", "recipe_pairs", "translation_table.npz", "rejects.jsonl", "stats.json", "run.json"):
+        assert (out / name).exists(), name
+    for variant in VARIANTS:
+        for split in ("train", "dev", "test"):
+            assert (out / "step_pairs" / variant / split).is_dir()
+    stats = json.loads((out / "stats.json").read_text())
+    assert set(stats["table1"]) == set(CONSTRAINTS) and stats["recipes_per_second"] > 0
+    assert {"recipes", "translation_table", "pairs", "total"} <= set(stats["seconds_per_stage"])
+    assert "step pairs (train)" in done.stdout
+
+
+@pytest.mark.slow
+@needs_shared_data
+def test_every_constraint_in_the_data_yields_step_pairs(prepared):
+    out, _, _ = prepared
+    recipes = rows(out / "recipes")
+    dishes = collections.defaultdict(list)
+    for recipe in recipes:
+        dishes[recipe["dish"]].append(recipe)
+    present = {c for c in CONSTRAINTS for group in dishes.values()
+               if any(r[valid_column(c)] for r in group) and not all(r[valid_column(c)] for r in group)}
+    assert len(present) == len(CONSTRAINTS)
+    step_pairs = collections.Counter(r["constraint"] for r in rows(out / "step_pairs" / "contextual"))
+    assert all(step_pairs[c] > 0 for c in present), step_pairs
+
+
+@pytest.mark.slow
+@needs_shared_data
+def test_every_variant_parses_back(prepared):
+    out, _, _ = prepared
+    pairs = {(r["source_id"], r["target_id"], r["constraint"]): r for r in rows(out / "recipe_pairs")}
+    recipes = {r["id"]: r for r in rows(out / "recipes")}
+    for variant in VARIANTS:
+        found = rows(out / "step_pairs" / variant / "train")
+        assert found, variant
+        for row in found[:50]:
+            parts = parse_text(variant, row["text"])
+            if variant in PAIR_VARIANTS:
+                assert (row["source_id"], row["target_id"], row["constraint"]) in pairs
+                assert parts.title == recipes[row["source_id"]]["title"] and parts.constraint == row["constraint"]
+            else:
+                assert parts.title == recipes[row["id"]]["title"]
+                assert parts.ingredients == list(recipes[row["id"]]["ingredients"])
+
+
+@pytest.mark.slow
+@needs_shared_data
+def test_no_recipe_is_lost(prepared):
+    out, inputs, _ = prepared
+    report = LoadReport()
+    expected = sum(1 for _ in read_recipes(expand_inputs(inputs.split(",")), report))
+    kept = len(rows(out / "recipes"))
+    rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+    load_rejects = [r for r in rejects if r["reason"] != "duplicate_id"]
+    assert kept == expected and report.read == kept + len(load_rejects)
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["recipes"] == kept and stats["rejected"] == len(rejects)
+
+
+@pytest.mark.slow
+@needs_shared_data
+def test_resumed_run_gives_the_same_outputs(prepared):
+    out, inputs, _ = prepared
+    before = {v: sorted(r["text"] for r in rows(out / "step_pairs" / v)) for v in VARIANTS}
+    pairs_before = sorted((r["source_id"], r["target_id"], r["constraint"]) for r in rows(out / "recipe_pairs"))
+    # A run killed after pairing: the formatted outputs and the stats are missing.
+    for variant in ("contextual", "no_source"):
+        shutil.rmtree(out / "step_pairs" / variant)
+    (out / "stats.json").unlink()
+    done = run_job("--input", inputs, "--output", str(out), "--dish-key", "head", "--num-cpus", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "done earlier, kept" in done.stderr
+    after = {v: sorted(r["text"] for r in rows(out / "step_pairs" / v)) for v in VARIANTS}
+    assert after == before
+    assert sorted((r["source_id"], r["target_id"], r["constraint"]) for r in rows(out / "recipe_pairs")) == pairs_before
+    assert json.loads((out / "stats.json").read_text())["resumed"] is True
+
+
+@needs_shared_data
+def test_other_settings_into_the_same_folder_are_refused(prepared):
+    out, inputs, _ = prepared
+    done = run_job("--input", inputs, "--output", str(out), "--dish-key", "title")
+    assert done.returncode == 2 and "holds a run with other inputs or settings" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--input", "/nonexistent/recipes.jsonl"], "no such file"),
+    (["--constraints", "keto"], "unknown constraint"),
+    (["--limit", "0"], "--limit must be a positive"),
+    (["--profile", "nope"], "unknown profile"),
+])
+def test_bad_settings_fail_with_one_line_before_any_work(tmp_path, args, message):
+    base = ["--input", str(SAMPLE), "--output", str(tmp_path / "out")]
+    done = run_job(*base, *args, timeout=60)
+    assert done.returncode == 2 and message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_bad_config_file_is_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("data: [unclosed\n")
+    done = run_job("--config", str(bad), "--output", str(tmp_path / "out"), timeout=60)
+    assert done.returncode == 2 and "not valid YAML" in done.stderr

@@ -29,8 +29,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
-demo: setup  ## run the demo on the bundled sample corpus
-	$(VENV)/bin/rrt survey --constraint all data/sample/recipes.jsonl
+DEMO_OUT ?= out/demo
+
+demo: setup  ## run the demo on the bundled sample corpus (outputs in out/demo)
+	$(VENV)/bin/rrt survey --constraint all data/sample/recipes.jsonl --output $(DEMO_OUT)/survey
+	$(PY) jobs/prepare_data.py --input data/sample/recipes.jsonl --output $(DEMO_OUT)/prepared --overwrite
 
 test: setup  ## run the test suite
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -117,7 +117,8 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         "pairing": {k: int(data[k]) for k in ("pairs_per_source", "candidates_per_source", "max_dish_recipes")
                     if k in data},
         "alignment": align, "translation_table": args.translation_table,
-        "ray": {"address": ray_cfg.get("address"), "num_cpus": args.num_cpus or ray_cfg.get("num_cpus")},
+        "ray": {"address": ray_cfg.get("address"), "num_cpus": args.num_cpus or ray_cfg.get("num_cpus"),
+                "object_store_memory": ray_cfg.get("object_store_memory")},
     }
 
 
@@ -461,8 +462,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if not ray.is_initialized():
         address = settings["ray"]["address"] or os.environ.get("RAY_ADDRESS")
-        ray.init(address=address, num_cpus=None if address else settings["ray"]["num_cpus"],
-                 include_dashboard=False)
+        local = {} if address else {"num_cpus": settings["ray"]["num_cpus"],
+                                    "object_store_memory": settings["ray"]["object_store_memory"]}
+        ray.init(address=address, include_dashboard=False, **local)
     log(("resuming " if resumed else "writing ") + settings["output"])
     timings: dict[str, float] = {}
     started = time.perf_counter()

@@ -96,22 +96,26 @@ def _emissions(table: TranslationTable, src_steps: list[list[str]], tgt_steps: l
 
     The NULL word gets a fixed share of each word's probability, so a target word no
     source step explains costs every state alike (plain IBM-1 would favour short steps).
+    One lookup of the (target words x source words) block serves every step pair.
     """
-    out = np.zeros((len(tgt_steps), len(src_steps)))
-    null = table.index[NULL]
-    for j, tgt in enumerate(tgt_steps):
-        if not tgt:
-            continue
-        tgt_ids = table.ids(tgt)
-        from_null = table.probs[tgt_ids, null]
-        for i, src in enumerate(src_steps):
-            if src:
-                from_src = table.probs[np.ix_(tgt_ids, table.ids(src))].mean(axis=1)
-            else:
-                from_src = from_null
-            word_probs = null_weight * from_null + (1 - null_weight) * from_src
-            out[j, i] = np.log(np.maximum(word_probs, 1e-12)).sum()
-    return out
+    n, m = len(src_steps), len(tgt_steps)
+    src_lens = np.array([len(s) for s in src_steps])
+    tgt_lens = np.array([len(t) for t in tgt_steps])
+    if not tgt_lens.sum():
+        return np.zeros((m, n))
+    tgt_ids = table.ids(w for t in tgt_steps for w in t)
+    from_null = table.probs[tgt_ids, table.index[NULL]]
+    if src_lens.sum():
+        block = table.probs[np.ix_(tgt_ids, table.ids(w for s in src_steps for w in s))]
+        starts = np.concatenate([[0], np.cumsum(src_lens)[:-1]])
+        sums = np.add.reduceat(block, np.minimum(starts, block.shape[1] - 1), axis=1)
+        from_src = np.where(src_lens > 0, sums / np.maximum(src_lens, 1), from_null[:, None])
+    else:
+        from_src = np.repeat(from_null[:, None], n, axis=1)
+    word_logs = np.log(np.maximum(null_weight * from_null[:, None] + (1 - null_weight) * from_src, 1e-12))
+    rows = np.concatenate([[0], np.cumsum(tgt_lens)[:-1]])
+    out = np.add.reduceat(word_logs, np.minimum(rows, word_logs.shape[0] - 1), axis=0)
+    return np.where(tgt_lens[:, None] > 0, out, 0.0)
 
 
 def _transitions(n: int, settings: AlignSettings) -> np.ndarray:

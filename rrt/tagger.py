@@ -25,6 +25,7 @@ _WORD = re.compile(r"[\w'’-]+")
 _STOP = {"and", "or", "with", "plus", "&", "then", "into", "on", "in", "over", "of", "to", "for"}
 _QUOTES = "'\"‘’“”"
 STRONG_WINDOW = 3
+_LETTERS = re.compile(r"[^\W\d_]+")
 _ALTERNATIVE = re.compile(r"\bor\b|/", re.I)
 _NEGATED = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in NEGATIONS) + r")(?:\s+[\w'/½¼¾-]+){0,2}\s+$", re.I)
 
@@ -110,6 +111,11 @@ class _CategoryMatcher:
             key = normalise_term(term)
             for form in (key, key + "s", key + "es", key[:-1] + "ies" if key.endswith("y") else key):
                 self.canonical.setdefault(form, key)
+        # Cheap pre-check: a line none of whose words starts a term cannot match.
+        self.first_words = set()
+        for term in category.terms:
+            first = re.split(r"[\s-]+", normalise_term(term))[0]
+            self.first_words |= {first, first + "s", first + "es", first[:-1] + "ies"}
         self.suffix = re.compile(r"[\s-]*(?:" + "|".join(SUFFIX_NEUTRALISERS) + r")\b", re.I)
 
     def term_of(self, matched: str) -> str:
@@ -147,11 +153,14 @@ class _CategoryMatcher:
         return "modifier" if grams & self.modifiers else ""
 
     def scan(self, text: str, whole_title: bool = False) -> list[Mention]:
-        if self.terms is None or not text:
+        if self.terms is None or not text or self.first_words.isdisjoint(_LETTERS.findall(text.lower())):
+            return []
+        matches = list(self.terms.finditer(text))
+        if not matches:
             return []
         shields = [m.span() for m in self.exceptions.finditer(text)] if self.exceptions else []
         found = []
-        for match in self.terms.finditer(text):
+        for match in matches:
             start, end = match.span()
             term = self.term_of(match.group(0))
             why = ""

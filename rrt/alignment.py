@@ -62,17 +62,23 @@ def train_translation_table(pairs: Iterable[tuple[list[str], list[str]]], vocab_
     vocab = [NULL, UNK] + [w for w, _ in counts.most_common(vocab_size)]
     size = len(vocab)
     table = TranslationTable(vocab, np.zeros((1, 1), dtype=np.float32))
-    encoded = [(np.concatenate([[0], table.ids(src)]), table.ids(tgt)) for src, tgt in corpus if src and tgt]
+    encoded = []
+    for src, tgt in corpus:
+        if src and tgt:
+            src_ids, src_counts = np.unique(np.concatenate([[0], table.ids(src)]), return_counts=True)
+            tgt_ids, tgt_counts = np.unique(table.ids(tgt), return_counts=True)
+            encoded.append((src_ids, src_counts.astype(np.float32), tgt_ids, tgt_counts.astype(np.float32)))
     # Start near uniform with a nudge towards copying: recipes of one dish share words.
     probs = np.full((size, size), 1.0 / size, dtype=np.float32)
     probs[np.arange(size), np.arange(size)] *= identity_prior
     probs /= probs.sum(axis=0, keepdims=True)
     for _ in range(iterations):
         expected = np.zeros_like(probs)
-        for src, tgt in encoded:
-            sub = probs[np.ix_(tgt, src)]  # |tgt| x |src|
-            sub = sub / sub.sum(axis=1, keepdims=True)
-            np.add.at(expected, (tgt[:, None], src[None, :]), sub)
+        for src, src_counts, tgt, tgt_counts in encoded:
+            # Unique ids with counts: the same E-step as token by token, without np.add.at.
+            sub = probs[np.ix_(tgt, src)] * src_counts[None, :]
+            sub *= (tgt_counts / sub.sum(axis=1))[:, None]
+            expected[np.ix_(tgt, src)] += sub
         # Add-n smoothing (Moore, 2004): a rare source word cannot become a "garbage
         # collector" that explains every unrelated target word.
         probs = (expected + add_n) / (expected.sum(axis=0, keepdims=True) + add_n * size)

@@ -48,6 +48,7 @@ PAIR_SCHEMA = pa.schema([
     ("source_steps", TEXTS), ("target_title", pa.string()), ("target_ingredients", TEXTS),
     ("target_steps", TEXTS),
 ])
+EM_PAIRS_PER_DISH = 4
 ROWS_PER_FILE = 50_000  # fewer, larger Parquet files than one per block
 EM_SCHEMA = pa.schema([("key", pa.string()), ("source_steps", TEXTS), ("target_steps", TEXTS)])
 
@@ -199,7 +200,11 @@ def _side_file(output: str, folder: str, name: str, rows: list[dict]) -> None:
 
 
 def em_sample(group: pa.Table, settings: dict) -> pa.Table:
-    """Ray task: a few (invalid, valid) recipe pairs of one dish for learning the table."""
+    """Ray task: a few (invalid, valid) recipe pairs of one dish for learning the table.
+
+    At most `em_per_dish` per dish, each kept with probability `em_keep`, so the rows
+    sorted for the sample stay near a small multiple of `alignment.em_pairs`.
+    """
     rows = _dedupe(group.to_pylist(), settings["output"])
     out = []
     for constraint in settings["constraints"]:
@@ -209,7 +214,9 @@ def em_sample(group: pa.Table, settings: dict) -> pa.Table:
         for s in sources:
             for t in targets:
                 key = hashlib.sha1(f"{settings['seed']}|{s['id']}|{t['id']}".encode()).hexdigest()
-                out.append({"key": key, "source_steps": s["steps"], "target_steps": t["steps"]})
+                if int(key[:8], 16) / 16**8 < settings["em_keep"]:
+                    out.append({"key": key, "source_steps": s["steps"], "target_steps": t["steps"]})
+    out = sorted(out, key=lambda row: row["key"])[: settings["em_per_dish"]]
     return pa.Table.from_pylist(out, schema=EM_SCHEMA)
 
 
@@ -281,10 +288,16 @@ def stage_translation_table(ray_data, settings: dict, timings: dict) -> None:
         shutil.copyfile(settings["translation_table"], final)
         return log(f"translation table: reused {settings['translation_table']}")
     align = settings["alignment"]
-    recipes = ray_data.read_parquet(os.path.join(settings["output"], "recipes"))
+    em_pairs = int(align.get("em_pairs", 5000))
+    recipes_path = os.path.join(settings["output"], "recipes")
+    # Keep about 4x what EM needs; small corpora may give many pairs per dish.
+    recipes_count = max(1, count_rows(recipes_path))
+    task = {**settings, "em_keep": min(1.0, 4 * em_pairs / recipes_count),
+            "em_per_dish": max(EM_PAIRS_PER_DISH, -(-4 * em_pairs // recipes_count))}
+    recipes = ray_data.read_parquet(recipes_path)
     sample = (recipes.groupby("dish", num_partitions=group_partitions(settings))
-              .map_groups(em_sample, fn_kwargs={"settings": settings}, batch_format="pyarrow")
-              .sort("key").limit(int(align.get("em_pairs", 5000))))
+              .map_groups(em_sample, fn_kwargs={"settings": task}, batch_format="pyarrow")
+              .sort("key").limit(em_pairs))
     pairs = [(row["source_steps"], row["target_steps"]) for row in sample.iter_rows()]
     table = train_translation_table(pairs, int(align.get("vocab_size", 3000)), int(align.get("em_iterations", 5)))
     tmp = final + ".tmp.npz"

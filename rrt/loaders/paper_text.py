@@ -31,7 +31,7 @@ def _content_id(parts: RecipeParts) -> str:
     return "paper-" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
 
 
-def _recipe(parts: RecipeParts, rid: str, tag: str, path: str) -> Recipe:
+def _recipe(parts: RecipeParts, rid: str, tag: str) -> Recipe:
     meta = {"paper_tag": tag} if tag else {}
     return Recipe(rid or _content_id(parts), parts.title, parts.ingredients, parts.steps, "paper", meta)
 
@@ -71,8 +71,8 @@ def read_paper_pairs(path: str) -> Iterator[RecipePair | Reject]:
         if isinstance(line, Reject):
             yield line
         elif line.kind == "recipe_pair" and line.target is not None:
-            source = _recipe(line.source, row[0] if len(row) > 2 else "", line.source_tag, path)
-            target = _recipe(line.target, row[2] if len(row) > 2 else "", line.target_tag, path)
+            source = _recipe(line.source, row[0] if len(row) > 2 else "", line.source_tag)
+            target = _recipe(line.target, row[2] if len(row) > 2 else "", line.target_tag)
             yield RecipePair(source, target, line.source_tag, line.target_tag)
 
 
@@ -82,7 +82,7 @@ def read_step_pairs(path: str) -> Iterator[StepPair | Reject]:
         if isinstance(line, Reject):
             yield line
         elif line.kind == "step_pair":
-            source = _recipe(line.source, row[0] if row else "", line.source_tag, path)
+            source = _recipe(line.source, row[0] if row else "", line.source_tag)
             yield StepPair(
                 source=source,
                 source_step=int(row[1]) if len(row) > 1 else len(line.source.steps) - 1,
@@ -112,7 +112,7 @@ def read_paper_recipes(path: str) -> Iterator[Record]:
         if line.target is not None:
             sides.append((line.target, row[2] if len(row) > 2 else "", line.target_tag))
         for i, (parts, rid, tag) in enumerate(sides):
-            recipe = _recipe(parts, rid, tag, path)
+            recipe = _recipe(parts, rid, tag)
             if recipe.id in seen:
                 yield f"{where}#{i}", Reject(f"{where}#{i}", "duplicate_recipe",
                                              "same recipe already read from this file", recipe.id)

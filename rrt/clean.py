@@ -20,7 +20,8 @@ def clean_text(text: Any) -> str:
         return ""
     if not isinstance(text, str):
         text = str(text)
-    text = ftfy.fix_text(text, unescape_html=False)
+    if not text.isascii():  # pure ASCII holds no mojibake; ftfy is the slow part
+        text = ftfy.fix_text(text, unescape_html=False)
     # Unescape twice: scraped pages often double-escape ("&amp;frac12;").
     text = html.unescape(html.unescape(_TAG.sub(" ", text)))
     text = _TAG.sub(" ", text)  # tags that were hidden behind entities

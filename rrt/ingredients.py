@@ -7,6 +7,7 @@ the ingredient with the longest match there (the paper's method), in order of ap
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -102,15 +103,23 @@ class StepIngredient:
 
 def _longest_run(needle: list[str], hay: list[str]) -> tuple[int, int]:
     """(start in hay, length) of the longest contiguous run of needle found in hay."""
+    where: dict[str, list[int]] = {}
+    for i, word in enumerate(hay):
+        where.setdefault(word, []).append(i)
     best = (0, 0)
-    for i in range(len(hay)):
-        for j in range(len(needle)):
-            k = 0
+    for j, word in enumerate(needle):
+        for i in where.get(word, ()):
+            k = 1
             while i + k < len(hay) and j + k < len(needle) and hay[i + k] == needle[j + k]:
                 k += 1
-            if k > best[1]:
+            if k > best[1] or (k == best[1] and i < best[0]):
                 best = (i, k)
     return best
+
+
+@functools.lru_cache(maxsize=65536)
+def _name_words(name: str) -> tuple[str, ...]:
+    return tuple(content_words(name))
 
 
 def step_ingredients(step: str, names: list[str]) -> list[StepIngredient]:
@@ -118,7 +127,7 @@ def step_ingredients(step: str, names: list[str]) -> list[StepIngredient]:
     words = content_words(step)
     candidates = []
     for index, name in enumerate(names):
-        start, length = _longest_run(content_words(name), words)
+        start, length = _longest_run(list(_name_words(name)), words)
         if length:
             candidates.append(StepIngredient(index, name, start, length))
     # Longest match claims its span first; ties go to the earlier ingredient line.

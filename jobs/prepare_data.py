@@ -49,7 +49,6 @@ PAIR_SCHEMA = pa.schema([
     ("target_steps", TEXTS),
 ])
 EM_PAIRS_PER_DISH = 4
-ROWS_PER_FILE = 50_000  # fewer, larger Parquet files than one per block
 EM_SCHEMA = pa.schema([("key", pa.string()), ("source_steps", TEXTS), ("target_steps", TEXTS)])
 
 
@@ -270,7 +269,9 @@ def stage_recipes(ray_data, settings: dict, timings: dict) -> None:
         recipes = recipes.limit(settings["limit"])
     tmp = final + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    recipes.write_parquet(tmp, min_rows_per_file=ROWS_PER_FILE)
+    # No min_rows_per_file: it splits the write from the map, which then runs one task at a
+    # time and holds its rows until a file is full (memory grows with the input file).
+    recipes.write_parquet(tmp)
     os.makedirs(tmp, exist_ok=True)
     publish(tmp, final)
     timings["recipes"] = round(time.perf_counter() - started, 2)
@@ -319,7 +320,7 @@ def stage_pairs(ray_data, settings: dict, timings: dict) -> None:
         pairs = recipes.groupby("dish", num_partitions=group_partitions(settings)).map_groups(pair_group, fn_kwargs={"settings": task}, batch_format="pyarrow")
         tmp = staging + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        pairs.write_parquet(tmp, min_rows_per_file=ROWS_PER_FILE)
+        pairs.write_parquet(tmp)
         os.makedirs(tmp, exist_ok=True)
         publish(tmp, staging)
     if not stage_done(final):
@@ -341,7 +342,7 @@ def write_table(ray_data, source: str, dest: str, columns: list[str], schema: pa
         pq.write_table(pa.table({c: pa.array([], schema.field(c).type) for c in columns}),
                                os.path.join(dest, "empty.parquet"))
         return
-    ray_data.read_parquet(source).select_columns(columns).write_parquet(dest, min_rows_per_file=ROWS_PER_FILE)
+    ray_data.read_parquet(source).select_columns(columns).write_parquet(dest)
 
 
 def stage_step_pairs(ray_data, settings: dict, timings: dict) -> None:

@@ -25,6 +25,7 @@ _WORD = re.compile(r"[\w'’-]+")
 _STOP = {"and", "or", "with", "plus", "&", "then", "into", "on", "in", "over", "of", "to", "for"}
 _QUOTES = "'\"‘’“”"
 STRONG_WINDOW = 3
+_FIELD_ORDER = {"title": 0, "ingredients": 1, "steps": 2}
 _LETTERS = re.compile(r"[^\W\d_]+")
 _ALTERNATIVE = re.compile(r"\bor\b|/", re.I)
 _NEGATED = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in NEGATIONS) + r")(?:\s+[\w'/½¼¾-]+){0,2}\s+$", re.I)
@@ -280,8 +281,7 @@ def tag_recipe(recipe: Recipe, constraints: Iterable[str] = CONSTRAINTS) -> TagR
             if cat not in cache:
                 cache[cat] = category_violations(recipe, cat)
             found += cache[cat]
-        order = {"title": 0, "ingredients": 1, "steps": 2}
-        result.violations[constraint] = sorted(found, key=lambda v: (order[v.field], v.index, v.span))
+        result.violations[constraint] = sorted(found, key=lambda v: (_FIELD_ORDER[v.field], v.index, v.span))
         result.valid[constraint] = not found
     return result
 

@@ -27,9 +27,10 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.dataset as pads  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from jobs.launch import JobError, claim_output, start_ray  # noqa: E402
 from rrt.alignment import AlignSettings, TranslationTable, train_translation_table  # noqa: E402
 from rrt.config import ConfigError, load_config, section  # noqa: E402
-from rrt.formats import PAIR_VARIANTS, RECIPE_VARIANTS, VARIANTS  # noqa: E402
+from rrt.formats import PAIR_VARIANTS, VARIANTS  # noqa: E402
 from rrt.loaders import InputError, LoadReport, expand_inputs, read_recipes  # noqa: E402
 from rrt.loaders.source import is_remote  # noqa: E402
 from rrt.pairing import PairSettings, cap_dish, pair_dish, recipe_rows, step_pair_rows, valid_column  # noqa: E402
@@ -50,10 +51,6 @@ PAIR_SCHEMA = pa.schema([
 ])
 EM_PAIRS_PER_DISH = 4
 EM_SCHEMA = pa.schema([("key", pa.string()), ("source_steps", TEXTS), ("target_steps", TEXTS)])
-
-
-class JobError(Exception):
-    """A problem to report as one line before (or instead of) any work."""
 
 
 # ---------------------------------------------------------------- settings and resume
@@ -98,6 +95,8 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         raise JobError(str(err)) from None
     if not paths:
         raise JobError(f"no input files found in {', '.join(inputs)}")
+    if str(ray_cfg.get("shuffle") or "sort") not in ("sort", "hash"):
+        raise JobError(f"ray.shuffle must be sort or hash (got {ray_cfg.get('shuffle')!r})")
     variants = list(data.get("variants") or VARIANTS)
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
@@ -118,7 +117,8 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
                     if k in data},
         "alignment": align, "translation_table": args.translation_table,
         "ray": {"address": ray_cfg.get("address"), "num_cpus": args.num_cpus or ray_cfg.get("num_cpus"),
-                "object_store_memory": ray_cfg.get("object_store_memory")},
+                "object_store_memory": ray_cfg.get("object_store_memory"),
+                "shuffle": str(ray_cfg.get("shuffle") or "sort")},
     }
 
 
@@ -131,28 +131,6 @@ def fingerprint(settings: dict) -> str:
     keep = {k: v for k, v in settings.items() if k not in ("ray", "output", "inputs")}
     blob = json.dumps({"files": files, **keep}, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
-
-
-def claim_output(settings: dict, overwrite: bool) -> bool:
-    """Create or resume the output folder; refuse one that holds another run. True = resuming."""
-    out = settings["output"]
-    manifest = os.path.join(out, "run.json")
-    if overwrite and os.path.exists(out):
-        shutil.rmtree(out)
-    if os.path.exists(manifest):
-        with open(manifest, encoding="utf-8") as handle:
-            earlier = json.load(handle)
-        if earlier.get("fingerprint") != settings["fingerprint"]:
-            raise JobError(f"{out} holds a run with other inputs or settings; use a new --output, "
-                           "or --overwrite to replace it")
-        return True
-    if os.path.isdir(out) and os.listdir(out):
-        raise JobError(f"{out} is not empty and holds no rrt run; choose an empty or new folder")
-    os.makedirs(out, exist_ok=True)
-    with open(manifest, "w", encoding="utf-8") as handle:
-        json.dump({"fingerprint": settings["fingerprint"], "settings": settings,
-                   "started": time.strftime("%Y-%m-%dT%H:%M:%S")}, handle, indent=2, default=str)
-    return False
 
 
 def stage_done(path: str) -> bool:
@@ -253,6 +231,13 @@ def group_partitions(settings: dict) -> int:
     cpus = int(ray.cluster_resources().get("CPU", 1))
     recipes = count_rows(os.path.join(settings["output"], "recipes"))
     return max(cpus, min(200, recipes // 2000))
+
+
+def use_shuffle(ray_data, name: str) -> None:
+    """Pick Ray Data's shuffle for the groupby stages (sort: spills, so memory stays bounded)."""
+    strategies = {"sort": ray_data.context.ShuffleStrategy.SORT_SHUFFLE_PULL_BASED,
+                  "hash": ray_data.context.ShuffleStrategy.HASH_SHUFFLE}
+    ray_data.DataContext.get_current().shuffle_strategy = strategies[name]
 
 
 def stage_recipes(ray_data, settings: dict, timings: dict) -> None:
@@ -467,18 +452,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = settings_from(args)
         settings["fingerprint"] = fingerprint(settings)
-        resumed = claim_output(settings, args.overwrite)
+        resumed = claim_output(settings["output"], settings["fingerprint"], settings, args.overwrite)
     except JobError as err:
         print(f"prepare_data: error: {err}", file=sys.stderr)
         return 2
     import ray
     import ray.data
 
-    if not ray.is_initialized():
-        address = settings["ray"]["address"] or os.environ.get("RAY_ADDRESS")
-        local = {} if address else {"num_cpus": settings["ray"]["num_cpus"],
-                                    "object_store_memory": settings["ray"]["object_store_memory"]}
-        ray.init(address=address, include_dashboard=False, **local)
+    start_ray(settings["ray"])
+    use_shuffle(ray.data, settings["ray"]["shuffle"])
     log(("resuming " if resumed else "writing ") + settings["output"])
     timings: dict[str, float] = {}
     started = time.perf_counter()

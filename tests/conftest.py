@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+from rrt.config import load_config
 from rrt.recipe import Recipe
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,3 +27,35 @@ needs_shared_data = pytest.mark.skipif(
 def make_recipe(ingredients, steps=("Mix everything.", "Serve."), title="Test Dish", rid="t1") -> Recipe:
     """A small recipe for table-driven tests."""
     return Recipe(rid, title, list(ingredients), list(steps), "test")
+
+
+def run_script(script: str, *args: str, timeout: int = 900, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run one of the jobs/ scripts as a user would, capturing its output."""
+    merged = {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
+    return subprocess.run([sys.executable, str(ROOT / "jobs" / script), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=merged)
+
+
+@pytest.fixture(scope="session")
+def prepared(tmp_path_factory):
+    """prepare_data run once on the real web recipes and the paper's samples: (folder, inputs, result)."""
+    if not WEB_RECIPES.exists() or not PAPER_SAMPLE.exists():
+        pytest.skip(f"real recipes and paper samples not found in {SHARED_DATA}")
+    out = tmp_path_factory.mktemp("prepared") / "run"
+    inputs = f"{WEB_RECIPES},{PAPER_SAMPLE}"
+    done = run_script("prepare_data.py", "--input", inputs, "--output", str(out), "--dish-key", "head",
+                      "--num-cpus", "2", timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, inputs, done
+
+
+def quick_train_config(folder, **train) -> str:
+    """A copy of ray_config.yaml with a smaller, quicker training block, written into folder."""
+    config = load_config(str(ROOT / "ray_config.yaml"), "local")
+    config["train"].update({"tiny": {"n_layer": 2, "n_head": 4, "n_embd": 128, "vocab_size": 4000},
+                            "eval_examples": 96, "log_interval": 5, "eval_interval": 10,
+                            "checkpoint_interval": 10, **train})
+    config.pop("profile", None)
+    path = Path(folder) / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)

@@ -6,40 +6,25 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import pyarrow.dataset as pads
 import pytest
 
-from conftest import PAPER_SAMPLE, ROOT, SAMPLE, WEB_RECIPES, needs_shared_data
+from conftest import SAMPLE, needs_shared_data, run_script
 from rrt.formats import PAIR_VARIANTS, VARIANTS, parse_text
 from rrt.lexicon import CONSTRAINTS
 from rrt.loaders import LoadReport, expand_inputs, read_recipes
 from rrt.pairing import valid_column
 
-JOB = str(ROOT / "jobs" / "prepare_data.py")
 
 
 def run_job(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([sys.executable, JOB, *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=ROOT, env=env)
+    return run_script("prepare_data.py", *args, timeout=timeout)
 
 
 def rows(path) -> list[dict]:
     files = [os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs if f.endswith(".parquet")]
     return pads.dataset(files, format="parquet").to_table().to_pylist() if files else []
-
-
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    if not WEB_RECIPES.exists():
-        pytest.skip(f"real recipes not found in {WEB_RECIPES.parent.parent}")
-    out = tmp_path_factory.mktemp("prepared") / "run"
-    inputs = f"{WEB_RECIPES},{PAPER_SAMPLE}"
-    done = run_job("--input", inputs, "--output", str(out), "--dish-key", "head", "--num-cpus", "2")
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out, inputs, done
 
 
 @pytest.mark.slow

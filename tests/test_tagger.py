@@ -1,8 +1,6 @@
 """Dietary tagger: tricky cases, the hierarchy of constraints, and quality on real recipes."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from conftest import SAMPLE, WEB_RECIPES, make_recipe, needs_shared_data

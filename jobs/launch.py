@@ -1,0 +1,51 @@
+"""What every job shares: one-line errors, the run folder it claims, and the Ray it joins."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+
+
+class JobError(Exception):
+    """A problem to report as one line before (or instead of) any work."""
+
+
+def claim_output(out: str, fingerprint: str, settings: dict, overwrite: bool, resume: bool | None = None) -> bool:
+    """Create or resume a run folder; refuse one that holds another run. True = resuming.
+
+    resume None resumes a matching run silently; False refuses any earlier run; True needs one.
+    """
+    manifest = os.path.join(out, "run.json")
+    if overwrite and os.path.exists(out):
+        shutil.rmtree(out)
+    if os.path.exists(manifest):
+        with open(manifest, encoding="utf-8") as handle:
+            earlier = json.load(handle)
+        if earlier.get("fingerprint") != fingerprint:
+            raise JobError(f"{out} holds a run with other inputs or settings; use a new --output, "
+                           "or --overwrite to replace it")
+        if resume is False:
+            raise JobError(f"{out} holds an earlier run; pass --resume to continue it or --overwrite to replace it")
+        return True
+    if resume:
+        raise JobError(f"nothing to resume in {out}: it holds no run")
+    if os.path.isdir(out) and os.listdir(out):
+        raise JobError(f"{out} is not empty and holds no rrt run; choose an empty or new folder")
+    os.makedirs(out, exist_ok=True)
+    with open(manifest, "w", encoding="utf-8") as handle:
+        json.dump({"fingerprint": fingerprint, "settings": settings,
+                   "started": time.strftime("%Y-%m-%dT%H:%M:%S")}, handle, indent=2, default=str)
+    return False
+
+
+def start_ray(ray_settings: dict) -> None:
+    """Join RAY_ADDRESS / ray.address, or start a local Ray with the configured CPUs and memory."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = ray_settings.get("address") or os.environ.get("RAY_ADDRESS")
+    local = {} if address else {"num_cpus": ray_settings.get("num_cpus"),
+                                "object_store_memory": ray_settings.get("object_store_memory")}
+    ray.init(address=address, include_dashboard=False, **local)

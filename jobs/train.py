@@ -1,0 +1,326 @@
+"""Fine-tune a rewriter variant on Ray Train + DeepSpeed from prepared step pairs.
+
+    python jobs/train.py --variant no_context --data out/prepared --output out/train-nc
+    python jobs/train.py --variant contextual --data out/prepared --output out/train --max-steps 200
+    python jobs/train.py --variant end_to_end --data /mnt/cluster_storage/prepared \\
+        --output /mnt/cluster_storage/runs/e2e --profile v100x64
+    ray job submit --working-dir . -- python jobs/train.py --variant contextual --data … --output …
+
+Reads --data/step_pairs/<variant>/{train,dev}/ (from jobs/prepare_data.py), tokenizes in Ray
+Data tasks while training runs, and writes into --output: model/ (Hugging Face export with
+rrt_meta.json), tokenizer/, metrics.jsonl, loss.png, train_stats.json and ray/ (checkpoints).
+A stopped run continues with --resume; a worker that fails restarts from the last checkpoint.
+On a cluster, --data and --output must be on storage every node sees.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import json
+import os
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import pyarrow.dataset as pads  # noqa: E402
+
+from jobs.launch import JobError, claim_output, start_ray  # noqa: E402
+from rrt.config import ConfigError, load_config, section  # noqa: E402
+from rrt.formats import VARIANTS  # noqa: E402
+from rrt.models import TINY, load_tokenizer  # noqa: E402
+from rrt.optim import PRECISIONS, SCHEDULES  # noqa: E402
+
+TOKENIZER_TEXTS = 50_000  # training texts the tiny tokenizer learns from
+
+
+def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
+    """Flags of the training job; each overrides the matching `train` value of ray_config.yaml."""
+    parser = argparse.ArgumentParser(description=description.split("\n\n")[0],
+                                     epilog=description.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variant", choices=VARIANTS, help="model variant (default: train.variant)")
+    parser.add_argument("--data", help="prepare_data output folder (default: train.data)")
+    parser.add_argument("--output", help="run folder (default: train.output)")
+    parser.add_argument("--config", help="config file (default: ray_config.yaml)")
+    parser.add_argument("--profile", help="config profile: local or v100x64")
+    parser.add_argument("--model", help="tiny, a Hugging Face name (gpt2-medium) or a local path")
+    parser.add_argument("--num-workers", type=int, help="Ray Train workers (one per GPU on a cluster)")
+    parser.add_argument("--use-gpu", action="store_true", default=None, help="one GPU per worker")
+    parser.add_argument("--epochs", type=int, help="passes over the training split")
+    parser.add_argument("--max-steps", type=int, help="optimizer steps to run (overrides --epochs)")
+    parser.add_argument("--loss-on", choices=("all", "target"), help="loss on every token or the target only")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --output from its last checkpoint")
+    parser.add_argument("--overwrite", action="store_true", help="delete an earlier run in --output first")
+    return parser
+
+
+def _split_dir(data: str, variant: str, split: str) -> str:
+    return os.path.join(data, "step_pairs", variant, split)
+
+
+def count_texts(folder: str) -> int:
+    """Rows in a Parquet folder (0 when it holds none)."""
+    files = glob.glob(os.path.join(folder, "**", "*.parquet"), recursive=True)
+    return pads.dataset(files, format="parquet").count_rows() if files else 0
+
+
+def settings_from(args: argparse.Namespace) -> dict[str, Any]:
+    """Merge config and flags and check every value; problems are JobError lines."""
+    try:
+        config = load_config(args.config, args.profile)
+        train, ray_cfg = dict(section(config, "train")), dict(section(config, "ray"))
+        ds = dict(train.get("deepspeed") or {})
+    except ConfigError as err:
+        raise JobError(str(err)) from None
+    for flag, key in (("variant", "variant"), ("data", "data"), ("output", "output"), ("model", "model"),
+                      ("num_workers", "num_workers"), ("use_gpu", "use_gpu"), ("epochs", "epochs"),
+                      ("max_steps", "max_steps"), ("loss_on", "loss_on")):
+        if getattr(args, flag) is not None:
+            train[key] = getattr(args, flag)
+    variant = train.get("variant")
+    if variant not in VARIANTS:
+        raise JobError(f"train.variant must be one of {', '.join(VARIANTS)} (got {variant!r})")
+    blocks = train.get("block_size") or {}
+    block = blocks.get(variant) if isinstance(blocks, dict) else blocks
+    checks = [
+        (isinstance(block, int) and 8 <= block <= 4096, f"train.block_size for {variant} must be 8-4096"),
+        (train.get("loss_on", "all") in ("all", "target"), "train.loss_on must be all or target"),
+        (isinstance(train.get("num_workers"), int) and train["num_workers"] >= 1, "train.num_workers must be >= 1"),
+        (isinstance(train.get("epochs"), int) and train["epochs"] >= 1, "train.epochs must be >= 1"),
+        (train.get("max_steps") is None or (isinstance(train["max_steps"], int) and train["max_steps"] >= 1),
+         "train.max_steps must be null or >= 1"),
+        (train.get("batching", "tokens") in ("tokens", "examples"), "train.batching must be tokens or examples"),
+        (ds.get("precision", "auto") in PRECISIONS, f"train.deepspeed.precision must be one of {PRECISIONS}"),
+        (ds.get("zero_stage", 2) in (0, 1, 2), "train.deepspeed.zero_stage must be 0, 1 or 2"),
+        (ds.get("schedule", "cosine") in SCHEDULES, f"train.deepspeed.schedule must be one of {SCHEDULES}"),
+        (isinstance(ds.get("micro_batch", 8), int) and ds.get("micro_batch", 8) >= 1,
+         "train.deepspeed.micro_batch must be >= 1"),
+        (isinstance(ds.get("lr", 1e-3), (int, float)) and 0 < float(ds.get("lr", 1e-3)) < 1,
+         "train.deepspeed.lr must be in (0, 1)"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise JobError(message)
+    data, output = train.get("data"), train.get("output")
+    if not data or not os.path.isdir(data):
+        raise JobError(f"data folder not found: {data} (run jobs/prepare_data.py first)")
+    if not output:
+        raise JobError("no output folder given (--output or train.output)")
+    for split in ("train", "dev"):
+        folder = _split_dir(data, variant, split)
+        if not os.path.isdir(folder):
+            raise JobError(f"{folder} not found: {data} holds no {variant} step pairs")
+        if count_texts(folder) == 0:
+            raise JobError(f"the {split} split of {variant} in {data} is empty")
+    return {**train, "variant": variant, "block": block, "deepspeed": ds, "data": os.path.abspath(data),
+            "output": os.path.abspath(output), "ray": ray_cfg, "loss_on": train.get("loss_on", "all")}
+
+
+def fingerprint(settings: dict) -> str:
+    """Hash of what makes two runs the same run (data folder state, variant, model, shapes)."""
+    stats = os.path.join(settings["data"], "stats.json")
+    data_id = os.path.getmtime(stats) if os.path.exists(stats) else None
+    keep = {k: settings.get(k) for k in ("variant", "model", "tiny", "block", "loss_on", "deepspeed", "seed",
+                                          "num_workers")}
+    blob = json.dumps({"data": settings["data"], "data_id": data_id, **keep}, sort_keys=True, default=str)
+    return hashlib.sha1(blob.encode()).hexdigest()[:16]
+
+
+def prepare_tokenizer(settings: dict):
+    """The run's tokenizer: the one saved in the run folder, else trained (tiny) or loaded."""
+    from transformers import PreTrainedTokenizerFast
+
+    folder = os.path.join(settings["output"], "tokenizer")
+    if os.path.exists(os.path.join(folder, "tokenizer.json")):
+        return PreTrainedTokenizerFast.from_pretrained(folder)
+    texts = None
+    if settings["model"] == TINY:
+        files = sorted(glob.glob(os.path.join(_split_dir(settings["data"], settings["variant"], "train"), "**",
+                                              "*.parquet"), recursive=True))
+        dataset = pads.dataset(files, format="parquet")
+        texts = (t for batch in dataset.to_batches(columns=["text"]) for t in batch.column(0).to_pylist())
+        texts = (t for _, t in zip(range(TOKENIZER_TEXTS), texts))
+    try:
+        tokenizer = load_tokenizer(settings["model"], texts, int((settings.get("tiny") or {}).get("vocab_size", 4000)))
+    except OSError as err:
+        raise JobError(f"cannot load model {settings['model']!r}: {str(err).splitlines()[0]}") from None
+    return tokenizer
+
+
+def token_dataset(ray_data, settings: dict, split: str, tokenizer_json: str, limit: int | None = None):
+    """A Ray Dataset of token rows for one split, tokenized by streaming CPU tasks."""
+    from rrt.batching import tokenize_table
+
+    dataset = ray_data.read_parquet(_split_dir(settings["data"], settings["variant"], split), columns=["text"])
+    if limit:
+        dataset = dataset.limit(limit)
+    return dataset.map_batches(tokenize_table, batch_format="pyarrow", batch_size=512,
+                               num_cpus=float(settings.get("tokenize_cpus", 0.25)),
+                               fn_kwargs={"tokenizer_json": tokenizer_json, "variant": settings["variant"],
+                                          "block": settings["block"]})
+
+
+def mean_tokens(settings: dict, tokenizer, sample: int = 2000) -> float:
+    """Mean tokens per training example (capped at the block), from a sample of the split."""
+    files = sorted(glob.glob(os.path.join(_split_dir(settings["data"], settings["variant"], "train"), "**",
+                                          "*.parquet"), recursive=True))
+    texts = pads.dataset(files, format="parquet").head(sample, columns=["text"]).column("text").to_pylist()
+    lengths = [min(settings["block"], len(ids)) for ids in tokenizer(texts)["input_ids"]]
+    return sum(lengths) / max(1, len(lengths))
+
+
+def plan_steps(settings: dict, train_rows: int, tokens_per_row: float | None = None) -> tuple[int, int]:
+    """Optimizer steps per epoch and in all; too little data for one step is an error.
+    Token batches hold about micro_batch x block / (tokens per row) rows each."""
+    ds = settings["deepspeed"]
+    micro, accum, world = int(ds.get("micro_batch", 8)), int(ds.get("grad_accum", 1)), settings["num_workers"]
+    rows_per_batch = micro
+    if settings.get("batching", "tokens") == "tokens" and tokens_per_row:
+        rows_per_batch = max(micro, micro * settings["block"] / tokens_per_row)
+    per_epoch = int(train_rows // (rows_per_batch * accum * world))
+    if per_epoch == 0:
+        raise JobError(f"{train_rows} training examples are too few for {world} workers x micro-batch {micro} "
+                       f"x accumulation {accum}")
+    return per_epoch, settings["max_steps"] or per_epoch * settings["epochs"]
+
+
+def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: str) -> dict:
+    """Everything a worker needs, as one picklable dict."""
+    ds = settings["deepspeed"]
+    micro, world = int(ds.get("micro_batch", 8)), settings["num_workers"]
+    tokens = settings.get("batching", "tokens") == "tokens"
+    per_epoch, total = plan_steps(settings, train_rows, mean_tokens(settings, tokenizer) if tokens else None)
+    threads = settings.get("torch_threads") or max(1, (os.cpu_count() or 1) // world)
+    return {
+        "model": settings["model"], "tiny": settings.get("tiny") or {}, "seed": int(settings.get("seed", 13)),
+        "tokenizer_dir": os.path.join(settings["output"], "tokenizer"), "output": settings["output"],
+        "deepspeed": ds, "precision": ds.get("precision", "auto"), "micro_batch": micro,
+        "bucket_window": int(settings.get("bucket_window", 32)), "pad_id": tokenizer.pad_token_id,
+        "token_budget": micro * settings["block"] if tokens else None,
+        "loss_on": settings["loss_on"], "epochs": settings["epochs"], "max_steps": settings["max_steps"],
+        "total_steps": total, "steps_per_epoch": per_epoch, "torch_threads": threads,
+        "log_interval": int(settings.get("log_interval", 5)), "eval_interval": int(settings.get("eval_interval", 50)),
+        "checkpoint_interval": int(settings.get("checkpoint_interval", 50)),
+        "fail_at_step": int(os.environ.get("RRT_TEST_FAIL_AT_STEP", "0") or 0),
+        "meta": {"variant": settings["variant"], "block_size": settings["block"], "model": settings["model"],
+                 "loss_on": settings["loss_on"], "data": settings["data"], "data_fingerprint": fingerprint_id,
+                 "constraint_tokens": [t for t in tokenizer.all_special_tokens if t.startswith(("<src:", "<tgt:"))]},
+    }
+
+
+def plot_loss(output: str) -> None:
+    """loss.png: train and eval loss against optimizer steps, from metrics.jsonl."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(os.path.join(output, "metrics.jsonl"), encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle]
+    train = [(r["step"], r["train_loss"]) for r in rows if r["train_loss"] is not None]
+    evals = [(r["step"], r["eval_loss"]) for r in rows if r["eval_loss"] is not None]
+    figure, axis = plt.subplots(figsize=(7, 4))
+    if train:
+        axis.plot(*zip(*train), label="train loss")
+    if evals:
+        axis.plot(*zip(*evals), marker="o", label="eval loss (dev)")
+    axis.set_xlabel("optimizer step")
+    axis.set_ylabel("cross-entropy")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(os.path.join(output, "loss.png"), dpi=100)
+    plt.close(figure)
+
+
+def write_stats(settings: dict, config: dict, seconds: float, train_rows: int) -> dict:
+    """train_stats.json: steps, examples kept/cut/too long, speed, padding and MFU of this run."""
+    from rrt.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops
+
+    output = settings["output"]
+    with open(os.path.join(output, "worker_stats.json"), encoding="utf-8") as handle:
+        worker = json.load(handle)
+    with open(os.path.join(output, "metrics.jsonl"), encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle]
+    speeds = [r["tokens_per_s"] for r in rows if r.get("tokens_per_s")]
+    padding = [r["padding_fraction"] for r in rows if r.get("padding_fraction") is not None]
+    evals = [r["eval_loss"] for r in rows if r["eval_loss"] is not None]
+    # The first interval includes start-up work; it is left out of the speed when there are others.
+    speed = sum(speeds[1:]) / len(speeds[1:]) if len(speeds) > 1 else (speeds[0] if speeds else 0.0)
+    if worker["device"] == "cpu":
+        peak = measure_cpu_peak_flops(config["torch_threads"]) * worker["world_size"]
+    else:
+        peak = (gpu_peak_flops(worker["device"]) or 0.0) * worker["world_size"]
+    stats = {**worker, "variant": settings["variant"], "model": settings["model"], "train_rows": train_rows,
+             "planned_steps": config["total_steps"], "wall_s": round(seconds, 1), "tokens_per_s": round(speed, 1),
+             "padding_fraction": round(sum(padding) / len(padding), 4) if padding else None,
+             "eval_loss_first": evals[0] if evals else None, "eval_loss_last": evals[-1] if evals else None,
+             "peak_flops": peak, "mfu": round(estimate_mfu(worker["parameters"], speed, peak), 5)}
+    with open(os.path.join(output, "train_stats.json"), "w", encoding="utf-8") as handle:
+        json.dump(stats, handle, indent=2)
+    return stats
+
+
+def run(settings: dict, resume: bool, overwrite: bool) -> dict:
+    """Claim the run folder, start Ray, build datasets and the trainer, fit, then report."""
+    import ray.data
+    from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    from jobs.train_worker import train_func
+
+    run_id = fingerprint(settings)
+    train_rows = count_texts(_split_dir(settings["data"], settings["variant"], "train"))
+    plan_steps(settings, train_rows)
+    # A bad model name is reported before the run folder is claimed.
+    tokenizer = prepare_tokenizer(settings) if not overwrite else None
+    claim_output(settings["output"], run_id, settings, overwrite, resume)
+    tokenizer = tokenizer or prepare_tokenizer(settings)
+    tokenizer.save_pretrained(os.path.join(settings["output"], "tokenizer"))
+    config = worker_config(settings, tokenizer, train_rows, run_id)
+    start_ray(settings["ray"])
+    # Workers show one step bar of their own; Ray Data's per-dataset bars would drown it.
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    tokenizer_json = tokenizer.backend_tokenizer.to_str()
+    datasets = {"train": token_dataset(ray.data, settings, "train", tokenizer_json),
+                # Every worker reads the whole (small, capped) dev set; evaluation splits the work.
+                "dev": token_dataset(ray.data, settings, "dev", tokenizer_json,
+                                     int(settings.get("eval_examples", 256))).materialize()}
+    trainer = TorchTrainer(
+        train_func, train_loop_config=config, datasets=datasets,
+        dataset_config=DataConfig(datasets_to_split=["train"]),
+        scaling_config=ScalingConfig(num_workers=settings["num_workers"], use_gpu=bool(settings.get("use_gpu")),
+                                     resources_per_worker={"CPU": float(settings.get("cpus_per_worker", 1))}),
+        run_config=RunConfig(name="ray", storage_path=settings["output"],
+                             failure_config=FailureConfig(max_failures=int(settings.get("max_failures", 2))),
+                             checkpoint_config=CheckpointConfig(num_to_keep=int(settings.get("keep_checkpoints", 2)))))
+    started = time.perf_counter()
+    trainer.fit()
+    plot_loss(settings["output"])
+    return write_stats(settings, config, time.perf_counter() - started, train_rows)
+
+
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None, name: str = "train") -> int:
+    """Parse flags, check settings before any worker starts, train, print a summary."""
+    args = (parser or build_parser()).parse_args(argv)
+    try:
+        settings = settings_from(args)
+        stats = run(settings, args.resume, args.overwrite)
+    except JobError as err:
+        print(f"{name}: error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # noqa: BLE001 - a failed fit is reported as one line, details are in Ray's logs
+        if type(err).__module__.startswith("ray"):
+            print(f"{name}: error: training failed: {str(err).splitlines()[0]}", file=sys.stderr)
+            return 1
+        raise
+    print(f"{name}: {stats['steps']} steps of {stats['variant']} in {stats['wall_s']}s; eval loss "
+          f"{stats['eval_loss_first']:.3f} -> {stats['eval_loss_last']:.3f}; {stats['tokens_per_s']} tokens/s, "
+          f"padding {stats['padding_fraction']}, MFU {stats['mfu']}; model in {settings['output']}/model")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

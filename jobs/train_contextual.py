@@ -1,0 +1,48 @@
+"""Train the Contextual Rewriter (the paper's main model) on Ray Train + DeepSpeed.
+
+    python jobs/train_contextual.py --data out/prepared --output out/contextual
+    python jobs/train_contextual.py --data out/prepared --output out/contextual-ing --ingredient-prompt rule
+    ray job submit --working-dir . -- python jobs/train_contextual.py --data /mnt/cluster_storage/prepared \\
+        --output /mnt/cluster_storage/runs/contextual --profile v100x64
+
+The same job as jobs/train.py with the variant fixed: `contextual`, or `contextual_ing`
+(the + ingredient prompt variant) with --ingredient-prompt rule. Outputs: model/,
+tokenizer/, metrics.jsonl, loss.png, train_stats.json and ray/ checkpoints in --output.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from jobs.train import build_parser, main as train_main  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the contextual flags and run the training job with the variant they pick."""
+    parser = build_parser(__doc__)
+    parser.add_argument("--ingredient-prompt", choices=("none", "rule"), default="none",
+                        help="rule: train the + ingredient prompt variant (contextual_ing)")
+    args, _ = parser.parse_known_args(argv)
+    if args.variant:
+        parser.error("the variant is fixed here; use --ingredient-prompt rule or jobs/train.py --variant")
+    variant = "contextual_ing" if args.ingredient_prompt == "rule" else "contextual"
+    return train_main(["--variant", variant] + _drop_prompt_flag(argv), build_parser(__doc__), "train_contextual")
+
+
+def _drop_prompt_flag(argv: list[str] | None) -> list[str]:
+    """The flags without --ingredient-prompt and its value (jobs/train.py does not know it)."""
+    items, out, skip = list(argv if argv is not None else sys.argv[1:]), [], False
+    for item in items:
+        if skip:
+            skip = False
+        elif item == "--ingredient-prompt":
+            skip = True
+        elif not item.startswith("--ingredient-prompt="):
+            out.append(item)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

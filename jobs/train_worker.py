@@ -1,0 +1,244 @@
+"""The function every Ray Train worker runs (see jobs/train.py, which starts them).
+
+Each worker builds the model, wraps it with `deepspeed.initialize`, reads token rows from
+its shard of the training set, groups them into low-padding micro-batches, evaluates on the
+dev set at an interval, and reports a checkpoint of its own ZeRO shard with
+`ray.train.report`. Rank 0 writes metrics.jsonl and, at the end, the Hugging Face export.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+import time
+
+import numpy as np
+
+from rrt.batching import Batch, bucket_batches
+from rrt.models import build_model, count_parameters, export_model
+from rrt.optim import deepspeed_config, lr_factor, resolve_precision
+
+STATE_FILE = "train_state.{rank}.json"  # one per worker: each keeps its own example counts
+FAIL_MARKER = ".injected_failure_done"
+
+
+class InjectedFailure(RuntimeError):
+    """The one-time failure tests ask for, to prove recovery from a checkpoint."""
+
+
+def _tensors(batch: Batch, device) -> dict:
+    import torch
+
+    return {"input_ids": torch.from_numpy(batch.input_ids).to(device),
+            "attention_mask": torch.from_numpy(batch.attention_mask).to(device),
+            "labels": torch.from_numpy(batch.labels).to(device)}
+
+
+def _rows(shard, counts: dict | None):
+    """(token ids, target start) of every usable row; rows too long for the block are counted."""
+    for part in shard.iter_batches(batch_size=1024, batch_format="numpy"):
+        for ids, start, length, cut in zip(part["input_ids"], part["target_start"], part["length"],
+                                           part["truncated"]):
+            if counts is not None:
+                counts["too_long" if length == 0 else "truncated" if cut else "whole"] += 1
+            if length:
+                yield np.asarray(ids), int(start)
+
+
+def micro_batches(shard, cfg: dict, seed: int, counts: dict | None):
+    """Low-padding micro-batches from a shard: windows of rows sorted by length, shuffled."""
+    rng = random.Random(seed)
+    size = cfg["micro_batch"] * cfg["bucket_window"]
+    window: list = []
+    for row in _rows(shard, counts):
+        window.append(row)
+        if len(window) == size:
+            yield from bucket_batches(window, cfg["micro_batch"], cfg["pad_id"], cfg["loss_on"], rng,
+                                      cfg["token_budget"])
+            window = []
+    if window:
+        yield from bucket_batches(window, cfg["micro_batch"], cfg["pad_id"], cfg["loss_on"], rng, cfg["token_budget"])
+
+
+def _sum(values: list[float], device) -> list[float]:
+    """Element-wise sum over all workers."""
+    import torch
+    import torch.distributed as dist
+
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor)
+    return tensor.tolist()
+
+
+def _all_have(flag: bool, device) -> bool:
+    """True when every worker still has a batch (so no worker waits on a collective alone)."""
+    import torch
+    import torch.distributed as dist
+
+    tensor = torch.tensor([1 if flag else 0], device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MIN)
+    return bool(tensor.item())
+
+
+def evaluate(engine, dev_shard, cfg: dict, rank: int, world: int, device) -> float:
+    """Token-weighted mean loss on the dev rows; workers take turns over micro-batches."""
+    import torch
+
+    engine.module.eval()
+    loss_sum, tokens = 0.0, 0
+    with torch.no_grad():
+        for index, batch in enumerate(micro_batches(dev_shard, {**cfg, "loss_on": cfg["loss_on"]}, 0, None)):
+            if index % world != rank:
+                continue
+            inputs = _tensors(batch, device)
+            counted = int((inputs["labels"][:, 1:] != -100).sum())
+            loss_sum += float(engine.module(**inputs).loss) * counted
+            tokens += counted
+    engine.module.train()
+    total_loss, total_tokens = _sum([loss_sum, float(tokens)], device)
+    return total_loss / max(1.0, total_tokens)
+
+
+def _restore(engine, output: str, rank: int) -> dict:
+    """Load the last reported checkpoint, if any, and cut metrics.jsonl back to its step."""
+    import ray.train
+
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is None:
+        return {"step": 0, "epoch": 0, "micro_in_epoch": 0, "counts": {"whole": 0, "truncated": 0, "too_long": 0}}
+    with checkpoint.as_directory() as folder:
+        engine.load_checkpoint(folder, tag="ds")
+        with open(os.path.join(folder, STATE_FILE.format(rank=rank)), encoding="utf-8") as handle:
+            state = json.load(handle)
+    metrics = os.path.join(output, "metrics.jsonl")
+    if rank == 0 and os.path.exists(metrics):
+        with open(metrics, encoding="utf-8") as handle:
+            kept = [line for line in handle if json.loads(line)["step"] <= state["step"]]
+        with open(metrics, "w", encoding="utf-8") as handle:
+            handle.writelines(kept)
+    return state
+
+
+def _checkpoint(engine, state: dict, metrics: dict, rank: int) -> None:
+    """Every worker saves its ZeRO shard; Ray merges the folders into one checkpoint."""
+    import ray.train
+
+    with tempfile.TemporaryDirectory() as folder:
+        engine.save_checkpoint(folder, tag="ds")
+        with open(os.path.join(folder, STATE_FILE.format(rank=rank)), "w", encoding="utf-8") as handle:
+            json.dump(state, handle)
+        ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(folder))
+
+
+def train_func(cfg: dict) -> None:
+    """One worker's training run (the `train_loop_per_worker` of the TorchTrainer)."""
+    import deepspeed
+    import ray.train
+    import ray.train.torch
+    import torch
+    from transformers import PreTrainedTokenizerFast
+
+    context = ray.train.get_context()
+    rank, world = context.get_world_rank(), context.get_world_size()
+    torch.set_num_threads(cfg["torch_threads"])
+    device = ray.train.torch.get_device()
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(cfg["tokenizer_dir"])
+    lm = build_model(cfg["model"], len(tokenizer), cfg["tiny"], cfg["seed"], tokenizer.pad_token_id)
+    cuda = device.type == "cuda"
+    precision = resolve_precision(cfg["precision"], cuda, cuda and torch.cuda.is_bf16_supported())
+    ds = cfg["deepspeed"]
+    decay = [p for n, p in lm.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in lm.named_parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": float(ds.get("weight_decay", 0.0))},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=float(ds["lr"]),
+                                  betas=(0.9, 0.95), fused=cuda)
+    total = cfg["total_steps"]
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(
+        s, int(ds.get("warmup_steps", 0)), total, ds.get("schedule", "cosine"), float(ds.get("min_lr_ratio", 0.0))))
+    engine, _, _, _ = deepspeed.initialize(model=lm.to(device), optimizer=optimizer, lr_scheduler=schedule,
+                                           config=deepspeed_config(ds, precision))
+    state = _restore(engine, cfg["output"], rank)
+    train_shard, dev_shard = ray.train.get_dataset_shard("train"), ray.train.get_dataset_shard("dev")
+    parameters = count_parameters(lm)
+    metrics_path = os.path.join(cfg["output"], "metrics.jsonl")
+
+    def log(entry: dict) -> None:
+        if rank == 0:
+            with open(metrics_path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(entry) + "\n")
+
+    if state["step"] == 0:
+        log({"step": 0, "epoch": 0, "train_loss": None, "eval_loss": evaluate(engine, dev_shard, cfg, rank, world, device),
+             "lr": schedule.get_last_lr()[0], "tokens_per_s": None, "padding_fraction": None})
+    window = {"loss": 0.0, "micro": 0, "real": 0, "total": 0, "seconds": 0.0}
+    progress = None
+    if rank == 0:
+        from tqdm import tqdm
+
+        progress = tqdm(total=total, initial=state["step"], desc="train steps", unit="step", mininterval=5)
+    while state["step"] < total and (cfg["max_steps"] or state["epoch"] < cfg["epochs"]):
+        counts = state["counts"] if state["epoch"] == 0 else None
+        batches = micro_batches(train_shard, cfg, cfg["seed"] + 1000 * state["epoch"] + rank, counts)
+        for _ in range(state["micro_in_epoch"]):
+            next(batches, None)
+        ran = 0
+        while state["step"] < total:
+            started = time.perf_counter()
+            batch = next(batches, None)
+            if not _all_have(batch is not None, device):
+                break
+            loss = engine(**_tensors(batch, device)).loss
+            engine.backward(loss)
+            engine.step()
+            ran += 1
+            state["micro_in_epoch"] += 1
+            window["loss"] += float(loss)
+            window["micro"] += 1
+            window["real"] += batch.real_tokens
+            window["total"] += batch.total_tokens
+            window["seconds"] += time.perf_counter() - started
+            if engine.global_steps == state["step"]:
+                continue  # inside a gradient accumulation
+            state["step"] = engine.global_steps
+            if progress:
+                progress.update(1)
+            step, last = state["step"], state["step"] >= total
+            if cfg["fail_at_step"] and step == cfg["fail_at_step"] and rank == world - 1:
+                marker = os.path.join(cfg["output"], FAIL_MARKER)
+                if not os.path.exists(marker):
+                    open(marker, "w").close()
+                    raise InjectedFailure(f"injected failure at step {step} (tests only)")
+            if step % cfg["log_interval"] == 0 or last or step % cfg["eval_interval"] == 0:
+                loss_sum, micro, real, padded, seconds = _sum(
+                    [window["loss"], window["micro"], window["real"], window["total"], window["seconds"]], device)
+                eval_loss = None
+                if step % cfg["eval_interval"] == 0 or last:
+                    eval_loss = evaluate(engine, dev_shard, cfg, rank, world, device)
+                speed = real / (seconds / world) if seconds else 0.0
+                entry = {"step": step, "epoch": state["epoch"], "train_loss": loss_sum / max(1, micro),
+                         "eval_loss": eval_loss, "lr": schedule.get_last_lr()[0], "tokens_per_s": speed,
+                         "padding_fraction": 1 - real / padded if padded else 0.0}
+                log(entry)
+                window = {"loss": 0.0, "micro": 0, "real": 0, "total": 0, "seconds": 0.0}
+            if step % cfg["checkpoint_interval"] == 0 and not last:
+                _checkpoint(engine, state, {"step": step}, rank)
+        if ran == 0:
+            raise RuntimeError(f"worker {rank} got no training batch in epoch {state['epoch']}")
+        if state["step"] < total:
+            state["epoch"] += 1
+            state["micro_in_epoch"] = 0
+    if progress:
+        progress.close()
+    whole, cut, too_long = _sum([state["counts"][k] for k in ("whole", "truncated", "too_long")], device)
+    state["counts"] = {"whole": int(whole), "truncated": int(cut), "too_long": int(too_long)}
+    _checkpoint(engine, state, {"step": state["step"], "done": True}, rank)
+    if rank == 0:
+        # After the last checkpoint, so casting the weights to fp32 cannot disturb the engine.
+        engine.module.to(torch.float32)
+        export_model(engine.module, tokenizer, os.path.join(cfg["output"], "model"),
+                     {**cfg["meta"], "steps": state["step"], "precision": precision, "parameters": parameters})
+        with open(os.path.join(cfg["output"], "worker_stats.json"), "w", encoding="utf-8") as handle:
+            json.dump({"steps": state["step"], "epochs_started": state["epoch"] + 1, "examples": state["counts"],
+                       "parameters": parameters, "precision": precision, "world_size": world,
+                       "device": torch.cuda.get_device_name() if cuda else "cpu"}, handle, indent=2)

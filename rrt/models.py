@@ -1,0 +1,111 @@
+"""Model presets: the offline `tiny` GPT-2 with a BPE tokenizer trained on the corpus, or any
+Hugging Face name or local path (`gpt2-medium`), both with every special token of the paper.
+
+The same functions build the tokenizer on the driver, the model on each training worker
+and the export (`save_pretrained` plus `rrt_meta.json`) at the end of a run.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterable
+
+from rrt.lexicon import CONSTRAINTS
+from rrt.paper_format import BOS, EOS, STRUCTURE_TOKENS, constraint_tokens
+
+PAD = "<pad>"
+TINY = "tiny"
+META_FILE = "rrt_meta.json"
+TINY_DEFAULTS = {"n_layer": 4, "n_head": 4, "n_embd": 256, "vocab_size": 4000, "n_positions": 1024}
+
+
+def special_tokens() -> list[str]:
+    """Every special token the formats use: structure tokens, padding, both tags per constraint."""
+    return [PAD] + STRUCTURE_TOKENS + constraint_tokens(list(CONSTRAINTS))
+
+
+def _added(token: str):
+    from tokenizers import AddedToken
+
+    # Absorbing the spaces around a tag keeps " <inst> " one token instead of three.
+    return AddedToken(token, lstrip=True, rstrip=True, special=True, normalized=False)
+
+
+def _wrap(backend, name_or_path: str | None = None):
+    from transformers import PreTrainedTokenizerFast
+
+    extras = [t for t in special_tokens() if t not in (BOS, EOS, PAD)]
+    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=BOS, eos_token=EOS, pad_token=PAD,
+                                   unk_token=EOS, extra_special_tokens=extras,
+                                   name_or_path=name_or_path or TINY)
+
+
+def train_tiny_tokenizer(texts: Iterable[str], vocab_size: int):
+    """A byte-level BPE tokenizer trained on these texts (no download), as a HF fast tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[_added(t) for t in special_tokens()],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    backend.train_from_iterator(texts, trainer)
+    return _wrap(backend)
+
+
+def load_tokenizer(model: str, texts: Iterable[str] | None = None, vocab_size: int = 4000):
+    """The tokenizer of a preset: trained for `tiny`, else loaded and given the special tokens."""
+    if model == TINY:
+        if texts is None:
+            raise ValueError("the tiny preset trains its tokenizer and needs training texts")
+        return train_tiny_tokenizer(texts, vocab_size)
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    extras = [_added(t) for t in special_tokens() if t not in (BOS, EOS, PAD)]
+    tokenizer.add_special_tokens({"bos_token": _added(BOS), "eos_token": _added(EOS), "pad_token": _added(PAD),
+                                  "extra_special_tokens": extras})
+    return tokenizer
+
+
+def build_model(model: str, vocab_size: int, tiny: dict[str, Any] | None = None, seed: int = 0,
+                pad_token_id: int | None = None):
+    """A causal LM: a fresh tiny GPT-2, or pretrained weights with embeddings resized for new tokens."""
+    import torch
+    from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    if model == TINY:
+        shape = {**TINY_DEFAULTS, **(tiny or {})}
+        shape.pop("vocab_size", None)
+        config = GPT2Config(vocab_size=vocab_size, pad_token_id=pad_token_id, **shape)
+        return GPT2LMHeadModel(config)
+    lm = AutoModelForCausalLM.from_pretrained(model)
+    if lm.get_input_embeddings().weight.shape[0] != vocab_size:
+        lm.resize_token_embeddings(vocab_size)
+    if pad_token_id is not None:
+        lm.config.pad_token_id = pad_token_id
+    return lm
+
+
+def export_model(lm, tokenizer, folder: str, meta: dict[str, Any]) -> None:
+    """Save weights, config, tokenizer and `rrt_meta.json` so `from_pretrained(folder)` loads all."""
+    os.makedirs(folder, exist_ok=True)
+    lm.config.bos_token_id = tokenizer.bos_token_id
+    lm.config.eos_token_id = tokenizer.eos_token_id
+    lm.config.pad_token_id = tokenizer.pad_token_id
+    lm.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    with open(os.path.join(folder, META_FILE), "w", encoding="utf-8") as handle:
+        json.dump({**meta, "special_tokens": special_tokens()}, handle, indent=2)
+
+
+def read_meta(folder: str) -> dict[str, Any]:
+    """The `rrt_meta.json` of an exported model."""
+    with open(os.path.join(folder, META_FILE), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def count_parameters(lm) -> int:
+    """Trainable parameters (counted once when embeddings are tied)."""
+    return sum(p.numel() for p in lm.parameters() if p.requires_grad)

@@ -1,0 +1,39 @@
+"""Training speed as a first-class number: model FLOPs utilisation against the hardware peak."""
+from __future__ import annotations
+
+import time
+
+# Dense peak FLOP/s per device at the precision training uses there (vendor data sheets).
+GPU_PEAK_FLOPS = {"V100": 125e12, "A100": 312e12, "H100": 989e12, "H200": 989e12, "A10": 125e12,
+                  "L4": 121e12, "T4": 65e12}
+
+
+def estimate_mfu(parameters: int, tokens_per_s: float, peak_flops: float) -> float:
+    """Model FLOPs utilisation: 6 x parameters x tokens per second over the hardware peak."""
+    return 6.0 * parameters * tokens_per_s / peak_flops if peak_flops > 0 else 0.0
+
+
+def gpu_peak_flops(device_name: str) -> float | None:
+    """The data-sheet peak of a GPU named like `NVIDIA H100 80GB HBM3`, if we know it."""
+    for model, flops in GPU_PEAK_FLOPS.items():
+        if model in device_name.upper():
+            return flops
+    return None
+
+
+def measure_cpu_peak_flops(threads: int, size: int = 1024, seconds: float = 1.0) -> float:
+    """FLOP/s of fp32 matrix multiplies on this CPU with `threads` threads (its practical peak)."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        a, b = torch.randn(size, size), torch.randn(size, size)
+        a @ b
+        runs, started = 0, time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            a @ b
+            runs += 1
+        return 2.0 * size ** 3 * runs / (time.perf_counter() - started)
+    finally:
+        torch.set_num_threads(previous)

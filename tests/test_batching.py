@@ -1,0 +1,123 @@
+"""Token batches, model presets and optimisation settings used by training."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from rrt.batching import bucket_batches, fit_block, pad_batch, token_budget_chunks, tokenize_table
+from rrt.formats import contextual, no_source
+from rrt.models import build_model, special_tokens, train_tiny_tokenizer
+from rrt.optim import deepspeed_config, lr_factor, resolve_precision
+from rrt.speed import estimate_mfu, gpu_peak_flops
+
+TITLE, INGS = "Hot Cocoa", ["2 cups milk", "3 tbsp cocoa", "2 tbsp sugar"]
+SOURCE = ["Warm the milk in a pan.", "Whisk in the cocoa and sugar.", "Pour into mugs and serve."]
+TARGET = ["Warm the soymilk in a pan.", "Whisk in the cocoa and sugar."]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    texts = [contextual(TITLE, INGS, SOURCE[:n], TARGET[:min(n, 2)], "vegan") for n in (1, 2, 3)] * 30
+    return train_tiny_tokenizer(texts, vocab_size=400)
+
+
+def test_every_special_token_is_one_token(tokenizer):
+    for token in special_tokens():
+        assert tokenizer.convert_tokens_to_ids(token) != tokenizer.unk_token_id or token == tokenizer.unk_token
+        assert len(tokenizer(token, add_special_tokens=False).input_ids) == 1, token
+    text = contextual(TITLE, INGS, SOURCE, TARGET, "vegan")
+    assert tokenizer.decode(tokenizer(text).input_ids).replace(" ", "") == text.replace(" ", "")
+
+
+def test_truncation_cuts_the_source_context_from_the_left_and_keeps_the_target(tokenizer):
+    text = contextual(TITLE, INGS, SOURCE, TARGET, "vegan")
+    full = tokenize_table(pa.table({"text": [text]}), tokenizer.backend_tokenizer.to_str(), "contextual", 1024)
+    ids, start = full.column("input_ids")[0].as_py(), full.column("target_start")[0].as_py()
+    assert tokenizer.convert_ids_to_tokens(ids[start]) == "<tgt:vegan>"
+    block = len(ids) - 10
+    cut = tokenize_table(pa.table({"text": [text]}), tokenizer.backend_tokenizer.to_str(), "contextual", block)
+    kept, kept_start = cut.column("input_ids")[0].as_py(), cut.column("target_start")[0].as_py()
+    assert len(kept) == block and cut.column("truncated")[0].as_py()
+    assert kept[:2] == ids[:2]  # BOS and the source tag stay
+    assert kept[kept_start:] == ids[start:]  # the whole target stays
+    assert kept[2:kept_start] == ids[start - (kept_start - 2):start]  # the context nearest the target stays
+
+
+def test_a_target_longer_than_the_block_is_marked_not_cut(tokenizer):
+    text = contextual(TITLE, INGS, SOURCE, TARGET * 20, "vegan")
+    rows = tokenize_table(pa.table({"text": [text]}), tokenizer.backend_tokenizer.to_str(), "contextual", 64)
+    assert rows.column("length")[0].as_py() == 0 and rows.column("truncated")[0].as_py()
+
+
+def test_a_plain_recipe_is_cut_from_the_right():
+    assert fit_block(list(range(10)), 0, 4, 0) == ([0, 1, 2, 3], 0)
+    assert fit_block(list(range(10)), 6, 8, 2) == ([0, 1, 4, 5, 6, 7, 8, 9], 4)
+    assert fit_block(list(range(10)), 2, 5, 2) is None
+    assert no_source(TITLE, INGS, SOURCE).startswith("<|startoftext|>")
+
+
+def test_pad_batch_masks_padding_and_optionally_the_context():
+    batch = pad_batch([(np.array([5, 6, 7]), 1), (np.array([5, 6, 7, 8, 9]), 2)], pad_id=0, loss_on="target")
+    assert batch.input_ids.shape == (2, 8) and batch.real_tokens == 8 and batch.total_tokens == 16
+    assert batch.labels[0].tolist() == [-100, 6, 7] + [-100] * 5
+    assert batch.labels[1].tolist() == [-100, -100, 7, 8, 9] + [-100] * 3
+    assert batch.attention_mask[0].tolist() == [1, 1, 1] + [0] * 5
+    every = pad_batch([(np.array([5, 6, 7]), 1)], pad_id=0, loss_on="all")
+    assert every.labels[0, :3].tolist() == [5, 6, 7]
+
+
+def test_length_buckets_keep_padding_low_and_lose_no_example():
+    rng = random.Random(0)
+    window = [(np.arange(rng.choice([20, 60, 120, 250])), 0) for _ in range(512)]
+    padded_to_block = pad_batch(window, 0, "all", multiple=256)
+    by_rows = list(bucket_batches(window, 8, 0, "all", random.Random(1)))
+    by_tokens = list(bucket_batches(window, 8, 0, "all", random.Random(1), token_budget=8 * 256))
+    for batches in (by_rows, by_tokens):
+        assert sum(len(b.input_ids) for b in batches) == 512
+        assert sum(b.real_tokens for b in batches) == sum(len(ids) for ids, _ in window)
+        assert 1 - sum(b.real_tokens for b in batches) / sum(b.total_tokens for b in batches) < 0.05
+    assert 1 - padded_to_block.real_tokens / padded_to_block.total_tokens > 0.3
+    assert all(b.total_tokens <= 8 * 256 for b in by_tokens)
+    assert len(by_tokens) < len(by_rows)  # short rows travel together
+
+
+def test_token_budget_chunks_never_exceed_the_budget():
+    examples = [(np.arange(n), 0) for n in sorted([3, 9, 17, 40, 41, 64, 100, 200])]
+    chunks = token_budget_chunks(examples, budget=128)
+    assert [len(e[0]) for c in chunks for e in c] == [3, 9, 17, 40, 41, 64, 100, 200]
+    for chunk in chunks[:-1]:
+        assert len(chunk) * -(-max(len(e[0]) for e in chunk) // 8) * 8 <= 128
+
+
+def test_tiny_model_matches_the_tokenizer(tokenizer):
+    lm = build_model("tiny", len(tokenizer), {"n_layer": 1, "n_head": 2, "n_embd": 32}, seed=1,
+                     pad_token_id=tokenizer.pad_token_id)
+    assert lm.get_input_embeddings().weight.shape[0] == len(tokenizer)
+    assert lm.config.n_layer == 1 and lm.config.pad_token_id == tokenizer.pad_token_id
+
+
+def test_precision_and_deepspeed_config():
+    assert resolve_precision("auto", cuda=False, bf16_supported=False) == "fp32"
+    assert resolve_precision("auto", cuda=True, bf16_supported=False) == "fp16"  # V100
+    assert resolve_precision("auto", cuda=True, bf16_supported=True) == "bf16"
+    config = deepspeed_config({"zero_stage": 2, "micro_batch": 4, "grad_accum": 2}, "fp16")
+    assert config["zero_optimization"]["stage"] == 2 and config["fp16"]["enabled"]
+    assert config["train_micro_batch_size_per_gpu"] == 4 and config["gradient_accumulation_steps"] == 2
+    assert "fp16" not in deepspeed_config({}, "fp32") and "bf16" not in deepspeed_config({}, "fp32")
+
+
+def test_lr_schedule_warms_up_then_decays_to_the_floor():
+    factors = [lr_factor(s, 10, 100, "cosine", 0.1) for s in range(101)]
+    assert factors[0] == pytest.approx(0.1) and factors[9] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(factors[10:], factors[11:]))
+    assert factors[100] == pytest.approx(0.1)
+    assert lr_factor(55, 10, 100, "linear", 0.0) == pytest.approx(0.5)
+
+
+def test_mfu_formula():
+    assert estimate_mfu(1_000_000, 1000.0, 6e9) == pytest.approx(1.0)
+    assert gpu_peak_flops("Tesla V100-SXM2-16GB") == 125e12 and gpu_peak_flops("NVIDIA H200") == 989e12
+    assert gpu_peak_flops("Some CPU") is None

@@ -1,0 +1,139 @@
+"""Training on Ray Train + DeepSpeed (CPU, gloo, tiny preset) from real prepared step pairs."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from conftest import needs_shared_data, quick_train_config, run_script
+from rrt.formats import parse_text
+from rrt.paper_format import END_INST, EOS
+
+METRIC_KEYS = {"step", "epoch", "train_loss", "eval_loss", "lr", "tokens_per_s", "padding_fraction"}
+
+
+def metrics(output) -> list[dict]:
+    with open(os.path.join(output, "metrics.jsonl"), encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle]
+
+
+@pytest.fixture(scope="module")
+def trained(prepared, tmp_path_factory):
+    """One two-worker contextual run of 30 steps."""
+    data = prepared[0]
+    folder = tmp_path_factory.mktemp("train")
+    out = folder / "run"
+    done = run_script("train_contextual.py", "--data", str(data), "--output", str(out), "--max-steps", "30",
+                      "--num-workers", "2", "--config", quick_train_config(folder))
+    assert done.returncode == 0, done.stderr[-4000:]
+    return out, done
+
+
+@pytest.mark.slow
+@needs_shared_data
+def test_two_workers_learn_and_write_every_output(trained):
+    out, done = trained
+    rows = metrics(out)
+    assert all(set(row) == METRIC_KEYS for row in rows)
+    evals = [row for row in rows if row["eval_loss"] is not None]
+    assert evals[0]["step"] == 0 and evals[-1]["step"] == 30
+    assert evals[-1]["eval_loss"] < evals[0]["eval_loss"] - 1.0, evals
+    assert [row["step"] for row in rows] == sorted({row["step"] for row in rows})
+    stats = json.loads((out / "train_stats.json").read_text())
+    assert stats["world_size"] == 2 and stats["steps"] == 30 and stats["precision"] == "fp32"
+    assert stats["padding_fraction"] < 0.10
+    assert sum(stats["examples"].values()) > 0
+    assert (out / "loss.png").stat().st_size > 1000
+    assert any(p.name.startswith("checkpoint_") for p in (out / "ray").iterdir())
+    assert "30 steps of contextual" in done.stdout
+
+
+@pytest.mark.slow
+@needs_shared_data
+def test_export_loads_and_generates_a_step_in_the_contextual_format(trained, prepared):
+    import pyarrow.dataset as pads
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = trained[0] / "model"
+    meta = json.loads((out / "rrt_meta.json").read_text())
+    assert meta["variant"] == "contextual" and meta["block_size"] == 256 and meta["steps"] == 30
+    assert "<tgt:vegan>" in meta["constraint_tokens"] and meta["data_fingerprint"]
+    model = AutoModelForCausalLM.from_pretrained(out)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    text = pads.dataset(str(prepared[0] / "step_pairs" / "contextual" / "test")).to_table(columns=["text"])[0][0]
+    prompt = text.as_py().split("<tgt:", 1)[0] + "<tgt:" + text.as_py().split("<tgt:", 1)[1].split(">", 1)[0] + ">"
+    ids = tokenizer(prompt, return_tensors="pt").input_ids[:, -200:]
+    torch.manual_seed(0)
+    generated = model.generate(ids, max_new_tokens=40, do_sample=True, top_k=40,
+                               eos_token_id=[tokenizer.convert_tokens_to_ids(END_INST), tokenizer.eos_token_id],
+                               pad_token_id=tokenizer.pad_token_id)
+    new = tokenizer.decode(generated[0, ids.shape[1]:], skip_special_tokens=False)
+    step = new.split(END_INST)[0].split(EOS)[0].strip()
+    assert step, new
+    parts = parse_text("contextual", prompt + " " + step + f" {END_INST} {EOS}")
+    assert parts.target_steps and parts.constraint
+
+
+@pytest.mark.slow
+@needs_shared_data
+def test_a_failed_worker_restarts_from_its_checkpoint_and_resume_continues(prepared, tmp_path):
+    out = tmp_path / "run"
+    config = quick_train_config(tmp_path)
+    args = ["--data", str(prepared[0]), "--output", str(out), "--config", config]
+    done = run_script("train_contextual.py", *args, "--max-steps", "20", env={"RRT_TEST_FAIL_AT_STEP": "13"})
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert (out / ".injected_failure_done").exists()
+    assert "injected failure at step 13" in done.stderr + done.stdout
+    rows = metrics(out)
+    steps = [row["step"] for row in rows]
+    assert steps == sorted(set(steps)) and steps[-1] == 20, steps
+    assert json.loads((out / "train_stats.json").read_text())["steps"] == 20
+
+    refused = run_script("train_contextual.py", *args, "--max-steps", "25")
+    assert refused.returncode == 2 and "--resume" in refused.stderr
+    resumed = run_script("train_contextual.py", *args, "--max-steps", "25", "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    steps = [row["step"] for row in metrics(out)]
+    assert steps[-1] == 25 and steps == sorted(set(steps)), steps
+    assert json.loads((out / "model" / "rrt_meta.json").read_text())["steps"] == 25
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--data", "/nonexistent/prepared"], "data folder not found"),
+    (["--epochs", "0"], "train.epochs must be >= 1"),
+    (["--num-workers", "0"], "train.num_workers must be >= 1"),
+    (["--profile", "nope"], "unknown profile"),
+    (["--model", "/nonexistent/model"], "cannot load model"),
+])
+def test_bad_settings_fail_with_one_line_before_any_worker(tmp_path, args, message):
+    data = tmp_path / "prepared"
+    for split in ("train", "dev"):
+        (data / "step_pairs" / "contextual" / split).mkdir(parents=True)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for split in ("train", "dev"):
+        pq.write_table(pa.table({"text": ["<|startoftext|> a <tgt:vegan> b <|endoftext|>"] * 64}),
+                       data / "step_pairs" / "contextual" / split / "part.parquet")
+    base = ["--data", str(data), "--output", str(tmp_path / "out")]
+    done = run_script("train_contextual.py", *base, *args, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("train_contextual: error:") and message in lines[0], lines
+    assert not (tmp_path / "out").exists()  # nothing claimed, so a corrected rerun just works
+
+
+def test_an_empty_split_or_bad_config_value_is_one_line(tmp_path):
+    data = tmp_path / "prepared"
+    for split in ("train", "dev"):
+        (data / "step_pairs" / "contextual" / split).mkdir(parents=True)
+    done = run_script("train_contextual.py", "--data", str(data), "--output", str(tmp_path / "out"), timeout=120)
+    assert done.returncode == 2 and "the train split of contextual" in done.stderr and "is empty" in done.stderr
+    config = quick_train_config(tmp_path, loss_on="sometimes")
+    done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
+    assert done.returncode == 2 and done.stderr.strip() == "train_contextual: error: train.loss_on must be all or target"
+    assert not (tmp_path / "out").exists()
+    shutil.rmtree(data)

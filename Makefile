@@ -31,9 +31,11 @@ $(STAMP): pyproject.toml
 
 DEMO_OUT ?= out/demo
 
-demo: setup  ## run the demo on the bundled sample corpus (outputs in out/demo)
+demo: setup  ## survey, prepare and train the Contextual Rewriter (tiny preset) on the bundled sample (out/demo)
 	$(VENV)/bin/rrt survey --constraint all data/sample/recipes.jsonl --output $(DEMO_OUT)/survey
 	$(PY) jobs/prepare_data.py --input data/sample/recipes.jsonl --output $(DEMO_OUT)/prepared --overwrite
+	$(PY) jobs/train_contextual.py --data $(DEMO_OUT)/prepared --output $(DEMO_OUT)/contextual --model tiny \
+		--max-steps 40 --overwrite
 
 test: setup  ## run the test suite
 	$(PY) -m pytest $(PYTEST_ARGS)

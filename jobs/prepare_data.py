@@ -19,7 +19,7 @@ import shutil
 import sys
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, Iterator
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -50,6 +50,23 @@ PAIR_SCHEMA = pa.schema([
     ("target_steps", TEXTS),
 ])
 EM_PAIRS_PER_DISH = 4
+# Files are the unit of work of the stages that read them: small files, bounded task memory.
+RECIPES_PER_FILE = 4000
+PAIRS_PER_FILE = 1000
+# Pairs (or recipes) formatted per small Arrow batch, within one file per task.
+FORMAT_BATCH = 64
+LOAD_CHUNK = 2000
+WRITE_CPUS = 0.5
+# A worker process keeps the heap its tasks grew; replacing it every few tasks keeps each
+# process at about one task's footprint however many tasks the corpus needs.
+WORKER_TASKS = 8
+GROUP_TASKS = 4  # dish groups are the heaviest tasks
+STEP_PAIR_SCHEMA = pa.schema([
+    ("source_id", pa.string()), ("target_id", pa.string()), ("constraint", pa.string()), ("split", pa.string()),
+    ("source_step", pa.int64()), ("target_steps", pa.list_(pa.int64())), ("score", pa.float64()),
+    ("text", pa.string())])
+RECIPE_ROW_SCHEMA = pa.schema([("id", pa.string()), ("split", pa.string()), ("step", pa.int64()),
+                               ("text", pa.string())])
 EM_SCHEMA = pa.schema([("key", pa.string()), ("source_steps", TEXTS), ("target_steps", TEXTS)])
 
 
@@ -145,16 +162,55 @@ def publish(tmp: str, final: str) -> None:
 
 # ---------------------------------------------------------------- work done by Ray tasks
 
-def load_file(item: dict, settings: dict) -> Any:
-    """Ray task: one input file -> recipe rows; its rejects go to _rejects/<index>.jsonl."""
-    report = LoadReport()
-    reject_path = os.path.join(settings["output"], "_rejects", f"{item['index']:06d}.jsonl")
-    os.makedirs(os.path.dirname(reject_path), exist_ok=True)
-    with open(reject_path, "w", encoding="utf-8") as rejects:
-        report.on_reject = lambda r: rejects.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
-        for recipe in read_recipes([item["path"]], report):
-            yield recipe_row(recipe, settings["constraints"], settings["dish_key"], settings["train"],
-                             settings["dev"], settings["seed"])
+def recipe_schema(constraints: list[str]) -> pa.Schema:
+    """Columns of recipes/: the recipe, its dish and split, one validity flag per constraint."""
+    return pa.schema([("id", pa.string()), ("title", pa.string()), ("ingredients", TEXTS), ("steps", TEXTS),
+                      ("source", pa.string()), ("dish", pa.string()), ("split", pa.string())]
+                     + [(valid_column(c), pa.bool_()) for c in constraints])
+
+
+def load_files(batch: pa.Table, settings: dict) -> Iterator[pa.Table]:
+    """Ray task: input files -> recipe rows in chunks (a huge file never sits in memory whole);
+    each file's rejects go to _rejects/<index>.jsonl."""
+    schema = recipe_schema(settings["constraints"])
+    for path, index in zip(batch.column("path").to_pylist(), batch.column("index").to_pylist()):
+        report = LoadReport()
+        reject_path = os.path.join(settings["output"], "_rejects", f"{index:06d}.jsonl")
+        os.makedirs(os.path.dirname(reject_path), exist_ok=True)
+        with open(reject_path, "w", encoding="utf-8") as rejects:
+            report.on_reject = lambda r: rejects.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
+            rows = []
+            for recipe in read_recipes([path], report):
+                rows.append(recipe_row(recipe, settings["constraints"], settings["dish_key"], settings["train"],
+                                       settings["dev"], settings["seed"]))
+                if len(rows) == LOAD_CHUNK:
+                    yield pa.Table.from_pylist(rows, schema=schema)
+                    rows = []
+            if rows:
+                yield pa.Table.from_pylist(rows, schema=schema)
+
+
+def format_files(batch: pa.Table, variant: str, schema: pa.Schema) -> Iterator[pa.Table]:
+    """Ray task: Parquet files of pairs (or recipes) -> training rows of one variant."""
+    make = step_pair_rows if variant in PAIR_VARIANTS else recipe_rows
+    for path in batch.column("path").to_pylist():
+        for part in pq.ParquetFile(path).iter_batches(batch_size=FORMAT_BATCH):
+            yield pa.Table.from_pylist([row for item in part.to_pylist() for row in make(item, variant)],
+                                       schema=schema)
+
+
+def copy_columns(batch: pa.Table, columns: list[str]) -> Iterator[pa.Table]:
+    """Ray task: some columns of Parquet files, a row group at a time."""
+    for path in batch.column("path").to_pylist():
+        for part in pq.ParquetFile(path).iter_batches(batch_size=FORMAT_BATCH * 8, columns=columns):
+            yield pa.Table.from_batches([part])
+
+
+def per_file(ray_data, folder: str):
+    """A dataset of a folder's Parquet files, one task each: files are the unit of work, so a
+    task's memory is one (bounded) file's worth at any corpus size."""
+    files = parquet_files(folder)
+    return ray_data.from_items([{"path": f} for f in files], override_num_blocks=max(1, len(files)))
 
 
 def _dedupe(rows: list[dict], output: str) -> list[dict]:
@@ -230,7 +286,7 @@ def group_partitions(settings: dict) -> int:
 
     cpus = int(ray.cluster_resources().get("CPU", 1))
     recipes = count_rows(os.path.join(settings["output"], "recipes"))
-    return max(cpus, min(200, recipes // 2000))
+    return max(cpus, min(1000, recipes // 2000))
 
 
 def use_shuffle(ray_data, name: str) -> None:
@@ -249,14 +305,16 @@ def stage_recipes(ray_data, settings: dict, timings: dict) -> None:
     shutil.rmtree(os.path.join(settings["output"], "_rejects"), ignore_errors=True)
     files = ray_data.from_items([{"path": p, "index": i} for i, p in enumerate(settings["inputs"])],
                                 override_num_blocks=max(1, len(settings["inputs"])))
-    recipes = files.flat_map(load_file, fn_kwargs={"settings": settings})
+    recipes = files.map_batches(load_files, batch_size=1, batch_format="pyarrow", fn_kwargs={"settings": settings},
+                                max_calls=WORKER_TASKS)
     if settings["limit"]:
         recipes = recipes.limit(settings["limit"])
     tmp = final + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    # No min_rows_per_file: it splits the write from the map, which then runs one task at a
-    # time and holds its rows until a file is full (memory grows with the input file).
-    recipes.write_parquet(tmp)
+    # A write fused to its map holds all that task's rows until the task ends; writing as a
+    # separate operator (other CPUs) keeps one huge input file from filling memory. No
+    # min_rows_per_file: it buffers rows until a file is full.
+    recipes.write_parquet(tmp, max_rows_per_file=RECIPES_PER_FILE, ray_remote_args={"num_cpus": WRITE_CPUS})
     os.makedirs(tmp, exist_ok=True)
     publish(tmp, final)
     timings["recipes"] = round(time.perf_counter() - started, 2)
@@ -282,7 +340,7 @@ def stage_translation_table(ray_data, settings: dict, timings: dict) -> None:
             "em_per_dish": max(EM_PAIRS_PER_DISH, -(-4 * em_pairs // recipes_count))}
     recipes = ray_data.read_parquet(recipes_path)
     sample = (recipes.groupby("dish", num_partitions=group_partitions(settings))
-              .map_groups(em_sample, fn_kwargs={"settings": task}, batch_format="pyarrow")
+              .map_groups(em_sample, fn_kwargs={"settings": task}, batch_format="pyarrow", max_calls=GROUP_TASKS)
               .sort("key").limit(em_pairs))
     pairs = [(row["source_steps"], row["target_steps"]) for row in sample.iter_rows()]
     table = train_translation_table(pairs, int(align.get("vocab_size", 3000)), int(align.get("em_iterations", 5)))
@@ -302,10 +360,11 @@ def stage_pairs(ray_data, settings: dict, timings: dict) -> None:
         shutil.rmtree(os.path.join(out, "_capped"), ignore_errors=True)
         recipes = ray_data.read_parquet(os.path.join(out, "recipes"))
         task = {**settings, "table_path": os.path.join(out, "translation_table.npz")}
-        pairs = recipes.groupby("dish", num_partitions=group_partitions(settings)).map_groups(pair_group, fn_kwargs={"settings": task}, batch_format="pyarrow")
+        pairs = recipes.groupby("dish", num_partitions=group_partitions(settings)).map_groups(
+            pair_group, fn_kwargs={"settings": task}, batch_format="pyarrow", max_calls=GROUP_TASKS)
         tmp = staging + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        pairs.write_parquet(tmp)
+        pairs.write_parquet(tmp, max_rows_per_file=PAIRS_PER_FILE)
         os.makedirs(tmp, exist_ok=True)
         publish(tmp, staging)
     if not stage_done(final):
@@ -327,7 +386,8 @@ def write_table(ray_data, source: str, dest: str, columns: list[str], schema: pa
         pq.write_table(pa.table({c: pa.array([], schema.field(c).type) for c in columns}),
                                os.path.join(dest, "empty.parquet"))
         return
-    ray_data.read_parquet(source).select_columns(columns).write_parquet(dest)
+    per_file(ray_data, source).map_batches(copy_columns, batch_format="pyarrow", batch_size=1,
+                                           fn_kwargs={"columns": columns}, max_calls=WORKER_TASKS).write_parquet(dest)
 
 
 def stage_step_pairs(ray_data, settings: dict, timings: dict) -> None:
@@ -340,14 +400,16 @@ def stage_step_pairs(ray_data, settings: dict, timings: dict) -> None:
             continue
         started = time.perf_counter()
         if variant in PAIR_VARIANTS:
-            source, fn = os.path.join(out, "_pairs"), step_pair_rows
+            source, schema = os.path.join(out, "_pairs"), STEP_PAIR_SCHEMA
         else:
-            source, fn = os.path.join(out, "recipes"), recipe_rows
+            source, schema = os.path.join(out, "recipes"), RECIPE_ROW_SCHEMA
         tmp = final + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
         if count_rows(source):
-            rows = ray_data.read_parquet(source).flat_map(lambda row, v=variant, f=fn: f(row, v))
+            rows = per_file(ray_data, source).map_batches(format_files, batch_format="pyarrow", batch_size=1,
+                                                          fn_kwargs={"variant": variant, "schema": schema},
+                                                          max_calls=WORKER_TASKS)
             # One pass writes every split; hive folders split=X are then renamed to X.
             rows.write_parquet(tmp, partition_cols=["split"])
         for split in SPLITS:
@@ -362,10 +424,14 @@ def stage_step_pairs(ray_data, settings: dict, timings: dict) -> None:
 
 # ---------------------------------------------------------------- measurements
 
+def parquet_files(path: str) -> list[str]:
+    """Every Parquet file under a folder, in a stable order."""
+    return sorted(os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs if f.endswith(".parquet"))
+
+
 def count_rows(path: str) -> int:
     """Rows in a Parquet folder (0 when it holds no file)."""
-    files = [os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs if f.endswith(".parquet")]
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in parquet_files(path))
 
 
 def count_by(path: str, columns: list[str]) -> Counter:

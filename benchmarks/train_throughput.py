@@ -36,7 +36,6 @@ from rrt.models import build_model, count_parameters, train_tiny_tokenizer  # no
 from rrt.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
-VARIANT = "contextual"
 WARMUP_STEPS = 5
 
 
@@ -53,12 +52,12 @@ def prepared_data(path: str | None) -> str:
     return out
 
 
-def token_rows(data: str, vocab_size: int, block: int):
+def token_rows(data: str, variant: str, vocab_size: int, block: int):
     """The tokenizer the job would train, and every training example as (ids, target start)."""
-    files = sorted(glob.glob(os.path.join(data, "step_pairs", VARIANT, "train", "**", "*.parquet"), recursive=True))
+    files = sorted(glob.glob(os.path.join(data, "step_pairs", variant, "train", "**", "*.parquet"), recursive=True))
     table = pads.dataset(files, format="parquet").to_table(columns=["text"])
     tokenizer = train_tiny_tokenizer(table.column("text").to_pylist(), vocab_size)
-    tokens = tokenize_table(table, tokenizer.backend_tokenizer.to_str(), VARIANT, block)
+    tokens = tokenize_table(table, tokenizer.backend_tokenizer.to_str(), variant, block)
     rows = [(np.asarray(ids), start) for ids, start, length in zip(tokens.column("input_ids").to_pylist(),
                                                                    tokens.column("target_start").to_pylist(),
                                                                    tokens.column("length").to_pylist()) if length]
@@ -101,11 +100,11 @@ def baseline_trainer(tokenizer, rows, shape: dict, micro: int, steps: int, lr: f
             "parameters": count_parameters(model)}
 
 
-def ours(data: str, workers: int, steps: int, config_path: str) -> dict:
+def ours(data: str, variant: str, workers: int, steps: int, config_path: str) -> dict:
     """jobs/train.py with N Ray Train workers; its own train_stats.json."""
     out = os.path.join(tempfile.mkdtemp(prefix="rrt-bench-train-"), "run")
     env = {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1"}
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "jobs", "train.py"), "--variant", VARIANT,
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "jobs", "train.py"), "--variant", variant,
                            "--data", data, "--output", out, "--num-workers", str(workers),
                            "--max-steps", str(steps), "--config", config_path],
                           capture_output=True, text=True, env=env)
@@ -195,29 +194,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="a prepare_data output folder (default: build one from ../shared/data)")
     parser.add_argument("--steps", type=int, default=60, help="optimizer steps per run")
+    parser.add_argument("--variant", default="contextual", help="model variant whose step pairs train")
     parser.add_argument("--gpu-model", help="GPU mode: model shape to time, e.g. gpt2-medium")
     parser.add_argument("--micro-batch", type=int, default=8)
     parser.add_argument("--pad-multiple", type=int, default=8, help="GPU mode: round batch widths up to this")
     args = parser.parse_args()
     config = load_config(os.path.join(ROOT, "ray_config.yaml"), "local")["train"]
-    block = int(config["block_size"][VARIANT])
+    block = int(config["block_size"][args.variant])
     shape = dict(config["tiny"])
     data = prepared_data(args.data)
-    tokenizer, rows = token_rows(data, int(shape.get("vocab_size", 8000)), block)
+    tokenizer, rows = token_rows(data, args.variant, int(shape.get("vocab_size", 8000)), block)
     if args.gpu_model:
         return gpu_compare(args.gpu_model, tokenizer, rows, args.micro_batch, args.steps, block, args.pad_multiple)
     baseline = baseline_trainer(tokenizer, rows, shape, args.micro_batch, args.steps,
                                 float(config["deepspeed"]["lr"]), block)
     peak = measure_cpu_peak_flops(os.cpu_count() or 1)
-    print(json.dumps({"run": "hf_trainer_padded", "workers": 1, "useful_tokens_per_s": round(baseline["tokens_per_s"], 1),
+    print(json.dumps({"run": "hf_trainer_padded", "variant": args.variant, "block": block, "workers": 1, "useful_tokens_per_s": round(baseline["tokens_per_s"], 1),
                       "padding_fraction": round(baseline["padding_fraction"], 3),
                       "mfu": round(estimate_mfu(baseline["parameters"], baseline["tokens_per_s"], peak), 4)}), flush=True)
     config_path = bench_config(shape, args.steps)
     runs = {}
     for workers in (1, 2):
-        stats = ours(data, workers, args.steps, config_path)
+        stats = ours(data, args.variant, workers, args.steps, config_path)
         runs[workers] = stats
-        print(json.dumps({"run": "ours", "workers": workers, "useful_tokens_per_s": stats["tokens_per_s"],
+        print(json.dumps({"run": "ours", "variant": args.variant, "workers": workers, "useful_tokens_per_s": stats["tokens_per_s"],
                           "padding_fraction": stats["padding_fraction"],
                           "mfu": round(estimate_mfu(stats["parameters"], stats["tokens_per_s"], peak), 4),
                           "wall_s": stats["wall_s"]}), flush=True)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,6 +58,7 @@ def cluster():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)
 @needs_shared_data
 def test_ray_job_submit_runs_train_contextual(cluster, prepared, tmp_path):
     env, temp_dir = cluster
@@ -70,16 +72,19 @@ def test_ray_job_submit_runs_train_contextual(cluster, prepared, tmp_path):
             break
         time.sleep(3)
     assert submitted.returncode == 0, submitted.stderr[-2000:]
-    job_id = next(w for w in submitted.stdout.split() if w.startswith("raysubmit_")).strip("'\"")
+    said = submitted.stdout + submitted.stderr  # the Ray CLI logs to stderr
+    job_id = re.search(r"raysubmit_[A-Za-z0-9]+", said).group(0)  # the CLI wraps it in colour codes
     status = ""
-    deadline = time.time() + 900
+    deadline = time.time() + 720
     while time.time() < deadline:
-        status = _ray("job", "status", job_id, env=env).stdout
-        if any(s in status for s in ("SUCCEEDED", "FAILED", "STOPPED")):
+        answer = _ray("job", "status", job_id, env=env)
+        status = (answer.stdout + answer.stderr).lower()  # "Job 'raysubmit_…' succeeded"
+        if any(f"' {word}" in status for word in ("succeeded", "failed", "stopped")):
             break
         time.sleep(5)
-    logs = _ray("job", "logs", job_id, env=env).stdout
-    assert "SUCCEEDED" in status, logs[-4000:]
+    answer = _ray("job", "logs", job_id, env=env)
+    logs = answer.stdout + answer.stderr
+    assert "' succeeded" in status, status[-1000:] + logs[-4000:]
     assert "train_contextual: 6 steps of contextual" in logs
     driver_log = os.path.join(temp_dir, "session_latest", "logs", f"job-driver-{job_id}.log")
     assert os.path.exists(driver_log)

@@ -72,15 +72,19 @@ def baseline_trainer(tokenizer, rows, shape: dict, micro: int, steps: int, lr: f
     real_per_batch: list[int] = []
 
     def collate(examples):
+        """Pad every example to the block, counting the real tokens of each batch."""
         batch = pad_batch([(e["ids"], e["start"]) for e in examples], tokenizer.pad_token_id, "all", multiple=block)
         real_per_batch.append(batch.real_tokens)
         return {k: torch.from_numpy(getattr(batch, k)) for k in ("input_ids", "attention_mask", "labels")}
 
     class Clock(TrainerCallback):
+        """The time at the end of every optimizer step."""
+
         def __init__(self):
             self.times: list[float] = []
 
         def on_step_end(self, args, state, control, **kwargs):
+            """Record the step's end."""
             self.times.append(time.perf_counter())
 
     model = build_model("tiny", len(tokenizer), shape, seed=13, pad_token_id=tokenizer.pad_token_id)

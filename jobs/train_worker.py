@@ -164,6 +164,7 @@ def train_func(cfg: dict) -> None:
     metrics_path = os.path.join(cfg["output"], "metrics.jsonl")
 
     def log(entry: dict) -> None:
+        """One metrics.jsonl line, written by rank 0 only."""
         if rank == 0:
             with open(metrics_path, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(entry) + "\n")

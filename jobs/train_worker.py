@@ -88,7 +88,7 @@ def evaluate(engine, dev_shard, cfg: dict, rank: int, world: int, device) -> flo
     engine.module.eval()
     loss_sum, tokens = 0.0, 0
     with torch.no_grad():
-        for index, batch in enumerate(micro_batches(dev_shard, {**cfg, "loss_on": cfg["loss_on"]}, 0, None)):
+        for index, batch in enumerate(micro_batches(dev_shard, cfg, 0, None)):
             if index % world != rank:
                 continue
             inputs = _tensors(batch, device)

@@ -1,4 +1,5 @@
-"""What every job shares: one-line errors, the run folder it claims, and the Ray it joins."""
+"""What every job shares: one-line errors, the run folder it claims, the Ray it joins, and
+the Parquet folders it reads."""
 from __future__ import annotations
 
 import json
@@ -49,3 +50,15 @@ def start_ray(ray_settings: dict) -> None:
     local = {} if address else {"num_cpus": ray_settings.get("num_cpus"),
                                 "object_store_memory": ray_settings.get("object_store_memory")}
     ray.init(address=address, include_dashboard=False, **local)
+
+
+def parquet_files(path: str) -> list[str]:
+    """Every Parquet file under a folder, in a stable order."""
+    return sorted(os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs if f.endswith(".parquet"))
+
+
+def count_rows(path: str) -> int:
+    """Rows in a Parquet folder (0 when it holds no file), from the files' metadata."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in parquet_files(path))

@@ -27,7 +27,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.dataset as pads  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from jobs.launch import JobError, claim_output, start_ray  # noqa: E402
+from jobs.launch import JobError, claim_output, count_rows, parquet_files, start_ray  # noqa: E402
 from rrt.alignment import AlignSettings, TranslationTable, train_translation_table  # noqa: E402
 from rrt.config import ConfigError, load_config, section  # noqa: E402
 from rrt.formats import PAIR_VARIANTS, VARIANTS  # noqa: E402
@@ -112,7 +112,8 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         raise JobError(str(err)) from None
     if not paths:
         raise JobError(f"no input files found in {', '.join(inputs)}")
-    if str(ray_cfg.get("shuffle") or "sort") not in ("sort", "hash"):
+    shuffle = str(ray_cfg.get("shuffle") or "sort")
+    if shuffle not in ("sort", "hash"):
         raise JobError(f"ray.shuffle must be sort or hash (got {ray_cfg.get('shuffle')!r})")
     variants = list(data.get("variants") or VARIANTS)
     unknown = [v for v in variants if v not in VARIANTS]
@@ -135,7 +136,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         "alignment": align, "translation_table": args.translation_table,
         "ray": {"address": ray_cfg.get("address"), "num_cpus": args.num_cpus or ray_cfg.get("num_cpus"),
                 "object_store_memory": ray_cfg.get("object_store_memory"),
-                "shuffle": str(ray_cfg.get("shuffle") or "sort")},
+                "shuffle": shuffle},
     }
 
 
@@ -423,16 +424,6 @@ def stage_step_pairs(ray_data, settings: dict, timings: dict) -> None:
 
 
 # ---------------------------------------------------------------- measurements
-
-def parquet_files(path: str) -> list[str]:
-    """Every Parquet file under a folder, in a stable order."""
-    return sorted(os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs if f.endswith(".parquet"))
-
-
-def count_rows(path: str) -> int:
-    """Rows in a Parquet folder (0 when it holds no file)."""
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in parquet_files(path))
-
 
 def count_by(path: str, columns: list[str]) -> Counter:
     """Row counts per value combination of some columns, streamed in batches."""

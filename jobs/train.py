@@ -15,7 +15,6 @@ On a cluster, --data and --output must be on storage every node sees.
 from __future__ import annotations
 
 import argparse
-import glob
 import hashlib
 import json
 import os
@@ -27,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pyarrow.dataset as pads  # noqa: E402
 
-from jobs.launch import JobError, claim_output, start_ray  # noqa: E402
+from jobs.launch import JobError, claim_output, count_rows, parquet_files, start_ray  # noqa: E402
 from rrt.config import ConfigError, load_config, section  # noqa: E402
 from rrt.formats import VARIANTS  # noqa: E402
 from rrt.models import TINY, load_tokenizer  # noqa: E402
@@ -61,10 +60,9 @@ def _split_dir(data: str, variant: str, split: str) -> str:
     return os.path.join(data, "step_pairs", variant, split)
 
 
-def count_texts(folder: str) -> int:
-    """Rows in a Parquet folder (0 when it holds none)."""
-    files = glob.glob(os.path.join(folder, "**", "*.parquet"), recursive=True)
-    return pads.dataset(files, format="parquet").count_rows() if files else 0
+def train_texts(settings: dict) -> "pads.Dataset":
+    """The training split's Parquet files as one pyarrow dataset."""
+    return pads.dataset(parquet_files(_split_dir(settings["data"], settings["variant"], "train")), format="parquet")
 
 
 def settings_from(args: argparse.Namespace) -> dict[str, Any]:
@@ -113,7 +111,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         folder = _split_dir(data, variant, split)
         if not os.path.isdir(folder):
             raise JobError(f"{folder} not found: {data} holds no {variant} step pairs")
-        if count_texts(folder) == 0:
+        if count_rows(folder) == 0:
             raise JobError(f"the {split} split of {variant} in {data} is empty")
     return {**train, "variant": variant, "block": block, "deepspeed": ds, "data": os.path.abspath(data),
             "output": os.path.abspath(output), "ray": ray_cfg, "loss_on": train.get("loss_on", "all")}
@@ -138,9 +136,7 @@ def prepare_tokenizer(settings: dict):
         return PreTrainedTokenizerFast.from_pretrained(folder)
     texts = None
     if settings["model"] == TINY:
-        files = sorted(glob.glob(os.path.join(_split_dir(settings["data"], settings["variant"], "train"), "**",
-                                              "*.parquet"), recursive=True))
-        dataset = pads.dataset(files, format="parquet")
+        dataset = train_texts(settings)
         texts = (t for batch in dataset.to_batches(columns=["text"]) for t in batch.column(0).to_pylist())
         texts = (t for _, t in zip(range(TOKENIZER_TEXTS), texts))
     try:
@@ -165,9 +161,7 @@ def token_dataset(ray_data, settings: dict, split: str, tokenizer_json: str, lim
 
 def mean_tokens(settings: dict, tokenizer, sample: int = 2000) -> float:
     """Mean tokens per training example (capped at the block), from a sample of the split."""
-    files = sorted(glob.glob(os.path.join(_split_dir(settings["data"], settings["variant"], "train"), "**",
-                                          "*.parquet"), recursive=True))
-    texts = pads.dataset(files, format="parquet").head(sample, columns=["text"]).column("text").to_pylist()
+    texts = train_texts(settings).head(sample, columns=["text"]).column("text").to_pylist()
     lengths = [min(settings["block"], len(ids)) for ids in tokenizer(texts)["input_ids"]]
     return sum(lengths) / max(1, len(lengths))
 
@@ -272,7 +266,7 @@ def run(settings: dict, resume: bool, overwrite: bool) -> dict:
     from jobs.train_worker import train_func
 
     run_id = fingerprint(settings)
-    train_rows = count_texts(_split_dir(settings["data"], settings["variant"], "train"))
+    train_rows = count_rows(_split_dir(settings["data"], settings["variant"], "train"))
     plan_steps(settings, train_rows)
     # A bad model name is reported before the run folder is claimed.
     tokenizer = prepare_tokenizer(settings) if not overwrite else None

@@ -1,0 +1,286 @@
+"""Rewrite the test or dev recipes with one system, best of N per step, on a Ray Data actor pool.
+
+    python jobs/rewrite.py --data out/prepared --split test --system contextual \\
+        --model out/train/model --output out/rewrite/contextual
+    python jobs/rewrite.py --data out/prepared --system contextual_rule --model out/train-ing/model \\
+        --output out/rewrite/contextual_rule --constrained
+    python jobs/rewrite.py --data out/prepared --system contextual_gpt2 --model out/train-ing/model \\
+        --ing-model out/train-ingpred/model --output out/rewrite/contextual_gpt2
+    python jobs/rewrite.py --data out/prepared --system rule_based --output out/rewrite/rule_based
+    ray job submit --working-dir . -- python jobs/rewrite.py --profile v100x64 --data … --model … --output …
+
+Reads the split's recipe pairs and takes a fixed seeded sample of --num-recipes (source recipe,
+constraint); --constraint rewrites the sampled sources for that constraint set instead
+(`vegan,nut-free`). Actors load the model once and rewrite --batch-recipes recipes at a time.
+Writes into --output: rewrites.jsonl (one line per recipe, in arrival order) and run.json
+(settings, counts, timings). A rerun into the same folder finishes the missing recipes only.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from jobs.launch import JobError, claim_output, count_rows, start_ray  # noqa: E402
+from rrt.config import ConfigError, load_config, section  # noqa: E402
+from rrt.lexicon import CONSTRAINTS  # noqa: E402
+from rrt.rewriter import SYSTEMS  # noqa: E402
+from rrt.tagger import parse_constraints  # noqa: E402
+
+REWRITES = "rewrites.jsonl"
+INT_KEYS = ("num_recipes", "candidates", "top_k", "max_step_tokens", "recipe_tokens", "actors", "batch_recipes",
+            "batch_prompts")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Flags of the rewrite job; each overrides the matching `rewrite` value of ray_config.yaml."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", help="prepare_data output folder (default: rewrite.data)")
+    parser.add_argument("--split", choices=("test", "dev"), help="which recipes to rewrite (default: test)")
+    parser.add_argument("--system", choices=tuple(SYSTEMS), help="the rewriting system")
+    parser.add_argument("--output", help="run folder (default: rewrite.output)")
+    parser.add_argument("--model", help="the system's trained model folder (<train output>/model)")
+    parser.add_argument("--ing-model", help="contextual_gpt2: the next-ingredient model folder")
+    parser.add_argument("--num-recipes", type=int, help="(recipe, constraint) rewrites to make (default 1000)")
+    parser.add_argument("--candidates", type=int, help="samples per step (default 10)")
+    parser.add_argument("--constraint", help="rewrite every sampled source for these constraints (vegan,nut-free)")
+    parser.add_argument("--constrained", action="store_true", default=None,
+                        help="ban violating terms while sampling (adherence by construction)")
+    parser.add_argument("--seed", type=int, help="sampling and recipe-sample seed")
+    parser.add_argument("--actors", type=int, help="rewriter actors (one GPU each with --use-gpu)")
+    parser.add_argument("--use-gpu", action="store_true", default=None, help="one GPU per actor")
+    parser.add_argument("--batch-recipes", type=int, help="recipes an actor rewrites together")
+    parser.add_argument("--config", help="config file (default: ray_config.yaml)")
+    parser.add_argument("--profile", help="config profile: local or v100x64")
+    parser.add_argument("--overwrite", action="store_true", help="delete an earlier run in --output first")
+    return parser
+
+
+def _model_folder(path: str | None, what: str) -> str:
+    if not path:
+        raise JobError(f"this system needs {what}")
+    if not os.path.exists(os.path.join(path, "config.json")):
+        raise JobError(f"{path} holds no exported model (config.json); pass <train output>/model")
+    return os.path.abspath(path)
+
+
+def settings_from(args: argparse.Namespace) -> dict[str, Any]:
+    """Merge config and flags and check every value; problems are JobError lines."""
+    try:
+        config = load_config(args.config, args.profile)
+        rewrite, ray_cfg = dict(section(config, "rewrite")), dict(section(config, "ray"))
+    except ConfigError as err:
+        raise JobError(str(err)) from None
+    for key in ("data", "split", "system", "output", "model", "ing_model", "num_recipes", "candidates",
+                "constraint", "constrained", "seed", "actors", "use_gpu", "batch_recipes"):
+        if getattr(args, key, None) is not None:
+            rewrite[key] = getattr(args, key)
+    system = rewrite.get("system")
+    if system not in SYSTEMS:
+        raise JobError(f"rewrite.system must be one of {', '.join(SYSTEMS)} (got {system!r})")
+    for key in INT_KEYS:
+        if not isinstance(rewrite.get(key), int) or rewrite[key] < 1:
+            raise JobError(f"rewrite.{key.replace('_', '-')} must be a whole number >= 1 (got {rewrite.get(key)!r})")
+    if not (0 < float(rewrite.get("top_p", 1.0)) <= 1 and float(rewrite.get("temperature", 1.0)) > 0):
+        raise JobError("rewrite.top_p must be in (0, 1] and rewrite.temperature > 0")
+    if rewrite.get("split") not in ("test", "dev"):
+        raise JobError("rewrite.split must be test or dev")
+    if rewrite.get("constraint"):
+        try:
+            rewrite["constraint"] = ",".join(parse_constraints(rewrite["constraint"]))
+        except ValueError as err:
+            raise JobError(str(err)) from None
+    data = rewrite.get("data")
+    for folder in ("recipe_pairs", "recipes"):
+        if not data or not os.path.isdir(os.path.join(data, folder)):
+            raise JobError(f"{data}/{folder} not found: pass a jobs/prepare_data.py output folder as --data")
+    if count_rows(os.path.join(data, "recipe_pairs")) == 0:
+        raise JobError(f"{data} holds no recipe pairs to rewrite")
+    if SYSTEMS[system]:
+        rewrite["model"] = _model_folder(rewrite.get("model"), "--model (a trained model folder)")
+        if system == "contextual_gpt2":
+            rewrite["ing_model"] = _model_folder(rewrite.get("ing_model"), "--ing-model (the next-ingredient model)")
+    if not rewrite.get("output"):
+        raise JobError("no output folder given (--output or rewrite.output)")
+    return {**rewrite, "constrained": bool(rewrite.get("constrained")), "data": os.path.abspath(data),
+            "output": os.path.abspath(rewrite["output"]), "ray": ray_cfg}
+
+
+def fingerprint(settings: dict) -> str:
+    """Hash of what makes two runs the same run; a rerun with another one is refused."""
+    keep = {k: v for k, v in settings.items() if k not in ("output", "ray", "actors", "use_gpu", "batch_recipes",
+                                                             "batch_prompts", "cpus_per_actor", "torch_threads")}
+    stats = os.path.join(settings["data"], "stats.json")
+    keep["data_id"] = os.path.getmtime(stats) if os.path.exists(stats) else None
+    return hashlib.sha1(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _rows(ray_data, folder: str, columns: list[str], key: str | None = None, values: set | None = None) -> list:
+    """Rows of a Parquet folder read by Ray Data, keeping those whose `key` is in `values`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def keep(batch, key=key, values=pa.array(sorted(values or []))):
+        return batch.filter(pc.is_in(batch.column(key), value_set=values))
+
+    ds = ray_data.read_parquet(folder, columns=columns)
+    if key is not None:
+        ds = ds.map_batches(keep, batch_format="pyarrow")
+    return ds.take_all()
+
+
+def plan_tasks(ray_data, settings: dict) -> list[dict]:
+    """The seeded sample of (source recipe, constraints) to rewrite, each with its source recipe
+    (and, for Retrieval, the recipe it retrieves)."""
+    data, split = settings["data"], settings["split"]
+    pairs = _rows(ray_data, os.path.join(data, "recipe_pairs"), ["source_id", "constraint", "split"], "split", {split})
+    if settings.get("constraint"):
+        keys = sorted({(p["source_id"], settings["constraint"]) for p in pairs})
+    else:
+        keys = sorted({(p["source_id"], p["constraint"]) for p in pairs})
+    if not keys:
+        raise JobError(f"the {split} split of {data} holds no recipe pairs")
+    keys = sorted(random.Random(settings["seed"]).sample(keys, min(settings["num_recipes"], len(keys))))
+    columns = ["id", "title", "ingredients", "steps", "dish"]
+    recipes = {r["id"]: r for r in _rows(ray_data, os.path.join(data, "recipes"), columns, "id", {k[0] for k in keys})}
+    tasks = [{"id": sid, "constraints": con.split(","), "source": recipes[sid], "retrieved": None}
+             for sid, con in keys if sid in recipes]
+    if settings["system"] == "retrieval":
+        attach_retrieved(ray_data, data, tasks, settings["seed"])
+    return tasks
+
+
+def attach_retrieved(ray_data, data: str, tasks: list[dict], seed: int) -> None:
+    """Give each task a recipe of its dish that obeys all its constraints (any split)."""
+    from rrt.baselines import pick_retrieval
+    from rrt.pairing import valid_column
+
+    flags = [valid_column(c) for c in CONSTRAINTS]
+    pool = _rows(ray_data, os.path.join(data, "recipes"), ["id", "dish", *flags], "dish",
+                 {t["source"]["dish"] for t in tasks})
+    picks = {}
+    for task in tasks:
+        ok = [r["id"] for r in pool if r["dish"] == task["source"]["dish"]
+              and all(r[valid_column(c)] for c in task["constraints"])]
+        picks[(task["id"], ",".join(task["constraints"]))] = pick_retrieval(task["id"], ok, seed)
+    found = {r["id"]: r for r in _rows(ray_data, os.path.join(data, "recipes"), ["id", "title", "ingredients", "steps"],
+                                       "id", {p for p in picks.values() if p})}
+    for task in tasks:
+        pick = picks[(task["id"], ",".join(task["constraints"]))]
+        task["retrieved"] = found.get(pick) if pick else None
+
+
+def done_keys(path: str) -> set[tuple[str, str]]:
+    """(id, constraint) of every complete line of an earlier rewrites.jsonl; a line cut by a
+    kill is removed so the rerun writes that recipe once."""
+    if not os.path.exists(path):
+        return set()
+    with open(path, "rb") as handle:
+        blob = handle.read()
+    whole = blob[: blob.rfind(b"\n") + 1]
+    if len(whole) != len(blob):
+        with open(path, "wb") as handle:
+            handle.write(whole)
+    keys = set()
+    for line in whole.decode("utf-8").splitlines():
+        row = json.loads(line)
+        keys.add((row["id"], row["constraint"]))
+    return keys
+
+
+def record_counts(row: dict) -> dict[str, int]:
+    """What one rewrite record holds that the run counts: guide fallbacks, empty steps, guard stops."""
+    notes = [e.get("note", "") for e in row["steps"]]
+    return {"steps_fallback": sum("rule-based rewrite" in n for n in notes),
+            "empty_steps": sum(n == "empty source step" for n in notes),
+            "guard_stops": sum(c.get("ended") == "guard" for e in row["steps"] for c in e["candidates"])}
+
+
+def run(settings: dict, overwrite: bool) -> dict:
+    """Claim the run folder, plan the tasks, rewrite the missing ones, record the run."""
+    import ray.data
+    from tqdm import tqdm
+
+    from jobs.rewrite_actor import RewriteBatch, rewrite_baseline
+
+    resumed = claim_output(settings["output"], fingerprint(settings), settings, overwrite)
+    start_ray(settings["ray"])
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    started = time.perf_counter()
+    tasks = plan_tasks(ray.data, settings)
+    planned = time.perf_counter()
+    path = os.path.join(settings["output"], REWRITES)
+    done = done_keys(path)
+    todo = [t for t in tasks if (t["id"], ",".join(t["constraints"])) not in done]
+    print(f"rewrite: {settings['system']}{' (constrained)' if settings['constrained'] else ''}: "
+          f"{len(tasks)} recipes, {len(tasks) - len(todo)} done earlier, {len(todo)} to go", flush=True)
+    counts = {"recipes": len(tasks), "done_earlier": len(tasks) - len(todo), "written": 0, "steps": 0,
+              "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0, "guard_stops": 0,
+              "retrieval_fallbacks": 0}
+    if todo:
+        rows = [{"task": json.dumps(t, default=list)} for t in todo]
+        # Small runs still give every actor a share.
+        batch = max(1, min(settings["batch_recipes"], -(-len(rows) // settings["actors"])))
+        ds = ray.data.from_items(rows, override_num_blocks=-(-len(rows) // batch))
+        if SYSTEMS[settings["system"]] is None:
+            ds = ds.map_batches(rewrite_baseline, batch_size=batch, batch_format="pyarrow",
+                                fn_kwargs={"system": settings["system"]})
+        else:
+            ds = ds.map_batches(RewriteBatch, fn_constructor_kwargs={"settings": settings},
+                                batch_size=batch, batch_format="pyarrow",
+                                compute=ray.data.ActorPoolStrategy(size=min(settings["actors"], len(rows))),
+                                num_gpus=1 if settings.get("use_gpu") else 0,
+                                num_cpus=float(settings.get("cpus_per_actor", 1)))
+        with open(path, "a", encoding="utf-8") as out, tqdm(total=len(todo), desc="recipes", unit="recipe") as bar:
+            for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
+                for line in batch.column("record").to_pylist():
+                    out.write(line + "\n")
+                    row = json.loads(line)
+                    counts["written"] += 1
+                    counts["steps"] += len(row["rewrite"]["steps"])
+                    for key, value in record_counts(row).items():
+                        counts[key] += value
+                    counts["recipes_without_steps"] += "the source recipe has no steps" in row["notes"]
+                    counts["retrieval_fallbacks"] += any("no recipe of this dish" in n for n in row["notes"])
+                out.flush()
+                bar.update(batch.num_rows)
+    seconds = time.perf_counter() - started
+    with open(os.path.join(settings["output"], "run.json"), encoding="utf-8") as handle:
+        manifest = json.load(handle)
+    rewriting = time.perf_counter() - planned
+    manifest.update({"resumed": resumed, "counts": counts, "seconds": round(seconds, 1),
+                     "seconds_per_stage": {"plan": round(planned - started, 1), "rewrite": round(rewriting, 1)},
+                     "steps_per_s": round(counts["steps"] / rewriting, 3) if counts["steps"] else None,
+                     "finished": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    with open(os.path.join(settings["output"], "run.json"), "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2, default=str)
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse flags, check settings before any actor starts, rewrite, print a summary."""
+    args = build_parser().parse_args(argv)
+    try:
+        settings = settings_from(args)
+        manifest = run(settings, args.overwrite)
+    except JobError as err:
+        print(f"rewrite: error: {err}", file=sys.stderr)
+        return 2
+    counts = manifest["counts"]
+    print(f"rewrite: {counts['written']} recipes written ({counts['done_earlier']} done earlier), "
+          f"{counts['steps']} steps, {manifest['steps_per_s']} steps/s; "
+          f"{counts['steps_fallback']} steps by the guide (too long), {counts['empty_steps']} empty steps; "
+          f"{settings['output']}/{REWRITES}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

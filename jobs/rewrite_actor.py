@@ -1,0 +1,80 @@
+"""What runs inside the rewrite job's Ray Data stages: the model actor and the baselines.
+
+Each batch is a pyarrow table of JSON tasks; each answer is a table of JSON records, one per
+task, so the driver can append them to rewrites.jsonl as they arrive.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+
+from rrt.rewriter import RewriteTask
+
+
+def _tasks(batch: pa.Table) -> list[RewriteTask]:
+    out = []
+    for blob in batch.column("task").to_pylist():
+        row = json.loads(blob)
+        source = {k: row["source"][k] for k in ("title", "ingredients", "steps")}
+        out.append(RewriteTask(row["id"], row["constraints"], source, seed=row.get("seed", 0),
+                               retrieved=row.get("retrieved")))
+    return out
+
+
+def _table(records: list[dict]) -> pa.Table:
+    return pa.table({"record": [json.dumps(r, ensure_ascii=False) for r in records]})
+
+
+def rewrite_baseline(batch: pa.Table, system: str) -> pa.Table:
+    """Ray Data task: Rule-Based or Retrieval rewrites of a batch of tasks."""
+    from rrt.baselines import retrieval, rule_based
+
+    rewrite = rule_based if system == "rule_based" else retrieval
+    return _table([rewrite(task) for task in _tasks(batch)])
+
+
+def load_model(folder: str, device: str):
+    """An exported model and its tokenizer, ready for sampling on `device`."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    dtype = torch.float16 if device == "cuda" else torch.float32
+    lm = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
+    return lm, tokenizer
+
+
+class RewriteBatch:
+    """Ray Data actor: loads the system's model(s) once, then rewrites batches of recipes."""
+
+    def __init__(self, settings: dict):
+        import torch
+
+        from rrt.models import read_meta
+        from rrt.rewriter import Rewriter
+        from rrt.sampling import SamplingSettings
+
+        device = "cuda" if settings.get("use_gpu") and torch.cuda.is_available() else "cpu"
+        threads = settings.get("torch_threads") or max(1, int(float(settings.get("cpus_per_actor", 1))))
+        torch.set_num_threads(threads)
+        lm, tokenizer = load_model(settings["model"], device)
+        ing_lm = ing_tokenizer = None
+        if settings.get("ing_model"):
+            ing_lm, ing_tokenizer = load_model(settings["ing_model"], device)
+        meta = read_meta(settings["model"]) if os.path.exists(os.path.join(settings["model"], "rrt_meta.json")) else {}
+        block = int(meta.get("block_size") or lm.config.n_positions)
+        sampling = SamplingSettings(int(settings["top_k"]), float(settings["top_p"]), float(settings["temperature"]),
+                                    int(settings["candidates"]), int(settings["max_step_tokens"]))
+        self.seed = int(settings["seed"])
+        self.rewriter = Rewriter(settings["system"], lm, tokenizer, block, sampling, bool(settings["constrained"]),
+                                 ing_lm, ing_tokenizer, int(settings["batch_prompts"]), int(settings["recipe_tokens"]),
+                                 device)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        """Rewrite every task of the batch together."""
+        tasks = _tasks(batch)
+        for task in tasks:
+            task.seed = self.seed
+        return _table(self.rewriter.rewrite(tasks))

@@ -1,0 +1,158 @@
+"""Batched best-of-N sampling with a shared prefill: the rewriter's decoding engine.
+
+Every prompt is run through the model once; its key-value cache is then copied to the N
+candidates, which sample token by token (top-k, top-p, temperature) until a stop token.
+A candidate that stops leaves the batch at once, so no step is computed for finished rows.
+Each candidate draws from its own seeded stream, so a recipe's samples do not depend on
+which other recipes share its batch.
+
+With a `guard` (rrt.constrained.ViolationGuard) a sampled token that would complete a
+violating term is refused and the row resamples, so adherence holds by construction.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+GUARD_TRIES = 24
+
+
+@dataclass
+class SamplingSettings:
+    """Decoding settings: the paper's top-k 40, nucleus 1, temperature 1, ten candidates."""
+
+    top_k: int = 40
+    top_p: float = 1.0
+    temperature: float = 1.0
+    candidates: int = 10
+    max_new_tokens: int = 64
+
+
+@dataclass
+class Sampled:
+    """One prompt's candidates: token ids (stop token excluded) and why each ended."""
+
+    tokens: list[list[int]] = field(default_factory=list)
+    ended: list[str] = field(default_factory=list)   # stop | length | guard
+
+
+def _filtered_probs(logits, settings: SamplingSettings):
+    """Top-k token ids and their renormalised probabilities (top-p applied) per row."""
+    import torch
+
+    scaled = logits.float() / max(settings.temperature, 1e-6)
+    k = min(settings.top_k or scaled.shape[-1], scaled.shape[-1])
+    values, ids = torch.topk(scaled, k, dim=-1)
+    probs = torch.softmax(values, dim=-1)
+    if settings.top_p < 1.0:
+        # Keep the smallest head of the sorted list whose mass reaches top_p.
+        before = torch.cumsum(probs, dim=-1) - probs
+        probs = torch.where(before < settings.top_p, probs, torch.zeros_like(probs))
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    return ids, probs
+
+
+def _draw(ids: np.ndarray, probs: np.ndarray, u: float) -> int:
+    """Inverse-CDF draw of one token from a row's filtered distribution."""
+    cdf = np.cumsum(probs)
+    spot = int(np.searchsorted(cdf, u * cdf[-1], side="right"))
+    return int(ids[min(spot, len(ids) - 1)])
+
+
+def _guarded_draw(row_logits, settings, rng, guard, text: str) -> tuple[int | None, str]:
+    """A token the guard accepts for this row, resampling with bans; None when none is found."""
+    import torch
+
+    logits = row_logits.clone()
+    for _ in range(GUARD_TRIES):
+        ids, probs = _filtered_probs(logits[None], settings)
+        ids, probs = ids[0].numpy(), probs[0].numpy()
+        if not np.isfinite(probs).all() or probs.sum() <= 0:
+            return None, text
+        token = _draw(ids, probs, rng.random())
+        verdict = guard.check(text, token)
+        if verdict == "ok":
+            return token, text + guard.piece(token)
+        if verdict == "ban_word_end":
+            logits[torch.as_tensor(guard.word_end_ids, dtype=torch.long)] = float("-inf")
+        logits[token] = float("-inf")
+    return None, text
+
+
+def cache_argument(lm) -> str:
+    """The forward argument that takes the key-value cache (`cache` from transformers 5.2x on)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
+
+
+def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: set[int], pad_id: int,
+                      settings: SamplingSettings, guards: list | None = None, device: str = "cpu") -> list[Sampled]:
+    """N candidates for each prompt, from one prefill per prompt; each stops at a stop token.
+
+    `guards` holds one ViolationGuard (or None) per prompt for constrained decoding."""
+    import torch
+    from transformers import DynamicCache
+
+    n, count = settings.candidates, len(prompts)
+    guards = guards or [None] * count
+    plain = any(g is None for g in guards)
+    width = max(len(p) for p in prompts)
+    # Left padding puts every prompt's last token in the last column.
+    input_ids = torch.full((count, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((count, width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        input_ids[row, width - len(prompt):] = torch.as_tensor(prompt)
+        mask[row, width - len(prompt):] = 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    input_ids, mask, positions = input_ids.to(device), mask.to(device), positions.to(device)
+    cache, cache_kw = DynamicCache(), cache_argument(lm)
+    with torch.no_grad():
+        # Only the last position's logits are needed; the LM head over the whole prompt is not.
+        out = lm(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                 logits_to_keep=1, **{cache_kw: cache})
+    cache.batch_repeat_interleave(n)
+    logits = out.logits[:, -1, :].repeat_interleave(n, dim=0).float().cpu()
+    mask = mask.repeat_interleave(n, dim=0)
+    next_pos = positions[:, -1:].repeat_interleave(n, dim=0) + 1
+
+    results = [Sampled([[] for _ in range(n)], ["length"] * n) for _ in range(count)]
+    rngs = [np.random.default_rng([seeds[i // n], i % n]) for i in range(count * n)]
+    texts = [""] * (count * n)
+    active = list(range(count * n))   # flat candidate index of each batch row
+    for _ in range(settings.max_new_tokens):
+        chosen, keep = [], []
+        if plain:
+            ids, probs = _filtered_probs(logits, settings)
+            ids, probs = ids.numpy(), probs.numpy()
+        for row, flat in enumerate(active):
+            guard = guards[flat // n]
+            if guard is None:
+                token = _draw(ids[row], probs[row], rngs[flat].random())
+            else:
+                token, texts[flat] = _guarded_draw(logits[row], settings, rngs[flat], guard, texts[flat])
+            sample = results[flat // n]
+            if token is None:
+                sample.ended[flat % n] = "guard"
+            elif token in stop_ids:
+                sample.ended[flat % n] = "stop"
+            else:
+                sample.tokens[flat % n].append(token)
+                chosen.append(token)
+                keep.append(row)
+        if not keep:
+            break
+        if len(keep) < len(active):
+            index = torch.as_tensor(keep, dtype=torch.long, device=device)
+            cache.batch_select_indices(index)
+            mask, next_pos = mask[index], next_pos[index]
+            active = [active[r] for r in keep]
+        mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=-1)
+        step_ids = torch.as_tensor(chosen, dtype=torch.long, device=device)[:, None]
+        with torch.no_grad():
+            out = lm(input_ids=step_ids, attention_mask=mask, position_ids=next_pos, use_cache=True,
+                     **{cache_kw: cache})
+        logits = out.logits[:, -1, :].float().cpu()
+        next_pos = next_pos + 1
+    return results

@@ -31,11 +31,28 @@ $(STAMP): pyproject.toml
 
 DEMO_OUT ?= out/demo
 
-demo: setup  ## survey, prepare and train the Contextual Rewriter (tiny preset) on the bundled sample (out/demo)
+DEMO_STEPS ?= 40
+DEMO_TRAIN := --data $(DEMO_OUT)/prepared --model tiny --max-steps $(DEMO_STEPS) --overwrite
+DEMO_REWRITE := --data $(DEMO_OUT)/prepared --split test --overwrite
+
+demo: setup  ## the whole pipeline on the bundled sample (tiny models): prepare, train, rewrite, evaluate (out/demo)
 	$(VENV)/bin/rrt survey --constraint all data/sample/recipes.jsonl --output $(DEMO_OUT)/survey
 	$(PY) jobs/prepare_data.py --input data/sample/recipes.jsonl --output $(DEMO_OUT)/prepared --overwrite
-	$(PY) jobs/train_contextual.py --data $(DEMO_OUT)/prepared --output $(DEMO_OUT)/contextual --model tiny \
-		--max-steps 40 --overwrite
+	$(PY) jobs/train_contextual.py $(DEMO_TRAIN) --output $(DEMO_OUT)/contextual
+	$(PY) jobs/train_contextual.py $(DEMO_TRAIN) --output $(DEMO_OUT)/contextual_rule --ingredient-prompt rule
+	$(PY) jobs/train.py --variant no_source $(DEMO_TRAIN) --output $(DEMO_OUT)/no_source
+	$(PY) jobs/rewrite.py $(DEMO_REWRITE) --system rule_based --output $(DEMO_OUT)/rewrites/rule_based
+	$(PY) jobs/rewrite.py $(DEMO_REWRITE) --system retrieval --output $(DEMO_OUT)/rewrites/retrieval
+	$(PY) jobs/rewrite.py $(DEMO_REWRITE) --system contextual --model $(DEMO_OUT)/contextual/model \
+		--output $(DEMO_OUT)/rewrites/contextual
+	$(PY) jobs/rewrite.py $(DEMO_REWRITE) --system contextual --model $(DEMO_OUT)/contextual/model --constrained \
+		--output $(DEMO_OUT)/rewrites/contextual_constrained
+	$(PY) jobs/rewrite.py $(DEMO_REWRITE) --system contextual_rule --model $(DEMO_OUT)/contextual_rule/model \
+		--output $(DEMO_OUT)/rewrites/contextual_rule
+	$(PY) jobs/rewrite.py $(DEMO_REWRITE) --system contextual_rule --model $(DEMO_OUT)/contextual_rule/model \
+		--constrained --output $(DEMO_OUT)/rewrites/contextual_rule_constrained
+	$(PY) jobs/evaluate.py --lm $(DEMO_OUT)/no_source/model --output $(DEMO_OUT)/evaluation --rewrites \
+		$(DEMO_OUT)/rewrites/rule_based,$(DEMO_OUT)/rewrites/retrieval,$(DEMO_OUT)/rewrites/contextual,$(DEMO_OUT)/rewrites/contextual_constrained,$(DEMO_OUT)/rewrites/contextual_rule,$(DEMO_OUT)/rewrites/contextual_rule_constrained
 
 test: setup  ## run the test suite
 	$(PY) -m pytest $(PYTEST_ARGS)

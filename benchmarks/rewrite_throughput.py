@@ -21,8 +21,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from jobs.rewrite_actor import load_model  # noqa: E402
-from rrt.models import read_meta  # noqa: E402
+from rrt.models import load_exported, read_meta  # noqa: E402
 from rrt.prompts import STOPS, step_prompt  # noqa: E402
 from rrt.rewriter import Rewriter, RewriteTask, step_context  # noqa: E402
 from rrt.sampling import SamplingSettings  # noqa: E402
@@ -95,7 +94,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    lm, tok = load_model(args.model, args.device)
+    lm, tok = load_exported(args.model, args.device)
     meta = read_meta(args.model)
     system = {"contextual": "contextual", "contextual_ing": "contextual_rule", "no_context": "no_context",
               "no_source": "no_source"}[meta["variant"]]

@@ -35,34 +35,23 @@ def rewrite_baseline(batch: pa.Table, system: str) -> pa.Table:
     return _table([rewrite(task) for task in _tasks(batch)])
 
 
-def load_model(folder: str, device: str):
-    """An exported model and its tokenizer, ready for sampling on `device`."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    dtype = torch.float16 if device == "cuda" else torch.float32
-    lm = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
-    return lm, tokenizer
-
-
 class RewriteBatch:
     """Ray Data actor: loads the system's model(s) once, then rewrites batches of recipes."""
 
     def __init__(self, settings: dict):
         import torch
 
-        from rrt.models import read_meta
+        from rrt.models import load_exported, read_meta
         from rrt.rewriter import Rewriter
         from rrt.sampling import SamplingSettings
 
         device = "cuda" if settings.get("use_gpu") and torch.cuda.is_available() else "cpu"
         threads = settings.get("torch_threads") or max(1, int(float(settings.get("cpus_per_actor", 1))))
         torch.set_num_threads(threads)
-        lm, tokenizer = load_model(settings["model"], device)
+        lm, tokenizer = load_exported(settings["model"], device)
         ing_lm = ing_tokenizer = None
         if settings.get("ing_model"):
-            ing_lm, ing_tokenizer = load_model(settings["ing_model"], device)
+            ing_lm, ing_tokenizer = load_exported(settings["ing_model"], device)
         meta = read_meta(settings["model"]) if os.path.exists(os.path.join(settings["model"], "rrt_meta.json")) else {}
         block = int(meta.get("block_size") or lm.config.n_positions)
         sampling = SamplingSettings(int(settings["top_k"]), float(settings["top_p"]), float(settings["temperature"]),

@@ -6,6 +6,7 @@
     rrt ingredients recipes.jsonl
     rrt survey --constraint all data/sample/recipes.jsonl
     rrt align source.json target.json [--table out/prepared/translation_table.npz]
+    rrt serve --model out/demo/contextual/model [--port 8000]
 """
 from __future__ import annotations
 
@@ -151,6 +152,16 @@ COMMANDS: dict[str, tuple[Callable, str]] = {
 }
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the Ray Serve app in the foreground (Ray is imported only here)."""
+    if not os.path.exists(os.path.join(args.model, "config.json")):
+        raise CliError(f"{args.model} holds no exported model (config.json); pass <train output>/model")
+    from serve.app import run
+
+    run(args.model, args.port, args.host, args.config)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one subcommand per tool."""
     parser = argparse.ArgumentParser(prog="rrt", description=__doc__.split("\n\n")[0],
@@ -166,6 +177,13 @@ def build_parser() -> argparse.ArgumentParser:
     align.add_argument("--table", help="translation_table.npz from prepare_data (default: learn from the pair)")
     align.add_argument("--threshold", type=float, default=50.0, help="keep links scoring at least this")
     align.set_defaults(func=None)
+    served = subs.add_parser("serve", help="serve a trained rewriter over HTTP (Ray Serve) until Ctrl-C",
+                             description="Start Ray Serve with the rewriter app: POST /v1/rewrite, GET / (page).")
+    served.add_argument("--model", required=True, help="an exported model folder (<train output>/model)")
+    served.add_argument("--port", type=int, help="HTTP port (default: serve.port, 8000)")
+    served.add_argument("--host", help="address to bind (default: serve.host, 127.0.0.1)")
+    served.add_argument("--config", help="config file (default: ray_config.yaml)")
+    served.set_defaults(func=None)
     for name, (func, help_text) in COMMANDS.items():
         sub = subs.add_parser(name, help=help_text, description=help_text)
         sub.add_argument("files", nargs="+", metavar="FILE",
@@ -194,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "align":
             cmd_align(args)
             return 0
+        if args.command == "serve":
+            return cmd_serve(args)
         handle = _open_rejects(args, report)
         args.func(args, _recipes(args, report))
     except (CliError, InputError) as err:

@@ -100,6 +100,17 @@ def export_model(lm, tokenizer, folder: str, meta: dict[str, Any]) -> None:
         json.dump({**meta, "special_tokens": special_tokens()}, handle, indent=2)
 
 
+def load_exported(folder: str, device: str = "cpu"):
+    """An exported model (fp16 on GPU) and its tokenizer, in eval mode on `device`."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    dtype = torch.float16 if device.startswith("cuda") else torch.float32
+    lm = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
+    return lm, tokenizer
+
+
 def read_meta(folder: str) -> dict[str, Any]:
     """The `rrt_meta.json` of an exported model."""
     with open(os.path.join(folder, META_FILE), encoding="utf-8") as handle:

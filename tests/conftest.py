@@ -49,6 +49,17 @@ def prepared(tmp_path_factory):
     return out, inputs, done
 
 
+@pytest.fixture(scope="session")
+def trained_contextual(prepared, tmp_path_factory):
+    """One two-worker Contextual Rewriter run of 30 steps on the prepared real data: (folder, result)."""
+    folder = tmp_path_factory.mktemp("train")
+    out = folder / "run"
+    done = run_script("train_contextual.py", "--data", str(prepared[0]), "--output", str(out), "--max-steps", "30",
+                      "--num-workers", "2", "--config", quick_train_config(folder))
+    assert done.returncode == 0, done.stderr[-4000:]
+    return out, done
+
+
 def quick_train_config(folder, **train) -> str:
     """A copy of ray_config.yaml with a smaller, quicker training block, written into folder."""
     config = load_config(str(ROOT / "ray_config.yaml"), "local")

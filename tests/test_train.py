@@ -20,15 +20,9 @@ def metrics(output) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def trained(prepared, tmp_path_factory):
-    """One two-worker contextual run of 30 steps."""
-    data = prepared[0]
-    folder = tmp_path_factory.mktemp("train")
-    out = folder / "run"
-    done = run_script("train_contextual.py", "--data", str(data), "--output", str(out), "--max-steps", "30",
-                      "--num-workers", "2", "--config", quick_train_config(folder))
-    assert done.returncode == 0, done.stderr[-4000:]
-    return out, done
+def trained(trained_contextual):
+    """One two-worker contextual run of 30 steps (shared with the rewrite tests)."""
+    return trained_contextual
 
 
 @pytest.mark.slow

@@ -1,0 +1,337 @@
+"""Measure rewrites the way the paper did, every system side by side (Hegel et al. 2020, Table 2).
+
+    python jobs/evaluate.py --rewrites out/rw-rule,out/rw-contextual --lm out/train-lm/model --output out/eval
+    python jobs/evaluate.py --rewrites out/rw-contextual --lm out/train-lm/model --output out/eval \\
+        --foods foodb/food.csv --scorers 4 --use-gpu
+    ray job submit --working-dir . -- python jobs/evaluate.py --rewrites … --lm … --output …
+
+Each --rewrites folder comes from jobs/rewrite.py (rewrites.jsonl and run.json); its label is
+the run's system, with "+constrained" for constrained decoding. --lm is a No-Source language
+model exported by jobs/train.py (--variant no_source). Metrics:
+  perplexity          of the rewritten steps under that LM (lower is better)
+  adherence           percent of food mentions in the rewritten ingredients and steps that obey
+                      the constraint; foods are the corpus's ingredient names (the recipes/ of
+                      --data or of the run's settings.data, else the source recipes' lines), or
+                      FooDB's food.csv names with --foods
+  rouge_l_recall      ROUGE-L recall x100 of the rewritten steps against the source steps
+  trigram_diversity   unique word trigrams over all word trigrams of a system's steps
+The LM scores recipes in a pool of Ray Data actors that load it once. Writes into --output:
+metrics.json, eval_stats.json, table.md, per_constraint.md, metrics.png and report.html.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import pyarrow as pa  # noqa: E402
+
+from jobs.launch import JobError, parquet_files, start_ray  # noqa: E402
+from rrt.config import ConfigError, load_config, section  # noqa: E402
+from rrt.metrics import (food_vocabulary, names_from_lines, read_foods, recipe_measures,  # noqa: E402
+                         summarise)
+from rrt.models import META_FILE, read_meta  # noqa: E402
+from rrt.paper_format import END_INGS  # noqa: E402
+from rrt.report import metrics_markdown, per_constraint_markdown, plot_metrics, render_report  # noqa: E402
+from rrt.tagger import parse_constraints  # noqa: E402
+
+DEFAULTS = {"batch_size": 8, "scorers": 1, "cpus_per_scorer": 1, "use_gpu": False, "report_recipes": 50}
+MEASURE_KEYS = ("obeying", "mentions", "empty", "rouge_l_recall")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line flags; each overrides the matching `evaluate` value of ray_config.yaml."""
+    parser = argparse.ArgumentParser(prog="evaluate", description=__doc__.split("\n\n")[0],
+                                     epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rewrites", required=True, help="comma list of jobs/rewrite.py output folders")
+    parser.add_argument("--lm", required=True, help="exported No-Source LM folder (the perplexity reference)")
+    parser.add_argument("--output", required=True, help="folder for metrics, tables, plot and report")
+    parser.add_argument("--foods", help="FooDB food.csv: its `name` column is the food vocabulary")
+    parser.add_argument("--data", help="prepared data folder whose recipes/ give the food vocabulary "
+                                       "(default: the runs' settings.data)")
+    parser.add_argument("--config", help="config file (default: ray_config.yaml)")
+    parser.add_argument("--profile", help="config profile, e.g. local or v100x64")
+    parser.add_argument("--batch-size", type=int,
+                        help=f"recipes per LM forward pass (default {DEFAULTS['batch_size']})")
+    parser.add_argument("--scorers", type=int, help=f"LM actors (default {DEFAULTS['scorers']})")
+    parser.add_argument("--use-gpu", action="store_true", default=None, help="one GPU per LM actor")
+    parser.add_argument("--report-recipes", type=int,
+                        help=f"rewrites per system shown in report.html (default {DEFAULTS['report_recipes']})")
+    return parser.parse_args(argv)
+
+
+def log(message: str) -> None:
+    """One progress line on stderr."""
+    print(f"[evaluate] {message}", file=sys.stderr, flush=True)
+
+
+def read_run(folder: str) -> tuple[dict, list[dict]]:
+    """A rewrite folder's run.json (empty when absent) and its records; bad input is a JobError."""
+    if not os.path.isdir(folder):
+        raise JobError(f"rewrites folder not found: {folder}")
+    path = os.path.join(folder, "rewrites.jsonl")
+    if not os.path.isfile(path):
+        raise JobError(f"{folder} holds no rewrites.jsonl (run jobs/rewrite.py first)")
+    run: dict = {}
+    if os.path.isfile(os.path.join(folder, "run.json")):
+        try:
+            with open(os.path.join(folder, "run.json"), encoding="utf-8") as handle:
+                run = json.load(handle)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise JobError(f"{folder}/run.json is not valid JSON: {err}") from None
+    records = []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                raise JobError(f"{path} line {number} is not JSON") from None
+            if not isinstance(record, dict) or not isinstance(record.get("rewrite"), dict) \
+                    or not isinstance(record.get("source"), dict):
+                raise JobError(f"{path} line {number} has no source and rewrite recipes")
+            try:
+                parse_constraints(record.get("constraint") or "")
+            except ValueError as err:
+                raise JobError(f"{path} line {number}: {err}") from None
+            records.append(record)
+    if not records:
+        raise JobError(f"{path} holds no rewrites")
+    return run, records
+
+
+def system_label(run: dict, records: list[dict]) -> str:
+    """The run's system name, with `+constrained` for constrained decoding."""
+    settings = run.get("settings") or {}
+    system = settings.get("system") or records[0].get("system") or "unknown"
+    constrained = settings.get("constrained", records[0].get("constrained", False))
+    return f"{system}+constrained" if constrained else str(system)
+
+
+def check_lm(folder: str) -> int:
+    """The LM's block size; a folder that is not an exported causal LM is a JobError."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from rrt.metrics import lm_block_size
+
+    if not os.path.isdir(folder) or not os.path.isfile(os.path.join(folder, "config.json")):
+        raise JobError(f"LM folder not found or not a model export (no config.json): {folder}")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        config = AutoConfig.from_pretrained(folder)
+    except (OSError, ValueError) as err:
+        raise JobError(f"cannot load the LM in {folder}: {str(err).splitlines()[0]}") from None
+    if END_INGS not in tokenizer.get_vocab():
+        raise JobError(f"the LM in {folder} has no {END_INGS} token: not a No-Source recipe LM")
+    meta = read_meta(folder) if os.path.isfile(os.path.join(folder, META_FILE)) else {}
+    if meta.get("variant") not in (None, "no_source"):
+        log(f"warning: {folder} is a {meta['variant']} model; the paper's reference is a no_source LM")
+    try:
+        return lm_block_size(config, meta)
+    except ValueError as err:
+        raise JobError(str(err)) from None
+
+
+def settings_from(args: argparse.Namespace) -> dict[str, Any]:
+    """Merge config and flags, read every rewrite folder and check the LM and foods file."""
+    try:
+        config = load_config(args.config, args.profile)
+        evaluate, ray_cfg = {**DEFAULTS, **section(config, "evaluate")}, dict(section(config, "ray"))
+    except ConfigError as err:
+        raise JobError(str(err)) from None
+    for flag in ("batch_size", "scorers", "use_gpu", "report_recipes"):
+        if getattr(args, flag) is not None:
+            evaluate[flag] = getattr(args, flag)
+    for key in ("batch_size", "scorers", "report_recipes"):
+        if not isinstance(evaluate[key], int) or evaluate[key] < (0 if key == "report_recipes" else 1):
+            raise JobError(f"evaluate.{key} must be a whole number >= {0 if key == 'report_recipes' else 1}")
+    systems: dict[str, dict] = {}
+    for folder in [f.strip() for f in args.rewrites.split(",") if f.strip()]:
+        run, records = read_run(folder)
+        label = system_label(run, records)
+        if label in systems:
+            raise JobError(f"{folder} and {systems[label]['folder']} are both {label}; evaluate one run per system")
+        systems[label] = {"folder": os.path.abspath(folder), "run": run, "records": records}
+    if not systems:
+        raise JobError("no rewrites folder given")
+    block = check_lm(args.lm)
+    foods = None
+    if args.foods:
+        try:
+            foods = read_foods(args.foods)
+        except FileNotFoundError:
+            raise JobError(f"foods file not found: {args.foods}") from None
+        except (ValueError, UnicodeDecodeError, OSError) as err:
+            raise JobError(f"bad foods file {args.foods}: {err}") from None
+    if args.data and not os.path.isdir(os.path.join(args.data, "recipes")):
+        raise JobError(f"{args.data} holds no recipes/ folder (a jobs/prepare_data.py output)")
+    data = args.data or next((s["run"].get("settings", {}).get("data") for s in systems.values()
+                              if os.path.isdir(os.path.join(str(s["run"].get("settings", {}).get("data")), "recipes"))),
+                             None)
+    return {**evaluate, "systems": systems, "lm": os.path.abspath(args.lm), "block": block, "foods": foods,
+            "foods_file": args.foods, "data": data, "output": os.path.abspath(args.output), "ray": ray_cfg}
+
+
+def corpus_names(batch: pa.Table) -> pa.Table:
+    """Ray Data task: the distinct ingredient names of a batch of recipes' ingredient lines."""
+    lines = [line for items in batch.column("ingredients").to_pylist() for line in items or []]
+    return pa.table({"name": sorted(names_from_lines(lines))})
+
+
+def build_vocabulary(ray_data, settings: dict):
+    """(food vocabulary, where it came from): FooDB names, the corpus's names, or the sources'."""
+    if settings["foods"]:
+        return food_vocabulary(settings["foods"]), f"FooDB {settings['foods_file']}"
+    if settings["data"]:
+        recipes = os.path.join(settings["data"], "recipes")
+        names = ray_data.read_parquet(parquet_files(recipes), columns=["ingredients"]).map_batches(
+            corpus_names, batch_format="pyarrow", batch_size=2000).take_all()
+        return food_vocabulary({row["name"] for row in names}), f"corpus {recipes}"
+    lines = [line for s in settings["systems"].values() for r in s["records"]
+             for line in r["source"].get("ingredients") or []]
+    return food_vocabulary(names_from_lines(lines)), "the source recipes' ingredient lines"
+
+
+def measure_batch(batch: pa.Table, vocabulary) -> pa.Table:
+    """Ray Data task: adherence counts and ROUGE-L recall of each rewrite in a batch."""
+    rows = batch.to_pylist()
+    measures = [recipe_measures({"constraint": r["constraint"], "source": {"steps": r["source_steps"]},
+                                 "rewrite": {"ingredients": r["ingredients"], "steps": r["steps"]}}, vocabulary)
+                for r in rows]
+    return batch.drop_columns(["source_steps"]).append_column(
+        "measures", pa.array([[float(m[k]) for k in MEASURE_KEYS] for m in measures], pa.list_(pa.float64())))
+
+
+class StepScorer:
+    """Ray Data actor: loads the LM once, then sums each recipe's step-token NLL."""
+
+    def __init__(self, lm_dir: str, block: int, batch_size: int, use_gpu: bool, threads: int):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        torch.set_num_threads(max(1, threads))
+        self.device = "cuda" if use_gpu and torch.cuda.is_available() else "cpu"
+        self.tokenizer = AutoTokenizer.from_pretrained(lm_dir)
+        self.lm = AutoModelForCausalLM.from_pretrained(lm_dir).to(self.device).eval()
+        self.block, self.batch_size = block, batch_size
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        from rrt.metrics import step_nll
+
+        rows = batch.to_pylist()
+        scores = step_nll(self.lm, self.tokenizer, rows, self.block, self.batch_size, self.device)
+        return pa.table({"system": batch.column("system"), "position": batch.column("position"),
+                         "measures": batch.column("measures"),
+                         "nll": pa.array([s["nll"] for s in scores], pa.float64()),
+                         "tokens": pa.array([s["tokens"] for s in scores], pa.int64()),
+                         "dropped_tokens": pa.array([s["dropped_tokens"] for s in scores], pa.int64())})
+
+
+def score_rewrites(ray_data, settings: dict, vocabulary) -> dict[str, list[dict]]:
+    """Per-recipe measures and step NLL of every rewrite, computed on Ray Data; per system, in order."""
+    items = [{"system": label, "position": i, "constraint": r.get("constraint") or "",
+              "title": str(r["rewrite"].get("title") or ""),
+              "ingredients": list(r["rewrite"].get("ingredients") or []),
+              "steps": list(r["rewrite"].get("steps") or []), "source_steps": list(r["source"].get("steps") or [])}
+             for label, s in settings["systems"].items() for i, r in enumerate(s["records"])]
+    cpus = float(settings["cpus_per_scorer"])
+    rows = (ray_data.from_items(items)
+            .map_batches(measure_batch, batch_format="pyarrow", batch_size=64, fn_kwargs={"vocabulary": vocabulary})
+            .map_batches(StepScorer, batch_format="pyarrow", batch_size=max(16, settings["batch_size"] * 4),
+                         compute=ray_data.ActorPoolStrategy(size=settings["scorers"]), num_cpus=cpus,
+                         num_gpus=1 if settings["use_gpu"] else 0,
+                         fn_constructor_kwargs={"lm_dir": settings["lm"], "block": settings["block"],
+                                                "batch_size": settings["batch_size"],
+                                                "use_gpu": bool(settings["use_gpu"]), "threads": int(max(1, cpus))})
+            .take_all())
+    out: dict[str, list[dict]] = {label: [None] * len(s["records"]) for label, s in settings["systems"].items()}
+    for row in rows:
+        measures = dict(zip(MEASURE_KEYS, row["measures"]))
+        measures.update(obeying=int(measures["obeying"]), mentions=int(measures["mentions"]),
+                        empty=bool(measures["empty"]), nll=row["nll"], tokens=row["tokens"],
+                        dropped_tokens=row["dropped_tokens"])
+        out[row["system"]][row["position"]] = measures
+    return out
+
+
+def write_outputs(settings: dict, measures: dict[str, list[dict]], stats: dict) -> dict:
+    """metrics.json, table.md, per_constraint.md, metrics.png and report.html; adds counts to stats."""
+    metrics: dict = {"systems": {}, "per_constraint": {}}
+    stats["systems"] = {}
+    for label, system in settings["systems"].items():
+        summary, per_constraint, counts = summarise(system["records"], measures[label])
+        metrics["systems"][label] = summary
+        metrics["per_constraint"][label] = per_constraint
+        stats["systems"][label] = {"folder": system["folder"], **counts}
+    out = settings["output"]
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "metrics.json"), "w", encoding="utf-8") as handle:
+        json.dump(metrics, handle, indent=2)
+    with open(os.path.join(out, "table.md"), "w", encoding="utf-8") as handle:
+        handle.write(metrics_markdown(metrics))
+    with open(os.path.join(out, "per_constraint.md"), "w", encoding="utf-8") as handle:
+        handle.write(per_constraint_markdown(metrics))
+    plot_metrics(metrics, os.path.join(out, "metrics.png"))
+    page = render_report({label: s["records"] for label, s in settings["systems"].items()}, metrics,
+                         settings["report_recipes"])
+    with open(os.path.join(out, "report.html"), "w", encoding="utf-8") as handle:
+        handle.write(page)
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Check inputs before Ray starts, score on Ray Data, then write tables, plot and report."""
+    args = parse_args(argv)
+    try:
+        settings = settings_from(args)
+    except JobError as err:
+        print(f"evaluate: error: {err}", file=sys.stderr)
+        return 2
+    import ray.data
+
+    started = time.perf_counter()
+    count = sum(len(s["records"]) for s in settings["systems"].values())
+    log(f"{len(settings['systems'])} system(s), {count} rewrites: {', '.join(settings['systems'])}")
+    try:
+        start_ray(settings["ray"])
+    except Exception as err:  # noqa: BLE001 - Ray's own start-up failures (e.g. timeouts) as one line
+        print(f"evaluate: error: could not start or join Ray: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 1
+    ray_s = time.perf_counter() - started
+    vocabulary, origin = build_vocabulary(ray.data, settings)
+    vocab_s = time.perf_counter() - started - ray_s
+    log(f"food vocabulary: {len(vocabulary)} names from {origin}")
+    log(f"scoring with {settings['scorers']} LM actor(s), block {settings['block']}, batch {settings['batch_size']}")
+    try:
+        measures = score_rewrites(ray.data, settings, vocabulary)
+    except Exception as err:  # noqa: BLE001 - a failed Ray stage is reported as one line, details in Ray's logs
+        if type(err).__module__.startswith("ray"):
+            print(f"evaluate: error: scoring failed: {str(err).splitlines()[0]}", file=sys.stderr)
+            return 1
+        raise
+    score_s = time.perf_counter() - started - ray_s - vocab_s
+    stats = {"lm": settings["lm"], "block_size": settings["block"], "vocabulary": origin,
+             "vocabulary_names": len(vocabulary), "rewrites": count, "ray_start_s": round(ray_s, 2),
+             "vocabulary_s": round(vocab_s, 2), "score_s": round(score_s, 2),
+             "rewrites_per_s": round(count / score_s, 2) if score_s else None}
+    metrics = write_outputs(settings, measures, stats)
+    stats["total_s"] = round(time.perf_counter() - started, 2)
+    with open(os.path.join(settings["output"], "eval_stats.json"), "w", encoding="utf-8") as handle:
+        json.dump(stats, handle, indent=2)
+    print(metrics_markdown(metrics).split("\n## Paper")[0].rstrip())
+    print()
+    print(per_constraint_markdown(metrics).rstrip())
+    report = os.path.join(settings["output"], "report.html")
+    print(f"\nevaluate: {count} rewrites in {stats['total_s']}s; report: {report}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

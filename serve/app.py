@@ -1,0 +1,217 @@
+"""The rewriter behind HTTP: a FastAPI ingress and a request-batched, autoscaled rewriter.
+
+    rrt serve --model out/demo/contextual/model --port 8000
+    serve run serve.app:build_app model=out/demo/contextual/model
+    serve deploy serve/config.yaml
+
+Routes: POST /v1/rewrite, GET /v1/constraints, GET /healthz, GET / (the web page).
+Concurrent requests are batched into one engine call (`@serve.batch`); the rewriter
+deployment autoscales on ongoing requests. With RRT_API_KEY set, every route but /healthz
+needs `Authorization: Bearer <key>`.
+"""
+
+import asyncio
+import hmac
+import logging
+import os
+import time
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse
+from ray import serve
+
+from rrt.config import load_config, section
+from rrt.lexicon import CONSTRAINTS
+from serve.schema import ApiError, Limits, RewriteRequest, parse_request, read_body, response
+
+PAGE = Path(__file__).with_name("page.html")
+VARIANT_SYSTEMS = {"contextual": "contextual", "contextual_ing": "contextual_rule", "no_context": "no_context",
+                   "no_source": "no_source", "end_to_end": "end_to_end"}
+api = FastAPI(title="rrt rewriter", docs_url=None, redoc_url=None, openapi_url=None)
+
+
+def serve_settings(config_path: str | None = None, overrides: dict | None = None) -> dict:
+    """The `serve` block of ray_config.yaml with overrides (model, port, ...) applied."""
+    settings = dict(section(load_config(config_path), "serve"))
+    settings.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return settings
+
+
+class Rewriter:
+    """Loads an exported model once per replica and rewrites batches of requests."""
+
+    def __init__(self, model: str, settings: dict):
+        import torch
+
+        from rrt.models import load_exported, read_meta
+        from rrt.rewriter import Rewriter as Engine
+        from rrt.sampling import SamplingSettings
+
+        self.device = "cuda" if settings.get("num_gpus") and torch.cuda.is_available() else "cpu"
+        torch.set_num_threads(max(1, int(settings.get("cpus_per_replica", 1))))
+        self.lm, self.tokenizer = load_exported(model, self.device)
+        meta = read_meta(model)
+        self.model = {"path": os.path.basename(os.path.dirname(os.path.abspath(model))) or model,
+                      "variant": meta.get("variant"), "base": meta.get("model"), "steps": meta.get("steps")}
+        system = VARIANT_SYSTEMS.get(meta.get("variant"))
+        if system is None:
+            raise ValueError(f"{model} holds a {meta.get('variant')} model, which does not rewrite recipes")
+        self._engines: dict[tuple, Engine] = {}
+        self._make = lambda candidates, constrained: Engine(
+            system, self.lm, self.tokenizer, int(meta.get("block_size", 256)),
+            SamplingSettings(int(settings.get("top_k", 40)), float(settings.get("top_p", 1.0)),
+                             float(settings.get("temperature", 1.0)), candidates,
+                             int(settings.get("max_step_tokens", 64))),
+            constrained, batch_prompts=int(settings.get("batch_prompts", 64)), device=self.device)
+        self._lock = asyncio.Lock()
+        batch = settings.get("batch") or {}
+        self.rewrite.set_max_batch_size(int(batch.get("max_batch_size", 8)))
+        self.rewrite.set_batch_wait_timeout_s(float(batch.get("batch_wait_timeout_s", 0.05)))
+
+    def _run(self, requests: list[RewriteRequest]) -> list[dict]:
+        from rrt.rewriter import RewriteTask
+
+        out: dict[int, dict] = {}
+        groups: dict[tuple, list[int]] = {}
+        for i, req in enumerate(requests):
+            groups.setdefault((req.candidates, req.constrained), []).append(i)
+        for (candidates, constrained), members in groups.items():
+            engine = self._engines.setdefault((candidates, constrained), self._make(candidates, constrained))
+            tasks = [RewriteTask(f"request-{i}", requests[i].constraints, requests[i].recipe, requests[i].seed)
+                     for i in members]
+            for i, record in zip(members, engine.rewrite(tasks)):
+                out[i] = record
+        return [out[i] for i in range(len(requests))]
+
+    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.05)
+    async def rewrite(self, requests: list[RewriteRequest]) -> list[dict]:
+        """One engine call for every request that arrived together."""
+        started = time.perf_counter()
+        async with self._lock:
+            # The engine is plain CPU/GPU work: a thread keeps the replica answering meanwhile.
+            records = await asyncio.get_running_loop().run_in_executor(None, self._run, requests)
+        seconds = time.perf_counter() - started
+        return [response(req, rec, self.model, {"rewrite_s": round(seconds, 3), "batch_size": len(requests),
+                                               "queue_s": round(max(0.0, started - req.received), 3)})
+                for req, rec in zip(requests, records)]
+
+
+@serve.ingress(api)
+class Gateway:
+    """The HTTP front: auth, limits, parsing and error mapping around the rewriter."""
+
+    def __init__(self, rewriter, settings: dict):
+        self.rewriter = rewriter
+        self.limits = Limits(**(settings.get("limits") or {}))
+        self.timeout = float(settings.get("request_timeout_s", 60))
+        self.key = os.environ.get("RRT_API_KEY") or None
+
+    def _authorised(self, request: Request) -> bool:
+        if not self.key:
+            return True
+        given = request.headers.get("authorization", "")
+        return hmac.compare_digest(given.encode(), f"Bearer {self.key}".encode())
+
+    def _guard(self, request: Request) -> None:
+        if not self._authorised(request):
+            raise ApiError(401, "missing or wrong API key (Authorization: Bearer <key>)",
+                           headers={"WWW-Authenticate": "Bearer"})
+
+    @api.get("/healthz")
+    def healthz(self) -> dict:
+        """Liveness: answers without auth."""
+        return {"status": "ok"}
+
+    @api.get("/v1/constraints")
+    def constraints(self, request: Request):
+        """The constraints a request may name."""
+        try:
+            self._guard(request)
+        except ApiError as err:
+            return err.response()
+        return {"constraints": list(CONSTRAINTS)}
+
+    @api.get("/")
+    def page(self, request: Request):
+        """The web page: paste or pick a recipe, choose constraints, see the rewrite."""
+        try:
+            self._guard(request)
+        except ApiError as err:
+            return err.response()
+        return HTMLResponse(PAGE.read_text(encoding="utf-8"))
+
+    @api.post("/v1/rewrite")
+    async def rewrite(self, request: Request):
+        """Rewrite one recipe for one or more constraints."""
+        started = time.perf_counter()
+        try:
+            self._guard(request)
+            declared = request.headers.get("content-length", "0")
+            if declared.isdigit() and int(declared) > self.limits.body_bytes:
+                raise ApiError(413, f"request body over {self.limits.body_bytes} bytes")
+            body = await read_body(request, self.limits.body_bytes)
+            parsed = parse_request(body, self.limits)
+            parsed.received = time.perf_counter()
+            answer = await self._call(parsed)
+        except ApiError as err:
+            return err.response()
+        answer["timings"]["total_s"] = round(time.perf_counter() - started, 3)
+        return answer
+
+    async def _call(self, parsed: RewriteRequest) -> dict:
+        from ray.serve.exceptions import BackPressureError
+
+        call = self.rewriter.rewrite.remote(parsed)
+        try:
+            return await asyncio.wait_for(call, timeout=self.timeout)
+        except asyncio.TimeoutError:
+            call.cancel()
+            raise ApiError(503, f"the rewriter did not answer within {self.timeout:.0f}s",
+                           headers={"Retry-After": "5"}) from None
+        except BackPressureError:
+            raise ApiError(503, "the rewriter is at capacity; retry shortly", headers={"Retry-After": "2"}) from None
+        except Exception as err:  # noqa: BLE001 - a failed replica must not reach the client as a trace
+            logging.getLogger("rrt.serve").warning("rewrite failed: %s", str(err).splitlines()[0] if str(err) else type(err).__name__)
+            raise ApiError(503, "the rewriter is unavailable (restarting); retry shortly",
+                           headers={"Retry-After": "5"}) from None
+
+
+def build_app(args: dict):
+    """The Serve application: `serve run serve.app:build_app model=DIR [config=ray_config.yaml]`."""
+    settings = serve_settings(args.get("config"), {"model": args.get("model")})
+    model = settings.get("model")
+    if not model or not os.path.exists(os.path.join(model, "config.json")):
+        raise ValueError(f"model folder not found or not an exported model: {model!r} (pass model=DIR)")
+    scaling = settings.get("autoscaling") or {}
+    rewriter = serve.deployment(
+        Rewriter, name="Rewriter", autoscaling_config=scaling,
+        max_ongoing_requests=int(settings.get("max_ongoing_requests", 32)),
+        max_queued_requests=int(settings.get("max_queued_requests", 128)),
+        ray_actor_options={"num_cpus": float(settings.get("cpus_per_replica", 1)),
+                           "num_gpus": float(settings.get("num_gpus", 0))},
+    ).bind(os.path.abspath(model), settings)
+    gateway = serve.deployment(Gateway, name="Gateway", num_replicas=1,
+                               ray_actor_options={"num_cpus": 0.1}).bind(rewriter, settings)
+    return gateway
+
+
+def run(model: str, port: int | None = None, host: str | None = None, config: str | None = None) -> None:
+    """Start Ray Serve locally (or join RAY_ADDRESS), deploy the app and block until Ctrl-C."""
+    import ray
+
+    from jobs.launch import start_ray
+
+    settings = serve_settings(config, {"model": model, "port": port, "host": host})
+    app = build_app({"model": model, "config": config})
+    start_ray(dict(section(load_config(config), "ray")))
+    serve.start(http_options={"host": settings.get("host", "127.0.0.1"), "port": int(settings.get("port", 8000))})
+    serve.run(app, name="rrt", route_prefix="/")
+    print(f"rrt serve: http://{settings.get('host', '127.0.0.1')}:{settings.get('port', 8000)}/ "
+          f"(model {model}); Ctrl-C stops", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        serve.shutdown()
+        ray.shutdown()

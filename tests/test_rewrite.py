@@ -1,0 +1,161 @@
+"""Batch rewriting (jobs/rewrite.py on Ray Data) with a tiny Contextual Rewriter trained on real pairs."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, needs_shared_data, run_script
+from rrt.selection import RULES
+from rrt.recipe import Recipe
+from rrt.tagger import tag_recipe, text_violations
+
+pytestmark = [pytest.mark.slow, needs_shared_data]
+
+
+def rewrites(folder) -> list[dict]:
+    with open(os.path.join(folder, "rewrites.jsonl"), encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle]
+
+
+def candidate_violations(rows: list[dict]) -> int:
+    """Sampled candidates (all of them, chosen or not) that break their recipe's constraints."""
+    return sum(bool(text_violations(c["text"], row["constraint"].split(",")))
+               for row in rows for entry in row["steps"] for c in entry["candidates"])
+
+
+@pytest.fixture(scope="module")
+def contextual_runs(prepared, trained_contextual, tmp_path_factory):
+    """The same 10 test recipes rewritten by the tiny Contextual Rewriter, plain and constrained."""
+    folder = tmp_path_factory.mktemp("rewrite")
+    model = str(trained_contextual[0] / "model")
+    runs = {}
+    for name, extra in (("plain", []), ("constrained", ["--constrained"])):
+        out = folder / name
+        done = run_script("rewrite.py", "--data", str(prepared[0]), "--system", "contextual", "--model", model,
+                          "--output", str(out), "--num-recipes", "10", "--candidates", "6", *extra, timeout=600)
+        assert done.returncode == 0, done.stderr[-4000:]
+        runs[name] = (out, done)
+    return runs
+
+
+def test_every_sampled_recipe_is_rewritten_step_by_step_with_scored_candidates(contextual_runs):
+    out, done = contextual_runs["plain"]
+    rows = rewrites(out)
+    assert len(rows) == 10 and len({(r["id"], r["constraint"]) for r in rows}) == 10
+    for row in rows:
+        assert row["system"] == "contextual" and row["constrained"] is False
+        assert len(row["rewrite"]["steps"]) == len(row["source"]["steps"]) == len(row["steps"])
+        for n, entry in enumerate(row["steps"]):
+            # A source step too long for the block is the guide's rewrite, noted and counted.
+            assert entry["source_step"] == n and len(entry["candidates"]) == (1 if entry.get("note") else 6)
+            totals = [c["scores"]["total"] for c in entry["candidates"]]
+            assert set(entry["candidates"][0]["scores"]) == set(RULES) | {"total"}
+            assert totals[entry["chosen"]] == max(totals) and entry["chosen"] == totals.index(max(totals))
+            assert row["rewrite"]["steps"][n] == entry["candidates"][entry["chosen"]]["text"]
+        # Title and ingredient lines come from the substitution guide, so they obey the constraint.
+        guide = Recipe("r", row["rewrite"]["title"], row["rewrite"]["ingredients"], ["Mix."])
+        assert all(tag_recipe(guide, row["constraint"].split(",")).valid.values())
+    run = json.loads((out / "run.json").read_text())
+    noted = sum(bool(e.get("note")) for r in rows for e in r["steps"])
+    assert run["counts"]["steps_fallback"] + run["counts"]["empty_steps"] == noted
+    assert noted < run["counts"]["steps"] / 4
+    assert run["counts"]["written"] == 10 and run["steps_per_s"] > 0
+    assert run["counts"]["steps"] == sum(len(r["rewrite"]["steps"]) for r in rows)
+    assert "10 recipes written" in done.stdout
+
+
+def test_constrained_decoding_leaves_no_violation_where_sampling_makes_some(contextual_runs):
+    plain = rewrites(contextual_runs["plain"][0])
+    held = rewrites(contextual_runs["constrained"][0])
+    assert {r["id"] for r in plain} == {r["id"] for r in held}
+    assert candidate_violations(plain) > 0
+    assert candidate_violations(held) == 0
+    assert all(not text_violations(s, r["constraint"].split(",")) for r in held for s in r["rewrite"]["steps"])
+    assert all(r["constrained"] for r in held)
+
+
+def test_a_killed_run_finishes_the_rest_and_writes_each_recipe_once(prepared, trained_contextual, tmp_path):
+    out = tmp_path / "killed"
+    args = [sys.executable, str(ROOT / "jobs" / "rewrite.py"), "--data", str(prepared[0]), "--system",
+            "contextual", "--model", str(trained_contextual[0] / "model"), "--output", str(out),
+            "--num-recipes", "8", "--candidates", "3", "--batch-recipes", "1", "--actors", "1"]
+    env = {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1"}
+    job = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    path = out / "rewrites.jsonl"
+    deadline = time.time() + 400
+    while time.time() < deadline and job.poll() is None:
+        if path.exists() and path.read_text().count("\n") >= 2:
+            break
+        time.sleep(0.5)
+    job.send_signal(signal.SIGTERM)
+    job.wait(timeout=120)
+    before = path.read_text().splitlines()
+    assert 2 <= len(before) < 8, "the run ended before it could be stopped part-way"
+    done = run_script("rewrite.py", *args[2:], timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    after = path.read_text().splitlines()
+    assert len(after) == 8 and len({(json.loads(x)["id"], json.loads(x)["constraint"]) for x in after}) == 8
+    assert after[: len(before)] == before
+    run = json.loads((out / "run.json").read_text())
+    assert run["resumed"] and run["counts"]["done_earlier"] == len(before)
+
+
+def test_rule_based_and_retrieval_rewrite_the_same_sample(prepared, tmp_path):
+    rows = {}
+    for system in ("rule_based", "retrieval"):
+        done = run_script("rewrite.py", "--data", str(prepared[0]), "--system", system, "--output",
+                          str(tmp_path / system), "--num-recipes", "12", timeout=300)
+        assert done.returncode == 0, done.stderr[-4000:]
+        rows[system] = {(r["id"], r["constraint"]): r for r in rewrites(tmp_path / system)}
+    assert rows["rule_based"].keys() == rows["retrieval"].keys() and len(rows["rule_based"]) == 12
+    for key, row in rows["rule_based"].items():
+        recipe = Recipe("r", row["rewrite"]["title"], row["rewrite"]["ingredients"], row["rewrite"]["steps"])
+        assert len(row["rewrite"]["steps"]) == len(row["source"]["steps"])
+        assert row["substitutions"], "every sampled source breaks its constraint, so the guide changes it"
+        assert all(tag_recipe(recipe, key[1].split(",")).valid.values())
+    retrieved = [r for r in rows["retrieval"].values() if not any("rule-based" in n for n in r["notes"])]
+    assert retrieved, "no sampled dish has a valid recipe to retrieve"
+    for row in retrieved:
+        assert row["rewrite"]["title"] != row["source"]["title"] or row["rewrite"]["steps"] != row["source"]["steps"]
+        recipe = Recipe("r", row["rewrite"]["title"], row["rewrite"]["ingredients"], row["rewrite"]["steps"])
+        assert all(tag_recipe(recipe, row["constraint"].split(",")).valid.values())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--system", "contextual"], "needs --model"),
+    (["--system", "contextual", "--model", "/nonexistent"], "holds no exported model"),
+    (["--system", "rule_based", "--num-recipes", "0"], "num-recipes must be a whole number >= 1"),
+    (["--system", "rule_based", "--constraint", "keto"], "unknown constraint 'keto'"),
+])
+def test_bad_settings_are_one_line_before_ray_starts(prepared, tmp_path, args, message):
+    done = run_script("rewrite.py", "--data", str(prepared[0]), "--output", str(tmp_path / "o"), *args, timeout=120)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "o").exists()
+
+
+def test_one_step_empty_step_and_overlong_step_recipes_are_rewritten_and_counted(trained_contextual):
+    from rrt.models import load_exported
+    from rrt.rewriter import Rewriter, RewriteTask
+    from rrt.sampling import SamplingSettings
+
+    lm, tok = load_exported(str(trained_contextual[0] / "model"), "cpu")
+    rewriter = Rewriter("contextual", lm, tok, 256, SamplingSettings(candidates=2, max_new_tokens=16))
+    base = {"title": "Cheese Toast", "ingredients": ["2 slices bread", "1 cup cheddar cheese"]}
+    tasks = [RewriteTask("one", ["vegan"], {**base, "steps": ["Melt the cheese on the bread."]}),
+             RewriteTask("empty", ["vegan"], {**base, "steps": ["Toast the bread.", "", "Serve."]}),
+             RewriteTask("long", ["vegan"], {**base, "steps": ["Toast the bread.", "Add cheese " * 200, "Serve."]}),
+             RewriteTask("none", ["vegan"], {**base, "steps": []})]
+    out = {r["id"]: r for r in rewriter.rewrite(tasks)}
+    assert len(out["one"]["rewrite"]["steps"]) == 1
+    assert out["empty"]["rewrite"]["steps"][1] == "" and out["empty"]["steps"][1]["note"] == "empty source step"
+    assert "rule-based" in out["long"]["steps"][1]["note"]
+    assert not text_violations(out["long"]["rewrite"]["steps"][1], ["vegan"])
+    assert out["none"]["rewrite"]["steps"] == [] and out["none"]["notes"] == ["the source recipe has no steps"]
+    assert rewriter.stats["empty_steps"] == 1 and rewriter.stats["steps_fallback"] == 1
+    assert rewriter.stats["recipes_without_steps"] == 1

@@ -1,0 +1,141 @@
+"""The rewriter's decoding engine and prompts, on a tiny random GPT-2 (no Ray, no training)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import SAMPLE
+from rrt import formats
+from rrt.loaders import read_recipes
+from rrt.models import build_model, train_tiny_tokenizer
+from rrt.paper_format import END_INST, EOS, INST
+from rrt.prompts import fit_prompt, parse_ingredients, parse_recipe, protected_span, step_prompt
+from rrt.sampling import SamplingSettings, sample_candidates
+
+SOURCE = {"title": "Pancakes", "ingredients": ["2 eggs", "1 cup milk"],
+          "steps": ["Whisk the eggs and milk.", "Fry in butter.", "Serve warm."]}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """A tokenizer trained on the bundled sample and a 2-layer GPT-2 with random weights."""
+    recipes = list(read_recipes([str(SAMPLE)]))
+    tok = train_tiny_tokenizer([formats.no_source(r.title, r.ingredients, r.steps) for r in recipes], 1200)
+    lm = build_model("tiny", len(tok), {"n_layer": 2, "n_head": 2, "n_embd": 64}, seed=3,
+                     pad_token_id=tok.pad_token_id).eval()
+    return lm, tok
+
+
+def _prompts(tok):
+    texts = [step_prompt("contextual", SOURCE, n, SOURCE["steps"][:n], "vegan") for n in range(3)]
+    return [tok.encode(t, add_special_tokens=False) for t in texts]
+
+
+def test_prompts_are_the_training_text_cut_where_the_rewrite_starts():
+    for n in range(3):
+        done = ["Whisk the flax and oat milk.", "Fry in oil."][:n]
+        prompt = step_prompt("contextual", SOURCE, n, done, "vegan")
+        full = formats.contextual(SOURCE["title"], SOURCE["ingredients"], SOURCE["steps"][: n + 1],
+                                  done + ["New step."], "vegan")
+        assert full.startswith(prompt) and full[len(prompt):].strip() == f"New step. {END_INST} {EOS}"
+    ing = step_prompt("contextual_ing", SOURCE, 1, ["Whisk."], "vegan", prompt_ingredients=["oil"])
+    assert ing.endswith("oil <endofprompt>") and "Whisk. <inst>" in ing
+    assert step_prompt("no_context", SOURCE, 2, [], "vegan").endswith("Serve warm. <endofinst> <tgt:vegan>")
+    no_source = step_prompt("no_source", SOURCE, 1, ["Whisk."], "vegan", {**SOURCE, "title": "Vegan Pancakes"})
+    assert no_source.startswith("<|startoftext|> Vegan Pancakes") and no_source.endswith("Whisk. <inst>")
+    assert step_prompt("ing_predictor", SOURCE, 0, [], "").endswith("<endofinst>")
+
+
+def test_generated_parts_parse():
+    assert parse_ingredients("oat milk <ing> flax <|endoftext|>") == ["oat milk", "flax"]
+    assert parse_ingredients("<noings> <|endoftext|>") == []
+    recipe = parse_recipe("Vegan Pancakes <endoftitle> oat milk <ing> flour <endofings> Mix. <inst> Fry. "
+                          "<endofinst> <|endoftext|>")
+    assert recipe == {"title": "Vegan Pancakes", "ingredients": ["oat milk", "flour"], "steps": ["Mix.", "Fry."]}
+    assert parse_recipe("just words")["steps"] == ["just words"]
+
+
+def test_fitting_drops_left_context_but_never_the_title_or_the_current_step(tiny):
+    _, tok = tiny
+    special = {t: tok.convert_tokens_to_ids(t) for t in ("<endoftitle>", "<endofings>", INST, END_INST,
+                                                         "<endofprompt>", EOS)}
+    long_source = {**SOURCE, "steps": ["Stir the batter slowly. " * 8] * 6 + ["Serve the pancakes warm."]}
+    ids = tok.encode(step_prompt("contextual", long_source, 6, [], "vegan"), add_special_tokens=False)
+    head, tail = protected_span("contextual", ids, special)
+    assert tok.decode(ids[:head]).endswith("Pancakes<endoftitle>")
+    assert tok.decode(ids[tail:]).startswith("Serve the pancakes warm.")
+    fitted = fit_prompt(ids, head, tail, 40)
+    assert len(fitted) == 40 and fitted[:head] == ids[:head] and fitted[-(len(ids) - tail):] == ids[tail:]
+    assert fit_prompt(ids, head, tail, len(ids)) == ids
+    assert fit_prompt(ids, head, tail, head + 3) is None   # the current step alone does not fit
+
+
+def test_shared_prefill_greedy_candidates_match_generate_on_each_prompt(tiny):
+    lm, tok = tiny
+    prompts = _prompts(tok)
+    stops = {tok.convert_tokens_to_ids(t) for t in (INST, END_INST, EOS)}
+    settings = SamplingSettings(top_k=1, candidates=3, max_new_tokens=12)
+    results = sample_candidates(lm, prompts, [1, 2, 3], stops, tok.pad_token_id, settings)
+    for prompt, result in zip(prompts, results):
+        with torch.no_grad():
+            out = lm.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                              do_sample=False, max_new_tokens=12, eos_token_id=sorted(stops),
+                              pad_token_id=tok.pad_token_id)
+        expected = [t for t in out[0, len(prompt):].tolist()]
+        cut = next((i for i, t in enumerate(expected) if t in stops), len(expected))
+        assert all(tokens == expected[:cut] for tokens in result.tokens)
+        assert result.ended == ["stop" if cut < len(expected) else "length"] * 3
+
+
+def test_candidates_depend_on_their_seed_not_on_their_batch(tiny):
+    lm, tok = tiny
+    prompts = _prompts(tok)
+    stops = {tok.convert_tokens_to_ids(t) for t in (INST, END_INST, EOS)}
+    settings = SamplingSettings(candidates=4, max_new_tokens=10)
+    together = sample_candidates(lm, prompts, [7, 8, 9], stops, tok.pad_token_id, settings)
+    alone = sample_candidates(lm, prompts[1:2], [8], stops, tok.pad_token_id, settings)
+    assert together[1].tokens == alone[0].tokens
+    assert len({tuple(t) for t in together[1].tokens}) > 1   # the candidates differ from each other
+    again = sample_candidates(lm, prompts, [7, 8, 99], stops, tok.pad_token_id, settings)
+    assert again[0].tokens == together[0].tokens and again[2].tokens != together[2].tokens
+    for result in together:
+        assert all(len(t) <= 10 and not set(t) & stops for t in result.tokens)
+
+
+class _Biased(torch.nn.Module):
+    """The tiny model with extra weight on some tokens, so it writes them often."""
+
+    def __init__(self, lm, boost: list[int]):
+        super().__init__()
+        self.lm, self.boost = lm, torch.tensor(boost)
+
+    def forward(self, cache=None, **kwargs):
+        out = self.lm(cache=cache, **kwargs)
+        out.logits[..., self.boost] += 6.0
+        return out
+
+
+def test_the_guard_keeps_every_candidate_free_of_violations(tiny):
+    from rrt.constrained import ViolationGuard, guard_text
+    from rrt.tagger import text_violations
+
+    lm, tok = tiny
+    boost = sorted({i for w in (" eggs", " egg", " milk", " butter", " cheese") for i in tok.encode(w)})
+    biased = _Biased(lm, boost).eval()
+    prompts = _prompts(tok)
+    stops = {tok.convert_tokens_to_ids(t) for t in (INST, END_INST, EOS)}
+    settings = SamplingSettings(candidates=6, max_new_tokens=24)
+
+    def violations(results, final_check: bool) -> int:
+        texts = [guard_text(tok.decode(t), ["vegan"]) if final_check else tok.decode(t)
+                 for r in results for t in r.tokens]
+        return sum(bool(text_violations(t, ["vegan"])) for t in texts)
+
+    plain = sample_candidates(biased, prompts, [1, 2, 3], stops, tok.pad_token_id, settings)
+    assert violations(plain, False) > 5
+    guard = ViolationGuard(tok, ["vegan"], stops)
+    held = sample_candidates(biased, prompts, [1, 2, 3], stops, tok.pad_token_id, settings, guards=[guard] * 3)
+    assert violations(held, True) == 0
+    # The guard works token by token: even before the final check, no completed term is left.
+    raw = [tok.decode(t) + "." for r in held for t in r.tokens]
+    assert sum(bool(text_violations(t, ["vegan"])) for t in raw) <= sum(r.ended.count("length") for r in held)

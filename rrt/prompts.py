@@ -66,33 +66,45 @@ def _last(ids: list[int], token: int, before: int) -> int:
     return max((i for i in range(before) if ids[i] == token), default=-1)
 
 
-def protected_span(variant: str, ids: list[int], special: dict[str, int]) -> tuple[int, int]:
-    """(end of the head that is always kept, start of the tail that is always kept).
+def protected_span(variant: str, ids: list[int], special: dict[str, int]) -> tuple[int, int, int | None]:
+    """(end of the head that is always kept, start of the current source step, start of the
+    rewritten steps or None).
 
-    The head is BOS, the tag and the title; the tail starts at the step being rewritten
-    (its source step, or the end of the prompt for the models without a source)."""
+    The head is BOS, the tag and the title. The current source step (and the target tag) are
+    always kept; earlier source context goes first, then the oldest rewritten steps."""
     head = next((i + 1 for i, t in enumerate(ids) if t == special[END_TITLE]), min(2, len(ids)))
     if variant in ("contextual", "contextual_ing"):
         first_end = next((i for i, t in enumerate(ids) if t == special[END_INST]), len(ids))
         start = max(_last(ids, special[INST], first_end), _last(ids, special[END_INGS], first_end)) + 1
-        return head, max(start, head)
+        # The target tag follows the source's <endofinst>; the rewritten steps follow it.
+        return head, max(start, head), min(first_end + 2, len(ids))
     if variant == "no_context":
-        return head, head
+        return head, head, None
     if variant == "end_to_end":
-        return head, len(ids) - 1
+        return head, len(ids) - 1, None
     # The language models without a source keep the latest rewritten steps.
-    return head, max(head, len(ids) - 1)
+    return head, max(head, len(ids) - 1), None
 
 
-def fit_prompt(ids: list[int], head: int, tail: int, budget: int) -> list[int] | None:
-    """Drop context from the left, between the head and the protected tail, to fit `budget`;
-    None when the head and tail alone are longer."""
+def fit_prompt(ids: list[int], head: int, tail: int, budget: int, steps_from: int | None = None,
+               step_ends: set[int] | None = None) -> list[int] | None:
+    """Drop context from the left to fit `budget`: source context between the head and the
+    protected tail first, then whole rewritten steps, oldest first (they start at
+    `steps_from` and end at tokens of `step_ends`); None when the rest alone is too long."""
     if len(ids) <= budget:
         return ids
     drop = len(ids) - budget
-    if head + drop > tail:
+    if head + drop <= tail:
+        return ids[:head] + ids[head + drop:]
+    ids, drop = ids[:head] + ids[tail:], drop - (tail - head)
+    if steps_from is None or not step_ends:
         return None
-    return ids[:head] + ids[head + drop:]
+    steps_from -= tail - head
+    # The last token is the separator the next step follows; it is never a cut point.
+    for cut in (i + 1 for i in range(steps_from, len(ids) - 1) if ids[i] in step_ends):
+        if cut - steps_from >= drop:
+            return ids[:steps_from] + ids[cut:]
+    return None
 
 
 SPECIAL_NAMES = (END_TITLE, END_INGS, INST, END_INST, END_PROMPT, EOS)

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from rrt.ingredients import ingredient_name, step_ingredients
+from rrt.paper_format import INST
 from rrt.prompts import (SPECIAL_NAMES, STOPS, fit_prompt, parse_ingredients, parse_recipe, protected_span,
                          recipe_prompt, step_prompt)
 from rrt.recipe import Recipe
@@ -161,11 +162,11 @@ class Rewriter:
     def prompt_ids(self, text: str, variant: str, tokenizer=None) -> list[int] | None:
         """A prompt's token ids fitted to the block (room left for the new text); None if it cannot fit."""
         tok = tokenizer or self.tokenizer
+        special = self.special if tok is self.tokenizer else {n: tok.convert_tokens_to_ids(n) for n in SPECIAL_NAMES}
         ids = tok.encode(text, add_special_tokens=False)
-        head, tail = protected_span(variant, ids, self.special if tok is self.tokenizer else
-                                    {n: tok.convert_tokens_to_ids(n) for n in SPECIAL_NAMES})
+        head, tail, steps_from = protected_span(variant, ids, special)
         max_new = self.recipe_tokens if variant == "end_to_end" else self.settings.max_new_tokens
-        return fit_prompt(ids, head, tail, self.block - max_new)
+        return fit_prompt(ids, head, tail, self.block - max_new, steps_from, {special[INST]})
 
     def _finish(self, text: str, state: RecipeState) -> str:
         """A candidate's final text; constrained, a word left open at the end is checked too."""

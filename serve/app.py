@@ -14,12 +14,14 @@ import asyncio
 import hmac
 import logging
 import os
+import signal
 import time
 from pathlib import Path
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from ray import serve
+from starlette.exceptions import HTTPException
 
 from rrt.config import load_config, section
 from rrt.lexicon import CONSTRAINTS
@@ -29,6 +31,20 @@ PAGE = Path(__file__).with_name("page.html")
 VARIANT_SYSTEMS = {"contextual": "contextual", "contextual_ing": "contextual_rule", "no_context": "no_context",
                    "no_source": "no_source", "end_to_end": "end_to_end"}
 api = FastAPI(title="rrt rewriter", docs_url=None, redoc_url=None, openapi_url=None)
+log = logging.getLogger("rrt.serve")
+
+
+@api.exception_handler(HTTPException)
+async def http_error(request: Request, err: HTTPException):
+    """Unknown routes and methods answer in the API's error shape."""
+    return JSONResponse({"error": str(err.detail)}, status_code=err.status_code, headers=err.headers)
+
+
+@api.exception_handler(Exception)
+async def internal_error(request: Request, err: Exception):
+    """A bug answers 500 with one line; the trace stays in the replica's log."""
+    log.exception("unhandled error on %s", request.url.path)
+    return JSONResponse({"error": "internal error"}, status_code=500)
 
 
 def serve_settings(config_path: str | None = None, overrides: dict | None = None) -> dict:
@@ -172,7 +188,7 @@ class Gateway:
         except BackPressureError:
             raise ApiError(503, "the rewriter is at capacity; retry shortly", headers={"Retry-After": "2"}) from None
         except Exception as err:  # noqa: BLE001 - a failed replica must not reach the client as a trace
-            logging.getLogger("rrt.serve").warning("rewrite failed: %s", str(err).splitlines()[0] if str(err) else type(err).__name__)
+            log.warning("rewrite failed: %s", str(err).splitlines()[0] if str(err) else type(err).__name__)
             raise ApiError(503, "the rewriter is unavailable (restarting); retry shortly",
                            headers={"Retry-After": "5"}) from None
 
@@ -184,16 +200,23 @@ def build_app(args: dict):
     if not model or not os.path.exists(os.path.join(model, "config.json")):
         raise ValueError(f"model folder not found or not an exported model: {model!r} (pass model=DIR)")
     scaling = settings.get("autoscaling") or {}
+    ongoing, queued = int(settings.get("max_ongoing_requests", 32)), int(settings.get("max_queued_requests", 128))
     rewriter = serve.deployment(
-        Rewriter, name="Rewriter", autoscaling_config=scaling,
-        max_ongoing_requests=int(settings.get("max_ongoing_requests", 32)),
-        max_queued_requests=int(settings.get("max_queued_requests", 128)),
+        Rewriter, name="Rewriter", autoscaling_config=scaling, max_ongoing_requests=ongoing,
+        max_queued_requests=queued,
         ray_actor_options={"num_cpus": float(settings.get("cpus_per_replica", 1)),
                            "num_gpus": float(settings.get("num_gpus", 0))},
     ).bind(os.path.abspath(model), settings)
-    gateway = serve.deployment(Gateway, name="Gateway", num_replicas=1,
+    # The gateway only waits on the rewriter: it must admit more than every replica plus the
+    # queue holds, or the proxy queues requests in front of it (no batching, no 503 from us).
+    admitted = ongoing * int(scaling.get("max_replicas", 1)) + queued + 16
+    gateway = serve.deployment(Gateway, name="Gateway", num_replicas=1, max_ongoing_requests=admitted,
                                ray_actor_options={"num_cpus": 0.1}).bind(rewriter, settings)
     return gateway
+
+
+def _stop(signum, frame):
+    raise KeyboardInterrupt
 
 
 def run(model: str, port: int | None = None, host: str | None = None, config: str | None = None) -> None:
@@ -204,14 +227,26 @@ def run(model: str, port: int | None = None, host: str | None = None, config: st
 
     settings = serve_settings(config, {"model": model, "port": port, "host": host})
     app = build_app({"model": model, "config": config})
-    start_ray(dict(section(load_config(config), "ray")))
-    serve.start(http_options={"host": settings.get("host", "127.0.0.1"), "port": int(settings.get("port", 8000))})
-    serve.run(app, name="rrt", route_prefix="/")
-    print(f"rrt serve: http://{settings.get('host', '127.0.0.1')}:{settings.get('port', 8000)}/ "
-          f"(model {model}); Ctrl-C stops", flush=True)
+    ray_settings = dict(section(load_config(config), "ray"))
+    joined = bool(ray_settings.get("address") or os.environ.get("RAY_ADDRESS"))
+    start_ray(ray_settings)
+    # SIGTERM (a supervisor, `kill`) stops as cleanly as Ctrl-C: no Ray process is left behind.
+    signal.signal(signal.SIGTERM, _stop)
     try:
+        serve.start(http_options={"host": settings.get("host", "127.0.0.1"),
+                                  "port": int(settings.get("port", 8000))})
+        serve.run(app, name="rrt", route_prefix="/")
+        print(f"rrt serve: http://{settings.get('host', '127.0.0.1')}:{settings.get('port', 8000)}/ "
+              f"(model {model}); Ctrl-C stops", flush=True)
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
-        serve.shutdown()
+        print("rrt serve: stopping", flush=True)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the shutdown short
+        # On a cluster we joined, remove only our app; a local Ray goes away whole.
+        if joined:
+            serve.delete("rrt")
+        else:
+            serve.shutdown()
         ray.shutdown()

@@ -135,7 +135,8 @@ def parse_request(body: bytes, limits: Limits) -> RewriteRequest:
         raise ApiError(413, f"request body over {limits.body_bytes} bytes")
     try:
         data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):
+        # ValueError covers bad JSON, bad encodings and integers past Python's 4,300-digit limit.
         raise ApiError(400, "the body is not valid JSON") from None
     if _depth(data) > MAX_NESTING:
         raise ApiError(422, "the body is nested too deeply")

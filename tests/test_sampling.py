@@ -61,13 +61,30 @@ def test_fitting_drops_left_context_but_never_the_title_or_the_current_step(tiny
                                                          "<endofprompt>", EOS)}
     long_source = {**SOURCE, "steps": ["Stir the batter slowly. " * 8] * 6 + ["Serve the pancakes warm."]}
     ids = tok.encode(step_prompt("contextual", long_source, 6, [], "vegan"), add_special_tokens=False)
-    head, tail = protected_span("contextual", ids, special)
+    head, tail, _ = protected_span("contextual", ids, special)
     assert tok.decode(ids[:head]).endswith("Pancakes<endoftitle>")
     assert tok.decode(ids[tail:]).startswith("Serve the pancakes warm.")
     fitted = fit_prompt(ids, head, tail, 40)
     assert len(fitted) == 40 and fitted[:head] == ids[:head] and fitted[-(len(ids) - tail):] == ids[tail:]
     assert fit_prompt(ids, head, tail, len(ids)) == ids
     assert fit_prompt(ids, head, tail, head + 3) is None   # the current step alone does not fit
+
+
+def test_fitting_then_drops_the_oldest_rewritten_steps_whole(tiny):
+    _, tok = tiny
+    special = {t: tok.convert_tokens_to_ids(t) for t in ("<endoftitle>", "<endofings>", INST, END_INST,
+                                                         "<endofprompt>", EOS)}
+    done = [f"Rewritten step number {k} with several more words in it." for k in range(6)]
+    ids = tok.encode(step_prompt("contextual", SOURCE, 2, done, "vegan"), add_special_tokens=False)
+    head, tail, steps_from = protected_span("contextual", ids, special)
+    assert tok.decode(ids[steps_from - 1:steps_from]) == "<tgt:vegan>"
+    budget = len(ids) - (tail - head) - 5
+    fitted = fit_prompt(ids, head, tail, budget, steps_from, {special[INST]})
+    text = tok.decode(fitted)
+    assert len(fitted) <= budget and text.startswith("<|startoftext|><src:non-vegan>Pancakes<endoftitle>")
+    assert "Serve warm.<endofinst><tgt:vegan>" in text and text.endswith("number 5 with several more words in it.<inst>")
+    assert "number 0 " not in text and text.count("Rewritten") < 6
+    assert fit_prompt(ids, head, tail, budget) is None   # without the step markers it cannot fit
 
 
 def test_shared_prefill_greedy_candidates_match_generate_on_each_prompt(tiny):

@@ -156,3 +156,34 @@ def test_the_guard_keeps_every_candidate_free_of_violations(tiny):
     # The guard works token by token: even before the final check, no completed term is left.
     raw = [tok.decode(t) + "." for r in held for t in r.tokens]
     assert sum(bool(text_violations(t, ["vegan"])) for t in raw) <= sum(r.ended.count("length") for r in held)
+
+
+@pytest.mark.parametrize("system", ["contextual", "contextual_rule", "contextual_gpt2", "no_context", "no_source",
+                                    "end_to_end"])
+def test_every_model_system_rewrites_a_batch_into_whole_records(tiny, system):
+    from rrt.rewriter import Rewriter, RewriteTask
+    from rrt.selection import RULES
+
+    lm, tok = tiny
+    extra = {"ing_lm": lm, "ing_tokenizer": tok} if system == "contextual_gpt2" else {}
+    rewriter = Rewriter(system, lm, tok, 256, SamplingSettings(candidates=3, max_new_tokens=8), recipe_tokens=24,
+                        **extra)
+    tasks = [RewriteTask("a", ["vegan"], SOURCE, 5), RewriteTask("b", ["dairy-free", "nut-free"],
+                                                                   {**SOURCE, "steps": SOURCE["steps"][:1]}, 5)]
+    records = rewriter.rewrite(tasks)
+    assert [r["id"] for r in records] == ["a", "b"] and records[1]["constraint"] == "dairy-free,nut-free"
+    for task, row in zip(tasks, records):
+        assert row["system"] == system and row["source"]["steps"] == task.source["steps"]
+        if system != "end_to_end":   # the guide's ingredient lines; End-to-End writes its own
+            assert "1 cup milk" not in row["rewrite"]["ingredients"] and row["substitutions"]
+        if system == "end_to_end":
+            assert len(row["steps"]) == 1 and row["steps"][0]["source_step"] is None
+            assert len(row["steps"][0]["candidates"]) == 3
+        else:
+            assert len(row["rewrite"]["steps"]) == len(task.source["steps"]) == len(row["steps"])
+            for entry in row["steps"]:
+                assert len(entry["candidates"]) == 3 and set(entry["candidates"][0]["scores"]) == set(RULES) | {"total"}
+    assert rewriter.stats["steps_sampled"] == (2 if system == "end_to_end" else 4)
+    again = Rewriter(system, lm, tok, 256, SamplingSettings(candidates=3, max_new_tokens=8), recipe_tokens=24,
+                     **extra).rewrite(tasks[:1])
+    assert again[0]["rewrite"] == records[0]["rewrite"]   # seeded: the same recipe gives the same rewrite

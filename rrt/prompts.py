@@ -100,8 +100,9 @@ def fit_prompt(ids: list[int], head: int, tail: int, budget: int, steps_from: in
     if steps_from is None or not step_ends:
         return None
     steps_from -= tail - head
-    # The last token is the separator the next step follows; it is never a cut point.
-    for cut in (i + 1 for i in range(steps_from, len(ids) - 1) if ids[i] in step_ends):
+    # Cutting after the last separator drops every earlier rewrite: the prompt then ends on
+    # the target tag, as it does for a first step.
+    for cut in (i + 1 for i in range(steps_from, len(ids)) if ids[i] in step_ends):
         if cut - steps_from >= drop:
             return ids[:steps_from] + ids[cut:]
     return None

@@ -85,6 +85,8 @@ def test_fitting_then_drops_the_oldest_rewritten_steps_whole(tiny):
     assert "Serve warm.<endofinst><tgt:vegan>" in text and text.endswith("number 5 with several more words in it.<inst>")
     assert "number 0 " not in text and text.count("Rewritten") < 6
     assert fit_prompt(ids, head, tail, budget) is None   # without the step markers it cannot fit
+    bare = fit_prompt(ids, head, tail, steps_from - (tail - head), steps_from, {special[INST]})
+    assert tok.decode(bare).endswith("Serve warm.<endofinst><tgt:vegan>")   # every earlier rewrite dropped
 
 
 def test_shared_prefill_greedy_candidates_match_generate_on_each_prompt(tiny):

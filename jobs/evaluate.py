@@ -191,7 +191,7 @@ def build_vocabulary(ray_data, settings: dict):
         return food_vocabulary(settings["foods"]), f"FooDB {settings['foods_file']}"
     if settings["data"]:
         recipes = os.path.join(settings["data"], "recipes")
-        names = ray_data.read_parquet(parquet_files(recipes), columns=["ingredients"]).map_batches(
+        names = ray_data.read_parquet(parquet_files(recipes)).select_columns(["ingredients"]).map_batches(
             corpus_names, batch_format="pyarrow", batch_size=2000).take_all()
         return food_vocabulary({row["name"] for row in names}), f"corpus {recipes}"
     lines = [line for s in settings["systems"].values() for r in s["records"]

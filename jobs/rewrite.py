@@ -131,7 +131,7 @@ def _rows(ray_data, folder: str, columns: list[str], key: str | None = None, val
     def keep(batch, key=key, values=pa.array(sorted(values or []))):
         return batch.filter(pc.is_in(batch.column(key), value_set=values))
 
-    ds = ray_data.read_parquet(folder, columns=columns)
+    ds = ray_data.read_parquet(folder).select_columns(columns)
     if key is not None:
         ds = ds.map_batches(keep, batch_format="pyarrow")
     return ds.take_all()

@@ -150,7 +150,7 @@ def token_dataset(ray_data, settings: dict, split: str, tokenizer_json: str, lim
     """A Ray Dataset of token rows for one split, tokenized by streaming CPU tasks."""
     from rrt.batching import tokenize_table
 
-    dataset = ray_data.read_parquet(_split_dir(settings["data"], settings["variant"], split), columns=["text"])
+    dataset = ray_data.read_parquet(_split_dir(settings["data"], settings["variant"], split)).select_columns(["text"])
     if limit:
         dataset = dataset.limit(limit)
     return dataset.map_batches(tokenize_table, batch_format="pyarrow", batch_size=512,

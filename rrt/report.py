@@ -81,7 +81,10 @@ def candidates_html(step: dict) -> str:
         mark = "✓ " if i == chosen else ""
         rows.append(f'<tr class="{"chosen" if i == chosen else ""}"><td>{mark}{html.escape(str(cand.get("text", "")))}'
                     f"</td>{cells}</tr>")
-    summary = f"Source step {int(step.get('source_step', 0)) + 1}: {len(candidates)} candidate(s)"
+    # Retrieval and End-to-End steps answer the whole source, not one of its steps.
+    source = step.get("source_step")
+    where = f"Source step {int(source) + 1}" if isinstance(source, int) else "Whole recipe"
+    summary = f"{where}: {len(candidates)} candidate(s)"
     return (f'<details><summary>{html.escape(summary)}</summary><table class="cands"><tr><th>candidate</th>'
             f"{head}</tr>{''.join(rows)}</table></details>")
 

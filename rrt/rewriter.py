@@ -13,11 +13,11 @@ import time
 from dataclasses import dataclass, field
 
 from rrt.ingredients import ingredient_name, step_ingredients
-from rrt.paper_format import INST
+from rrt.paper_format import END_INST, INST
 from rrt.prompts import (SPECIAL_NAMES, STOPS, fit_prompt, parse_ingredients, parse_recipe, protected_span,
                          recipe_prompt, step_prompt)
 from rrt.recipe import Recipe
-from rrt.sampling import SamplingSettings, sample_candidates
+from rrt.sampling import Prefix, SamplingSettings, sample_candidates
 from rrt.selection import StepContext, score_candidate, select_best
 from rrt.substitutions import substitute_recipe
 
@@ -57,6 +57,7 @@ class RecipeState:
     notes: list[str] = field(default_factory=list)
     step: int = 0
     guide_steps: list[str] = field(default_factory=list)
+    prefix: Prefix | None = None     # the source context so far, prefilled once (contextual formats)
 
     @property
     def finished(self) -> bool:
@@ -106,7 +107,7 @@ class Rewriter:
 
     def __init__(self, system: str, lm, tokenizer, block_size: int, settings: SamplingSettings,
                  constrained: bool = False, ing_lm=None, ing_tokenizer=None, batch_prompts: int = 32,
-                 recipe_tokens: int = 384, device: str = "cpu"):
+                 recipe_tokens: int = 384, device: str = "cpu", reuse_prefix: bool = True):
         if SYSTEMS.get(system) is None:
             raise ValueError(f"{system!r} is not a model system; choose from "
                              f"{', '.join(s for s, v in SYSTEMS.items() if v)}")
@@ -117,6 +118,7 @@ class Rewriter:
         self.settings, self.constrained = settings, constrained
         self.ing_lm, self.ing_tokenizer = ing_lm, ing_tokenizer
         self.batch_prompts, self.recipe_tokens, self.device = batch_prompts, recipe_tokens, device
+        self.reuse_prefix = reuse_prefix
         self.special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}
         self.stats = {"steps_sampled": 0, "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0,
                       "guard_stops": 0, "candidates": 0, "sampling_s": 0.0}
@@ -141,9 +143,9 @@ class Rewriter:
         tok = tokenizer or self.tokenizer
         return tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False).strip()
 
-    def _sample(self, jobs: list[tuple[list[int], int, object]], settings: SamplingSettings, lm=None,
-                variant: str | None = None, tokenizer=None) -> list:
-        """Sample every (prompt ids, seed, guard) job, in length-sorted chunks."""
+    def _sample(self, jobs: list[tuple], settings: SamplingSettings, lm=None, variant: str | None = None,
+                tokenizer=None) -> list:
+        """Sample every (prompt ids, seed, guard[, prefix, keep]) job, in length-sorted chunks."""
         lm, tokenizer = lm or self.lm, tokenizer or self.tokenizer
         stops = self._stop_ids(variant or self.variant, tokenizer)
         order = sorted(range(len(jobs)), key=lambda i: len(jobs[i][0]))
@@ -152,8 +154,11 @@ class Rewriter:
         for lo in range(0, len(order), self.batch_prompts):
             chunk = order[lo: lo + self.batch_prompts]
             guards = [jobs[i][2] for i in chunk]
+            prefixes = [jobs[i][3] if len(jobs[i]) > 3 else None for i in chunk]
+            keep = [jobs[i][4] if len(jobs[i]) > 4 else 0 for i in chunk]
             results = sample_candidates(lm, [jobs[i][0] for i in chunk], [jobs[i][1] for i in chunk], stops,
-                                        tokenizer.pad_token_id, settings, guards=guards, device=self.device)
+                                        tokenizer.pad_token_id, settings, guards=guards, device=self.device,
+                                        prefixes=prefixes, keep=keep)
             for i, result in zip(chunk, results):
                 out[i] = result
         self.stats["sampling_s"] += time.perf_counter() - started
@@ -167,6 +172,16 @@ class Rewriter:
         head, tail, steps_from = protected_span(variant, ids, special)
         max_new = self.recipe_tokens if variant == "end_to_end" else self.settings.max_new_tokens
         return fit_prompt(ids, head, tail, self.block - max_new, steps_from, {special[INST]})
+
+    def _prefix_end(self, ids: list[int]) -> int:
+        """Where the part of a prompt the next step's prompt starts with ends (0: none).
+
+        In the contextual formats the next prompt repeats the source up to this step's end,
+        then adds the next source step; that much is prefilled once and reused."""
+        if self.variant not in ("contextual", "contextual_ing") or not self.reuse_prefix:
+            return 0
+        end = self.special[END_INST]
+        return next((i for i, t in enumerate(ids) if t == end), 0)
 
     def _finish(self, text: str, state: RecipeState) -> str:
         """A candidate's final text; constrained, a word left open at the end is checked too."""
@@ -233,9 +248,10 @@ class Rewriter:
                 self.stats["steps_fallback"] += 1
                 continue
             seed = stable_seed(state.task.seed, state.task.id, ",".join(state.task.constraints), n)
-            jobs.append((ids, seed, self._guard(state.task.constraints)))
+            jobs.append((ids, seed, self._guard(state.task.constraints), state.prefix, self._prefix_end(ids)))
             owners.append(state)
         for state, result in zip(owners, self._sample(jobs, self.settings)):
+            state.prefix = result.prefix
             texts = [self._finish(self.decode(t), state) for t in result.tokens]
             ctx = step_context(state, state.step)
             chosen, scores = select_best(texts, ctx)

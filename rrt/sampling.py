@@ -30,11 +30,22 @@ class SamplingSettings:
 
 
 @dataclass
+class Prefix:
+    """The key-value tensors of a prompt's first tokens, kept so the next prompt that starts
+    with the same tokens skips their prefill (one [1, heads, length, dim] pair per layer)."""
+
+    ids: list[int]
+    layers: list[tuple] = field(default_factory=list)
+
+
+@dataclass
 class Sampled:
-    """One prompt's candidates: token ids (stop token excluded) and why each ended."""
+    """One prompt's candidates: token ids (stop token excluded), why each ended, and the
+    prefix kept for the next prompt (when asked for)."""
 
     tokens: list[list[int]] = field(default_factory=list)
     ended: list[str] = field(default_factory=list)   # stop | length | guard
+    prefix: Prefix | None = None
 
 
 def _filtered_probs(logits, settings: SamplingSettings):
@@ -87,37 +98,81 @@ def cache_argument(lm) -> str:
     return "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
 
 
+def _padded_prefixes(prefixes: list[Prefix | None], length: int):
+    """Per layer, the batch's prefix keys and values left-padded to one length."""
+    sample = next(p for p in prefixes if p)
+    for layer, (keys, values) in enumerate(sample.layers):
+        shape = (len(prefixes), keys.shape[1], length, keys.shape[3])
+        batch_k, batch_v = keys.new_zeros(shape), values.new_zeros(shape)
+        for row, prefix in enumerate(prefixes):
+            if prefix:
+                k, v = prefix.layers[layer]
+                batch_k[row, :, length - k.shape[2]:] = k[0]
+                batch_v[row, :, length - v.shape[2]:] = v[0]
+        yield batch_k, batch_v
+
+
+def _kept_prefix(cache, row: int, prompt: list[int], past: int, lp: int, tail_start: int, keep: int) -> Prefix:
+    """The first `keep` tokens of a prompt as a Prefix, cut from the batch cache after its prefill."""
+    import torch
+
+    layers = []
+    for layer in cache.layers:
+        parts = []
+        for tensor in (layer.keys, layer.values):
+            old = tensor[row, :, lp - past: lp - past + min(keep, past)]
+            new = tensor[row, :, lp + tail_start: lp + tail_start + max(0, keep - past)]
+            parts.append(torch.cat([old, new], dim=1)[None].clone())
+        layers.append(tuple(parts))
+    return Prefix(prompt[:keep], layers)
+
+
 def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: set[int], pad_id: int,
-                      settings: SamplingSettings, guards: list | None = None, device: str = "cpu") -> list[Sampled]:
+                      settings: SamplingSettings, guards: list | None = None, device: str = "cpu",
+                      prefixes: list[Prefix | None] | None = None, keep: list[int] | None = None) -> list[Sampled]:
     """N candidates for each prompt, from one prefill per prompt; each stops at a stop token.
 
-    `guards` holds one ViolationGuard (or None) per prompt for constrained decoding."""
+    `guards` holds one ViolationGuard (or None) per prompt for constrained decoding.
+    `prefixes` are earlier prompts' kept prefixes (their tokens skip the prefill); `keep[i]`
+    asks for prompt i's first tokens back as a Prefix (in `Sampled.prefix`)."""
     import torch
     from transformers import DynamicCache
 
     n, count = settings.candidates, len(prompts)
     guards = guards or [None] * count
     plain = any(g is None for g in guards)
-    width = max(len(p) for p in prompts)
-    # Left padding puts every prompt's last token in the last column.
+    # A usable prefix is one the prompt really starts with; its tokens are not run again.
+    prefixes = [p if p is not None and len(p.ids) < len(q) and q[:len(p.ids)] == p.ids else None
+                for p, q in zip(prefixes or [None] * count, prompts)]
+    past = [len(p.ids) if p else 0 for p in prefixes]
+    tails = [q[k:] for q, k in zip(prompts, past)]
+    lp, width = max(past), max(len(t) for t in tails)
+    # Left padding of both parts puts every prompt's last token in the last column.
     input_ids = torch.full((count, width), pad_id, dtype=torch.long)
-    mask = torch.zeros((count, width), dtype=torch.long)
-    for row, prompt in enumerate(prompts):
-        input_ids[row, width - len(prompt):] = torch.as_tensor(prompt)
-        mask[row, width - len(prompt):] = 1
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    mask = torch.zeros((count, lp + width), dtype=torch.long)
+    positions = torch.zeros((count, width), dtype=torch.long)
+    for row, (tail, k) in enumerate(zip(tails, past)):
+        input_ids[row, width - len(tail):] = torch.as_tensor(tail)
+        mask[row, lp - k: lp] = 1
+        mask[row, lp + width - len(tail):] = 1
+        positions[row, width - len(tail):] = torch.arange(k, k + len(tail))
     input_ids, mask, positions = input_ids.to(device), mask.to(device), positions.to(device)
     cache, cache_kw = DynamicCache(), cache_argument(lm)
+    if lp:
+        for layer, (keys, values) in enumerate(_padded_prefixes(prefixes, lp)):
+            cache.update(keys.to(device), values.to(device), layer)
     with torch.no_grad():
         # Only the last position's logits are needed; the LM head over the whole prompt is not.
         out = lm(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True,
                  logits_to_keep=1, **{cache_kw: cache})
+    kept = [_kept_prefix(cache, row, prompts[row], past[row], lp, width - len(tails[row]), keep[row])
+            if keep and keep[row] else None for row in range(count)]
     cache.batch_repeat_interleave(n)
     logits = out.logits[:, -1, :].repeat_interleave(n, dim=0).float().cpu()
     mask = mask.repeat_interleave(n, dim=0)
     next_pos = positions[:, -1:].repeat_interleave(n, dim=0) + 1
 
-    results = [Sampled([[] for _ in range(n)], ["length"] * n) for _ in range(count)]
+    results = [Sampled([[] for _ in range(n)], ["length"] * n, kept[row]) for row in range(count)]
     rngs = [np.random.default_rng([seeds[i // n], i % n]) for i in range(count * n)]
     texts = [""] * (count * n)
     active = list(range(count * n))   # flat candidate index of each batch row

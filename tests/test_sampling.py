@@ -189,3 +189,37 @@ def test_every_model_system_rewrites_a_batch_into_whole_records(tiny, system):
     again = Rewriter(system, lm, tok, 256, SamplingSettings(candidates=3, max_new_tokens=8), recipe_tokens=24,
                      **extra).rewrite(tasks[:1])
     assert again[0]["rewrite"] == records[0]["rewrite"]   # seeded: the same recipe gives the same rewrite
+
+
+def test_a_kept_prefix_skips_its_prefill_and_changes_nothing(tiny):
+    from rrt.sampling import Prefix
+
+    lm, tok = tiny
+    stops = {tok.convert_tokens_to_ids(t) for t in (INST, END_INST, EOS)}
+    end = tok.convert_tokens_to_ids(END_INST)
+    first, second = _prompts(tok)[:2]   # steps 1 and 2 of the same recipe: the second repeats the source
+    keep = first.index(end)
+    greedy = SamplingSettings(top_k=1, candidates=2, max_new_tokens=10)
+    # The first prompt runs alone and hands back its source part, to be reused by the second.
+    kept = sample_candidates(lm, [first], [1], stops, tok.pad_token_id, greedy, keep=[keep])[0].prefix
+    assert isinstance(kept, Prefix) and kept.ids == first[:keep] and second[:keep] == kept.ids
+    fresh = sample_candidates(lm, [second, first], [2, 1], stops, tok.pad_token_id, greedy,
+                              keep=[second.index(end), 0])
+    reused = sample_candidates(lm, [second, first], [2, 1], stops, tok.pad_token_id, greedy, prefixes=[kept, None],
+                               keep=[second.index(end), 0])
+    assert reused[0].tokens == fresh[0].tokens and reused[1].tokens == fresh[1].tokens
+    for (k1, v1), (k2, v2) in zip(reused[0].prefix.layers, fresh[0].prefix.layers):
+        assert torch.allclose(k1, k2, atol=1e-4) and torch.allclose(v1, v2, atol=1e-4)
+    # A prefix the prompt does not start with is ignored rather than misused.
+    other = sample_candidates(lm, [first], [1], stops, tok.pad_token_id, greedy, prefixes=[Prefix([0, 1, 2], [])])
+    assert other[0].tokens == fresh[1].tokens
+
+
+def test_the_rewriter_gives_the_same_rewrite_with_and_without_prefix_reuse(tiny):
+    from rrt.rewriter import Rewriter, RewriteTask
+
+    lm, tok = tiny
+    tasks = [RewriteTask("a", ["vegan"], SOURCE, 5), RewriteTask("b", ["vegan"], {**SOURCE, "title": "Crepes"}, 5)]
+    runs = [Rewriter("contextual", lm, tok, 256, SamplingSettings(top_k=1, candidates=2, max_new_tokens=8),
+                     reuse_prefix=reuse).rewrite(tasks) for reuse in (True, False)]
+    assert [r["rewrite"] for r in runs[0]] == [r["rewrite"] for r in runs[1]]

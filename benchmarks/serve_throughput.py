@@ -3,10 +3,12 @@
     python benchmarks/serve_throughput.py                          # a tiny random-weight model
     python benchmarks/serve_throughput.py --model out/demo/contextual/model --requests 400
 
-Starts `rrt serve` twice on this machine, same model, same config but `serve.batch.max_batch_size`
-(the config's, then 1), and sends both the same requests (one bundled sample recipe each, its
-constraints cycling, ten candidates per step) from 16 concurrent clients. Prints one JSON line
-per setting (requests/s, p50/p95 latency, errors), the ratio batched / unbatched last.
+Starts `rrt serve` twice on this machine (one rewriter replica each), same model, same config
+but `serve.batch.max_batch_size` (the config's, and 1), and sends both the same requests (one
+bundled sample recipe each, constraints cycling, ten candidates per step) from 16 concurrent
+clients. The two take turns, a slice of the requests each, so load from other work on a shared
+machine falls on both alike. Prints one JSON line per setting (requests/s, p50/p95 latency,
+errors, mean batch), the ratio batched / unbatched last.
 """
 from __future__ import annotations
 
@@ -43,20 +45,19 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))] if ordered else float("nan")
 
 
-def load(url: str, bodies: list[dict], concurrency: int) -> dict:
-    """Send every body from `concurrency` clients; requests/s, latency percentiles and errors."""
+def send_all(url: str, bodies: list[dict], concurrency: int) -> tuple[list[tuple], float]:
+    """Send every body from `concurrency` clients: (status, seconds, batch size) each, and the wall time."""
     import requests
 
     local = threading.local()
 
-    def send(body: dict) -> tuple[int, float, float]:
-        session = getattr(local, "session", None) or requests.Session()
-        local.session = session
+    def send(body: dict) -> tuple[int, float, int]:
+        local.session = getattr(local, "session", None) or requests.Session()
         started = time.perf_counter()
         try:
-            reply = session.post(url + "/v1/rewrite", json=body, timeout=120)
-            status, batch = reply.status_code, (reply.json().get("timings", {}).get("batch_size", 0)
-                                                if reply.status_code == 200 else 0)
+            reply = local.session.post(url + "/v1/rewrite", json=body, timeout=120)
+            status = reply.status_code
+            batch = reply.json()["timings"]["batch_size"] if status == 200 else 0
         except requests.RequestException:
             status, batch = 0, 0
         return status, time.perf_counter() - started, batch
@@ -64,25 +65,17 @@ def load(url: str, bodies: list[dict], concurrency: int) -> dict:
     started = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
         results = list(pool.map(send, bodies))
-    wall = time.perf_counter() - started
+    return results, time.perf_counter() - started
+
+
+def summary(results: list[tuple], wall: float) -> dict:
+    """Requests/s, latency percentiles, errors and mean batch size of one setting's requests."""
     ok = [r for r in results if r[0] == 200]
     latencies = [r[1] for r in ok]
-    return {"requests": len(bodies), "errors": len(results) - len(ok), "seconds": round(wall, 2),
+    return {"requests": len(results), "errors": len(results) - len(ok), "seconds": round(wall, 2),
             "requests_per_s": round(len(ok) / wall, 2), "p50_s": round(percentile(latencies, 50), 3),
             "p95_s": round(percentile(latencies, 95), 3),
             "mean_batch": round(sum(r[2] for r in ok) / max(1, len(ok)), 2)}
-
-
-def measure(model: str, config: str, bodies: list[dict], concurrency: int, warmup: int) -> dict:
-    """Start the service with this config, warm it up, load it, stop it."""
-    service = LocalService(model, config).start()
-    try:
-        load(service.url, bodies[:warmup], concurrency)
-        return load(service.url, bodies, concurrency)
-    finally:
-        left = service.stop()
-        if left:
-            print(f"warning: processes left after stopping the service: {left}", file=sys.stderr)
 
 
 def main() -> None:
@@ -94,25 +87,42 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--candidates", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=4, help="turns each setting takes, a slice of requests each")
     parser.add_argument("--max-step-tokens", type=int, help="override serve.max_step_tokens")
     args = parser.parse_args()
 
     serve = dict(section(load_config(args.config), "serve"))
     batch = serve.get("batch") or {}
-    # One replica in both runs: the comparison is batching, not autoscaling.
+    # One replica each: the comparison is batching, not autoscaling.
     fixed = {"autoscaling": {"min_replicas": 1, "max_replicas": 1},
              "max_step_tokens": args.max_step_tokens or serve.get("max_step_tokens", 64)}
+    settings = {"batched": int(batch.get("max_batch_size", 8)), "unbatched": 1}
     bodies = sample_requests(args.requests, args.candidates)
+    results = {name: ([], 0.0) for name in settings}
     with tempfile.TemporaryDirectory(prefix="rrt-serve-bench-") as tmp:
         model = args.model or tiny_model(os.path.join(tmp, "model"))
-        results = {}
-        for name, size in (("batched", int(batch.get("max_batch_size", 8))), ("unbatched", 1)):
-            config = write_config(tmp, f"{name}.yaml", port=free_port(), batch={**batch, "max_batch_size": size},
-                                  **fixed)
-            results[name] = measure(model, config, bodies, args.concurrency, args.warmup)
-            print(json.dumps({"setting": name, "max_batch_size": size, "concurrency": args.concurrency,
-                              "candidates": args.candidates, **results[name]}), flush=True)
-    ratio = results["batched"]["requests_per_s"] / max(results["unbatched"]["requests_per_s"], 1e-9)
+        services = {}
+        try:
+            for name, size in settings.items():
+                config = write_config(tmp, f"{name}.yaml", port=free_port(), **fixed,
+                                      batch={**batch, "max_batch_size": size})
+                services[name] = LocalService(model, config).start()
+                send_all(services[name].url, bodies[:args.warmup], args.concurrency)
+            step = -(-len(bodies) // args.rounds)
+            for lo in range(0, len(bodies), step):
+                for name, service in services.items():
+                    done, wall = send_all(service.url, bodies[lo: lo + step], args.concurrency)
+                    results[name] = (results[name][0] + done, results[name][1] + wall)
+        finally:
+            for service in services.values():
+                left = service.stop()
+                if left:
+                    print(f"warning: processes left after stopping the service: {left}", file=sys.stderr)
+    lines = {name: summary(*results[name]) for name in settings}
+    for name, size in settings.items():
+        print(json.dumps({"setting": name, "max_batch_size": size, "concurrency": args.concurrency,
+                          "candidates": args.candidates, **lines[name]}), flush=True)
+    ratio = lines["batched"]["requests_per_s"] / max(lines["unbatched"]["requests_per_s"], 1e-9)
     print(json.dumps({"ratio_batched_over_unbatched": round(ratio, 2), "target": 1.5}))
 
 

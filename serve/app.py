@@ -28,6 +28,7 @@ from rrt.lexicon import CONSTRAINTS
 from serve.schema import ApiError, Limits, RewriteRequest, parse_request, read_body, response
 
 PAGE = Path(__file__).with_name("page.html")
+MAX_WAITING_BATCHES = 1024
 VARIANT_SYSTEMS = {"contextual": "contextual", "contextual_ing": "contextual_rule", "no_context": "no_context",
                    "no_source": "no_source", "end_to_end": "end_to_end"}
 api = FastAPI(title="rrt rewriter", docs_url=None, redoc_url=None, openapi_url=None)
@@ -81,36 +82,85 @@ class Rewriter:
                              int(settings.get("max_step_tokens", 64))),
             constrained, batch_prompts=int(settings.get("batch_prompts", 64)), device=self.device)
         self._lock = asyncio.Lock()
+        self._waiting: list[tuple[list[RewriteRequest], asyncio.Future]] = []
         batch = settings.get("batch") or {}
-        self.rewrite.set_max_batch_size(int(batch.get("max_batch_size", 8)))
+        self.max_batch = int(batch.get("max_batch_size", 8))
+        self.rewrite.set_max_batch_size(self.max_batch)
         self.rewrite.set_batch_wait_timeout_s(float(batch.get("batch_wait_timeout_s", 0.05)))
+        # The first rewrite loads the dictionary and lexicons (seconds): pay it before taking traffic.
+        self._run([RewriteRequest({"title": "Toast", "ingredients": ["1 tbsp butter"], "steps": ["Toast the bread."]},
+                                  ["vegan"], candidates=1, received=time.time())])
 
     def _run(self, requests: list[RewriteRequest]) -> list[dict]:
+        """The engine over one batch (grouped by its settings), answers built: runs in a thread."""
         from rrt.rewriter import RewriteTask
 
+        started = time.time()
         out: dict[int, dict] = {}
         groups: dict[tuple, list[int]] = {}
         for i, req in enumerate(requests):
             groups.setdefault((req.candidates, req.constrained), []).append(i)
-        for (candidates, constrained), members in groups.items():
-            engine = self._engines.setdefault((candidates, constrained), self._make(candidates, constrained))
-            tasks = [RewriteTask(f"request-{i}", requests[i].constraints, requests[i].recipe, requests[i].seed)
+        for key, members in groups.items():
+            if key not in self._engines:
+                self._engines[key] = self._make(*key)
+            # One task id for all: a request's samples depend on its seed, not on its batch position.
+            tasks = [RewriteTask("request", requests[i].constraints, requests[i].recipe, requests[i].seed)
                      for i in members]
-            for i, record in zip(members, engine.rewrite(tasks)):
+            for i, record in zip(members, self._engines[key].rewrite(tasks)):
                 out[i] = record
-        return [out[i] for i in range(len(requests))]
+        seconds = round(time.time() - started, 3)
+        return [response(req, out[i], self.model, {"rewrite_s": seconds, "batch_size": len(requests),
+                                                   "queue_s": round(max(0.0, started - req.received), 3)})
+                for i, req in enumerate(requests)]
 
-    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.05)
+    def _answer(self, requests: list[RewriteRequest]) -> list[dict]:
+        """_run over the batch; if it fails, each request alone, so a bad one fails only itself."""
+        try:
+            return self._run(requests)
+        except Exception:  # noqa: BLE001 - logged here, answered as a failure below
+            log.exception("a batch of %d rewrites failed; retrying them one by one", len(requests))
+        out = []
+        for req in requests:
+            try:
+                out += self._run([req])
+            except Exception:  # noqa: BLE001
+                log.exception("a rewrite failed")
+                out.append({"failed": True})
+        return out
+
+    # Serve forms the next batch while the engine runs but holds it back until the previous call
+    # returns; letting every batch in at once lets the merge below see all that wait.
+    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.05, max_concurrent_batches=MAX_WAITING_BATCHES)
     async def rewrite(self, requests: list[RewriteRequest]) -> list[dict]:
         """One engine call for every request that arrived together."""
-        started = time.perf_counter()
+        # Batches waiting behind the engine merge (up to the batch size), so it runs full batches;
+        # the lock keeps one engine call at a time.
+        done = asyncio.get_running_loop().create_future()
+        self._waiting.append((requests, done))
         async with self._lock:
-            # The engine is plain CPU/GPU work: a thread keeps the replica answering meanwhile.
-            records = await asyncio.get_running_loop().run_in_executor(None, self._run, requests)
-        seconds = time.perf_counter() - started
-        return [response(req, rec, self.model, {"rewrite_s": round(seconds, 3), "batch_size": len(requests),
-                                               "queue_s": round(max(0.0, started - req.received), 3)})
-                for req, rec in zip(requests, records)]
+            while not done.done():
+                taken, size = [], 0
+                while self._waiting and (not taken or size + len(self._waiting[0][0]) <= self.max_batch):
+                    taken.append(self._waiting.pop(0))
+                    size += len(taken[-1][0])
+                merged = [req for group, _ in taken for req in group]
+                answers, failure = None, RuntimeError("the rewrite was cancelled")
+                try:
+                    # The engine is plain CPU/GPU work: a thread keeps the replica answering meanwhile.
+                    answers = await asyncio.get_running_loop().run_in_executor(None, self._answer, merged)
+                except Exception as err:  # noqa: BLE001 - every batch taken gets the error
+                    failure = err
+                finally:
+                    # Even when this task is cancelled, no batch it took may wait forever.
+                    at = 0
+                    for group, future in taken:
+                        if not future.done():
+                            if answers is None:
+                                future.set_exception(failure)
+                            else:
+                                future.set_result(answers[at: at + len(group)])
+                        at += len(group)
+        return await done
 
 
 @serve.ingress(api)
@@ -168,8 +218,10 @@ class Gateway:
                 raise ApiError(413, f"request body over {self.limits.body_bytes} bytes")
             body = await read_body(request, self.limits.body_bytes)
             parsed = parse_request(body, self.limits)
-            parsed.received = time.perf_counter()
+            parsed.received = time.time()  # wall clock: the replica may run on another node
             answer = await self._call(parsed)
+            if answer.get("failed"):
+                raise ApiError(500, "the rewrite failed; the error is in the server's log")
         except ApiError as err:
             return err.response()
         answer["timings"]["total_s"] = round(time.perf_counter() - started, 3)
@@ -183,7 +235,7 @@ class Gateway:
             return await asyncio.wait_for(call, timeout=self.timeout)
         except asyncio.TimeoutError:
             call.cancel()
-            raise ApiError(503, f"the rewriter did not answer within {self.timeout:.0f}s",
+            raise ApiError(503, f"the rewriter did not answer within {self.timeout:g}s",
                            headers={"Retry-After": "5"}) from None
         except BackPressureError:
             raise ApiError(503, "the rewriter is at capacity; retry shortly", headers={"Retry-After": "2"}) from None

@@ -71,11 +71,23 @@ class LocalService:
         self.proc: subprocess.Popen | None = None
         self.seen: dict[int, float] = {}   # pid -> create time of every process the service started
 
-    def start(self, timeout: float = 180) -> "LocalService":
-        """Start the service and wait until /healthz answers; RuntimeError with the log tail if not."""
+    def start(self, timeout: float = 180, attempts: int = 3) -> "LocalService":
+        """Start the service and wait until /healthz answers; RuntimeError with the log tail if not.
+
+        A failed start is retried: on a busy machine the raylet can give up waiting for its agents."""
+        for attempt in range(attempts):
+            try:
+                return self._start(timeout)
+            except RuntimeError:
+                self.stop(signal.SIGTERM, grace=15)
+                if attempt == attempts - 1:
+                    raise
+        return self
+
+    def _start(self, timeout: float) -> "LocalService":
         import requests
 
-        handle = open(self.log, "w", encoding="utf-8")
+        handle = open(self.log, "a", encoding="utf-8")
         self.proc = subprocess.Popen([sys.executable, "-m", "rrt.cli", "serve", "--model", self.model,
                                       "--config", self.config], cwd=ROOT, env=self.env, stdout=handle,
                                      stderr=subprocess.STDOUT, start_new_session=True)
@@ -91,7 +103,6 @@ class LocalService:
             except requests.RequestException:
                 pass
             time.sleep(1)
-        self.stop()
         raise RuntimeError(f"rrt serve did not answer /healthz within {timeout:.0f}s:\n{self.tail()}")
 
     def tail(self, chars: int = 4000) -> str:
@@ -160,5 +171,5 @@ class LocalService:
                 proc.kill()
             except psutil.NoSuchProcess:
                 pass
-        self.proc = None
+        self.proc, self.seen = None, {}
         return names

@@ -59,7 +59,7 @@ class RewriteBatch:
         self.seed = int(settings["seed"])
         self.rewriter = Rewriter(settings["system"], lm, tokenizer, block, sampling, bool(settings["constrained"]),
                                  ing_lm, ing_tokenizer, int(settings["batch_prompts"]), int(settings["recipe_tokens"]),
-                                 device)
+                                 device, bool(settings.get("reuse_prefix", False)))
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Rewrite every task of the batch together."""

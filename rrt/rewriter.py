@@ -107,7 +107,7 @@ class Rewriter:
 
     def __init__(self, system: str, lm, tokenizer, block_size: int, settings: SamplingSettings,
                  constrained: bool = False, ing_lm=None, ing_tokenizer=None, batch_prompts: int = 32,
-                 recipe_tokens: int = 384, device: str = "cpu", reuse_prefix: bool = True):
+                 recipe_tokens: int = 384, device: str = "cpu", reuse_prefix: bool = False):
         if SYSTEMS.get(system) is None:
             raise ValueError(f"{system!r} is not a model system; choose from "
                              f"{', '.join(s for s, v in SYSTEMS.items() if v)}")

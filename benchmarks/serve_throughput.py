@@ -52,6 +52,7 @@ def send_all(url: str, bodies: list[dict], concurrency: int) -> tuple[list[tuple
     local = threading.local()
 
     def send(body: dict) -> tuple[int, float, int]:
+        """One request on this thread's session: status, seconds, batch size."""
         local.session = getattr(local, "session", None) or requests.Session()
         started = time.perf_counter()
         try:

@@ -130,6 +130,7 @@ def _rows(ray_data, folder: str, columns: list[str], key: str | None = None, val
     import pyarrow.compute as pc
 
     def keep(batch, key=key, values=pa.array(sorted(values or []))):
+        """The rows of a batch whose key is wanted."""
         return batch.filter(pc.is_in(batch.column(key), value_set=values))
 
     ds = ray_data.read_parquet(folder).select_columns(columns)

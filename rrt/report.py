@@ -104,9 +104,11 @@ def recipe_html(record: dict) -> str:
         replaced.setdefault(sub.get("field", ""), []).append(str(sub.get("replacement", "")))
 
     def source_mark(field, index, text):
+        """A source line with its violations in red."""
         return highlight(text, violation_spans(text, constraints))
 
     def rewrite_mark(field, index, text):
+        """A rewritten line with leftover violations in red and its changes in green."""
         return highlight(text, violation_spans(text, constraints)
                          + change_spans(text, source_words, replaced.get(field, [])))
 

@@ -61,6 +61,7 @@ class RecipeState:
 
     @property
     def finished(self) -> bool:
+        """Every source step has its rewrite."""
         return self.step >= len(self.task.source["steps"])
 
 

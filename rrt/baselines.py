@@ -7,13 +7,13 @@ pool; a dish without one falls back to the guide (counted in the record's notes)
 from __future__ import annotations
 
 from rrt.ingredients import ingredient_name
-from rrt.rewriter import RewriteTask, guide_rewrite, record, scored_entry, source_words, stable_seed
-from rrt.selection import StepContext
+from rrt.rewriter import RewriteTask, guide_rewrite, record, scored_entry, stable_seed
+from rrt.selection import StepContext, source_word_set
 
 
 def _context(task: RewriteTask, source_step: str, ingredients: list[str]) -> StepContext:
     return StepContext(constraints=task.constraints, source_step=source_step,
-                       ingredient_names=[ingredient_name(x) for x in ingredients], source_words=source_words(task.source))
+                       ingredient_names=[ingredient_name(x) for x in ingredients], source_words=source_word_set(task.source))
 
 
 def rule_based(task: RewriteTask, note: str = "") -> dict:

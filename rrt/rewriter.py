@@ -18,7 +18,7 @@ from rrt.prompts import (SPECIAL_NAMES, STOPS, fit_prompt, parse_ingredients, pa
                          recipe_prompt, step_prompt)
 from rrt.recipe import Recipe
 from rrt.sampling import Prefix, SamplingSettings, sample_candidates
-from rrt.selection import StepContext, score_candidate, select_best
+from rrt.selection import StepContext, score_candidate, select_best, source_word_set
 from rrt.substitutions import substitute_recipe
 
 # system -> the training variant of its model; None for the two systems without a model.
@@ -73,12 +73,6 @@ def guide_rewrite(source: dict, constraints: list[str]) -> tuple[dict, list[dict
              "constraint": s.constraint} for s in result.substitutions]
     return {"title": result.recipe.title, "ingredients": result.recipe.ingredients,
             "steps": result.recipe.steps}, subs
-
-
-def source_words(source: dict) -> frozenset:
-    """Lowercase words of a whole source recipe (the dictionary rule accepts them)."""
-    text = " ".join([source["title"], *source["ingredients"], *source["steps"]]).lower()
-    return frozenset(w.strip(".,;:!?()'\"") for w in text.split())
 
 
 def step_context(state: RecipeState, n: int) -> StepContext:
@@ -196,7 +190,7 @@ class Rewriter:
         """A recipe's rewrite state: guide-rewritten title and ingredients, no steps yet."""
         rewritten, subs = guide_rewrite(task.source, task.constraints)
         state = RecipeState(task, {"title": rewritten["title"], "ingredients": rewritten["ingredients"], "steps": []},
-                       subs, [ingredient_name(line) for line in rewritten["ingredients"]], source_words(task.source))
+                       subs, [ingredient_name(line) for line in rewritten["ingredients"]], source_word_set(task.source))
         state.guide_steps = rewritten["steps"]
         if not task.source["steps"]:
             state.notes.append("the source recipe has no steps")

@@ -162,6 +162,13 @@ def _parts(recipe: Any) -> tuple[str, list[str], list[str]]:
     return recipe.title, list(recipe.ingredients), list(recipe.steps)
 
 
+def source_word_set(source_recipe: Any) -> frozenset[str]:
+    """Lowercase words of a whole source recipe, split as the dictionary rule splits them."""
+    title, ingredients, steps = _parts(source_recipe)
+    words = {w.lower() for line in [title, *ingredients, *steps] for w in _WORD.findall(line)}
+    return frozenset(w.replace("’", "'") for w in words)
+
+
 def step_context(source_recipe: Any, step_index: int, constraints: str | Iterable[str],
                  ingredient_names: list[str] | None = None) -> StepContext:
     """StepContext for one step of a Recipe (or a dict with title/ingredients/steps); ingredient
@@ -169,6 +176,5 @@ def step_context(source_recipe: Any, step_index: int, constraints: str | Iterabl
     title, ingredients, steps = _parts(source_recipe)
     if ingredient_names is None:
         ingredient_names = [ingredient_name(line) for line in ingredients]
-    words = {w.lower() for line in [title, *ingredients, *steps] for w in _WORD.findall(line)}
     return StepContext(parse_constraints(constraints), steps[step_index], list(ingredient_names),
-                       frozenset(w.replace("’", "'") for w in words))
+                       source_word_set(source_recipe))

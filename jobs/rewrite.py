@@ -168,15 +168,15 @@ def attach_retrieved(ray_data, data: str, tasks: list[dict], seed: int) -> None:
     flags = [valid_column(c) for c in CONSTRAINTS]
     pool = _rows(ray_data, os.path.join(data, "recipes"), ["id", "dish", *flags], "dish",
                  {t["source"]["dish"] for t in tasks})
-    picks = {}
-    for task in tasks:
-        ok = [r["id"] for r in pool if r["dish"] == task["source"]["dish"]
-              and all(r[valid_column(c)] for c in task["constraints"])]
-        picks[(task["id"], ",".join(task["constraints"]))] = pick_retrieval(task["id"], ok, seed)
+    by_dish: dict[str, list[dict]] = {}
+    for row in pool:
+        by_dish.setdefault(row["dish"], []).append(row)
+    picks = [pick_retrieval(task["id"], [r["id"] for r in by_dish.get(task["source"]["dish"], [])
+                                         if all(r[valid_column(c)] for c in task["constraints"])], seed)
+             for task in tasks]
     found = {r["id"]: r for r in _rows(ray_data, os.path.join(data, "recipes"), ["id", "title", "ingredients", "steps"],
-                                       "id", {p for p in picks.values() if p})}
-    for task in tasks:
-        pick = picks[(task["id"], ",".join(task["constraints"]))]
+                                       "id", {p for p in picks if p})}
+    for task, pick in zip(tasks, picks):
         task["retrieved"] = found.get(pick) if pick else None
 
 

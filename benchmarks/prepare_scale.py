@@ -60,14 +60,37 @@ def build_corpus(size: int, folder: str, seed: int = 0) -> None:
         handle.close()
 
 
-def _pss(process: psutil.Process) -> int:
-    total = 0
+def _role(proc: psutil.Process, root: psutil.Process) -> str:
+    """Which part of the job a process is: the driver, a Ray daemon, or a Ray worker."""
+    if proc.pid == root.pid:
+        return "driver"
+    name = proc.name()
+    return "ray_workers" if name.startswith("ray::") else name
+
+
+def _pss(process: psutil.Process) -> tuple[int, dict[str, int], list[int]]:
+    """Summed PSS of a process tree, its split by role (driver, raylet, workers, ...), and
+    the PSS of each Ray worker."""
+    total, roles, workers = 0, {}, []
     for proc in [process] + process.children(recursive=True):
         try:
-            total += proc.memory_full_info().pss
+            pss = proc.memory_full_info().pss
+            role = _role(proc, process)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return total
+            continue
+        total += pss
+        roles[role] = roles.get(role, 0) + pss
+        if role == "ray_workers":
+            workers.append(pss)
+    return total, roles, workers
+
+
+def _shm_used() -> int:
+    """Bytes used in /dev/shm, where a local Ray keeps its object store."""
+    try:
+        return psutil.disk_usage("/dev/shm").used
+    except OSError:
+        return 0
 
 
 def run_job(corpus: str, workers: int) -> dict:
@@ -79,11 +102,14 @@ def run_job(corpus: str, workers: int) -> dict:
     started = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     watcher = psutil.Process(proc.pid)
-    peak = [0]
+    peak = {"total": 0, "roles": {}, "workers": [], "shm": 0, "at": 0.0}
 
     def sample() -> None:
         while proc.poll() is None:
-            peak[0] = max(peak[0], _pss(watcher))
+            total, roles, workers = _pss(watcher)
+            if total > peak["total"]:
+                peak.update(total=total, roles=roles, workers=workers, shm=_shm_used(),
+                            at=time.perf_counter() - started)
             time.sleep(0.5)
 
     thread = threading.Thread(target=sample, daemon=True)
@@ -96,7 +122,11 @@ def run_job(corpus: str, workers: int) -> dict:
     with open(os.path.join(out, "stats.json"), encoding="utf-8") as handle:
         stats = json.load(handle)
     shutil.rmtree(out, ignore_errors=True)
-    return {"wall_s": round(wall, 1), "peak_mem_mb": round(peak[0] / 2**20), "stats": stats}
+    return {"wall_s": round(wall, 1), "peak_mem_mb": round(peak["total"] / 2**20),
+            "peak_by_role_mb": {k: round(v / 2**20) for k, v in sorted(peak["roles"].items(), key=lambda kv: -kv[1])},
+            "peak_at_s": round(peak["at"], 1), "workers_at_peak": len(peak["workers"]),
+            "largest_worker_mb": round(max(peak["workers"], default=0) / 2**20),
+            "shm_at_peak_mb": round(peak["shm"] / 2**20), "stats": stats}
 
 
 def main() -> None:
@@ -104,6 +134,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="25000,100000,200000", help="comma list of corpus sizes")
     parser.add_argument("--workers", type=int, default=2, help="Ray workers (CPUs) for the size sweep")
+    parser.add_argument("--skip-scaling", action="store_true", help="skip the 1-worker run of the first size")
     args = parser.parse_args()
     if not os.path.exists(WEB):
         raise SystemExit(f"needs the real web recipes at {WEB}")
@@ -115,7 +146,7 @@ def main() -> None:
             corpus = os.path.join(scratch, f"corpus-{size}")
             build_corpus(size, corpus)
             runs = {args.workers: run_job(corpus, args.workers)}
-            if size == sizes[0] and args.workers != 1:
+            if size == sizes[0] and args.workers != 1 and not args.skip_scaling:
                 runs[1] = run_job(corpus, 1)
             for workers, run in runs.items():
                 stats = run["stats"]
@@ -123,7 +154,10 @@ def main() -> None:
                 line = {"recipes": stats["recipes"], "workers": workers, "wall_s": run["wall_s"],
                         "recipes_per_s": round(stats["recipes"] / run["wall_s"], 1),
                         "recipes_per_s_per_core": round(stats["recipes"] / run["wall_s"] / workers, 1),
-                        "peak_mem_mb": run["peak_mem_mb"], "recipe_pairs": pairs,
+                        "peak_mem_mb": run["peak_mem_mb"], "peak_by_role_mb": run["peak_by_role_mb"],
+                        "peak_at_s": run["peak_at_s"], "workers_at_peak": run["workers_at_peak"],
+                        "largest_worker_mb": run["largest_worker_mb"],
+                        "shm_at_peak_mb": run["shm_at_peak_mb"], "recipe_pairs": pairs,
                         "seconds_per_stage": stats["seconds_per_stage"]}
                 results[(size, workers)] = line
                 print(json.dumps(line), flush=True)

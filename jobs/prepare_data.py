@@ -200,8 +200,8 @@ def format_files(batch: pa.Table, variant: str, schema: pa.Schema) -> Iterator[p
                                        schema=schema)
 
 
-def copy_columns(batch: pa.Table, columns: list[str]) -> Iterator[pa.Table]:
-    """Ray task: some columns of Parquet files, a row group at a time."""
+def copy_columns(batch: pa.Table, columns: list[str] | None) -> Iterator[pa.Table]:
+    """Ray task: some columns (None: all) of Parquet files, a row group at a time."""
     for path in batch.column("path").to_pylist():
         for part in pq.ParquetFile(path).iter_batches(batch_size=FORMAT_BATCH * 8, columns=columns):
             yield pa.Table.from_batches([part])
@@ -212,6 +212,15 @@ def per_file(ray_data, folder: str):
     task's memory is one (bounded) file's worth at any corpus size."""
     files = parquet_files(folder)
     return ray_data.from_items([{"path": f} for f in files], override_num_blocks=max(1, len(files)))
+
+
+def read_blocks(ray_data, folder: str, columns: list[str] | None = None):
+    """A Parquet folder as one block per file. Ray Data's own reader packs small files into
+    blocks of up to 128 MB, and a sort makes as many partitions as it gets blocks, so a dish
+    grouping over few big blocks would hand whole corpora to single tasks; file-sized blocks
+    keep every grouping task at about one file's worth of recipes at any corpus size."""
+    return per_file(ray_data, folder).map_batches(copy_columns, batch_format="pyarrow", batch_size=1,
+                                                  fn_kwargs={"columns": columns}, max_calls=WORKER_TASKS)
 
 
 def _dedupe(rows: list[dict], output: str) -> list[dict]:
@@ -339,7 +348,7 @@ def stage_translation_table(ray_data, settings: dict, timings: dict) -> None:
     recipes_count = max(1, count_rows(recipes_path))
     task = {**settings, "em_keep": min(1.0, 4 * em_pairs / recipes_count),
             "em_per_dish": max(EM_PAIRS_PER_DISH, -(-4 * em_pairs // recipes_count))}
-    recipes = ray_data.read_parquet(recipes_path)
+    recipes = read_blocks(ray_data, recipes_path)
     sample = (recipes.groupby("dish", num_partitions=group_partitions(settings))
               .map_groups(em_sample, fn_kwargs={"settings": task}, batch_format="pyarrow", max_calls=GROUP_TASKS)
               .sort("key").limit(em_pairs))
@@ -359,7 +368,7 @@ def stage_pairs(ray_data, settings: dict, timings: dict) -> None:
     started = time.perf_counter()
     if not stage_done(staging):
         shutil.rmtree(os.path.join(out, "_capped"), ignore_errors=True)
-        recipes = ray_data.read_parquet(os.path.join(out, "recipes"))
+        recipes = read_blocks(ray_data, os.path.join(out, "recipes"))
         task = {**settings, "table_path": os.path.join(out, "translation_table.npz")}
         pairs = recipes.groupby("dish", num_partitions=group_partitions(settings)).map_groups(
             pair_group, fn_kwargs={"settings": task}, batch_format="pyarrow", max_calls=GROUP_TASKS)
@@ -387,8 +396,7 @@ def write_table(ray_data, source: str, dest: str, columns: list[str], schema: pa
         pq.write_table(pa.table({c: pa.array([], schema.field(c).type) for c in columns}),
                                os.path.join(dest, "empty.parquet"))
         return
-    per_file(ray_data, source).map_batches(copy_columns, batch_format="pyarrow", batch_size=1,
-                                           fn_kwargs={"columns": columns}, max_calls=WORKER_TASKS).write_parquet(dest)
+    read_blocks(ray_data, source, columns).write_parquet(dest)
 
 
 def stage_step_pairs(ray_data, settings: dict, timings: dict) -> None:

@@ -136,7 +136,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         "alignment": align, "translation_table": args.translation_table,
         "ray": {"address": ray_cfg.get("address"), "num_cpus": args.num_cpus or ray_cfg.get("num_cpus"),
                 "object_store_memory": ray_cfg.get("object_store_memory"),
-                "shuffle": shuffle},
+                "shuffle": shuffle, "operator_reservation": bool(ray_cfg.get("operator_reservation", False))},
     }
 
 
@@ -299,11 +299,16 @@ def group_partitions(settings: dict) -> int:
     return max(cpus, min(1000, recipes // 2000))
 
 
-def use_shuffle(ray_data, name: str) -> None:
-    """Pick Ray Data's shuffle for the groupby stages (sort: spills, so memory stays bounded)."""
+def configure_data(ray_data, ray_settings: dict) -> None:
+    """Pick Ray Data's shuffle for the groupby stages (sort: spills, so memory stays bounded)
+    and whether each operator keeps a reserved share of the CPUs."""
     strategies = {"sort": ray_data.context.ShuffleStrategy.SORT_SHUFFLE_PULL_BASED,
                   "hash": ray_data.context.ShuffleStrategy.HASH_SHUFFLE}
-    ray_data.DataContext.get_current().shuffle_strategy = strategies[name]
+    context = ray_data.DataContext.get_current()
+    context.shuffle_strategy = strategies[ray_settings["shuffle"]]
+    # With a reserved share per operator, a map stage and its write split a few CPUs so
+    # that one map task runs at a time; 2 CPUs then ran no faster than 1.
+    context.op_resource_reservation_enabled = bool(ray_settings["operator_reservation"])
 
 
 def stage_recipes(ray_data, settings: dict, timings: dict) -> None:
@@ -525,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     import ray.data
 
     start_ray(settings["ray"])
-    use_shuffle(ray.data, settings["ray"]["shuffle"])
+    configure_data(ray.data, settings["ray"])
     log(("resuming " if resumed else "writing ") + settings["output"])
     timings: dict[str, float] = {}
     started = time.perf_counter()

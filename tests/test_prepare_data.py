@@ -135,3 +135,39 @@ def test_bad_config_file_is_one_line(tmp_path):
     bad.write_text("data: [unclosed\n")
     done = run_job("--config", str(bad), "--output", str(tmp_path / "out"), timeout=60)
     assert done.returncode == 2 and "not valid YAML" in done.stderr
+
+
+def test_dish_grouping_gets_a_partition_per_recipe_file(prepared, tmp_path):
+    """The sort behind groupby makes one partition per input block: reading the recipes a
+    file per block keeps every grouping task at about one file's worth of recipes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import ray
+    import ray.data
+
+    from jobs.prepare_data import configure_data, read_blocks
+
+    recipes = pq.read_table(os.path.join(prepared[0], "recipes")).select(["id", "dish"])
+    folder = tmp_path / "recipes"
+    folder.mkdir()
+    parts = 4
+    step = -(-recipes.num_rows // parts)
+    for k in range(parts):
+        pq.write_table(recipes.slice(k * step, step), folder / f"part-{k}.parquet")
+    started_here = not ray.is_initialized()
+    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True)
+    try:
+        configure_data(ray.data, {"shuffle": "sort", "operator_reservation": False})
+        assert not ray.data.DataContext.get_current().op_resource_reservation_enabled
+        groups = (read_blocks(ray.data, str(folder)).groupby("dish")
+                  .map_groups(lambda g: pa.table({"dish": [g.column("dish")[0].as_py()], "rows": [g.num_rows]}),
+                              batch_format="pyarrow")
+                  .materialize())
+        assert groups.num_blocks() == parts
+        table = groups.to_arrow_refs()
+        rows = pa.concat_tables(ray.get(table))
+        assert sum(rows.column("rows").to_pylist()) == recipes.num_rows
+        assert sorted(rows.column("dish").to_pylist()) == sorted(set(recipes.column("dish").to_pylist()))
+    finally:
+        if started_here:
+            ray.shutdown()

@@ -290,10 +290,13 @@ def log(message: str) -> None:
     print(f"[prepare_data] {message}", file=sys.stderr, flush=True)
 
 
-def group_partitions(settings: dict) -> int:
-    """Shuffle partitions for grouping by dish: enough for every CPU, not one per few rows."""
+def group_partitions(settings: dict) -> int | None:
+    """Hash-shuffle partitions for grouping by dish: enough for every CPU, not one per few
+    rows. None for the sort shuffle, which makes one partition per input block instead."""
     import ray
 
+    if settings["ray"]["shuffle"] == "sort":
+        return None
     cpus = int(ray.cluster_resources().get("CPU", 1))
     recipes = count_rows(os.path.join(settings["output"], "recipes"))
     return max(cpus, min(1000, recipes // 2000))

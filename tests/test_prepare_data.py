@@ -164,8 +164,7 @@ def test_dish_grouping_gets_a_partition_per_recipe_file(prepared, tmp_path):
                               batch_format="pyarrow")
                   .materialize())
         assert groups.num_blocks() == parts
-        table = groups.to_arrow_refs()
-        rows = pa.concat_tables(ray.get(table))
+        rows = pa.concat_tables(ray.get(groups.to_arrow_refs()))
         assert sum(rows.column("rows").to_pylist()) == recipes.num_rows
         assert sorted(rows.column("dish").to_pylist()) == sorted(set(recipes.column("dish").to_pylist()))
     finally:

@@ -7,12 +7,16 @@ example to the block size (same model, data, steps and hardware).
 
 CPU mode runs jobs/train.py (Ray Data tokenization, length-bucketed batches, Ray Train +
 DeepSpeed ZeRO-2) with one worker and with two, and the baseline Trainer in this process.
+The baseline model is GPT-2 as Hugging Face builds it; ours is the same shape and weights from
+rrt.models, which runs GPT-2's tanh GELU as one fused kernel (the same function).
 Speed is useful (non-padding) tokens per second, measured after the first steps so start-up
 is not counted. Each variant in --variants (default: contextual and no_context) gets its own
-comparison; the ratio per variant is printed last, after the most that removing padding
-could give (1 / (1 - the baseline's padding)). GPU mode compares the two batching schemes
-on one GPU in one process with the real model shape (random weights: nothing is
-downloaded) and reports MFU. Each line printed is JSON; the last is the ratio ours / baseline.
+comparison; with --rounds N the baseline and ours take turns N times and the median ratio
+counts (a shared machine drifts between runs). The ratio per variant is printed last, after
+the most that removing padding could give (1 / (1 - the baseline's padding)). GPU mode
+compares the two batching schemes on one GPU in one process with the real model shape
+(random weights: nothing is downloaded), reports MFU and profiles one step of each
+micro-batch. Each line printed is JSON; the last is the ratio ours / baseline.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import glob
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,7 +39,7 @@ import pyarrow.dataset as pads  # noqa: E402
 
 from rrt.batching import bucket_batches, pad_batch, tokenize_table  # noqa: E402
 from rrt.config import load_config  # noqa: E402
-from rrt.models import build_model, count_parameters, train_tiny_tokenizer  # noqa: E402
+from rrt.models import TINY_DEFAULTS, count_parameters, special_tokens, train_tiny_tokenizer  # noqa: E402
 from rrt.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
@@ -66,6 +71,17 @@ def token_rows(data: str, variant: str, vocab_size: int, block: int):
     return tokenizer, rows
 
 
+def stock_model(tokenizer, shape: dict):
+    """The tiny shape as plain Hugging Face builds it (no rrt changes, such as the fused GELU)."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(13)
+    layers = {**TINY_DEFAULTS, **shape}
+    layers.pop("vocab_size", None)
+    return GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **layers))
+
+
 def baseline_trainer(tokenizer, rows, shape: dict, micro: int, steps: int, lr: float, block: int) -> dict:
     """HF Trainer, every example padded to the block: useful tokens per second after warm-up."""
     import torch
@@ -89,7 +105,7 @@ def baseline_trainer(tokenizer, rows, shape: dict, micro: int, steps: int, lr: f
             """Record the step's end."""
             self.times.append(time.perf_counter())
 
-    model = build_model("tiny", len(tokenizer), shape, seed=13, pad_token_id=tokenizer.pad_token_id)
+    model = stock_model(tokenizer, shape)
     clock = Clock()
     with tempfile.TemporaryDirectory() as scratch:
         args = TrainingArguments(output_dir=scratch, per_device_train_batch_size=micro, max_steps=steps,
@@ -134,91 +150,178 @@ def bench_config(shape: dict, steps: int) -> str:
     return path
 
 
-def gpu_compare(model_name: str, tokenizer, rows, micro: int, steps: int, block: int, multiple: int) -> None:
-    """One GPU, one process: padded-to-block batches against our bucketed batches, bf16."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, GPT2Config
+# GPT-2's own vocabulary; the real run adds our special tokens to it (rrt.models.load_tokenizer).
+GPT2_VOCAB = 50257
 
-    # Known shapes need no download; a local path is read for its shape.
+
+def model_shape(model_name: str) -> tuple[dict, int | None]:
+    """Layer shape and vocabulary of a model: known shapes need no download; a local path is read."""
+    from transformers import AutoConfig
+
     shapes = {"gpt2-medium": {"n_layer": 24, "n_head": 16, "n_embd": 1024},
               "gpt2": {"n_layer": 12, "n_head": 12, "n_embd": 768}}
-    shape = shapes.get(model_name) or {k: getattr(AutoConfig.from_pretrained(model_name), k)
-                                       for k in ("n_layer", "n_head", "n_embd")}
-    device = torch.device("cuda")
-    name = torch.cuda.get_device_name()
-    peak = gpu_peak_flops(name) or 0.0
-    results = {}
-    for scheme in ("padded", "bucketed"):
-        torch.manual_seed(0)
-        model = AutoModelForCausalLM.from_config(GPT2Config(vocab_size=len(tokenizer), n_positions=1024, **shape))
-        model.to(device)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-        rng = random.Random(0)
-        order = list(rows)
-        rng.shuffle(order)
-        if scheme == "padded":
-            batches = [pad_batch(order[i:i + micro], tokenizer.pad_token_id, "all", multiple=block)
-                       for i in range(0, len(order) - micro + 1, micro)]
-        else:
-            batches = []
-            for i in range(0, len(order), micro * 32):
-                batches.extend(bucket_batches(order[i:i + micro * 32], micro, tokenizer.pad_token_id, "all", rng,
-                                              token_budget=micro * block, multiple=multiple))
-        useful, started = 0, None
-        for step in range(steps):
-            batch = batches[step % len(batches)]
-            inputs = {k: torch.from_numpy(getattr(batch, k)).to(device, non_blocking=True)
-                      for k in ("input_ids", "attention_mask", "labels")}
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                loss = model(**inputs).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            if step == WARMUP_STEPS - 1:
+    if model_name in shapes:
+        return shapes[model_name], GPT2_VOCAB + len(special_tokens())
+    config = AutoConfig.from_pretrained(model_name)
+    return {k: getattr(config, k) for k in ("n_layer", "n_head", "n_embd")}, None
+
+
+def scheme_batches(scheme: str, rows, micro: int, block: int, pad_id: int, multiple: int) -> list:
+    """The baseline's batches (every example padded to the block) or ours (length-bucketed, token budget)."""
+    rng = random.Random(0)
+    order = list(rows)
+    rng.shuffle(order)
+    if scheme == "padded":
+        return [pad_batch(order[i:i + micro], pad_id, "all", multiple=block)
+                for i in range(0, len(order) - micro + 1, micro)]
+    batches = []
+    for i in range(0, len(order), micro * 32):
+        batches.extend(bucket_batches(order[i:i + micro * 32], micro, pad_id, "all", rng,
+                                      token_budget=micro * block, multiple=multiple))
+    return batches
+
+
+def time_scheme(model, batches: list, steps: int, device) -> float:
+    """Useful tokens per second of `steps` AdamW steps in bf16 autocast, after warm-up steps."""
+    import torch
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
+    useful, started = 0, None
+    for step in range(steps + WARMUP_STEPS):
+        batch = batches[step % len(batches)]
+        inputs = {k: torch.from_numpy(getattr(batch, k)).to(device, non_blocking=True)
+                  for k in ("input_ids", "attention_mask", "labels")}
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            loss = model(**inputs).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if step == WARMUP_STEPS - 1:
+            if device.type == "cuda":
                 torch.cuda.synchronize()
-                started = time.perf_counter()
-            elif step >= WARMUP_STEPS:
-                useful += batch.real_tokens
+            started = time.perf_counter()
+        elif step >= WARMUP_STEPS:
+            useful += batch.real_tokens
+    if device.type == "cuda":
         torch.cuda.synchronize()
-        speed = useful / (time.perf_counter() - started)
-        parameters = count_parameters(model)
-        results[scheme] = speed
-        padding = 1 - sum(b.real_tokens for b in batches) / sum(b.total_tokens for b in batches)
-        print(json.dumps({"run": f"gpu_{scheme}", "device": name, "model": model_name, "parameters": parameters,
-                          "micro_batch": micro, "block": block, "pad_multiple": multiple,
-                          "useful_tokens_per_s": round(speed),
-                          "padding_fraction": round(padding, 3),
-                          "mfu": round(estimate_mfu(parameters, speed, peak), 4)}), flush=True)
-        del model, optimizer
-        torch.cuda.empty_cache()
-    print(json.dumps({"gpu_ratio_bucketed_over_padded": round(results["bucketed"] / results["padded"], 2)}))
+    return useful / (time.perf_counter() - started)
 
 
-def bench_variant(data: str, variant: str, config: dict, micro: int, steps: int, peak: float) -> dict:
-    """The baseline, then ours with one worker and with two, on one variant's step pairs."""
+def profile_step(model, batch, device) -> dict:
+    """Host and device time of one forward and backward: far more host than kernel time means
+    the GPU waits on Python and kernel launches, so larger batches (or compilation) pay off."""
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    inputs = {k: torch.from_numpy(getattr(batch, k)).to(device) for k in ("input_ids", "attention_mask", "labels")}
+    sync()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        started = time.perf_counter()
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            loss = model(**inputs).loss
+        loss.backward()
+        host = time.perf_counter() - started
+        sync()
+        wall = time.perf_counter() - started
+    kernels = [e for e in prof.key_averages() if e.device_type == DeviceType.CUDA]
+    top = sorted(kernels, key=lambda e: e.self_device_time_total, reverse=True)[:6]
+    model.zero_grad(set_to_none=True)
+    return {"step_wall_s": round(wall, 4), "host_launch_s": round(host, 4),
+            "gpu_kernel_s": round(sum(e.self_device_time_total for e in kernels) / 1e6, 4),
+            "kernel_launches": sum(e.count for e in kernels),
+            "top_kernels_ms": [(e.key[:60], round(e.self_device_time_total / 1e3, 2)) for e in top]}
+
+
+def gpu_compare(model_name: str, tokenizer, rows, variant: str, micros: list[int], steps: int, block: int,
+                multiples: list[int], device_type: str = "cuda") -> list[dict]:
+    """One GPU, one process: padded-to-block batches against our bucketed batches (one run per
+    width rounding), bf16, per micro-batch; then a profile of one step of each."""
+    import torch
+    from transformers import AutoModelForCausalLM, GPT2Config
+
+    shape, vocab = model_shape(model_name)
+    device = torch.device(device_type)
+    cuda = device.type == "cuda"
+    name = torch.cuda.get_device_name() if cuda else "cpu"
+    peak = gpu_peak_flops(name) or 0.0
+    config = GPT2Config(vocab_size=vocab or len(tokenizer), n_positions=1024, **shape,
+                        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                        pad_token_id=tokenizer.pad_token_id)
+    schemes = [("padded", block)] + [("bucketed", m) for m in multiples]
+    lines = []
+    for micro in micros:
+        speeds = {}
+        for scheme, multiple in schemes:
+            batches = scheme_batches(scheme, rows, micro, block, tokenizer.pad_token_id, multiple)
+            torch.manual_seed(0)
+            with device:  # initialised where it trains: 355M parameters take seconds on the host
+                model = AutoModelForCausalLM.from_config(config)
+            model.train()
+            speed = speeds[(scheme, multiple)] = time_scheme(model, batches, steps, device)
+            parameters = count_parameters(model)
+            padding = 1 - sum(b.real_tokens for b in batches) / sum(b.total_tokens for b in batches)
+            line = {"run": f"gpu_{scheme}", "variant": variant, "device": name, "model": model_name,
+                    "parameters": parameters, "micro_batch": micro, "block": block, "pad_multiple": multiple,
+                    "shapes": len({b.input_ids.shape for b in batches}),
+                    "useful_tokens_per_s": round(speed), "padding_fraction": round(padding, 3),
+                    "mfu": round(estimate_mfu(parameters, speed, peak), 4),
+                    "peak_memory_gb": round(torch.cuda.max_memory_allocated() / 2 ** 30, 1) if cuda else None}
+            if scheme == "padded":
+                line["profile"] = profile_step(model, batches[0], device)
+            print(json.dumps(line), flush=True)
+            lines.append(line)
+            del model
+            if cuda:
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats()
+        padded = speeds[("padded", block)]
+        ratio = {"variant": variant, "micro_batch": micro,
+                 "gpu_ratio_bucketed_over_padded": {f"pad_multiple_{m}": round(speeds[("bucketed", m)] / padded, 2)
+                                                    for m in multiples}}
+        print(json.dumps(ratio), flush=True)
+        lines.append(ratio)
+    return lines
+
+
+def bench_variant(data: str, variant: str, config: dict, micro: int, steps: int, peak: float, rounds: int) -> dict:
+    """Baseline and ours with one worker in turn, `rounds` times, then ours with two workers;
+    the ratio is the median of each round's (ours / the baseline run just before it)."""
     block = int(config["block_size"][variant])
     shape = dict(config["tiny"])
     tokenizer, rows = token_rows(data, variant, int(shape.get("vocab_size", 8000)), block)
-    baseline = baseline_trainer(tokenizer, rows, shape, micro, steps, float(config["deepspeed"]["lr"]), block)
-    print(json.dumps({"run": "hf_trainer_padded", "variant": variant, "block": block, "workers": 1,
-                      "useful_tokens_per_s": round(baseline["tokens_per_s"], 1),
-                      "padding_fraction": round(baseline["padding_fraction"], 3),
-                      "mfu": round(estimate_mfu(baseline["parameters"], baseline["tokens_per_s"], peak), 4)}), flush=True)
     config_path = bench_config(shape, steps)
-    runs = {}
-    for workers in (1, 2):
+
+    def run_ours(workers: int) -> dict:
+        """One run of jobs/train.py, printed as a JSON line."""
         stats = ours(data, variant, workers, steps, config_path)
-        runs[workers] = stats
         print(json.dumps({"run": "ours", "variant": variant, "workers": workers,
                           "useful_tokens_per_s": stats["tokens_per_s"], "padding_fraction": stats["padding_fraction"],
                           "mfu": round(estimate_mfu(stats["parameters"], stats["tokens_per_s"], peak), 4),
-                          "wall_s": stats["wall_s"]}), flush=True)
+                          "data_wait_fraction": stats.get("data_wait_fraction"), "wall_s": stats["wall_s"]}),
+              flush=True)
+        return stats
+
+    ratios, singles = [], []
+    for _ in range(rounds):
+        baseline = baseline_trainer(tokenizer, rows, shape, micro, steps, float(config["deepspeed"]["lr"]), block)
+        print(json.dumps({"run": "hf_trainer_padded", "variant": variant, "block": block, "workers": 1,
+                          "useful_tokens_per_s": round(baseline["tokens_per_s"], 1),
+                          "padding_fraction": round(baseline["padding_fraction"], 3),
+                          "mfu": round(estimate_mfu(baseline["parameters"], baseline["tokens_per_s"], peak), 4)}),
+              flush=True)
+        singles.append(run_ours(1))
+        ratios.append(singles[-1]["tokens_per_s"] / baseline["tokens_per_s"])
+    pair = run_ours(2)
+    single = statistics.median(s["tokens_per_s"] for s in singles)
     # Padding is all the baseline wastes, so removing it can gain at most 1 / (1 - its padding).
-    return {"ratio": runs[1]["tokens_per_s"] / baseline["tokens_per_s"],
+    return {"ratio": statistics.median(ratios), "ratios": ratios,
             "ceiling": 1 / (1 - baseline["padding_fraction"]),
-            "scaling": runs[2]["tokens_per_s"] / runs[1]["tokens_per_s"],
-            "padding": runs[1]["padding_fraction"]}
+            "scaling": pair["tokens_per_s"] / single, "padding": singles[-1]["padding_fraction"]}
 
 
 def main() -> None:
@@ -226,11 +329,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="a prepare_data output folder (default: build one from ../shared/data)")
     parser.add_argument("--steps", type=int, default=60, help="optimizer steps per run")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="CPU mode: baseline and ours x1 run in turn this many times; the median ratio counts")
     parser.add_argument("--variants", default="contextual,no_context",
                         help="comma list of model variants whose step pairs train, one comparison each")
     parser.add_argument("--gpu-model", help="GPU mode: model shape to time, e.g. gpt2-medium")
-    parser.add_argument("--micro-batch", type=int, default=8)
-    parser.add_argument("--pad-multiple", type=int, default=8, help="GPU mode: round batch widths up to this")
+    parser.add_argument("--micro-batch", default="8", help="examples per batch (GPU mode: a comma list, one run each)")
+    parser.add_argument("--device", default="cuda", help="GPU mode: torch device type (cpu only to try the script)")
+    parser.add_argument("--results", help="GPU mode: also write every printed line to this JSON-lines file")
+    parser.add_argument("--pad-multiple", default="8",
+                        help="GPU mode: comma list; our batches' widths are rounded up to each in turn")
     args = parser.parse_args()
     config = load_config(os.path.join(ROOT, "ray_config.yaml"), "local")["train"]
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -239,15 +347,27 @@ def main() -> None:
         raise SystemExit(f"unknown variant(s): {', '.join(unknown)}")
     data = prepared_data(args.data)
     if args.gpu_model:
-        block = int(config["block_size"][variants[0]])
-        tokenizer, rows = token_rows(data, variants[0], int(config["tiny"].get("vocab_size", 8000)), block)
-        return gpu_compare(args.gpu_model, tokenizer, rows, args.micro_batch, args.steps, block, args.pad_multiple)
+        lines = []
+        for variant in variants:
+            block = int(config["block_size"][variant])
+            tokenizer, rows = token_rows(data, variant, int(config["tiny"].get("vocab_size", 8000)), block)
+            micros = [int(m) for m in str(args.micro_batch).split(",")]
+            multiples = [int(m) for m in str(args.pad_multiple).split(",")]
+            lines += gpu_compare(args.gpu_model, tokenizer, rows, variant, micros, args.steps, block,
+                                 multiples, args.device)
+        if args.results:
+            with open(args.results, "w", encoding="utf-8") as handle:
+                handle.writelines(json.dumps(line) + "\n" for line in lines)
+        return None
     peak = measure_cpu_peak_flops(os.cpu_count() or 1)
-    results = {v: bench_variant(data, v, config, args.micro_batch, args.steps, peak) for v in variants}
+    results = {v: bench_variant(data, v, config, int(args.micro_batch), args.steps, peak, args.rounds)
+               for v in variants}
     print(json.dumps({"scaling_2_workers_over_1": {v: round(r["scaling"], 2) for v, r in results.items()},
                       "padding_fraction_ours": {v: r["padding"] for v, r in results.items()},
                       "target_padding_fraction_max": 0.10}))
     print(json.dumps({"ceiling_from_padding_alone": {v: round(r["ceiling"], 2) for v, r in results.items()}}))
+    if args.rounds > 1:
+        print(json.dumps({"ratio_per_round": {v: [round(x, 2) for x in r["ratios"]] for v, r in results.items()}}))
     print(json.dumps({"ratio_ours_1_worker_over_baseline": {v: round(r["ratio"], 2) for v, r in results.items()},
                       "target_ratio_min": 1.3}))
 

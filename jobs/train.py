@@ -93,6 +93,8 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         (train.get("batching", "tokens") in ("tokens", "examples"), "train.batching must be tokens or examples"),
         (ds.get("precision", "auto") in PRECISIONS, f"train.deepspeed.precision must be one of {PRECISIONS}"),
         (ds.get("zero_stage", 2) in (0, 1, 2), "train.deepspeed.zero_stage must be 0, 1 or 2"),
+        (isinstance(ds.get("bucket_size", 5e8), (int, float)) and float(ds.get("bucket_size", 5e8)) >= 1e5,
+         "train.deepspeed.bucket_size must be a number of elements >= 100000"),
         (ds.get("schedule", "cosine") in SCHEDULES, f"train.deepspeed.schedule must be one of {SCHEDULES}"),
         (isinstance(ds.get("micro_batch", 8), int) and ds.get("micro_batch", 8) >= 1,
          "train.deepspeed.micro_batch must be >= 1"),
@@ -240,6 +242,7 @@ def write_stats(settings: dict, config: dict, seconds: float, train_rows: int) -
         rows = [json.loads(line) for line in handle]
     speeds = [r["tokens_per_s"] for r in rows if r.get("tokens_per_s")]
     padding = [r["padding_fraction"] for r in rows if r.get("padding_fraction") is not None]
+    waits = [r["data_wait_fraction"] for r in rows if r.get("data_wait_fraction") is not None]
     evals = [r["eval_loss"] for r in rows if r["eval_loss"] is not None]
     # The first interval includes start-up work; it is left out of the speed when there are others.
     speed = sum(speeds[1:]) / len(speeds[1:]) if len(speeds) > 1 else (speeds[0] if speeds else 0.0)
@@ -250,6 +253,8 @@ def write_stats(settings: dict, config: dict, seconds: float, train_rows: int) -
     stats = {**worker, "variant": settings["variant"], "model": settings["model"], "train_rows": train_rows,
              "planned_steps": config["total_steps"], "wall_s": round(seconds, 1), "tokens_per_s": round(speed, 1),
              "padding_fraction": round(sum(padding) / len(padding), 4) if padding else None,
+             "data_wait_fraction": round(sum(waits[1:] or waits) / max(1, len(waits[1:] or waits)), 4)
+             if waits else None,
              "eval_loss_first": evals[0] if evals else None, "eval_loss_last": evals[-1] if evals else None,
              "peak_flops": peak, "mfu": round(estimate_mfu(worker["parameters"], speed, peak), 5)}
     with open(os.path.join(output, "train_stats.json"), "w", encoding="utf-8") as handle:

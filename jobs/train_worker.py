@@ -30,9 +30,10 @@ class InjectedFailure(RuntimeError):
 def _tensors(batch: Batch, device) -> dict:
     import torch
 
+    # No key/value cache: training never reads it back.
     return {"input_ids": torch.from_numpy(batch.input_ids).to(device),
             "attention_mask": torch.from_numpy(batch.attention_mask).to(device),
-            "labels": torch.from_numpy(batch.labels).to(device)}
+            "labels": torch.from_numpy(batch.labels).to(device), "use_cache": False}
 
 
 def _rows(shard, counts: dict | None):
@@ -171,8 +172,9 @@ def train_func(cfg: dict) -> None:
 
     if state["step"] == 0:
         log({"step": 0, "epoch": 0, "train_loss": None, "eval_loss": evaluate(engine, dev_shard, cfg, rank, world, device),
-             "lr": schedule.get_last_lr()[0], "tokens_per_s": None, "padding_fraction": None})
-    window = {"loss": 0.0, "micro": 0, "real": 0, "total": 0, "seconds": 0.0}
+             "lr": schedule.get_last_lr()[0], "tokens_per_s": None, "padding_fraction": None,
+             "data_wait_fraction": None})
+    window = {"loss": 0.0, "micro": 0, "real": 0, "total": 0, "seconds": 0.0, "wait": 0.0}
     progress = None
     if rank == 0:
         from tqdm import tqdm
@@ -187,6 +189,7 @@ def train_func(cfg: dict) -> None:
         while state["step"] < total:
             started = time.perf_counter()
             batch = next(batches, None)
+            waited = time.perf_counter() - started
             if not _all_have(batch is not None, device):
                 break
             loss = engine(**_tensors(batch, device)).loss
@@ -199,6 +202,7 @@ def train_func(cfg: dict) -> None:
             window["real"] += batch.real_tokens
             window["total"] += batch.total_tokens
             window["seconds"] += time.perf_counter() - started
+            window["wait"] += waited
             if engine.global_steps == state["step"]:
                 continue  # inside a gradient accumulation
             state["step"] = engine.global_steps
@@ -211,17 +215,21 @@ def train_func(cfg: dict) -> None:
                     open(marker, "w").close()
                     raise InjectedFailure(f"injected failure at step {step} (tests only)")
             if step % cfg["log_interval"] == 0 or last or step % cfg["eval_interval"] == 0:
-                loss_sum, micro, real, padded, seconds = _sum(
-                    [window["loss"], window["micro"], window["real"], window["total"], window["seconds"]], device)
+                loss_sum, micro, real, padded, seconds, wait = _sum(
+                    [window["loss"], window["micro"], window["real"], window["total"], window["seconds"],
+                     window["wait"]], device)
                 eval_loss = None
                 if step % cfg["eval_interval"] == 0 or last:
                     eval_loss = evaluate(engine, dev_shard, cfg, rank, world, device)
                 speed = real / (seconds / world) if seconds else 0.0
                 entry = {"step": step, "epoch": state["epoch"], "train_loss": loss_sum / max(1, micro),
                          "eval_loss": eval_loss, "lr": schedule.get_last_lr()[0], "tokens_per_s": speed,
-                         "padding_fraction": 1 - real / padded if padded else 0.0}
+                         "padding_fraction": 1 - real / padded if padded else 0.0,
+                         # Share of step time spent waiting for the next batch: above a few
+                         # per cent the input pipeline, not the model, sets the pace.
+                         "data_wait_fraction": wait / seconds if seconds else 0.0}
                 log(entry)
-                window = {"loss": 0.0, "micro": 0, "real": 0, "total": 0, "seconds": 0.0}
+                window = {"loss": 0.0, "micro": 0, "real": 0, "total": 0, "seconds": 0.0, "wait": 0.0}
             if step % cfg["checkpoint_interval"] == 0 and not last:
                 _checkpoint(engine, state, {"step": step}, rank)
         if ran == 0:
@@ -242,4 +250,5 @@ def train_func(cfg: dict) -> None:
         with open(os.path.join(cfg["output"], "worker_stats.json"), "w", encoding="utf-8") as handle:
             json.dump({"steps": state["step"], "epochs_started": state["epoch"] + 1, "examples": state["counts"],
                        "parameters": parameters, "precision": precision, "world_size": world,
+                       "torch_threads": torch.get_num_threads(),
                        "device": torch.cuda.get_device_name() if cuda else "cpu"}, handle, indent=2)

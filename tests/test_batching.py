@@ -107,6 +107,9 @@ def test_precision_and_deepspeed_config():
     assert config["zero_optimization"]["stage"] == 2 and config["fp16"]["enabled"]
     assert config["train_micro_batch_size_per_gpu"] == 4 and config["gradient_accumulation_steps"] == 2
     assert "fp16" not in deepspeed_config({}, "fp32") and "bf16" not in deepspeed_config({}, "fp32")
+    zero = deepspeed_config({"bucket_size": 5.0e6}, "fp32")["zero_optimization"]
+    assert zero["reduce_bucket_size"] == zero["allgather_bucket_size"] == 5_000_000
+    assert deepspeed_config({}, "fp32")["zero_optimization"]["reduce_bucket_size"] == 500_000_000
 
 
 def test_lr_schedule_warms_up_then_decays_to_the_floor():
@@ -121,3 +124,15 @@ def test_mfu_formula():
     assert estimate_mfu(1_000_000, 1000.0, 6e9) == pytest.approx(1.0)
     assert gpu_peak_flops("Tesla V100-SXM2-16GB") == 125e12 and gpu_peak_flops("NVIDIA H200") == 989e12
     assert gpu_peak_flops("Some CPU") is None
+
+
+def test_built_models_use_the_fused_tanh_gelu_which_equals_gpt2s_own():
+    import torch
+    from transformers.activations import ACT2FN
+
+    from rrt.models import build_model
+
+    lm = build_model("tiny", 300, {"n_layer": 1, "n_head": 2, "n_embd": 16})
+    assert lm.config.activation_function == "gelu_pytorch_tanh"
+    x = torch.linspace(-8, 8, 10_001)
+    assert torch.allclose(lm.transformer.h[0].mlp.act(x), ACT2FN["gelu_new"](x), atol=1e-6)

@@ -11,7 +11,8 @@ from conftest import needs_shared_data, quick_train_config, run_script
 from rrt.formats import parse_text
 from rrt.paper_format import END_INST, EOS
 
-METRIC_KEYS = {"step", "epoch", "train_loss", "eval_loss", "lr", "tokens_per_s", "padding_fraction"}
+METRIC_KEYS = {"step", "epoch", "train_loss", "eval_loss", "lr", "tokens_per_s", "padding_fraction",
+               "data_wait_fraction"}
 
 
 def metrics(output) -> list[dict]:
@@ -37,7 +38,8 @@ def test_two_workers_learn_and_write_every_output(trained):
     assert [row["step"] for row in rows] == sorted({row["step"] for row in rows})
     stats = json.loads((out / "train_stats.json").read_text())
     assert stats["world_size"] == 2 and stats["steps"] == 30 and stats["precision"] == "fp32"
-    assert stats["padding_fraction"] < 0.10
+    assert stats["padding_fraction"] < 0.10 and 0 <= stats["data_wait_fraction"] < 1
+    assert stats["torch_threads"] >= 1
     assert sum(stats["examples"].values()) > 0
     assert (out / "loss.png").stat().st_size > 1000
     assert any(p.name.startswith("checkpoint_") for p in (out / "ray").iterdir())

@@ -21,6 +21,7 @@ micro-batch. Each line printed is JSON; the last is the ratio ours / baseline.
 from __future__ import annotations
 
 import argparse
+import copy
 import glob
 import json
 import os
@@ -39,7 +40,7 @@ import pyarrow.dataset as pads  # noqa: E402
 
 from rrt.batching import bucket_batches, pad_batch, tokenize_table  # noqa: E402
 from rrt.config import load_config  # noqa: E402
-from rrt.models import TINY_DEFAULTS, count_parameters, special_tokens, train_tiny_tokenizer  # noqa: E402
+from rrt.models import TINY_DEFAULTS, count_parameters, fused_gelu, special_tokens, train_tiny_tokenizer  # noqa: E402
 from rrt.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
@@ -181,31 +182,68 @@ def scheme_batches(scheme: str, rows, micro: int, block: int, pad_id: int, multi
     return batches
 
 
-def time_scheme(model, batches: list, steps: int, device) -> float:
-    """Useful tokens per second of `steps` AdamW steps in bf16 autocast, after warm-up steps."""
+def time_steps(step, batches: list, steps: int, device) -> float:
+    """Useful tokens per second of `steps` calls of `step(inputs)`, after warm-up steps."""
+    import torch
+
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    useful, started = 0, None
+    for index in range(steps + WARMUP_STEPS):
+        batch = batches[index % len(batches)]
+        step({k: torch.from_numpy(getattr(batch, k)).to(device, non_blocking=True)
+              for k in ("input_ids", "attention_mask", "labels")})
+        if index == WARMUP_STEPS - 1:
+            sync()
+            started = time.perf_counter()
+        elif index >= WARMUP_STEPS:
+            useful += batch.real_tokens
+    sync()
+    return useful / (time.perf_counter() - started)
+
+
+def autocast_step(model, device):
+    """A plain training step as a Hugging Face user writes it: bf16 autocast, fused AdamW, clipping."""
     import torch
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
-    useful, started = 0, None
-    for step in range(steps + WARMUP_STEPS):
-        batch = batches[step % len(batches)]
-        inputs = {k: torch.from_numpy(getattr(batch, k)).to(device, non_blocking=True)
-                  for k in ("input_ids", "attention_mask", "labels")}
+
+    def step(inputs: dict) -> None:
+        """Forward, backward, clip, update."""
         with torch.autocast(device.type, dtype=torch.bfloat16):
             loss = model(**inputs).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        if step == WARMUP_STEPS - 1:
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            started = time.perf_counter()
-        elif step >= WARMUP_STEPS:
-            useful += batch.real_tokens
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return useful / (time.perf_counter() - started)
+
+    return step
+
+
+def engine_step(model, device, ds: dict, total_steps: int):
+    """Our training step: the engine jobs/train_worker.py builds (DeepSpeed, bf16 weights on a GPU
+    that has bf16), one process, no Ray; no key/value cache, as the workers run it."""
+    import deepspeed
+    import torch
+
+    from jobs.train_worker import build_engine
+    from rrt.optim import resolve_precision
+
+    for key, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29531", "RANK": "0", "LOCAL_RANK": "0",
+                       "WORLD_SIZE": "1"}.items():
+        os.environ.setdefault(key, value)
+    cuda = device.type == "cuda"
+    if not torch.distributed.is_initialized():
+        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo")
+    precision = resolve_precision("auto", cuda, cuda and torch.cuda.is_bf16_supported())
+    engine, _ = build_engine(model, ds, precision, total_steps, device)
+
+    def step(inputs: dict) -> None:
+        """Forward, backward and update through the engine."""
+        loss = engine(**inputs, use_cache=False).loss
+        engine.backward(loss)
+        engine.step()
+
+    return step
 
 
 def profile_step(model, batch, device) -> dict:
@@ -238,9 +276,10 @@ def profile_step(model, batch, device) -> dict:
 
 
 def gpu_compare(model_name: str, tokenizer, rows, variant: str, micros: list[int], steps: int, block: int,
-                multiples: list[int], device_type: str = "cuda") -> list[dict]:
+                multiples: list[int], device_type: str = "cuda", engine_ds: dict | None = None) -> list[dict]:
     """One GPU, one process: padded-to-block batches against our bucketed batches (one run per
-    width rounding), bf16, per micro-batch; then a profile of one step of each."""
+    width rounding), bf16 autocast, per micro-batch, with a profile of the padded step; with
+    `engine_ds`, also our whole step (the DeepSpeed engine, fused GELU) on our batches."""
     import torch
     from transformers import AutoModelForCausalLM, GPT2Config
 
@@ -253,16 +292,22 @@ def gpu_compare(model_name: str, tokenizer, rows, variant: str, micros: list[int
                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                         pad_token_id=tokenizer.pad_token_id)
     schemes = [("padded", block)] + [("bucketed", m) for m in multiples]
+    if engine_ds:
+        schemes.append(("engine", multiples[0]))
     lines = []
     for micro in micros:
         speeds = {}
         for scheme, multiple in schemes:
-            batches = scheme_batches(scheme, rows, micro, block, tokenizer.pad_token_id, multiple)
+            batches = scheme_batches("padded" if scheme == "padded" else "bucketed", rows, micro, block,
+                                     tokenizer.pad_token_id, multiple)
             torch.manual_seed(0)
             with device:  # initialised where it trains: 355M parameters take seconds on the host
-                model = AutoModelForCausalLM.from_config(config)
+                model = AutoModelForCausalLM.from_config(fused_gelu(copy.deepcopy(config))
+                                                         if scheme == "engine" else config)
             model.train()
-            speed = speeds[(scheme, multiple)] = time_scheme(model, batches, steps, device)
+            step = (engine_step(model, device, {**engine_ds, "micro_batch": micro}, steps + WARMUP_STEPS)
+                    if scheme == "engine" else autocast_step(model, device))
+            speed = speeds[(scheme, multiple)] = time_steps(step, batches, steps, device)
             parameters = count_parameters(model)
             padding = 1 - sum(b.real_tokens for b in batches) / sum(b.total_tokens for b in batches)
             line = {"run": f"gpu_{scheme}", "variant": variant, "device": name, "model": model_name,
@@ -275,7 +320,7 @@ def gpu_compare(model_name: str, tokenizer, rows, variant: str, micros: list[int
                 line["profile"] = profile_step(model, batches[0], device)
             print(json.dumps(line), flush=True)
             lines.append(line)
-            del model
+            del model, step
             if cuda:
                 torch.cuda.empty_cache()
                 torch.cuda.reset_peak_memory_stats()
@@ -283,6 +328,8 @@ def gpu_compare(model_name: str, tokenizer, rows, variant: str, micros: list[int
         ratio = {"variant": variant, "micro_batch": micro,
                  "gpu_ratio_bucketed_over_padded": {f"pad_multiple_{m}": round(speeds[("bucketed", m)] / padded, 2)
                                                     for m in multiples}}
+        if engine_ds:
+            ratio["gpu_ratio_our_engine_over_padded"] = round(speeds[("engine", multiples[0])] / padded, 2)
         print(json.dumps(ratio), flush=True)
         lines.append(ratio)
     return lines
@@ -336,6 +383,9 @@ def main() -> None:
     parser.add_argument("--gpu-model", help="GPU mode: model shape to time, e.g. gpt2-medium")
     parser.add_argument("--micro-batch", default="8", help="examples per batch (GPU mode: a comma list, one run each)")
     parser.add_argument("--device", default="cuda", help="GPU mode: torch device type (cpu only to try the script)")
+    parser.add_argument("--engine", metavar="PROFILE",
+                        help="GPU mode: also time our whole step (DeepSpeed engine from this profile's "
+                             "train.deepspeed block, bf16 where supported) on our batches")
     parser.add_argument("--results", help="GPU mode: also write every printed line to this JSON-lines file")
     parser.add_argument("--pad-multiple", default="8",
                         help="GPU mode: comma list; our batches' widths are rounded up to each in turn")
@@ -353,8 +403,12 @@ def main() -> None:
             tokenizer, rows = token_rows(data, variant, int(config["tiny"].get("vocab_size", 8000)), block)
             micros = [int(m) for m in str(args.micro_batch).split(",")]
             multiples = [int(m) for m in str(args.pad_multiple).split(",")]
+            engine_ds = None
+            if args.engine:
+                engine_ds = {**load_config(os.path.join(ROOT, "ray_config.yaml"), args.engine)["train"]["deepspeed"],
+                             "precision": "auto"}
             lines += gpu_compare(args.gpu_model, tokenizer, rows, variant, micros, args.steps, block,
-                                 multiples, args.device)
+                                 multiples, args.device, engine_ds)
         if args.results:
             with open(args.results, "w", encoding="utf-8") as handle:
                 handle.writelines(json.dumps(line) + "\n" for line in lines)

@@ -132,9 +132,27 @@ def _checkpoint(engine, state: dict, metrics: dict, rank: int) -> None:
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(folder))
 
 
+def build_engine(lm, ds: dict, precision: str, total_steps: int, device):
+    """The DeepSpeed engine and LR schedule of a run: AdamW (no decay on biases and norms) with
+    warmup and decay, wrapped by `deepspeed.initialize` with the config block's ZeRO settings."""
+    import deepspeed
+    import torch
+
+    decay = [p for n, p in lm.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in lm.named_parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": float(ds.get("weight_decay", 0.0))},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=float(ds["lr"]),
+                                  betas=(0.9, 0.95), fused=device.type == "cuda")
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(
+        s, int(ds.get("warmup_steps", 0)), total_steps, ds.get("schedule", "cosine"),
+        float(ds.get("min_lr_ratio", 0.0))))
+    engine, _, _, _ = deepspeed.initialize(model=lm.to(device), optimizer=optimizer, lr_scheduler=schedule,
+                                           config=deepspeed_config(ds, precision))
+    return engine, schedule
+
+
 def train_func(cfg: dict) -> None:
     """One worker's training run (the `train_loop_per_worker` of the TorchTrainer)."""
-    import deepspeed
     import ray.train
     import ray.train.torch
     import torch
@@ -148,17 +166,8 @@ def train_func(cfg: dict) -> None:
     lm = build_model(cfg["model"], len(tokenizer), cfg["tiny"], cfg["seed"], tokenizer.pad_token_id)
     cuda = device.type == "cuda"
     precision = resolve_precision(cfg["precision"], cuda, cuda and torch.cuda.is_bf16_supported())
-    ds = cfg["deepspeed"]
-    decay = [p for n, p in lm.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in lm.named_parameters() if p.ndim < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": float(ds.get("weight_decay", 0.0))},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=float(ds["lr"]),
-                                  betas=(0.9, 0.95), fused=cuda)
     total = cfg["total_steps"]
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(
-        s, int(ds.get("warmup_steps", 0)), total, ds.get("schedule", "cosine"), float(ds.get("min_lr_ratio", 0.0))))
-    engine, _, _, _ = deepspeed.initialize(model=lm.to(device), optimizer=optimizer, lr_scheduler=schedule,
-                                           config=deepspeed_config(ds, precision))
+    engine, schedule = build_engine(lm, cfg["deepspeed"], precision, total, device)
     state = _restore(engine, cfg["output"], rank)
     train_shard, dev_shard = ray.train.get_dataset_shard("train"), ray.train.get_dataset_shard("dev")
     parameters = count_parameters(lm)

@@ -40,7 +40,7 @@ import pyarrow.dataset as pads  # noqa: E402
 
 from rrt.batching import bucket_batches, pad_batch, tokenize_table  # noqa: E402
 from rrt.config import load_config  # noqa: E402
-from rrt.models import TINY_DEFAULTS, count_parameters, fused_gelu, special_tokens, train_tiny_tokenizer  # noqa: E402
+from rrt.models import count_parameters, fused_gelu, special_tokens, tiny_config, train_tiny_tokenizer  # noqa: E402
 from rrt.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
@@ -75,12 +75,10 @@ def token_rows(data: str, variant: str, vocab_size: int, block: int):
 def stock_model(tokenizer, shape: dict):
     """The tiny shape as plain Hugging Face builds it (no rrt changes, such as the fused GELU)."""
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2LMHeadModel
 
     torch.manual_seed(13)
-    layers = {**TINY_DEFAULTS, **shape}
-    layers.pop("vocab_size", None)
-    return GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **layers))
+    return GPT2LMHeadModel(tiny_config(len(tokenizer), shape, tokenizer.pad_token_id))
 
 
 def baseline_trainer(tokenizer, rows, shape: dict, micro: int, steps: int, lr: float, block: int) -> dict:
@@ -182,22 +180,34 @@ def scheme_batches(scheme: str, rows, micro: int, block: int, pad_id: int, multi
     return batches
 
 
-def time_steps(step, batches: list, steps: int, device) -> float:
-    """Useful tokens per second of `steps` calls of `step(inputs)`, after warm-up steps."""
+def sync(device) -> None:
+    """Wait for the GPU's queued work, so a clock read after it counts that work."""
     import torch
 
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def batch_inputs(batch, device) -> dict:
+    """A batch's model inputs as tensors on `device`."""
+    import torch
+
+    return {k: torch.from_numpy(getattr(batch, k)).to(device, non_blocking=True)
+            for k in ("input_ids", "attention_mask", "labels")}
+
+
+def time_steps(step, batches: list, steps: int, device) -> float:
+    """Useful tokens per second of `steps` calls of `step(inputs)`, after warm-up steps."""
     useful, started = 0, None
     for index in range(steps + WARMUP_STEPS):
         batch = batches[index % len(batches)]
-        step({k: torch.from_numpy(getattr(batch, k)).to(device, non_blocking=True)
-              for k in ("input_ids", "attention_mask", "labels")})
+        step(batch_inputs(batch, device))
         if index == WARMUP_STEPS - 1:
-            sync()
+            sync(device)
             started = time.perf_counter()
         elif index >= WARMUP_STEPS:
             useful += batch.real_tokens
-    sync()
+    sync(device)
     return useful / (time.perf_counter() - started)
 
 
@@ -253,18 +263,16 @@ def profile_step(model, batch, device) -> dict:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    cuda = device.type == "cuda"
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    inputs = {k: torch.from_numpy(getattr(batch, k)).to(device) for k in ("input_ids", "attention_mask", "labels")}
-    sync()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    inputs = batch_inputs(batch, device)
+    sync(device)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profile(activities=activities) as prof:
         started = time.perf_counter()
         with torch.autocast(device.type, dtype=torch.bfloat16):
             loss = model(**inputs).loss
         loss.backward()
         host = time.perf_counter() - started
-        sync()
+        sync(device)
         wall = time.perf_counter() - started
     kernels = [e for e in prof.key_averages() if e.device_type == DeviceType.CUDA]
     top = sorted(kernels, key=lambda e: e.self_device_time_total, reverse=True)[:6]
@@ -397,16 +405,16 @@ def main() -> None:
         raise SystemExit(f"unknown variant(s): {', '.join(unknown)}")
     data = prepared_data(args.data)
     if args.gpu_model:
+        micros = [int(m) for m in str(args.micro_batch).split(",")]
+        multiples = [int(m) for m in str(args.pad_multiple).split(",")]
+        engine_ds = None
+        if args.engine:
+            engine_ds = {**load_config(os.path.join(ROOT, "ray_config.yaml"), args.engine)["train"]["deepspeed"],
+                         "precision": "auto"}
         lines = []
         for variant in variants:
             block = int(config["block_size"][variant])
             tokenizer, rows = token_rows(data, variant, int(config["tiny"].get("vocab_size", 8000)), block)
-            micros = [int(m) for m in str(args.micro_batch).split(",")]
-            multiples = [int(m) for m in str(args.pad_multiple).split(",")]
-            engine_ds = None
-            if args.engine:
-                engine_ds = {**load_config(os.path.join(ROOT, "ray_config.yaml"), args.engine)["train"]["deepspeed"],
-                             "precision": "auto"}
             lines += gpu_compare(args.gpu_model, tokenizer, rows, variant, micros, args.steps, block,
                                  multiples, args.device, engine_ds)
         if args.results:

@@ -30,7 +30,7 @@ from jobs.launch import JobError, claim_output, count_rows, parquet_files, start
 from rrt.config import ConfigError, load_config, section  # noqa: E402
 from rrt.formats import VARIANTS  # noqa: E402
 from rrt.models import TINY, load_tokenizer  # noqa: E402
-from rrt.optim import PRECISIONS, SCHEDULES  # noqa: E402
+from rrt.optim import DEFAULT_BUCKET_SIZE, PRECISIONS, SCHEDULES  # noqa: E402
 
 TOKENIZER_TEXTS = 50_000  # training texts the tiny tokenizer learns from
 
@@ -93,7 +93,8 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         (train.get("batching", "tokens") in ("tokens", "examples"), "train.batching must be tokens or examples"),
         (ds.get("precision", "auto") in PRECISIONS, f"train.deepspeed.precision must be one of {PRECISIONS}"),
         (ds.get("zero_stage", 2) in (0, 1, 2), "train.deepspeed.zero_stage must be 0, 1 or 2"),
-        (isinstance(ds.get("bucket_size", 5e8), (int, float)) and float(ds.get("bucket_size", 5e8)) >= 1e5,
+        (isinstance(ds.get("bucket_size", DEFAULT_BUCKET_SIZE), (int, float))
+         and float(ds.get("bucket_size", DEFAULT_BUCKET_SIZE)) >= 1e5,
          "train.deepspeed.bucket_size must be a number of elements >= 100000"),
         (ds.get("schedule", "cosine") in SCHEDULES, f"train.deepspeed.schedule must be one of {SCHEDULES}"),
         (isinstance(ds.get("micro_batch", 8), int) and ds.get("micro_batch", 8) >= 1,
@@ -231,6 +232,13 @@ def plot_loss(output: str) -> None:
     plt.close(figure)
 
 
+def steady_mean(values: list[float]) -> float | None:
+    """Mean over the logged intervals: the first includes start-up work and is left out
+    when there are others; None when nothing was logged."""
+    kept = values[1:] or values
+    return sum(kept) / len(kept) if kept else None
+
+
 def write_stats(settings: dict, config: dict, seconds: float, train_rows: int) -> dict:
     """train_stats.json: steps, examples kept/cut/too long, speed, padding and MFU of this run."""
     from rrt.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops
@@ -244,8 +252,7 @@ def write_stats(settings: dict, config: dict, seconds: float, train_rows: int) -
     padding = [r["padding_fraction"] for r in rows if r.get("padding_fraction") is not None]
     waits = [r["data_wait_fraction"] for r in rows if r.get("data_wait_fraction") is not None]
     evals = [r["eval_loss"] for r in rows if r["eval_loss"] is not None]
-    # The first interval includes start-up work; it is left out of the speed when there are others.
-    speed = sum(speeds[1:]) / len(speeds[1:]) if len(speeds) > 1 else (speeds[0] if speeds else 0.0)
+    speed = steady_mean(speeds) or 0.0
     if worker["device"] == "cpu":
         peak = measure_cpu_peak_flops(config["torch_threads"]) * worker["world_size"]
     else:
@@ -253,8 +260,7 @@ def write_stats(settings: dict, config: dict, seconds: float, train_rows: int) -
     stats = {**worker, "variant": settings["variant"], "model": settings["model"], "train_rows": train_rows,
              "planned_steps": config["total_steps"], "wall_s": round(seconds, 1), "tokens_per_s": round(speed, 1),
              "padding_fraction": round(sum(padding) / len(padding), 4) if padding else None,
-             "data_wait_fraction": round(sum(waits[1:] or waits) / max(1, len(waits[1:] or waits)), 4)
-             if waits else None,
+             "data_wait_fraction": round(steady_mean(waits), 4) if waits else None,
              "eval_loss_first": evals[0] if evals else None, "eval_loss_last": evals[-1] if evals else None,
              "peak_flops": peak, "mfu": round(estimate_mfu(worker["parameters"], speed, peak), 5)}
     with open(os.path.join(output, "train_stats.json"), "w", encoding="utf-8") as handle:

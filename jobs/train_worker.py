@@ -62,6 +62,11 @@ def micro_batches(shard, cfg: dict, seed: int, counts: dict | None):
         yield from bucket_batches(window, cfg["micro_batch"], cfg["pad_id"], cfg["loss_on"], rng, cfg["token_budget"])
 
 
+def _new_window() -> dict:
+    """Counters of the steps since the last metrics line."""
+    return {"loss": 0.0, "micro": 0, "real": 0, "total": 0, "seconds": 0.0, "wait": 0.0}
+
+
 def _sum(values: list[float], device) -> list[float]:
     """Element-wise sum over all workers."""
     import torch
@@ -183,7 +188,7 @@ def train_func(cfg: dict) -> None:
         log({"step": 0, "epoch": 0, "train_loss": None, "eval_loss": evaluate(engine, dev_shard, cfg, rank, world, device),
              "lr": schedule.get_last_lr()[0], "tokens_per_s": None, "padding_fraction": None,
              "data_wait_fraction": None})
-    window = {"loss": 0.0, "micro": 0, "real": 0, "total": 0, "seconds": 0.0, "wait": 0.0}
+    window = _new_window()
     progress = None
     if rank == 0:
         from tqdm import tqdm
@@ -238,7 +243,7 @@ def train_func(cfg: dict) -> None:
                          # per cent the input pipeline, not the model, sets the pace.
                          "data_wait_fraction": wait / seconds if seconds else 0.0}
                 log(entry)
-                window = {"loss": 0.0, "micro": 0, "real": 0, "total": 0, "seconds": 0.0, "wait": 0.0}
+                window = _new_window()
             if step % cfg["checkpoint_interval"] == 0 and not last:
                 _checkpoint(engine, state, {"step": step}, rank)
         if ran == 0:

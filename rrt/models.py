@@ -76,18 +76,24 @@ def fused_gelu(config):
     return config
 
 
+def tiny_config(vocab_size: int, tiny: dict[str, Any] | None = None, pad_token_id: int | None = None):
+    """The tiny preset's GPT-2 config as Hugging Face defines it (layer shape from `train.tiny`)."""
+    from transformers import GPT2Config
+
+    shape = {**TINY_DEFAULTS, **(tiny or {})}
+    shape.pop("vocab_size", None)
+    return GPT2Config(vocab_size=vocab_size, pad_token_id=pad_token_id, **shape)
+
+
 def build_model(model: str, vocab_size: int, tiny: dict[str, Any] | None = None, seed: int = 0,
                 pad_token_id: int | None = None):
     """A causal LM: a fresh tiny GPT-2, or pretrained weights with embeddings resized for new tokens."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
+    from transformers import AutoConfig, AutoModelForCausalLM, GPT2LMHeadModel
 
     torch.manual_seed(seed)
     if model == TINY:
-        shape = {**TINY_DEFAULTS, **(tiny or {})}
-        shape.pop("vocab_size", None)
-        config = GPT2Config(vocab_size=vocab_size, pad_token_id=pad_token_id, **shape)
-        return GPT2LMHeadModel(fused_gelu(config))
+        return GPT2LMHeadModel(fused_gelu(tiny_config(vocab_size, tiny, pad_token_id)))
     lm = AutoModelForCausalLM.from_pretrained(model, config=fused_gelu(AutoConfig.from_pretrained(model)))
     if lm.get_input_embeddings().weight.shape[0] != vocab_size:
         lm.resize_token_embeddings(vocab_size)

@@ -6,6 +6,7 @@ from typing import Any
 
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 SCHEDULES = ("cosine", "linear")
+DEFAULT_BUCKET_SIZE = 5e8  # DeepSpeed's own: elements per ZeRO reduce and all-gather bucket
 
 
 def resolve_precision(precision: str, cuda: bool, bf16_supported: bool) -> str:
@@ -19,6 +20,7 @@ def resolve_precision(precision: str, cuda: bool, bf16_supported: bool) -> str:
 
 def deepspeed_config(block: dict[str, Any], precision: str) -> dict[str, Any]:
     """The DeepSpeed JSON config for one run (ZeRO stage, precision, batch, clipping)."""
+    bucket = int(float(block.get("bucket_size", DEFAULT_BUCKET_SIZE)))
     config = {
         "train_micro_batch_size_per_gpu": int(block.get("micro_batch", 8)),
         "gradient_accumulation_steps": int(block.get("grad_accum", 1)),
@@ -27,8 +29,7 @@ def deepspeed_config(block: dict[str, Any], precision: str) -> dict[str, Any]:
                               "contiguous_gradients": True,
                               # Elements per gradient-reduce and all-gather bucket. DeepSpeed's 5e8
                               # suits large models; for the tiny CPU preset it cost about 8% a step.
-                              "reduce_bucket_size": int(float(block.get("bucket_size", 5e8))),
-                              "allgather_bucket_size": int(float(block.get("bucket_size", 5e8)))},
+                              "reduce_bucket_size": bucket, "allgather_bucket_size": bucket},
         # Our optimizer is torch's AdamW, which ZeRO handles but does not list as tested.
         "zero_allow_untested_optimizer": True,
         "steps_per_print": 10 ** 9,

@@ -8,7 +8,8 @@ example to the block size (same model, data, steps and hardware).
 CPU mode runs jobs/train.py (Ray Data tokenization, length-bucketed batches, Ray Train +
 DeepSpeed ZeRO-2) with one worker and with two, and the baseline Trainer in this process.
 The baseline model is GPT-2 as Hugging Face builds it; ours is the same shape and weights from
-rrt.models, which runs GPT-2's tanh GELU as one fused kernel (the same function).
+rrt.models, computing the same functions more cheaply: GPT-2's tanh GELU as one fused kernel,
+dropout from 16-bit masks (rrt.dropout), the loss backward in place (rrt.lm_loss), fused AdamW.
 Speed is useful (non-padding) tokens per second, measured after the first steps so start-up
 is not counted. Each variant in --variants (default: contextual and no_context) gets its own
 comparison; with --rounds N the baseline and ours take turns N times and the median ratio
@@ -40,7 +41,8 @@ import pyarrow.dataset as pads  # noqa: E402
 
 from rrt.batching import bucket_batches, pad_batch, tokenize_table  # noqa: E402
 from rrt.config import load_config  # noqa: E402
-from rrt.models import count_parameters, fused_gelu, special_tokens, tiny_config, train_tiny_tokenizer  # noqa: E402
+from rrt.models import (count_parameters, fused_gelu, special_tokens, tiny_config,  # noqa: E402
+                        train_tiny_tokenizer, training_kernels)
 from rrt.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
@@ -313,6 +315,8 @@ def gpu_compare(model_name: str, tokenizer, rows, variant: str, micros: list[int
                 model = AutoModelForCausalLM.from_config(fused_gelu(copy.deepcopy(config))
                                                          if scheme == "engine" else config)
             model.train()
+            if scheme == "engine":
+                training_kernels(model, cuda)  # as the workers do: fused loss; dropout masks on CPU only
             step = (engine_step(model, device, {**engine_ds, "micro_batch": micro}, steps + WARMUP_STEPS)
                     if scheme == "engine" else autocast_step(model, device))
             speed = speeds[(scheme, multiple)] = time_steps(step, batches, steps, device)

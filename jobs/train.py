@@ -91,6 +91,8 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         (train.get("max_steps") is None or (isinstance(train["max_steps"], int) and train["max_steps"] >= 1),
          "train.max_steps must be null or >= 1"),
         (train.get("batching", "tokens") in ("tokens", "examples"), "train.batching must be tokens or examples"),
+        (train.get("fast_dropout", "auto") in ("auto", True, False), "train.fast_dropout must be auto, true or false"),
+        (isinstance(train.get("fused_loss", True), bool), "train.fused_loss must be true or false"),
         (ds.get("precision", "auto") in PRECISIONS, f"train.deepspeed.precision must be one of {PRECISIONS}"),
         (ds.get("zero_stage", 2) in (0, 1, 2), "train.deepspeed.zero_stage must be 0, 1 or 2"),
         (isinstance(ds.get("bucket_size", DEFAULT_BUCKET_SIZE), (int, float))
@@ -199,6 +201,7 @@ def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: st
         "token_budget": micro * settings["block"] if tokens else None,
         "loss_on": settings["loss_on"], "epochs": settings["epochs"], "max_steps": settings["max_steps"],
         "total_steps": total, "steps_per_epoch": per_epoch, "torch_threads": threads,
+        "fast_dropout": settings.get("fast_dropout", "auto"), "fused_loss": settings.get("fused_loss", True),
         "log_interval": int(settings.get("log_interval", 5)), "eval_interval": int(settings.get("eval_interval", 50)),
         "checkpoint_interval": int(settings.get("checkpoint_interval", 50)),
         "fail_at_step": int(os.environ.get("RRT_TEST_FAIL_AT_STEP", "0") or 0),

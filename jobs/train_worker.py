@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from rrt.batching import Batch, bucket_batches
-from rrt.models import build_model, count_parameters, export_model
+from rrt.models import build_model, count_parameters, export_model, training_kernels
 from rrt.optim import deepspeed_config, lr_factor, resolve_precision
 
 STATE_FILE = "train_state.{rank}.json"  # one per worker: each keeps its own example counts
@@ -147,7 +147,9 @@ def build_engine(lm, ds: dict, precision: str, total_steps: int, device):
     no_decay = [p for n, p in lm.named_parameters() if p.ndim < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": float(ds.get("weight_decay", 0.0))},
                                    {"params": no_decay, "weight_decay": 0.0}], lr=float(ds["lr"]),
-                                  betas=(0.9, 0.95), fused=device.type == "cuda")
+                                  # torch's fused AdamW runs on CPU too: 3 ms a step on the tiny preset's
+                                  # flat ZeRO partition against 10-28 ms for the per-tensor loop.
+                                  betas=(0.9, 0.95), fused=device.type in ("cuda", "cpu"))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(
         s, int(ds.get("warmup_steps", 0)), total_steps, ds.get("schedule", "cosine"),
         float(ds.get("min_lr_ratio", 0.0))))
@@ -170,6 +172,7 @@ def train_func(cfg: dict) -> None:
     tokenizer = PreTrainedTokenizerFast.from_pretrained(cfg["tokenizer_dir"])
     lm = build_model(cfg["model"], len(tokenizer), cfg["tiny"], cfg["seed"], tokenizer.pad_token_id)
     cuda = device.type == "cuda"
+    kernels = training_kernels(lm, cuda, cfg["fast_dropout"], cfg["fused_loss"])
     precision = resolve_precision(cfg["precision"], cuda, cuda and torch.cuda.is_bf16_supported())
     total = cfg["total_steps"]
     engine, schedule = build_engine(lm, cfg["deepspeed"], precision, total, device)
@@ -264,5 +267,5 @@ def train_func(cfg: dict) -> None:
         with open(os.path.join(cfg["output"], "worker_stats.json"), "w", encoding="utf-8") as handle:
             json.dump({"steps": state["step"], "epochs_started": state["epoch"] + 1, "examples": state["counts"],
                        "parameters": parameters, "precision": precision, "world_size": world,
-                       "torch_threads": torch.get_num_threads(),
+                       "torch_threads": torch.get_num_threads(), **kernels,
                        "device": torch.cuda.get_device_name() if cuda else "cpu"}, handle, indent=2)

@@ -40,6 +40,7 @@ def test_two_workers_learn_and_write_every_output(trained):
     assert stats["world_size"] == 2 and stats["steps"] == 30 and stats["precision"] == "fp32"
     assert stats["padding_fraction"] < 0.10 and 0 <= stats["data_wait_fraction"] < 1
     assert stats["torch_threads"] >= 1
+    assert stats["fast_dropout"] is True and stats["fused_loss"] is True  # CPU: our cheaper kernels
     assert sum(stats["examples"].values()) > 0
     assert (out / "loss.png").stat().st_size > 1000
     assert any(p.name.startswith("checkpoint_") for p in (out / "ray").iterdir())
@@ -131,5 +132,8 @@ def test_an_empty_split_or_bad_config_value_is_one_line(tmp_path):
     config = quick_train_config(tmp_path, loss_on="sometimes")
     done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
     assert done.returncode == 2 and done.stderr.strip() == "train_contextual: error: train.loss_on must be all or target"
+    config = quick_train_config(tmp_path, fast_dropout="sometimes")
+    done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
+    assert done.returncode == 2 and "train.fast_dropout must be auto, true or false" in done.stderr
     assert not (tmp_path / "out").exists()
     shutil.rmtree(data)

@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rrt-installed
-SYSTEM_PACKAGES := libenchant-2-2 hunspell-en-us chromium
+SYSTEM_PACKAGES := libenchant-2-2 hunspell-en-us libtcmalloc-minimal4 chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
@@ -14,7 +14,7 @@ help:  ## list the targets
 
 setup: system-packages $(STAMP)  ## create .venv and install everything (idempotent)
 
-system-packages:  ## apt-install the spell-check libraries and chromium (the page test) when missing
+system-packages:  ## apt-install the spell-check libraries, tcmalloc (training workers) and chromium (the page test) when missing
 	@if ! dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1; then \
 		echo "installing $(SYSTEM_PACKAGES)"; \
 		$(SUDO) apt-get update -q && \

@@ -2,10 +2,14 @@
 the Parquet folders it reads."""
 from __future__ import annotations
 
+import ctypes.util
 import json
 import os
 import shutil
 import time
+
+# Allocators a job can preload into its Ray workers, by the library name the loader looks up.
+ALLOCATORS = {"tcmalloc": "tcmalloc_minimal", "system": None}
 
 
 class JobError(Exception):
@@ -50,6 +54,15 @@ def start_ray(ray_settings: dict) -> None:
     local = {} if address else {"num_cpus": ray_settings.get("num_cpus"),
                                 "object_store_memory": ray_settings.get("object_store_memory")}
     ray.init(address=address, include_dashboard=False, **local)
+
+
+def allocator_env(name: str) -> dict[str, str]:
+    """Worker environment that preloads the named malloc: {} for the system's or when the library
+    is not installed here. The bare soname is used, so each node's loader finds its own copy."""
+    library = ALLOCATORS[name] and ctypes.util.find_library(ALLOCATORS[name])
+    if not library:
+        return {}
+    return {"LD_PRELOAD": ":".join(filter(None, [library, os.environ.get("LD_PRELOAD")]))}
 
 
 def parquet_files(path: str) -> list[str]:

@@ -26,7 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pyarrow.dataset as pads  # noqa: E402
 
-from jobs.launch import JobError, claim_output, count_rows, parquet_files, start_ray  # noqa: E402
+from jobs.launch import (ALLOCATORS, JobError, allocator_env, claim_output, count_rows,  # noqa: E402
+                         parquet_files, start_ray)
 from rrt.config import ConfigError, load_config, section  # noqa: E402
 from rrt.formats import VARIANTS  # noqa: E402
 from rrt.models import TINY, load_tokenizer  # noqa: E402
@@ -93,6 +94,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         (train.get("batching", "tokens") in ("tokens", "examples"), "train.batching must be tokens or examples"),
         (train.get("fast_dropout", "auto") in ("auto", True, False), "train.fast_dropout must be auto, true or false"),
         (isinstance(train.get("fused_loss", True), bool), "train.fused_loss must be true or false"),
+        (train.get("allocator", "tcmalloc") in ALLOCATORS, f"train.allocator must be one of {', '.join(ALLOCATORS)}"),
         (ds.get("precision", "auto") in PRECISIONS, f"train.deepspeed.precision must be one of {PRECISIONS}"),
         (ds.get("zero_stage", 2) in (0, 1, 2), "train.deepspeed.zero_stage must be 0, 1 or 2"),
         (isinstance(ds.get("bucket_size", DEFAULT_BUCKET_SIZE), (int, float))
@@ -271,6 +273,15 @@ def write_stats(settings: dict, config: dict, seconds: float, train_rows: int) -
     return stats
 
 
+def worker_env(allocator: str) -> dict | None:
+    """The training workers' runtime env: the configured malloc preloaded, or a note when it is missing."""
+    env = allocator_env(allocator)
+    if allocator != "system" and not env:
+        print(f"train: note: {allocator} is not installed (Debian: apt install libtcmalloc-minimal4); "
+              "the workers use the system malloc", file=sys.stderr)
+    return {"env_vars": env} if env else None
+
+
 def run(settings: dict, resume: bool, overwrite: bool) -> dict:
     """Claim the run folder, start Ray, build datasets and the trainer, fit, then report."""
     import ray.data
@@ -303,7 +314,8 @@ def run(settings: dict, resume: bool, overwrite: bool) -> dict:
                                      resources_per_worker={"CPU": float(settings.get("cpus_per_worker", 1))}),
         run_config=RunConfig(name="ray", storage_path=settings["output"],
                              failure_config=FailureConfig(max_failures=int(settings.get("max_failures", 2))),
-                             checkpoint_config=CheckpointConfig(num_to_keep=int(settings.get("keep_checkpoints", 2)))))
+                             checkpoint_config=CheckpointConfig(num_to_keep=int(settings.get("keep_checkpoints", 2))),
+                             worker_runtime_env=worker_env(settings.get("allocator", "tcmalloc"))))
     started = time.perf_counter()
     trainer.fit()
     plot_loss(settings["output"])

@@ -18,6 +18,7 @@ import numpy as np
 from rrt.batching import Batch, bucket_batches
 from rrt.models import build_model, count_parameters, export_model, training_kernels
 from rrt.optim import deepspeed_config, lr_factor, resolve_precision
+from rrt.speed import loaded_allocator
 
 STATE_FILE = "train_state.{rank}.json"  # one per worker: each keeps its own example counts
 FAIL_MARKER = ".injected_failure_done"
@@ -267,5 +268,5 @@ def train_func(cfg: dict) -> None:
         with open(os.path.join(cfg["output"], "worker_stats.json"), "w", encoding="utf-8") as handle:
             json.dump({"steps": state["step"], "epochs_started": state["epoch"] + 1, "examples": state["counts"],
                        "parameters": parameters, "precision": precision, "world_size": world,
-                       "torch_threads": torch.get_num_threads(), **kernels,
+                       "torch_threads": torch.get_num_threads(), "allocator": loaded_allocator(), **kernels,
                        "device": torch.cuda.get_device_name() if cuda else "cpu"}, handle, indent=2)

@@ -37,3 +37,13 @@ def measure_cpu_peak_flops(threads: int, size: int = 1024, seconds: float = 1.0)
         return 2.0 * size ** 3 * runs / (time.perf_counter() - started)
     finally:
         torch.set_num_threads(previous)
+
+
+def loaded_allocator() -> str:
+    """The malloc this process runs on: tcmalloc, jemalloc, system, or unknown (no /proc)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as handle:
+            maps = handle.read()
+    except OSError:
+        return "unknown"
+    return next((name for name in ("tcmalloc", "jemalloc") if f"lib{name}" in maps), "system")

@@ -4,10 +4,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
 from conftest import needs_shared_data, quick_train_config, run_script
+from jobs.launch import allocator_env
 from rrt.formats import parse_text
 from rrt.paper_format import END_INST, EOS
 
@@ -41,6 +44,7 @@ def test_two_workers_learn_and_write_every_output(trained):
     assert stats["padding_fraction"] < 0.10 and 0 <= stats["data_wait_fraction"] < 1
     assert stats["torch_threads"] >= 1
     assert stats["fast_dropout"] is True and stats["fused_loss"] is True  # CPU: our cheaper kernels
+    assert stats["allocator"] == ("tcmalloc" if allocator_env("tcmalloc") else "system")
     assert sum(stats["examples"].values()) > 0
     assert (out / "loss.png").stat().st_size > 1000
     assert any(p.name.startswith("checkpoint_") for p in (out / "ray").iterdir())
@@ -135,5 +139,23 @@ def test_an_empty_split_or_bad_config_value_is_one_line(tmp_path):
     config = quick_train_config(tmp_path, fast_dropout="sometimes")
     done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
     assert done.returncode == 2 and "train.fast_dropout must be auto, true or false" in done.stderr
+    config = quick_train_config(tmp_path, allocator="hoard")
+    done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
+    assert done.returncode == 2 and "train.allocator must be one of tcmalloc, system" in done.stderr
     assert not (tmp_path / "out").exists()
     shutil.rmtree(data)
+
+
+def test_the_allocator_is_preloaded_by_soname_and_keeps_an_earlier_preload(monkeypatch):
+    assert allocator_env("system") == {}
+    env = allocator_env("tcmalloc")
+    if not env:
+        pytest.skip("libtcmalloc-minimal4 is not installed here (make setup installs it)")
+    assert env["LD_PRELOAD"].startswith("libtcmalloc_minimal.so")  # each node's loader finds its own copy
+    monkeypatch.setenv("LD_PRELOAD", "libother.so")
+    assert allocator_env("tcmalloc")["LD_PRELOAD"].endswith(":libother.so")
+    probe = [sys.executable, "-c", "from rrt.speed import loaded_allocator; print(loaded_allocator())"]
+    ran = subprocess.run(probe, env={**os.environ, **env}, capture_output=True, text=True, check=True)
+    assert ran.stdout.strip() == "tcmalloc"
+    plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    assert subprocess.run(probe, env=plain, capture_output=True, text=True, check=True).stdout.strip() == "system"

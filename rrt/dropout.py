@@ -72,22 +72,35 @@ def _causal(q_len: int, k_len: int, device: torch.device) -> torch.Tensor:
     return _CAUSAL[key]
 
 
+def _attend(query, key, value, allowed, scale: float, dropout: float):
+    """softmax(q k^T) v with a boolean or additive mask and 16-bit dropout masks."""
+    scores = torch.matmul(query * scale, key.transpose(-1, -2))
+    # matmul keeps its inputs, not its output, so the mask may go in place.
+    if allowed is not None and allowed.dtype == torch.bool:
+        # The dtype's minimum, not -inf: a row with nothing allowed gives uniform weights, not NaN.
+        scores.masked_fill_(~allowed, torch.finfo(scores.dtype).min)
+    elif allowed is not None:
+        scores.add_(allowed)
+    return torch.matmul(masked_dropout(torch.softmax(scores, dim=-1), dropout), value)
+
+
 def dropout_attention(module, query, key, value, attention_mask, dropout: float = 0.0,
                       scaling: float | None = None, **kwargs):
     """Attention for Hugging Face models: softmax(q k^T) v with 16-bit dropout masks while
-    training, torch's fused kernel otherwise. Masks are SDPA's: boolean, True where allowed."""
+    training, torch's fused kernel otherwise. Masks are SDPA's (boolean, True where allowed) or
+    additive; no mask means causal unless the call or module says otherwise."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     if dropout <= 0.0 or kwargs.get("output_attentions"):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
                                       scaling=scaling, **kwargs)
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-    scores = torch.matmul(query * scale, key.transpose(-1, -2))
-    allowed = attention_mask if attention_mask is not None else _causal(query.shape[2], key.shape[2], query.device)
-    # The dtype's minimum, not -inf: a row with nothing allowed gives uniform weights, not NaN.
-    scores.masked_fill_(~allowed, torch.finfo(scores.dtype).min)  # matmul keeps its inputs, not this
-    weights = masked_dropout(torch.softmax(scores, dim=-1), dropout)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), None
+    causal = kwargs.get("is_causal")
+    if causal is None:
+        causal = getattr(module, "is_causal", True)
+    if attention_mask is None and causal:
+        attention_mask = _causal(query.shape[2], key.shape[2], query.device)
+    return _attend(query, key, value, attention_mask, scale, dropout).transpose(1, 2).contiguous(), None
 
 
 def use_cheap_dropout(lm) -> None:

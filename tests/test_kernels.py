@@ -40,15 +40,16 @@ def test_dropout_keeps_expectations_and_masks_its_gradient():
     assert module(x) is x and module.p == 0.3
 
 
+@pytest.mark.parametrize("length", [16, 96])
 @pytest.mark.parametrize("padded", [False, True])
-def test_attention_without_drops_equals_torch_sdpa(padded):
+def test_attention_without_drops_equals_torch_sdpa(padded, length):
     torch.manual_seed(2)
-    q, k, v = (torch.randn(2, 3, 16, 8, requires_grad=True) for _ in range(3))
-    causal = torch.ones(16, 16, dtype=torch.bool).tril()
+    q, k, v = (torch.randn(2, 3, length, 8, requires_grad=True) for _ in range(3))
+    causal = torch.ones(length, length, dtype=torch.bool).tril()
     mask = None
     if padded:
-        keys = torch.ones(2, 16, dtype=torch.bool)
-        keys[0, 11:] = False
+        keys = torch.ones(2, length, dtype=torch.bool)
+        keys[0, length - 5:] = False
         mask = (causal[None] & keys[:, None, :])[:, None]
     # A rate this small drops nothing at 16 bits, so the result must be plain attention.
     ours, _ = dropout_attention(None, q, k, v, mask, dropout=1e-7, scaling=8 ** -0.5)
@@ -57,6 +58,18 @@ def test_attention_without_drops_equals_torch_sdpa(padded):
     grads = torch.autograd.grad(ours.sum(), (q, k, v))
     for got, want in zip(grads, torch.autograd.grad(expected.sum(), (q, k, v))):
         assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_attention_takes_additive_masks_and_no_mask_when_not_causal():
+    torch.manual_seed(6)
+    q, k, v = (torch.randn(1, 2, 80, 4) for _ in range(3))
+    additive = torch.zeros(1, 1, 80, 80).masked_fill(torch.ones(80, 80, dtype=torch.bool).tril().logical_not(),
+                                                     float("-inf"))
+    ours, _ = dropout_attention(None, q, k, v, additive, dropout=1e-7, scaling=0.5)
+    assert torch.allclose(ours, F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.5).transpose(1, 2),
+                          atol=1e-5)
+    full, _ = dropout_attention(None, q, k, v, None, dropout=1e-7, scaling=0.5, is_causal=False)
+    assert torch.allclose(full, F.scaled_dot_product_attention(q, k, v, scale=0.5).transpose(1, 2), atol=1e-5)
 
 
 def test_attention_drops_weights_and_survives_a_row_with_nothing_allowed():

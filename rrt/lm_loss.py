@@ -21,11 +21,12 @@ class _CrossEntropy(torch.autograd.Function):
     def forward(ctx, logits, targets, divisor):
         """Log-softmax once; keep it, the counted rows and their targets for the backward pass."""
         logp = torch.log_softmax(logits, dim=-1)
-        rows = (targets != IGNORE).nonzero().squeeze(1)
+        counted = targets != IGNORE
+        rows = counted.nonzero().squeeze(1)
         picked = targets.index_select(0, rows)
         ctx.save_for_backward(logp, rows, picked)
         ctx.divisor = divisor
-        ctx.ignored = (targets == IGNORE).nonzero().squeeze(1)
+        ctx.ignored = counted.logical_not().nonzero().squeeze(1)
         return -logp[rows, picked].sum() / divisor
 
     @staticmethod

@@ -286,10 +286,12 @@ def profile_step(model, batch, device) -> dict:
 
 
 def gpu_compare(model_name: str, tokenizer, rows, variant: str, micros: list[int], steps: int, block: int,
-                multiples: list[int], device_type: str = "cuda", engine_ds: dict | None = None) -> list[dict]:
+                multiples: list[int], device_type: str = "cuda", engine_ds: dict | None = None,
+                zero_stages: list[int] | None = None) -> list[dict]:
     """One GPU, one process: padded-to-block batches against our bucketed batches (one run per
     width rounding), bf16 autocast, per micro-batch, with a profile of the padded step; with
-    `engine_ds`, also our whole step (the DeepSpeed engine, fused GELU) on our batches."""
+    `engine_ds`, also our whole step (the DeepSpeed engine, fused GELU) on our batches, once per
+    ZeRO stage in `zero_stages` (default: the block's own)."""
     import torch
     from transformers import AutoModelForCausalLM, GPT2Config
 
@@ -302,8 +304,8 @@ def gpu_compare(model_name: str, tokenizer, rows, variant: str, micros: list[int
                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                         pad_token_id=tokenizer.pad_token_id)
     schemes = [("padded", block)] + [("bucketed", m) for m in multiples]
-    if engine_ds:
-        schemes.append(("engine", multiples[0]))
+    stages = zero_stages or ([int(engine_ds.get("zero_stage", 2))] if engine_ds else [])
+    schemes += [(f"engine_z{stage}", multiples[0]) for stage in stages]
     lines = []
     for micro in micros:
         speeds = {}
@@ -313,12 +315,14 @@ def gpu_compare(model_name: str, tokenizer, rows, variant: str, micros: list[int
             torch.manual_seed(0)
             with device:  # initialised where it trains: 355M parameters take seconds on the host
                 model = AutoModelForCausalLM.from_config(fused_gelu(copy.deepcopy(config))
-                                                         if scheme == "engine" else config)
+                                                         if scheme.startswith("engine") else config)
             model.train()
-            if scheme == "engine":
+            if scheme.startswith("engine"):
                 training_kernels(model, cuda)  # as the workers do: fused loss; dropout masks on CPU only
-            step = (engine_step(model, device, {**engine_ds, "micro_batch": micro}, steps + WARMUP_STEPS)
-                    if scheme == "engine" else autocast_step(model, device))
+                block_ds = {**engine_ds, "micro_batch": micro, "zero_stage": int(scheme[len("engine_z"):])}
+                step = engine_step(model, device, block_ds, steps + WARMUP_STEPS)
+            else:
+                step = autocast_step(model, device)
             speed = speeds[(scheme, multiple)] = time_steps(step, batches, steps, device)
             parameters = count_parameters(model)
             padding = 1 - sum(b.real_tokens for b in batches) / sum(b.total_tokens for b in batches)
@@ -330,6 +334,8 @@ def gpu_compare(model_name: str, tokenizer, rows, variant: str, micros: list[int
                     "peak_memory_gb": round(torch.cuda.max_memory_allocated() / 2 ** 30, 1) if cuda else None}
             if scheme == "padded":
                 line["profile"] = profile_step(model, batches[0], device)
+            if scheme.startswith("engine"):
+                line["zero_stage"] = int(scheme[len("engine_z"):])
             print(json.dumps(line), flush=True)
             lines.append(line)
             del model, step
@@ -340,8 +346,9 @@ def gpu_compare(model_name: str, tokenizer, rows, variant: str, micros: list[int
         ratio = {"variant": variant, "micro_batch": micro,
                  "gpu_ratio_bucketed_over_padded": {f"pad_multiple_{m}": round(speeds[("bucketed", m)] / padded, 2)
                                                     for m in multiples}}
-        if engine_ds:
-            ratio["gpu_ratio_our_engine_over_padded"] = round(speeds[("engine", multiples[0])] / padded, 2)
+        for stage in stages:
+            ratio[f"gpu_ratio_our_engine_zero{stage}_over_padded"] = round(speeds[(f"engine_z{stage}", multiples[0])]
+                                                                           / padded, 2)
         print(json.dumps(ratio), flush=True)
         lines.append(ratio)
     return lines
@@ -398,6 +405,8 @@ def main() -> None:
     parser.add_argument("--engine", metavar="PROFILE",
                         help="GPU mode: also time our whole step (DeepSpeed engine from this profile's "
                              "train.deepspeed block, bf16 where supported) on our batches")
+    parser.add_argument("--zero-stages", help="GPU mode with --engine: comma list of ZeRO stages to time the "
+                                              "engine at, one run each (default: the profile's)")
     parser.add_argument("--results", help="GPU mode: also write every printed line to this JSON-lines file")
     parser.add_argument("--pad-multiple", default="8",
                         help="GPU mode: comma list; our batches' widths are rounded up to each in turn")
@@ -419,8 +428,9 @@ def main() -> None:
         for variant in variants:
             block = int(config["block_size"][variant])
             tokenizer, rows = token_rows(data, variant, int(config["tiny"].get("vocab_size", 8000)), block)
+            stages = [int(z) for z in args.zero_stages.split(",")] if args.zero_stages else None
             lines += gpu_compare(args.gpu_model, tokenizer, rows, variant, micros, args.steps, block,
-                                 multiples, args.device, engine_ds)
+                                 multiples, args.device, engine_ds, stages)
         if args.results:
             with open(args.results, "w", encoding="utf-8") as handle:
                 handle.writelines(json.dumps(line) + "\n" for line in lines)

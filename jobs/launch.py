@@ -44,16 +44,29 @@ def claim_output(out: str, fingerprint: str, settings: dict, overwrite: bool, re
     return False
 
 
-def start_ray(ray_settings: dict) -> None:
-    """Join RAY_ADDRESS / ray.address, or start a local Ray with the configured CPUs and memory."""
+def start_ray(ray_settings: dict) -> bool:
+    """Join RAY_ADDRESS / ray.address, or start a local Ray with the configured CPUs and memory;
+    True when this call started a local Ray."""
     import ray
 
     if ray.is_initialized():
-        return
+        return False
     address = ray_settings.get("address") or os.environ.get("RAY_ADDRESS")
     local = {} if address else {"num_cpus": ray_settings.get("num_cpus"),
                                 "object_store_memory": ray_settings.get("object_store_memory")}
+    if not address:
+        local["runtime_env"] = {"worker_process_setup_hook": quiet_local_ray}
     ray.init(address=address, include_dashboard=False, **local)
+    return not address
+
+
+def quiet_local_ray() -> None:
+    """Worker setup hook of a local Ray: silence Ray Train's placement-group cleaner, which cannot
+    read actor state without a dashboard and would warn every second; a local Ray ends with its
+    job, so nothing is left for it to clean."""
+    import logging
+
+    logging.getLogger("ray.train.v2._internal.execution.controller.placement_group_cleaner").setLevel(logging.ERROR)
 
 
 def allocator_env(name: str) -> dict[str, str]:

@@ -95,6 +95,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         (train.get("fast_dropout", "auto") in ("auto", True, False), "train.fast_dropout must be auto, true or false"),
         (isinstance(train.get("fused_loss", True), bool), "train.fused_loss must be true or false"),
         (train.get("allocator", "tcmalloc") in ALLOCATORS, f"train.allocator must be one of {', '.join(ALLOCATORS)}"),
+        (train.get("helper_priority", "idle") in ("idle", "normal"), "train.helper_priority must be idle or normal"),
         (ds.get("precision", "auto") in PRECISIONS, f"train.deepspeed.precision must be one of {PRECISIONS}"),
         (ds.get("zero_stage", 2) in (0, 1, 2), "train.deepspeed.zero_stage must be 0, 1 or 2"),
         (isinstance(ds.get("bucket_size", DEFAULT_BUCKET_SIZE), (int, float))
@@ -204,6 +205,7 @@ def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: st
         "loss_on": settings["loss_on"], "epochs": settings["epochs"], "max_steps": settings["max_steps"],
         "total_steps": total, "steps_per_epoch": per_epoch, "torch_threads": threads,
         "fast_dropout": settings.get("fast_dropout", "auto"), "fused_loss": settings.get("fused_loss", True),
+        "helper_priority": settings.get("helper_priority", "idle"), "driver_pid": None,
         "log_interval": int(settings.get("log_interval", 5)), "eval_interval": int(settings.get("eval_interval", 50)),
         "checkpoint_interval": int(settings.get("checkpoint_interval", 50)),
         "fail_at_step": int(os.environ.get("RRT_TEST_FAIL_AT_STEP", "0") or 0),
@@ -283,12 +285,8 @@ def worker_env(allocator: str) -> dict | None:
 
 
 def run(settings: dict, resume: bool, overwrite: bool) -> dict:
-    """Claim the run folder, start Ray, build datasets and the trainer, fit, then report."""
-    import ray.data
-    from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer
-
-    from jobs.train_worker import train_func
+    """Claim the run folder, start or join Ray, fit, then report."""
+    import ray
 
     run_id = fingerprint(settings)
     train_rows = count_rows(_split_dir(settings["data"], settings["variant"], "train"))
@@ -299,10 +297,27 @@ def run(settings: dict, resume: bool, overwrite: bool) -> dict:
     tokenizer = tokenizer or prepare_tokenizer(settings)
     tokenizer.save_pretrained(os.path.join(settings["output"], "tokenizer"))
     config = worker_config(settings, tokenizer, train_rows, run_id)
-    start_ray(settings["ray"])
+    started_ray = start_ray(settings["ray"])
+    if started_ray:
+        # This job stops the Ray it started (below), so its helpers may be made to yield for good.
+        config["driver_pid"] = os.getpid()
+    try:
+        return fit(settings, config, train_rows, tokenizer.backend_tokenizer.to_str())
+    finally:
+        if started_ray:
+            ray.shutdown()
+
+
+def fit(settings: dict, config: dict, train_rows: int, tokenizer_json: str) -> dict:
+    """Build the datasets and the trainer on a running Ray, fit, then plot and write the stats."""
+    import ray.data
+    from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    from jobs.train_worker import train_func
+
     # Workers show one step bar of their own; Ray Data's per-dataset bars would drown it.
     ray.data.DataContext.get_current().enable_progress_bars = False
-    tokenizer_json = tokenizer.backend_tokenizer.to_str()
     datasets = {"train": token_dataset(ray.data, settings, "train", tokenizer_json),
                 # Every worker reads the whole (small, capped) dev set; evaluation splits the work.
                 "dev": token_dataset(ray.data, settings, "dev", tokenizer_json,

@@ -159,6 +159,36 @@ def build_engine(lm, ds: dict, precision: str, total_steps: int, device):
     return engine, schedule
 
 
+def quiet_helpers(cfg: dict, device) -> dict:
+    """On CPU under a Ray this job's driver started itself: every other process of that Ray (its
+    daemons, agents, Data and Train actors) onto SCHED_IDLE, so none preempts a compute thread
+    (rrt.scheduling). Never on a shared cluster or GPU. Returns the run's stats fields."""
+    import ray
+    import torch.distributed as dist
+
+    from rrt import scheduling
+
+    me = os.getpid()
+    driver = cfg.get("driver_pid")
+    wanted = bool(cfg.get("helper_priority") == "idle" and driver and device.type == "cpu" and scheduling.supported())
+    if wanted and scheduling.is_idle(me):
+        scheduling.restore_normal(me)  # a restarted worker is started by the (idle) raylet
+    workers: list = [None] * dist.get_world_size()
+    dist.all_gather_object(workers, me)
+    raylet = scheduling.parent(me)
+    # The raylet that started this worker must be a child of the driver: a Ray the job started.
+    if not wanted or dist.get_rank() != 0 or raylet is None or scheduling.parent(raylet) != driver \
+            or "raylet" not in scheduling.command_line(raylet):
+        return {"helper_priority": "normal", "helpers_idled": 0}
+    ray_dir = os.path.dirname(ray.__file__)
+    helpers = set(scheduling.process_tree(raylet))
+    for daemon in scheduling.children(driver):
+        if ray_dir in scheduling.command_line(daemon):
+            helpers.update(scheduling.process_tree(daemon))
+    keep = {driver} | {pid for worker in workers for pid in scheduling.process_tree(worker)}
+    return {"helper_priority": "idle", "helpers_idled": scheduling.set_idle(sorted(helpers - keep))}
+
+
 def train_func(cfg: dict) -> None:
     """One worker's training run (the `train_loop_per_worker` of the TorchTrainer)."""
     import ray.train
@@ -170,6 +200,7 @@ def train_func(cfg: dict) -> None:
     rank, world = context.get_world_rank(), context.get_world_size()
     torch.set_num_threads(cfg["torch_threads"])
     device = ray.train.torch.get_device()
+    helpers = quiet_helpers(cfg, device)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(cfg["tokenizer_dir"])
     lm = build_model(cfg["model"], len(tokenizer), cfg["tiny"], cfg["seed"], tokenizer.pad_token_id)
     cuda = device.type == "cuda"
@@ -215,7 +246,7 @@ def train_func(cfg: dict) -> None:
             engine.step()
             ran += 1
             state["micro_in_epoch"] += 1
-            window["loss"] += float(loss)
+            window["loss"] += float(loss.detach())
             window["micro"] += 1
             window["real"] += batch.real_tokens
             window["total"] += batch.total_tokens
@@ -268,5 +299,5 @@ def train_func(cfg: dict) -> None:
         with open(os.path.join(cfg["output"], "worker_stats.json"), "w", encoding="utf-8") as handle:
             json.dump({"steps": state["step"], "epochs_started": state["epoch"] + 1, "examples": state["counts"],
                        "parameters": parameters, "precision": precision, "world_size": world,
-                       "torch_threads": torch.get_num_threads(), "allocator": loaded_allocator(), **kernels,
+                       "torch_threads": torch.get_num_threads(), "allocator": loaded_allocator(), **kernels, **helpers,
                        "device": torch.cuda.get_device_name() if cuda else "cpu"}, handle, indent=2)

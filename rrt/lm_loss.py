@@ -19,28 +19,25 @@ class _CrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, logits, targets, divisor):
-        """Log-softmax once; keep it, the counted rows and their targets for the backward pass."""
+        """Log-softmax once; keep it, each row's weight (0 for ignored rows) and target for the backward."""
         logp = torch.log_softmax(logits, dim=-1)
-        counted = targets != IGNORE
-        rows = counted.nonzero().squeeze(1)
-        picked = targets.index_select(0, rows)
-        ctx.save_for_backward(logp, rows, picked)
+        # Masks rather than `nonzero`: the number of counted rows would cost a GPU a host sync.
+        counted = (targets != IGNORE).to(logp.dtype)
+        safe = targets.clamp_min(0).unsqueeze(1)
+        ctx.save_for_backward(logp, counted, safe)
         ctx.divisor = divisor
-        ctx.ignored = counted.logical_not().nonzero().squeeze(1)
-        return -logp[rows, picked].sum() / divisor
+        return -(logp.gather(1, safe).squeeze(1) * counted).sum() / divisor
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         """(softmax - one-hot) * grad / divisor, built over the saved log-probabilities."""
-        logp, rows, picked = ctx.saved_tensors
-        scale = grad / ctx.divisor
+        logp, counted, safe = ctx.saved_tensors
+        weight = (counted * (grad / ctx.divisor)).unsqueeze(1)
         # The graph is freed after this pass (no retain_graph in training), so the saved
         # log-probabilities can become the gradient.
-        probs = logp.exp_()
-        probs.index_fill_(0, ctx.ignored, 0.0)
-        probs.mul_(scale)
-        probs.index_put_((rows, picked), -scale.expand(rows.shape[0]), accumulate=True)
+        probs = logp.exp_().mul_(weight)
+        probs.scatter_add_(1, safe, weight.neg())
         return probs, None, None
 
 

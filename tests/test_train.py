@@ -11,6 +11,7 @@ import pytest
 
 from conftest import needs_shared_data, quick_train_config, run_script
 from jobs.launch import allocator_env
+from rrt import scheduling
 from rrt.formats import parse_text
 from rrt.paper_format import END_INST, EOS
 
@@ -45,6 +46,10 @@ def test_two_workers_learn_and_write_every_output(trained):
     assert stats["torch_threads"] >= 1
     assert stats["fast_dropout"] is True and stats["fused_loss"] is True  # CPU: our cheaper kernels
     assert stats["allocator"] == ("tcmalloc" if allocator_env("tcmalloc") else "system")
+    # The job started its own Ray, so on Linux its helpers yield the cores to the workers.
+    assert stats["helper_priority"] == ("idle" if scheduling.supported() else "normal")
+    assert (stats["helpers_idled"] >= 5) == scheduling.supported(), stats["helpers_idled"]
+    assert "Failed to query Ray Train Controller" not in done.stdout + done.stderr  # the cleaner is quiet
     assert sum(stats["examples"].values()) > 0
     assert (out / "loss.png").stat().st_size > 1000
     assert any(p.name.startswith("checkpoint_") for p in (out / "ray").iterdir())
@@ -142,6 +147,9 @@ def test_an_empty_split_or_bad_config_value_is_one_line(tmp_path):
     config = quick_train_config(tmp_path, allocator="hoard")
     done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
     assert done.returncode == 2 and "train.allocator must be one of tcmalloc, system" in done.stderr
+    config = quick_train_config(tmp_path, helper_priority="low")
+    done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
+    assert done.returncode == 2 and done.stderr.strip() == "train_contextual: error: train.helper_priority must be idle or normal"
     assert not (tmp_path / "out").exists()
     shutil.rmtree(data)
 

@@ -11,6 +11,7 @@ import json
 import os
 import random
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -175,6 +176,10 @@ def quiet_helpers(cfg: dict, device) -> dict:
         scheduling.restore_normal(me)  # a restarted worker is started by the (idle) raylet
     workers: list = [None] * dist.get_world_size()
     dist.all_gather_object(workers, me)
+    if wanted:
+        # This worker's own Ray threads (task loop, RPC, collectives) too: only this thread and the
+        # compute threads it starts from here on keep the normal policy.
+        scheduling.set_threads_idle(me, {threading.get_native_id()})
     raylet = scheduling.parent(me)
     # The raylet that started this worker must be a child of the driver: a Ray the job started.
     if not wanted or dist.get_rank() != 0 or raylet is None or scheduling.parent(raylet) != driver \

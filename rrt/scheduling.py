@@ -71,6 +71,19 @@ def _threads(pid: int) -> list[int]:
         return []
 
 
+def set_threads_idle(pid: int, keep: set[int]) -> int:
+    """Put the threads of one process on SCHED_IDLE, except those in `keep`; returns how many changed."""
+    changed = 0
+    for tid in _threads(pid):
+        if tid not in keep:
+            try:
+                os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+                changed += 1
+            except OSError:
+                pass
+    return changed
+
+
 def set_idle(pids: list[int]) -> int:
     """Put every thread of these processes on SCHED_IDLE; returns how many processes changed
     (ones that have gone or refuse are skipped: a helper may exit at any time)."""

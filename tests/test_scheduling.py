@@ -64,3 +64,19 @@ def test_only_a_privileged_process_leaves_idle_again(helper_tree):
 
 def test_a_plain_process_is_left_as_it_is():
     assert scheduling.restore_normal(os.getpid()) is True and not scheduling.is_idle(os.getpid())
+
+
+def test_threads_of_one_process_go_idle_except_the_kept_ones():
+    code = ("import threading, time, sys\n"
+            "for _ in range(2): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+            "print(threading.get_native_id(), flush=True); time.sleep(60)\n")
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        main = int(process.stdout.readline())
+        threads = [int(t) for t in os.listdir(f"/proc/{process.pid}/task")]
+        assert len(threads) == 3 and main in threads
+        assert scheduling.set_threads_idle(process.pid, {main}) == 2
+        assert {t: os.sched_getscheduler(t) == os.SCHED_IDLE for t in threads} == {t: t != main for t in threads}
+    finally:
+        process.kill()
+        process.wait()

@@ -162,8 +162,9 @@ def build_engine(lm, ds: dict, precision: str, total_steps: int, device):
 
 def quiet_helpers(cfg: dict, device) -> dict:
     """On CPU under a Ray this job's driver started itself: every other process of that Ray (its
-    daemons, agents, Data and Train actors) onto SCHED_IDLE, so none preempts a compute thread
-    (rrt.scheduling). Never on a shared cluster or GPU. Returns the run's stats fields."""
+    daemons, agents, Data and Train actors) and this worker's own Ray threads onto SCHED_IDLE, so
+    none preempts a compute thread (rrt.scheduling). Never on a joined cluster or on GPU.
+    Returns the run's stats fields."""
     import ray
     import torch.distributed as dist
 
@@ -171,20 +172,21 @@ def quiet_helpers(cfg: dict, device) -> dict:
 
     me = os.getpid()
     driver = cfg.get("driver_pid")
-    wanted = bool(cfg.get("helper_priority") == "idle" and driver and device.type == "cpu" and scheduling.supported())
-    if wanted and scheduling.is_idle(me):
-        scheduling.restore_normal(me)  # a restarted worker is started by the (idle) raylet
+    raylet = scheduling.parent(me) if scheduling.supported() else None
+    # Only under a Ray the job started: the raylet that started this worker is a child of the driver.
+    wanted = bool(cfg.get("helper_priority") == "idle" and driver and device.type == "cpu" and raylet
+                  and scheduling.parent(raylet) == driver and "raylet" in scheduling.command_line(raylet))
     workers: list = [None] * dist.get_world_size()
     dist.all_gather_object(workers, me)
-    if wanted:
-        # This worker's own Ray threads (task loop, RPC, collectives) too: only this thread and the
-        # compute threads it starts from here on keep the normal policy.
-        scheduling.set_threads_idle(me, {threading.get_native_id()})
-    raylet = scheduling.parent(me)
-    # The raylet that started this worker must be a child of the driver: a Ray the job started.
-    if not wanted or dist.get_rank() != 0 or raylet is None or scheduling.parent(raylet) != driver \
-            or "raylet" not in scheduling.command_line(raylet):
+    if not wanted:
         return {"helper_priority": "normal", "helpers_idled": 0}
+    if scheduling.is_idle(me):
+        scheduling.restore_normal(me)  # a restarted worker is started by the (idle) raylet
+    # This worker's own Ray threads (task loop, RPC, collectives) too: only this thread and the
+    # compute threads it starts from here on keep the normal policy.
+    scheduling.set_threads_idle(me, {threading.get_native_id()})
+    if dist.get_rank() != 0:
+        return {"helper_priority": "idle", "helpers_idled": 0}
     ray_dir = os.path.dirname(ray.__file__)
     helpers = set(scheduling.process_tree(raylet))
     for daemon in scheduling.children(driver):

@@ -306,6 +306,7 @@ def gpu_compare(model_name: str, tokenizer, rows, variant: str, micros: list[int
     schemes = [("padded", block)] + [("bucketed", m) for m in multiples]
     stages = zero_stages or ([int(engine_ds.get("zero_stage", 2))] if engine_ds else [])
     schemes += [(f"engine_z{stage}", multiples[0]) for stage in stages]
+    zero_stage = {f"engine_z{stage}": stage for stage in stages}  # the engine runs' ZeRO stage, by scheme
     lines = []
     for micro in micros:
         speeds = {}
@@ -315,11 +316,11 @@ def gpu_compare(model_name: str, tokenizer, rows, variant: str, micros: list[int
             torch.manual_seed(0)
             with device:  # initialised where it trains: 355M parameters take seconds on the host
                 model = AutoModelForCausalLM.from_config(fused_gelu(copy.deepcopy(config))
-                                                         if scheme.startswith("engine") else config)
+                                                         if scheme in zero_stage else config)
             model.train()
-            if scheme.startswith("engine"):
+            if scheme in zero_stage:
                 training_kernels(model, cuda)  # as the workers do: fused loss; dropout masks on CPU only
-                block_ds = {**engine_ds, "micro_batch": micro, "zero_stage": int(scheme[len("engine_z"):])}
+                block_ds = {**engine_ds, "micro_batch": micro, "zero_stage": zero_stage[scheme]}
                 step = engine_step(model, device, block_ds, steps + WARMUP_STEPS)
             else:
                 step = autocast_step(model, device)
@@ -334,8 +335,8 @@ def gpu_compare(model_name: str, tokenizer, rows, variant: str, micros: list[int
                     "peak_memory_gb": round(torch.cuda.max_memory_allocated() / 2 ** 30, 1) if cuda else None}
             if scheme == "padded":
                 line["profile"] = profile_step(model, batches[0], device)
-            if scheme.startswith("engine"):
-                line["zero_stage"] = int(scheme[len("engine_z"):])
+            if scheme in zero_stage:
+                line["zero_stage"] = zero_stage[scheme]
             print(json.dumps(line), flush=True)
             lines.append(line)
             del model, step
@@ -424,11 +425,11 @@ def main() -> None:
         if args.engine:
             engine_ds = {**load_config(os.path.join(ROOT, "ray_config.yaml"), args.engine)["train"]["deepspeed"],
                          "precision": "auto"}
+        stages = [int(z) for z in args.zero_stages.split(",")] if args.zero_stages else None
         lines = []
         for variant in variants:
             block = int(config["block_size"][variant])
             tokenizer, rows = token_rows(data, variant, int(config["tiny"].get("vocab_size", 8000)), block)
-            stages = [int(z) for z in args.zero_stages.split(",")] if args.zero_stages else None
             lines += gpu_compare(args.gpu_model, tokenizer, rows, variant, micros, args.steps, block,
                                  multiples, args.device, engine_ds, stages)
         if args.results:

@@ -180,8 +180,7 @@ def quiet_helpers(cfg: dict, device) -> dict:
     dist.all_gather_object(workers, me)
     if not wanted:
         return {"helper_priority": "normal", "helpers_idled": 0}
-    if scheduling.is_idle(me):
-        scheduling.restore_normal(me)  # a restarted worker is started by the (idle) raylet
+    scheduling.restore_normal(me)  # a restarted worker is started by the (idle) raylet
     # This worker's own Ray threads (task loop, RPC, collectives) too: only this thread and the
     # compute threads it starts from here on keep the normal policy.
     scheduling.set_threads_idle(me, {threading.get_native_id()})

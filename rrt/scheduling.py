@@ -87,17 +87,7 @@ def set_threads_idle(pid: int, keep: set[int]) -> int:
 def set_idle(pids: list[int]) -> int:
     """Put every thread of these processes on SCHED_IDLE; returns how many processes changed
     (ones that have gone or refuse are skipped: a helper may exit at any time)."""
-    changed = 0
-    for pid in pids:
-        done = False
-        for tid in _threads(pid):
-            try:
-                os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
-                done = True
-            except OSError:
-                pass
-        changed += done
-    return changed
+    return sum(set_threads_idle(pid, set()) > 0 for pid in pids)
 
 
 def is_idle(pid: int) -> bool:

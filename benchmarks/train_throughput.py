@@ -9,7 +9,8 @@ CPU mode runs jobs/train.py (Ray Data tokenization, length-bucketed batches, Ray
 DeepSpeed ZeRO-2) with one worker and with two, and the baseline Trainer in this process.
 The baseline model is GPT-2 as Hugging Face builds it; ours is the same shape and weights from
 rrt.models, computing the same functions more cheaply: GPT-2's tanh GELU as one fused kernel,
-dropout from 16-bit masks (rrt.dropout), the loss backward in place (rrt.lm_loss), fused AdamW.
+dropout from 16-bit masks (rrt.dropout), the loss backward in place (rrt.lm_loss), fused AdamW,
+an LM head padded to 64 rows (their logits -inf), and on CPU a local Ray whose helpers yield.
 Speed is useful (non-padding) tokens per second, measured after the first steps so start-up
 is not counted. Each variant in --variants (default: contextual and no_context) gets its own
 comparison; with --rounds N the baseline and ours take turns N times and the median ratio
@@ -41,8 +42,8 @@ import pyarrow.dataset as pads  # noqa: E402
 
 from rrt.batching import bucket_batches, pad_batch, tokenize_table  # noqa: E402
 from rrt.config import load_config  # noqa: E402
-from rrt.models import (count_parameters, fused_gelu, special_tokens, tiny_config,  # noqa: E402
-                        train_tiny_tokenizer, training_kernels)
+from rrt.models import (count_parameters, fused_gelu, pad_vocabulary, special_tokens,  # noqa: E402
+                        tiny_config, train_tiny_tokenizer, training_kernels)
 from rrt.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
@@ -287,7 +288,7 @@ def profile_step(model, batch, device) -> dict:
 
 def gpu_compare(model_name: str, tokenizer, rows, variant: str, micros: list[int], steps: int, block: int,
                 multiples: list[int], device_type: str = "cuda", engine_ds: dict | None = None,
-                zero_stages: list[int] | None = None) -> list[dict]:
+                zero_stages: list[int] | None = None, pad_vocab_to: int = 64) -> list[dict]:
     """One GPU, one process: padded-to-block batches against our bucketed batches (one run per
     width rounding), bf16 autocast, per micro-batch, with a profile of the padded step; with
     `engine_ds`, also our whole step (the DeepSpeed engine, fused GELU) on our batches, once per
@@ -318,14 +319,15 @@ def gpu_compare(model_name: str, tokenizer, rows, variant: str, micros: list[int
                 model = AutoModelForCausalLM.from_config(fused_gelu(copy.deepcopy(config))
                                                          if scheme in zero_stage else config)
             model.train()
+            parameters = count_parameters(model)
             if scheme in zero_stage:
                 training_kernels(model, cuda)  # as the workers do: fused loss; dropout masks on CPU only
+                pad_vocabulary(model, pad_vocab_to)  # and the LM head padded to tensor-core tiles
                 block_ds = {**engine_ds, "micro_batch": micro, "zero_stage": zero_stage[scheme]}
                 step = engine_step(model, device, block_ds, steps + WARMUP_STEPS)
             else:
                 step = autocast_step(model, device)
             speed = speeds[(scheme, multiple)] = time_steps(step, batches, steps, device)
-            parameters = count_parameters(model)
             padding = 1 - sum(b.real_tokens for b in batches) / sum(b.total_tokens for b in batches)
             line = {"run": f"gpu_{scheme}", "variant": variant, "device": name, "model": model_name,
                     "parameters": parameters, "micro_batch": micro, "block": block, "pad_multiple": multiple,
@@ -431,7 +433,7 @@ def main() -> None:
             block = int(config["block_size"][variant])
             tokenizer, rows = token_rows(data, variant, int(config["tiny"].get("vocab_size", 8000)), block)
             lines += gpu_compare(args.gpu_model, tokenizer, rows, variant, micros, args.steps, block,
-                                 multiples, args.device, engine_ds, stages)
+                                 multiples, args.device, engine_ds, stages, int(config.get("pad_vocab_to", 64)))
         if args.results:
             with open(args.results, "w", encoding="utf-8") as handle:
                 handle.writelines(json.dumps(line) + "\n" for line in lines)

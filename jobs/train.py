@@ -28,6 +28,7 @@ import pyarrow.dataset as pads  # noqa: E402
 
 from jobs.launch import (ALLOCATORS, JobError, allocator_env, claim_output, count_rows,  # noqa: E402
                          parquet_files, start_ray)
+from rrt import idle_group  # noqa: E402
 from rrt.config import ConfigError, load_config, section  # noqa: E402
 from rrt.formats import VARIANTS  # noqa: E402
 from rrt.models import TINY, load_tokenizer  # noqa: E402
@@ -94,6 +95,8 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         (train.get("batching", "tokens") in ("tokens", "examples"), "train.batching must be tokens or examples"),
         (train.get("fast_dropout", "auto") in ("auto", True, False), "train.fast_dropout must be auto, true or false"),
         (isinstance(train.get("fused_loss", True), bool), "train.fused_loss must be true or false"),
+        (isinstance(train.get("pad_vocab_to", 64), int) and not isinstance(train.get("pad_vocab_to", 64), bool)
+         and 1 <= train.get("pad_vocab_to", 64) <= 1024, "train.pad_vocab_to must be an integer 1-1024"),
         (train.get("allocator", "tcmalloc") in ALLOCATORS, f"train.allocator must be one of {', '.join(ALLOCATORS)}"),
         (train.get("helper_priority", "idle") in ("idle", "normal"), "train.helper_priority must be idle or normal"),
         (ds.get("precision", "auto") in PRECISIONS, f"train.deepspeed.precision must be one of {PRECISIONS}"),
@@ -205,7 +208,8 @@ def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: st
         "loss_on": settings["loss_on"], "epochs": settings["epochs"], "max_steps": settings["max_steps"],
         "total_steps": total, "steps_per_epoch": per_epoch, "torch_threads": threads,
         "fast_dropout": settings.get("fast_dropout", "auto"), "fused_loss": settings.get("fused_loss", True),
-        "helper_priority": settings.get("helper_priority", "idle"), "driver_pid": None,
+        "pad_vocab_to": int(settings.get("pad_vocab_to", 64)),
+        "helper_priority": settings.get("helper_priority", "idle"), "driver_pid": None, "idle_group": None,
         "log_interval": int(settings.get("log_interval", 5)), "eval_interval": int(settings.get("eval_interval", 50)),
         "checkpoint_interval": int(settings.get("checkpoint_interval", 50)),
         "fail_at_step": int(os.environ.get("RRT_TEST_FAIL_AT_STEP", "0") or 0),
@@ -298,14 +302,19 @@ def run(settings: dict, resume: bool, overwrite: bool) -> dict:
     tokenizer.save_pretrained(os.path.join(settings["output"], "tokenizer"))
     config = worker_config(settings, tokenizer, train_rows, run_id)
     started_ray = start_ray(settings["ray"])
+    group = None
     if started_ray:
         # This job stops the Ray it started (below), so its helpers may be made to yield for good.
         config["driver_pid"] = os.getpid()
+        if config["helper_priority"] == "idle" and not settings.get("use_gpu"):
+            group = idle_group.create(os.getpid())
+            config["idle_group"] = group
     try:
         return fit(settings, config, train_rows, tokenizer.backend_tokenizer.to_str())
     finally:
         if started_ray:
             ray.shutdown()
+        idle_group.remove(group)
 
 
 def fit(settings: dict, config: dict, train_rows: int, tokenizer_json: str) -> dict:

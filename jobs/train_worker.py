@@ -17,7 +17,8 @@ import time
 import numpy as np
 
 from rrt.batching import Batch, bucket_batches
-from rrt.models import build_model, count_parameters, export_model, training_kernels
+from rrt.models import (build_model, count_parameters, export_model, pad_vocabulary, training_kernels,
+                        trim_vocabulary)
 from rrt.optim import deepspeed_config, lr_factor, resolve_precision
 from rrt.speed import loaded_allocator
 
@@ -163,15 +164,17 @@ def build_engine(lm, ds: dict, precision: str, total_steps: int, device):
 def quiet_helpers(cfg: dict, device) -> dict:
     """On CPU under a Ray this job's driver started itself: every other process of that Ray (its
     daemons, agents, Data and Train actors) and this worker's own Ray threads onto SCHED_IDLE, so
-    none preempts a compute thread (rrt.scheduling). Never on a joined cluster or on GPU.
+    none preempts a compute thread (rrt.scheduling), and the processes into the job's idle cgroup
+    where the driver could make one (rrt.idle_group). Never on a joined cluster or on GPU.
     Returns the run's stats fields."""
     import ray
     import torch.distributed as dist
 
-    from rrt import scheduling
+    from rrt import idle_group, scheduling
 
     me = os.getpid()
     driver = cfg.get("driver_pid")
+    group = cfg.get("idle_group")
     raylet = scheduling.parent(me) if scheduling.supported() else None
     # Only under a Ray the job started: the raylet that started this worker is a child of the driver.
     wanted = bool(cfg.get("helper_priority") == "idle" and driver and device.type == "cpu" and raylet
@@ -179,20 +182,31 @@ def quiet_helpers(cfg: dict, device) -> dict:
     workers: list = [None] * dist.get_world_size()
     dist.all_gather_object(workers, me)
     if not wanted:
-        return {"helper_priority": "normal", "helpers_idled": 0}
-    scheduling.restore_normal(me)  # a restarted worker is started by the (idle) raylet
+        return {"helper_priority": "normal", "helpers_idled": 0, "helper_group": None}
+    # A restarted worker is started by the idle raylet, inside its group and policy.
+    if group and idle_group.contains(group, me):
+        idle_group.leave(group, me)
+    scheduling.restore_normal(me)
     # This worker's own Ray threads (task loop, RPC, collectives) too: only this thread and the
     # compute threads it starts from here on keep the normal policy.
-    scheduling.set_threads_idle(me, {threading.get_native_id()})
+    keep = {threading.get_native_id()}
+    scheduling.set_threads_idle(me, keep)
+    if group:
+        idle_group.join_threads(group, [t for t in scheduling.threads(me) if t not in keep])
+    kind = "cgroup" if group else "sched_idle"
     if dist.get_rank() != 0:
-        return {"helper_priority": "idle", "helpers_idled": 0}
+        return {"helper_priority": "idle", "helpers_idled": 0, "helper_group": kind}
     ray_dir = os.path.dirname(ray.__file__)
     helpers = set(scheduling.process_tree(raylet))
     for daemon in scheduling.children(driver):
         if ray_dir in scheduling.command_line(daemon):
             helpers.update(scheduling.process_tree(daemon))
-    keep = {driver} | {pid for worker in workers for pid in scheduling.process_tree(worker)}
-    return {"helper_priority": "idle", "helpers_idled": scheduling.set_idle(sorted(helpers - keep))}
+    keep_pids = {driver} | {pid for worker in workers for pid in scheduling.process_tree(worker)}
+    chosen = sorted(helpers - keep_pids)
+    idled = scheduling.set_idle(chosen)
+    if group:
+        idled = max(idled, idle_group.join(group, chosen))
+    return {"helper_priority": "idle", "helpers_idled": idled, "helper_group": kind}
 
 
 def train_func(cfg: dict) -> None:
@@ -209,6 +223,9 @@ def train_func(cfg: dict) -> None:
     helpers = quiet_helpers(cfg, device)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(cfg["tokenizer_dir"])
     lm = build_model(cfg["model"], len(tokenizer), cfg["tiny"], cfg["seed"], tokenizer.pad_token_id)
+    parameters = count_parameters(lm)
+    live_vocab = pad_vocabulary(lm, cfg["pad_vocab_to"])
+    padded_vocab = lm.get_input_embeddings().weight.shape[0]
     cuda = device.type == "cuda"
     kernels = training_kernels(lm, cuda, cfg["fast_dropout"], cfg["fused_loss"])
     precision = resolve_precision(cfg["precision"], cuda, cuda and torch.cuda.is_bf16_supported())
@@ -216,7 +233,6 @@ def train_func(cfg: dict) -> None:
     engine, schedule = build_engine(lm, cfg["deepspeed"], precision, total, device)
     state = _restore(engine, cfg["output"], rank)
     train_shard, dev_shard = ray.train.get_dataset_shard("train"), ray.train.get_dataset_shard("dev")
-    parameters = count_parameters(lm)
     metrics_path = os.path.join(cfg["output"], "metrics.jsonl")
 
     def log(entry: dict) -> None:
@@ -300,10 +316,12 @@ def train_func(cfg: dict) -> None:
     if rank == 0:
         # After the last checkpoint, so casting the weights to fp32 cannot disturb the engine.
         engine.module.to(torch.float32)
+        trim_vocabulary(engine.module, live_vocab)
         export_model(engine.module, tokenizer, os.path.join(cfg["output"], "model"),
                      {**cfg["meta"], "steps": state["step"], "precision": precision, "parameters": parameters})
         with open(os.path.join(cfg["output"], "worker_stats.json"), "w", encoding="utf-8") as handle:
             json.dump({"steps": state["step"], "epochs_started": state["epoch"] + 1, "examples": state["counts"],
                        "parameters": parameters, "precision": precision, "world_size": world,
                        "torch_threads": torch.get_num_threads(), "allocator": loaded_allocator(), **kernels, **helpers,
+                       "vocab": live_vocab, "vocab_padded_to": padded_vocab,
                        "device": torch.cuda.get_device_name() if cuda else "cpu"}, handle, indent=2)

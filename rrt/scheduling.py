@@ -64,7 +64,8 @@ def process_tree(root: int) -> list[int]:
     return tree
 
 
-def _threads(pid: int) -> list[int]:
+def threads(pid: int) -> list[int]:
+    """The thread ids of a process ([] once it has gone)."""
     try:
         return [int(tid) for tid in os.listdir(f"{PROC}/{pid}/task")]
     except OSError:
@@ -74,7 +75,7 @@ def _threads(pid: int) -> list[int]:
 def set_threads_idle(pid: int, keep: set[int]) -> int:
     """Put the threads of one process on SCHED_IDLE, except those in `keep`; returns how many changed."""
     changed = 0
-    for tid in _threads(pid):
+    for tid in threads(pid):
         if tid not in keep:
             try:
                 os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
@@ -101,7 +102,7 @@ def is_idle(pid: int) -> bool:
 def restore_normal(pid: int) -> bool:
     """Move a process's idle threads back to the normal policy; False where that is not permitted
     (only a privileged process may leave SCHED_IDLE)."""
-    for tid in _threads(pid):
+    for tid in threads(pid):
         try:
             if os.sched_getscheduler(tid) == os.SCHED_IDLE:
                 os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import needs_shared_data, quick_train_config, run_script
 from jobs.launch import allocator_env
-from rrt import scheduling
+from rrt import idle_group, scheduling
 from rrt.formats import parse_text
 from rrt.paper_format import END_INST, EOS
 
@@ -49,6 +49,12 @@ def test_two_workers_learn_and_write_every_output(trained):
     # The job started its own Ray, so on Linux its helpers yield the cores to the workers.
     assert stats["helper_priority"] == ("idle" if scheduling.supported() else "normal")
     assert (stats["helpers_idled"] >= 5) == scheduling.supported(), stats["helpers_idled"]
+    # Where cgroups are writable the helpers also share one idle group, removed when the job ends.
+    assert stats["helper_group"] == (("cgroup" if idle_group.available() else "sched_idle")
+                                     if scheduling.supported() else None)
+    assert idle_group.leftovers() == []
+    # The LM head trains on a vocabulary padded to 64 rows; the export has the tokenizer's own.
+    assert stats["vocab_padded_to"] % 64 == 0 and stats["vocab_padded_to"] >= stats["vocab"]
     assert "Failed to query Ray Train Controller" not in done.stdout + done.stderr  # the cleaner is quiet
     assert sum(stats["examples"].values()) > 0
     assert (out / "loss.png").stat().st_size > 1000

@@ -29,6 +29,18 @@ def make_recipe(ingredients, steps=("Mix everything.", "Serve."), title="Test Di
     return Recipe(rid, title, list(ingredients), list(steps), "test")
 
 
+def kill_tree(process: subprocess.Popen) -> None:
+    """Kill a test's process and everything it started, then reap it."""
+    from rrt import scheduling
+
+    for pid in scheduling.process_tree(process.pid)[::-1]:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    process.wait()
+
+
 def run_script(script: str, *args: str, timeout: int = 900, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run one of the jobs/ scripts as a user would, capturing its output."""
     merged = {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1", **(env or {})}

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from conftest import kill_tree
 from rrt import idle_group, scheduling
 
 needs_cgroups = pytest.mark.skipif(not idle_group.available(),
@@ -32,12 +33,7 @@ def shell():
     """A shell that starts a child when told, and the means to stop it."""
     process = subprocess.Popen(["sh", "-c", "read line; sleep 60 & wait"], stdin=subprocess.PIPE, text=True)
     yield process
-    for pid in scheduling.process_tree(process.pid)[::-1]:
-        try:
-            os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
-    process.wait()
+    kill_tree(process)
 
 
 @needs_cgroups

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from conftest import kill_tree
 from rrt import scheduling
 
 pytestmark = pytest.mark.skipif(not scheduling.supported(), reason="SCHED_IDLE and /proc are Linux only")
@@ -26,12 +27,7 @@ def helper_tree():
         assert kids, "the shell started no child"
         yield shell.pid, kids[0]
     finally:
-        for pid in scheduling.process_tree(shell.pid)[::-1]:
-            try:
-                os.kill(pid, 9)
-            except ProcessLookupError:
-                pass
-        shell.wait()
+        kill_tree(shell)
 
 
 def test_the_tree_holds_the_root_and_every_descendant(helper_tree):

@@ -80,10 +80,14 @@ def available() -> bool:
     return _parent_dir() is not None
 
 
+def _groups(parent: str) -> list[str]:
+    return sorted(os.path.join(parent, n) for n in os.listdir(parent) if n.startswith(PREFIX))
+
+
 def leftovers() -> list[str]:
     """Idle groups of jobs that are still present next to this process's own group."""
     parent = _parent_dir()
-    return sorted(os.path.join(parent, n) for n in os.listdir(parent) if n.startswith(PREFIX)) if parent else []
+    return _groups(parent) if parent else []
 
 
 def create(owner: int) -> str | None:
@@ -92,10 +96,10 @@ def create(owner: int) -> str | None:
     parent = _parent_dir()
     if parent is None:
         return None
-    for name in os.listdir(parent):
-        if name.startswith(PREFIX) and name[len(PREFIX):].isdigit() and not os.path.exists(
-                f"{PROC}/{name[len(PREFIX):]}"):
-            remove(os.path.join(parent, name), wait_s=0)
+    for stale in _groups(parent):
+        owner_pid = os.path.basename(stale)[len(PREFIX):]
+        if owner_pid.isdigit() and not os.path.exists(f"{PROC}/{owner_pid}"):
+            remove(stale, wait_s=0)
     group = os.path.join(parent, f"{PREFIX}{owner}")
     try:
         os.makedirs(group, exist_ok=True)

@@ -110,7 +110,7 @@ def pad_vocabulary(lm, multiple: int) -> int:
     live = lm.get_input_embeddings().weight.shape[0]
     if multiple <= 1 or live % multiple == 0:
         return live
-    # An LM head whose row count is no multiple of the SIMD width or tile (e.g. 7,720 or GPT-2's
+    # An LM head whose row count is no multiple of the SIMD width or tile (e.g. 8,010, or GPT-2's
     # 50,282) writes misaligned logit rows: about 20% slower on CPU, and off tensor-core tiles.
     lm.resize_token_embeddings(live, pad_to_multiple_of=multiple, mean_resizing=False)
 

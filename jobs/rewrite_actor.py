@@ -41,6 +41,7 @@ class RewriteBatch:
     def __init__(self, settings: dict):
         import torch
 
+        from rrt.metrics import lm_block_size
         from rrt.models import load_exported, read_meta
         from rrt.rewriter import Rewriter
         from rrt.sampling import SamplingSettings
@@ -53,7 +54,7 @@ class RewriteBatch:
         if settings.get("ing_model"):
             ing_lm, ing_tokenizer = load_exported(settings["ing_model"], device)
         meta = read_meta(settings["model"]) if os.path.exists(os.path.join(settings["model"], "rrt_meta.json")) else {}
-        block = int(meta.get("block_size") or lm.config.n_positions)
+        block = lm_block_size(lm.config, meta)
         sampling = SamplingSettings(int(settings["top_k"]), float(settings["top_p"]), float(settings["temperature"]),
                                     int(settings["candidates"]), int(settings["max_step_tokens"]))
         self.seed = int(settings["seed"])

@@ -28,10 +28,11 @@ import pyarrow.dataset as pads  # noqa: E402
 
 from jobs.launch import (ALLOCATORS, JobError, allocator_env, claim_output, count_rows,  # noqa: E402
                          parquet_files, start_ray)
-from rrt import idle_group  # noqa: E402
+from rrt import finetune  # noqa: E402
 from rrt.config import ConfigError, load_config, section  # noqa: E402
 from rrt.formats import VARIANTS  # noqa: E402
 from rrt.models import TINY, load_tokenizer  # noqa: E402
+from rrt.pretrained import PresetError  # noqa: E402
 from rrt.optim import DEFAULT_BUCKET_SIZE, PRECISIONS, SCHEDULES  # noqa: E402
 
 TOKENIZER_TEXTS = 50_000  # training texts the tiny tokenizer learns from
@@ -47,11 +48,18 @@ def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
     parser.add_argument("--output", help="run folder (default: train.output)")
     parser.add_argument("--config", help="config file (default: ray_config.yaml)")
     parser.add_argument("--profile", help="config profile: local or v100x64")
-    parser.add_argument("--model", help="tiny, a Hugging Face name (gpt2-medium) or a local path")
+    parser.add_argument("--model", help="smollm2-135m (pretrained, offline), tiny (from scratch, tests), "
+                                        "a Hugging Face name (gpt2-medium) or a local path")
     parser.add_argument("--num-workers", type=int, help="Ray Train workers (one per GPU on a cluster)")
     parser.add_argument("--use-gpu", action="store_true", default=None, help="one GPU per worker")
     parser.add_argument("--epochs", type=int, help="passes over the training split")
     parser.add_argument("--max-steps", type=int, help="optimizer steps to run (overrides --epochs)")
+    parser.add_argument("--finetune", choices=("full", "freeze", "lora"),
+                        help="which weights train: all, the top --trainable-layers blocks, or LoRA adapters")
+    parser.add_argument("--trainable-layers", type=int, help="freeze: transformer blocks trained, from the top")
+    parser.add_argument("--micro-batch", type=int, help="examples per worker per forward pass")
+    parser.add_argument("--lr", type=float, help="peak learning rate")
+    parser.add_argument("--eval-examples", type=int, help="dev examples per evaluation")
     parser.add_argument("--loss-on", choices=("all", "target"), help="loss on every token or the target only")
     parser.add_argument("--resume", action="store_true", help="continue the run in --output from its last checkpoint")
     parser.add_argument("--overwrite", action="store_true", help="delete an earlier run in --output first")
@@ -77,9 +85,24 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         raise JobError(str(err)) from None
     for flag, key in (("variant", "variant"), ("data", "data"), ("output", "output"), ("model", "model"),
                       ("num_workers", "num_workers"), ("use_gpu", "use_gpu"), ("epochs", "epochs"),
-                      ("max_steps", "max_steps"), ("loss_on", "loss_on")):
+                      ("max_steps", "max_steps"), ("loss_on", "loss_on"), ("eval_examples", "eval_examples")):
         if getattr(args, flag) is not None:
             train[key] = getattr(args, flag)
+    for flag, key in (("micro_batch", "micro_batch"), ("lr", "lr")):
+        if getattr(args, flag) is not None:
+            ds[key] = getattr(args, flag)
+    if args.finetune is not None:
+        train["finetune"] = args.finetune
+    if args.trainable_layers is not None:
+        train["trainable_layers"] = args.trainable_layers
+    tiny = dict(train.get("tiny") or {})
+    tiny_lr = tiny.pop("lr", None)
+    train["tiny"] = tiny
+    if train.get("model") == TINY:
+        # A model trained from scratch trains every weight, at its own rate.
+        train["finetune"] = "full"
+        if tiny_lr is not None and args.lr is None:
+            ds["lr"] = tiny_lr
     variant = train.get("variant")
     if variant not in VARIANTS:
         raise JobError(f"train.variant must be one of {', '.join(VARIANTS)} (got {variant!r})")
@@ -98,7 +121,12 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         (isinstance(train.get("pad_vocab_to", 64), int) and not isinstance(train.get("pad_vocab_to", 64), bool)
          and 1 <= train.get("pad_vocab_to", 64) <= 1024, "train.pad_vocab_to must be an integer 1-1024"),
         (train.get("allocator", "tcmalloc") in ALLOCATORS, f"train.allocator must be one of {', '.join(ALLOCATORS)}"),
-        (train.get("helper_priority", "idle") in ("idle", "normal"), "train.helper_priority must be idle or normal"),
+        (train.get("finetune", "full") in finetune.METHODS,
+         f"train.finetune must be one of {', '.join(finetune.METHODS)}"),
+        (isinstance(train.get("trainable_layers", 0), int) and train.get("trainable_layers", 0) >= 0,
+         "train.trainable_layers must be an integer >= 0"),
+        (isinstance(train.get("lora") or {}, dict) and set(train.get("lora") or {}) <= set(finetune.LORA_DEFAULTS),
+         f"train.lora takes only {', '.join(finetune.LORA_DEFAULTS)}"),
         (ds.get("precision", "auto") in PRECISIONS, f"train.deepspeed.precision must be one of {PRECISIONS}"),
         (ds.get("zero_stage", 2) in (0, 1, 2), "train.deepspeed.zero_stage must be 0, 1 or 2"),
         (isinstance(ds.get("bucket_size", DEFAULT_BUCKET_SIZE), (int, float))
@@ -133,7 +161,7 @@ def fingerprint(settings: dict) -> str:
     stats = os.path.join(settings["data"], "stats.json")
     data_id = os.path.getmtime(stats) if os.path.exists(stats) else None
     keep = {k: settings.get(k) for k in ("variant", "model", "tiny", "block", "loss_on", "deepspeed", "seed",
-                                          "num_workers")}
+                                          "num_workers", "finetune", "trainable_layers", "lora")}
     blob = json.dumps({"data": settings["data"], "data_id": data_id, **keep}, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
@@ -152,7 +180,7 @@ def prepare_tokenizer(settings: dict):
         texts = (t for _, t in zip(range(TOKENIZER_TEXTS), texts))
     try:
         tokenizer = load_tokenizer(settings["model"], texts, int((settings.get("tiny") or {}).get("vocab_size", 4000)))
-    except OSError as err:
+    except (OSError, PresetError) as err:
         raise JobError(f"cannot load model {settings['model']!r}: {str(err).splitlines()[0]}") from None
     return tokenizer
 
@@ -209,7 +237,8 @@ def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: st
         "total_steps": total, "steps_per_epoch": per_epoch, "torch_threads": threads,
         "fast_dropout": settings.get("fast_dropout", "auto"), "fused_loss": settings.get("fused_loss", True),
         "pad_vocab_to": int(settings.get("pad_vocab_to", 64)),
-        "helper_priority": settings.get("helper_priority", "idle"), "driver_pid": None, "idle_group": None,
+        "finetune": settings.get("finetune", "full"), "trainable_layers": int(settings.get("trainable_layers", 0)),
+        "lora": dict(settings.get("lora") or {}),
         "log_interval": int(settings.get("log_interval", 5)), "eval_interval": int(settings.get("eval_interval", 50)),
         "checkpoint_interval": int(settings.get("checkpoint_interval", 50)),
         "fail_at_step": int(os.environ.get("RRT_TEST_FAIL_AT_STEP", "0") or 0),
@@ -302,19 +331,11 @@ def run(settings: dict, resume: bool, overwrite: bool) -> dict:
     tokenizer.save_pretrained(os.path.join(settings["output"], "tokenizer"))
     config = worker_config(settings, tokenizer, train_rows, run_id)
     started_ray = start_ray(settings["ray"])
-    group = None
-    if started_ray:
-        # This job stops the Ray it started (below), so its helpers may be made to yield for good.
-        config["driver_pid"] = os.getpid()
-        if config["helper_priority"] == "idle" and not settings.get("use_gpu"):
-            group = idle_group.create(os.getpid())
-            config["idle_group"] = group
     try:
         return fit(settings, config, train_rows, tokenizer.backend_tokenizer.to_str())
     finally:
         if started_ray:
             ray.shutdown()
-        idle_group.remove(group)
 
 
 def fit(settings: dict, config: dict, train_rows: int, tokenizer_json: str) -> dict:

@@ -11,14 +11,13 @@ import json
 import os
 import random
 import tempfile
-import threading
 import time
 
 import numpy as np
 
 from rrt.batching import Batch, bucket_batches
-from rrt.models import (build_model, count_parameters, export_model, pad_vocabulary, training_kernels,
-                        trim_vocabulary)
+from rrt import finetune
+from rrt.models import build_model, export_model, pad_vocabulary, training_kernels, trim_vocabulary
 from rrt.optim import deepspeed_config, lr_factor, resolve_precision
 from rrt.speed import loaded_allocator
 
@@ -146,8 +145,11 @@ def build_engine(lm, ds: dict, precision: str, total_steps: int, device):
     import deepspeed
     import torch
 
-    decay = [p for n, p in lm.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in lm.named_parameters() if p.ndim < 2]
+    trained = [p for p in lm.parameters() if p.requires_grad]
+    # Biases and norms take no decay, nor an embedding that learns some rows only: decay would
+    # shrink its frozen pretrained rows too.
+    decay = [p for p in trained if p.ndim >= 2 and not getattr(p, finetune.SOME_ROWS, False)]
+    no_decay = [p for p in trained if p.ndim < 2 or getattr(p, finetune.SOME_ROWS, False)]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": float(ds.get("weight_decay", 0.0))},
                                    {"params": no_decay, "weight_decay": 0.0}], lr=float(ds["lr"]),
                                   # torch's fused AdamW runs on CPU too: 3 ms a step on the tiny preset's
@@ -161,54 +163,6 @@ def build_engine(lm, ds: dict, precision: str, total_steps: int, device):
     return engine, schedule
 
 
-def quiet_helpers(cfg: dict, device) -> dict:
-    """On CPU under a Ray this job's driver started itself: every other process of that Ray (its
-    daemons, agents, Data and Train actors) and this worker's own Ray threads onto SCHED_IDLE, so
-    none preempts a compute thread (rrt.scheduling), and the processes into the job's idle cgroup
-    where the driver could make one (rrt.idle_group). Never on a joined cluster or on GPU.
-    Returns the run's stats fields."""
-    import ray
-    import torch.distributed as dist
-
-    from rrt import idle_group, scheduling
-
-    me = os.getpid()
-    driver = cfg.get("driver_pid")
-    group = cfg.get("idle_group")
-    raylet = scheduling.parent(me) if scheduling.supported() else None
-    # Only under a Ray the job started: the raylet that started this worker is a child of the driver.
-    wanted = bool(cfg.get("helper_priority") == "idle" and driver and device.type == "cpu" and raylet
-                  and scheduling.parent(raylet) == driver and "raylet" in scheduling.command_line(raylet))
-    workers: list = [None] * dist.get_world_size()
-    dist.all_gather_object(workers, me)
-    if not wanted:
-        return {"helper_priority": "normal", "helpers_idled": 0, "helper_group": None}
-    # A restarted worker is started by the idle raylet, inside its group and policy.
-    if group and idle_group.contains(group, me):
-        idle_group.leave(group, me)
-    scheduling.restore_normal(me)
-    # This worker's own Ray threads (task loop, RPC, collectives) too: only this thread and the
-    # compute threads it starts from here on keep the normal policy.
-    keep = {threading.get_native_id()}
-    scheduling.set_threads_idle(me, keep)
-    if group:
-        idle_group.join_threads(group, [t for t in scheduling.threads(me) if t not in keep])
-    kind = "cgroup" if group else "sched_idle"
-    if dist.get_rank() != 0:
-        return {"helper_priority": "idle", "helpers_idled": 0, "helper_group": kind}
-    ray_dir = os.path.dirname(ray.__file__)
-    helpers = set(scheduling.process_tree(raylet))
-    for daemon in scheduling.children(driver):
-        if ray_dir in scheduling.command_line(daemon):
-            helpers.update(scheduling.process_tree(daemon))
-    keep_pids = {driver} | {pid for worker in workers for pid in scheduling.process_tree(worker)}
-    chosen = sorted(helpers - keep_pids)
-    idled = scheduling.set_idle(chosen)
-    if group:
-        idled = max(idled, idle_group.join(group, chosen))
-    return {"helper_priority": "idle", "helpers_idled": idled, "helper_group": kind}
-
-
 def train_func(cfg: dict) -> None:
     """One worker's training run (the `train_loop_per_worker` of the TorchTrainer)."""
     import ray.train
@@ -220,12 +174,14 @@ def train_func(cfg: dict) -> None:
     rank, world = context.get_world_rank(), context.get_world_size()
     torch.set_num_threads(cfg["torch_threads"])
     device = ray.train.torch.get_device()
-    helpers = quiet_helpers(cfg, device)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(cfg["tokenizer_dir"])
     lm = build_model(cfg["model"], len(tokenizer), cfg["tiny"], cfg["seed"], tokenizer.pad_token_id)
-    parameters = count_parameters(lm)
     live_vocab = pad_vocabulary(lm, cfg["pad_vocab_to"])
     padded_vocab = lm.get_input_embeddings().weight.shape[0]
+    lm = finetune.prepare(lm, cfg["finetune"], range(finetune.new_tokens_from(tokenizer), live_vocab),
+                          cfg["trainable_layers"], cfg["lora"])
+    sizes = finetune.parameter_counts(lm)
+    parameters = sizes["parameters"]
     cuda = device.type == "cuda"
     kernels = training_kernels(lm, cuda, cfg["fast_dropout"], cfg["fused_loss"])
     precision = resolve_precision(cfg["precision"], cuda, cuda and torch.cuda.is_bf16_supported())
@@ -315,13 +271,14 @@ def train_func(cfg: dict) -> None:
     _checkpoint(engine, state, {"step": state["step"], "done": True}, rank)
     if rank == 0:
         # After the last checkpoint, so casting the weights to fp32 cannot disturb the engine.
-        engine.module.to(torch.float32)
-        trim_vocabulary(engine.module, live_vocab)
-        export_model(engine.module, tokenizer, os.path.join(cfg["output"], "model"),
-                     {**cfg["meta"], "steps": state["step"], "precision": precision, "parameters": parameters})
+        plain = finetune.plain_model(engine.module.to(torch.float32))
+        trim_vocabulary(plain, live_vocab)
+        export_model(plain, tokenizer, os.path.join(cfg["output"], "model"),
+                     {**cfg["meta"], "steps": state["step"], "precision": precision, "parameters": parameters,
+                      "finetune": cfg["finetune"]})
         with open(os.path.join(cfg["output"], "worker_stats.json"), "w", encoding="utf-8") as handle:
             json.dump({"steps": state["step"], "epochs_started": state["epoch"] + 1, "examples": state["counts"],
-                       "parameters": parameters, "precision": precision, "world_size": world,
-                       "torch_threads": torch.get_num_threads(), "allocator": loaded_allocator(), **kernels, **helpers,
+                       **sizes, "finetune": cfg["finetune"], "precision": precision, "world_size": world,
+                       "torch_threads": torch.get_num_threads(), "allocator": loaded_allocator(), **kernels,
                        "vocab": live_vocab, "vocab_padded_to": padded_vocab,
                        "device": torch.cuda.get_device_name() if cuda else "cpu"}, handle, indent=2)

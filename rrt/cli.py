@@ -7,6 +7,7 @@
     rrt survey --constraint all data/sample/recipes.jsonl
     rrt align source.json target.json [--table out/prepared/translation_table.npz]
     rrt serve --model out/demo/contextual/model [--port 8000]
+    rrt show out/demo/rewrites/contextual_rule_constrained --recipes 3
 """
 from __future__ import annotations
 
@@ -162,6 +163,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    """Print rewritten recipes, source beside rewrite."""
+    from rrt.side_by_side import read_rewrites, side_by_side
+
+    try:
+        records = read_rewrites(args.rewrites)
+        shown = [side_by_side(record, args.width) for record, _ in zip(records, range(args.recipes))]
+    except (OSError, ValueError, KeyError) as err:
+        raise CliError(f"cannot read rewrites from {args.rewrites}: {err}") from None
+    if not shown:
+        raise CliError(f"{args.rewrites} holds no rewritten recipe")
+    print("\n\n".join(shown))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one subcommand per tool."""
     parser = argparse.ArgumentParser(prog="rrt", description=__doc__.split("\n\n")[0],
@@ -184,6 +200,13 @@ def build_parser() -> argparse.ArgumentParser:
     served.add_argument("--host", help="address to bind (default: serve.host, 127.0.0.1)")
     served.add_argument("--config", help="config file (default: ray_config.yaml)")
     served.set_defaults(func=None)
+    show = subs.add_parser("show", help="print rewritten recipes, source beside rewrite",
+                           description="Print the first recipes of a rewrite run (jobs/rewrite.py output), "
+                                       "source on the left, rewrite on the right.")
+    show.add_argument("rewrites", help="a rewrite run folder or its rewrites.jsonl")
+    show.add_argument("--recipes", type=int, default=3, help="how many recipes to print (default 3)")
+    show.add_argument("--width", type=int, help="characters per column (default: half the terminal)")
+    show.set_defaults(func=None)
     for name, (func, help_text) in COMMANDS.items():
         sub = subs.add_parser(name, help=help_text, description=help_text)
         sub.add_argument("files", nargs="+", metavar="FILE",
@@ -214,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "serve":
             return cmd_serve(args)
+        if args.command == "show":
+            return cmd_show(args)
         handle = _open_rejects(args, report)
         args.func(args, _recipes(args, report))
     except (CliError, InputError) as err:

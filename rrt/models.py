@@ -1,5 +1,7 @@
-"""Model presets: the offline `tiny` GPT-2 with a BPE tokenizer trained on the corpus, or any
-Hugging Face name or local path (`gpt2-medium`), both with every special token of the paper.
+"""Model presets: the offline `tiny` GPT-2 with a BPE tokenizer trained on the corpus, a
+pretrained model that a package ships (`smollm2-135m`, rrt.pretrained), or any Hugging Face
+name or local path (`gpt2-medium`); each with every special token of the paper. Any causal LM
+works (GPT-2, Llama, ...); what is GPT-2-specific applies only to GPT-2.
 
 The same functions build the tokenizer on the driver, the model on each training worker
 and the export (`save_pretrained` plus `rrt_meta.json`) at the end of a run.
@@ -53,6 +55,18 @@ def train_tiny_tokenizer(texts: Iterable[str], vocab_size: int):
     return _wrap(backend)
 
 
+def add_special_tokens(tokenizer):
+    """Give a pretrained tokenizer the paper's tokens as BOS, EOS, padding and extra specials."""
+    extras = [_added(t) for t in special_tokens() if t not in (BOS, EOS, PAD)]
+    tokenizer.add_special_tokens({"bos_token": _added(BOS), "eos_token": _added(EOS), "pad_token": _added(PAD),
+                                  "extra_special_tokens": extras})
+    # The formats write BOS themselves; a tokenizer that also prepends one (Llama's) would double it.
+    for flag in ("add_bos_token", "add_eos_token"):
+        if getattr(tokenizer, flag, False):
+            setattr(tokenizer, flag, False)
+    return tokenizer
+
+
 def load_tokenizer(model: str, texts: Iterable[str] | None = None, vocab_size: int = 4000):
     """The tokenizer of a preset: trained for `tiny`, else loaded and given the special tokens."""
     if model == TINY:
@@ -61,11 +75,9 @@ def load_tokenizer(model: str, texts: Iterable[str] | None = None, vocab_size: i
         return train_tiny_tokenizer(texts, vocab_size)
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model)
-    extras = [_added(t) for t in special_tokens() if t not in (BOS, EOS, PAD)]
-    tokenizer.add_special_tokens({"bos_token": _added(BOS), "eos_token": _added(EOS), "pad_token": _added(PAD),
-                                  "extra_special_tokens": extras})
-    return tokenizer
+    from rrt.pretrained import resolve
+
+    return add_special_tokens(AutoTokenizer.from_pretrained(resolve(model)))
 
 
 def fused_gelu(config):
@@ -91,10 +103,14 @@ def build_model(model: str, vocab_size: int, tiny: dict[str, Any] | None = None,
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, GPT2LMHeadModel
 
+    from rrt.pretrained import resolve
+
     torch.manual_seed(seed)
     if model == TINY:
         return GPT2LMHeadModel(fused_gelu(tiny_config(vocab_size, tiny, pad_token_id)))
-    lm = AutoModelForCausalLM.from_pretrained(model, config=fused_gelu(AutoConfig.from_pretrained(model)))
+    path = resolve(model)
+    lm = AutoModelForCausalLM.from_pretrained(path, config=fused_gelu(AutoConfig.from_pretrained(path)),
+                                              dtype=torch.float32)
     if lm.get_input_embeddings().weight.shape[0] != vocab_size:
         lm.resize_token_embeddings(vocab_size)
     if pad_token_id is not None:

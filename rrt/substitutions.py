@@ -5,7 +5,9 @@ egg → egg replacer, bacon → imitation bacon, chicken broth → vegetable bro
 spans the tagger calls harmful are replaced, so "coconut milk" never becomes "coconut
 soymilk"; adjectives of the replaced food go with it ("goat milk" → "soymilk", not
 "goat soymilk"); and every replacement is itself harmless to the tagger, so a second
-pass changes nothing (no "imitation imitation bacon").
+pass changes nothing (no "imitation imitation bacon"). Titles take a short form of the
+stand-in or name the diet instead (rrt.titles): "Vegan Buttermilk Pancakes", not "Soymilk soured
+with lemon juice Pancakes".
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from rrt.lexicon import CONSTRAINT_CATEGORIES
 from rrt.recipe import Recipe
 from rrt.tagger import Violation, category_violations, parse_constraints
+from rrt.titles import is_title_case, name_diet, title_case, title_stand_in
 
 # Replacement per lexicon term (canonical form), per food category.
 CATEGORY_RULES: dict[str, dict[str, str]] = {
@@ -201,13 +204,19 @@ def _apply(line: str, hits: list[tuple[Violation, str]], field_name: str, index:
            constraint: str) -> tuple[str, list[Substitution]]:
     made = []
     taken: list[tuple[int, int]] = []
+    titled = field_name == "title" and is_title_case(line)
     for violation, category in sorted(hits, key=lambda h: h[0].span[0], reverse=True):
         start, end = _widen(line, *violation.span, category)
         if any(start < b and a < end for a, b in taken):
             continue  # overlaps a span already replaced on this line
         original = line[start:end]
-        new = match_case(original, replacement_for(violation.term, line[slice(*violation.span)],
-                                                   category, constraint))
+        new = replacement_for(violation.term, line[slice(*violation.span)], category, constraint)
+        if field_name == "title":
+            new = title_stand_in(new, original)
+            if new is None:
+                continue  # no dish is named after this stand-in: the title names the diet instead
+        new = match_case(original, new)
+        new = title_case(new) if titled else new
         line = line[:start] + new + line[end:]
         taken = [(a + len(new) - (end - start), b + len(new) - (end - start)) if a >= end else (a, b)
                  for a, b in taken] + [(start, start + len(new))]
@@ -231,6 +240,10 @@ def substitute_once(recipe: Recipe, constraint: str) -> SubstitutionResult:
         else:
             steps[index], subs = _apply(steps[index], found, field_name, index, constraint)
         made += subs
+    if made:
+        # Once a recipe is rewritten for a diet its title says so wherever a food is left named.
+        title, named = name_diet(title, constraint)
+        made += [Substitution(old, new, "title", 0, constraint) for old, new in named]
     return SubstitutionResult(replace(recipe, title=title, ingredients=ingredients, steps=steps), made)
 
 

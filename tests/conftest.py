@@ -31,12 +31,16 @@ def make_recipe(ingredients, steps=("Mix everything.", "Serve."), title="Test Di
 
 def kill_tree(process: subprocess.Popen) -> None:
     """Kill a test's process and everything it started, then reap it."""
-    from rrt import scheduling
+    import psutil
 
-    for pid in scheduling.process_tree(process.pid)[::-1]:
+    try:
+        tree = psutil.Process(process.pid).children(recursive=True)[::-1] + [psutil.Process(process.pid)]
+    except psutil.NoSuchProcess:
+        tree = []
+    for member in tree:
         try:
-            os.kill(pid, 9)
-        except ProcessLookupError:
+            member.kill()
+        except psutil.NoSuchProcess:
             pass
     process.wait()
 
@@ -75,7 +79,8 @@ def trained_contextual(prepared, tmp_path_factory):
 def quick_train_config(folder, **train) -> str:
     """A copy of ray_config.yaml with a smaller, quicker training block, written into folder."""
     config = load_config(str(ROOT / "ray_config.yaml"), "local")
-    config["train"].update({"tiny": {"n_layer": 2, "n_head": 4, "n_embd": 128, "vocab_size": 4000},
+    config["train"].update({"model": "tiny", "tiny": {"n_layer": 2, "n_head": 4, "n_embd": 128, "vocab_size": 4000,
+                                                      "lr": 1.0e-3},
                             "eval_examples": 96, "log_interval": 5, "eval_interval": 10,
                             "checkpoint_interval": 10, **train})
     config.pop("profile", None)

@@ -11,7 +11,6 @@ import pytest
 
 from conftest import needs_shared_data, quick_train_config, run_script
 from jobs.launch import allocator_env
-from rrt import idle_group, scheduling
 from rrt.formats import parse_text
 from rrt.paper_format import END_INST, EOS
 
@@ -46,13 +45,7 @@ def test_two_workers_learn_and_write_every_output(trained):
     assert stats["torch_threads"] >= 1
     assert stats["fast_dropout"] is True and stats["fused_loss"] is True  # CPU: our cheaper kernels
     assert stats["allocator"] == ("tcmalloc" if allocator_env("tcmalloc") else "system")
-    # The job started its own Ray, so on Linux its helpers yield the cores to the workers.
-    assert stats["helper_priority"] == ("idle" if scheduling.supported() else "normal")
-    assert (stats["helpers_idled"] >= 5) == scheduling.supported(), stats["helpers_idled"]
-    # Where cgroups are writable the helpers also share one idle group, removed when the job ends.
-    assert stats["helper_group"] == (("cgroup" if idle_group.available() else "sched_idle")
-                                     if scheduling.supported() else None)
-    assert idle_group.leftovers() == []
+    assert stats["finetune"] == "full" and stats["trainable_parameters"] == stats["parameters"]
     # The LM head trains on a vocabulary padded to 64 rows; the export has the tokenizer's own.
     assert stats["vocab_padded_to"] % 64 == 0 and stats["vocab_padded_to"] >= stats["vocab"]
     assert "Failed to query Ray Train Controller" not in done.stdout + done.stderr  # the cleaner is quiet
@@ -153,9 +146,9 @@ def test_an_empty_split_or_bad_config_value_is_one_line(tmp_path):
     config = quick_train_config(tmp_path, allocator="hoard")
     done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
     assert done.returncode == 2 and "train.allocator must be one of tcmalloc, system" in done.stderr
-    config = quick_train_config(tmp_path, helper_priority="low")
+    config = quick_train_config(tmp_path, finetune="adapters")
     done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
-    assert done.returncode == 2 and done.stderr.strip() == "train_contextual: error: train.helper_priority must be idle or normal"
+    assert done.returncode == 2 and done.stderr.strip() == "train_contextual: error: train.finetune must be one of full, freeze, lora"
     assert not (tmp_path / "out").exists()
     shutil.rmtree(data)
 

@@ -1,0 +1,216 @@
+"""Rewrite quality the way the paper measured it (Table 2), from a pretrained model, offline.
+
+    python benchmarks/quality.py                                   # 2 CPU cores: about 90 minutes
+    python benchmarks/quality.py --output out/quality --steps 120 --num-recipes 60
+    python benchmarks/quality.py --use-gpu --steps 2000 --num-recipes 1000
+
+One resumable command: a rerun skips finished stages and continues the others. It
+  1. prepares the real recipes (../shared/data web recipes and the paper's samples, plus
+     data/sample) with jobs/prepare_data.py;
+  2. fine-tunes from `smollm2-135m` the Contextual + rule prompt, Contextual and No-Context
+     rewriters and the No-Source LM that scores perplexity (jobs/train.py);
+  3. rewrites the test split with those rewriters, plain and constrained, and with Rule-Based
+     and Retrieval (jobs/rewrite.py; the same seeded sample of recipes for every system);
+  4. evaluates them side by side (jobs/evaluate.py: table.md holds ours beside the paper's rows,
+     report.html the rewrites).
+Writes quality.json (every system's metrics, the targets and whether each is met, seconds per
+stage) and examples.md (source steps beside Contextual + rule rewrites) into --output, and
+prints one JSON line per stage, the summary last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+SHARED = os.environ.get("RRT_SHARED_DATA") or os.path.join(os.path.dirname(ROOT), "shared", "data")
+# label -> (training variant, rewrite system); the No-Source LM only scores perplexity.
+MODELS = {"contextual_rule": "contextual_ing", "contextual": "contextual", "no_context": "no_context",
+          "no_source": "no_source"}
+LEARNED = ("contextual_rule", "contextual", "no_context")
+TARGETS = {"adherence_plain": 97.0, "adherence_constrained": 100.0, "rouge_l_recall": 30.0,
+           "trigram_diversity": 0.6, "form_pass_share": 0.9}
+
+
+def log(stage: str, **fields) -> None:
+    """One JSON line of progress for a stage."""
+    print(json.dumps({"stage": stage, **fields}), flush=True)
+
+
+def run_job(script: str, *args: str) -> float:
+    """Run one jobs/ script (its own progress bars show); seconds taken. A failure ends the benchmark."""
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "jobs", script), *args], cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"quality: error: jobs/{script} {' '.join(args)} failed (exit {done.returncode})")
+    return time.perf_counter() - started
+
+
+def inputs(extra: list[str]) -> str:
+    """The corpora to prepare: the shared real recipes (when present), the bundled sample, extras."""
+    found = [p for p in (os.path.join(SHARED, "web_recipes", "recipes.jsonl"), os.path.join(SHARED, "paper_sample"))
+             if os.path.exists(p)]
+    if not found:
+        print(f"quality: note: {SHARED} not found; only the bundled sample is prepared", file=sys.stderr)
+    return ",".join(found + [os.path.join(ROOT, "data", "sample", "recipes.jsonl")] + extra)
+
+
+def train(args, out: str, label: str) -> float:
+    """Fine-tune one model from the pretrained preset unless its export is already there."""
+    folder = os.path.join(out, "train", label)
+    if os.path.exists(os.path.join(folder, "train_stats.json")):
+        return 0.0
+    flags = ["--variant", MODELS[label], "--data", os.path.join(out, "prepared"), "--output", folder,
+             "--model", args.model, "--max-steps", str(args.steps)]
+    if args.micro_batch:
+        flags += ["--micro-batch", str(args.micro_batch)]
+    if args.use_gpu:
+        flags += ["--use-gpu"]
+    if os.path.exists(os.path.join(folder, "run.json")):
+        flags += ["--resume"]
+    return run_job("train.py", *flags)
+
+
+def rewrite(args, out: str, label: str, system: str, model: str | None, constrained: bool) -> float:
+    """Rewrite the test sample with one system (the job itself resumes a stopped run)."""
+    folder = os.path.join(out, "rewrites", label)
+    flags = ["--data", os.path.join(out, "prepared"), "--split", "test", "--system", system,
+             "--output", folder, "--num-recipes", str(args.num_recipes), "--candidates", str(args.candidates)]
+    if model:
+        flags += ["--model", model]
+    if constrained:
+        flags += ["--constrained"]
+    if args.use_gpu and model:
+        flags += ["--use-gpu"]
+    return run_job("rewrite.py", *flags)
+
+
+def chosen_steps(folder: str) -> list[dict]:
+    """The chosen candidate's rule scores of every sampled step of a rewrite run."""
+    chosen = []
+    with open(os.path.join(folder, "rewrites.jsonl"), encoding="utf-8") as handle:
+        for line in handle:
+            for step in json.loads(line)["steps"]:
+                if step.get("candidates") and step.get("chosen") is not None:
+                    chosen.append(step["candidates"][step["chosen"]]["scores"])
+    return chosen
+
+
+def form_pass_share(folder: str) -> float | None:
+    """Share of chosen steps that pass the form rules: capital first, final punctuation, every
+    word in the dictionary (or the source)."""
+    scores = chosen_steps(folder)
+    passed = [s for s in scores if s["capitalised"] == 1 and s["ends_with_punctuation"] == 1
+              and s["dictionary_words"] == 1]
+    return round(len(passed) / len(scores), 4) if scores else None
+
+
+def examples(out: str, count: int = 5) -> str:
+    """examples.md: source steps beside the Contextual + rule rewrite (constrained) of a few recipes."""
+    path = os.path.join(out, "rewrites", "contextual_rule+constrained", "rewrites.jsonl")
+    with open(path, encoding="utf-8") as handle:
+        records = [json.loads(line) for line in handle]
+    records.sort(key=lambda r: r["id"])
+    lines = ["# Contextual + rule prompt, constrained: source beside rewrite", ""]
+    for record in records[:count]:
+        lines += [f"## {record['source']['title']} -> {record['rewrite']['title']} ({record['constraint']})", "",
+                  "| source step | rewrite |", "| --- | --- |"]
+        for source, target in zip(record["source"]["steps"], record["rewrite"]["steps"]):
+            lines.append(f"| {source.replace('|', '/')} | {target.replace('|', '/')} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def judge(metrics: dict, forms: dict) -> dict:
+    """Each target of the quality run with our value and whether it is met."""
+    def value(label, key):
+        return (metrics.get(label) or {}).get(key)
+
+    rule, rule_c = "contextual_rule", "contextual_rule+constrained"
+    checks = {
+        "adherence_plain": (value(rule, "adherence"), TARGETS["adherence_plain"]),
+        "adherence_constrained": (value(rule_c, "adherence"), TARGETS["adherence_constrained"]),
+        "rouge_l_recall": (value(rule, "rouge_l_recall"), TARGETS["rouge_l_recall"]),
+        "trigram_diversity": (value(rule, "trigram_diversity"), TARGETS["trigram_diversity"]),
+        "form_pass_share": (forms.get(rule), TARGETS["form_pass_share"]),
+    }
+    out = {name: {"ours": ours, "target": target, "met": ours is not None and ours >= target}
+           for name, (ours, target) in checks.items()}
+    learned = [label for label in metrics if label.split("+")[0] in LEARNED]
+    rouge = {label: m.get("rouge_l_recall") for label, m in metrics.items()}
+    diversity = {label: m.get("trigram_diversity") for label, m in metrics.items()}
+    if all(v is not None for v in rouge.values()) and learned and "rule_based" in rouge and "retrieval" in rouge:
+        out["rule_based_closest"] = {"met": rouge["rule_based"] == max(rouge.values())}
+        out["rule_based_least_diverse"] = {"met": diversity["rule_based"] == min(diversity.values())}
+        out["retrieval_least_close"] = {"met": rouge["retrieval"] == min(rouge.values())}
+        out["contextual_between"] = {"met": all(rouge["retrieval"] <= rouge[label] <= rouge["rule_based"]
+                                                for label in learned)}
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's flags."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--output", default=os.path.join(ROOT, "out", "quality"), help="run folder (resumable)")
+    parser.add_argument("--model", default="smollm2-135m", help="the pretrained model every system starts from")
+    parser.add_argument("--steps", type=int, default=60, help="optimizer steps per fine-tuned model")
+    parser.add_argument("--micro-batch", type=int, default=4, help="examples per worker per step")
+    parser.add_argument("--num-recipes", type=int, default=40, help="test recipes each system rewrites")
+    parser.add_argument("--candidates", type=int, default=10, help="samples per step (best kept)")
+    parser.add_argument("--input", action="append", default=[], help="another corpus to prepare (repeatable)")
+    parser.add_argument("--use-gpu", action="store_true", help="train, rewrite and score on GPUs")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every stage that is not done yet, then judge the results."""
+    args = build_parser().parse_args(argv)
+    out = os.path.abspath(args.output)
+    os.makedirs(out, exist_ok=True)
+    seconds: dict[str, float] = {}
+    prepared = os.path.join(out, "prepared")
+    seconds["prepare"] = run_job("prepare_data.py", "--input", inputs(args.input), "--output", prepared)
+    log("prepare", seconds=round(seconds["prepare"], 1))
+    for label in MODELS:
+        seconds[f"train/{label}"] = train(args, out, label)
+        log(f"train/{label}", seconds=round(seconds[f"train/{label}"], 1))
+    runs = [("rule_based", "rule_based", None, False), ("retrieval", "retrieval", None, False)]
+    for label in LEARNED:
+        system = "contextual_rule" if label == "contextual_rule" else label
+        model = os.path.join(out, "train", label, "model")
+        runs += [(label, system, model, False), (f"{label}+constrained", system, model, True)]
+    for label, system, model, constrained in runs:
+        seconds[f"rewrite/{label}"] = rewrite(args, out, label, system, model, constrained)
+        log(f"rewrite/{label}", seconds=round(seconds[f"rewrite/{label}"], 1))
+    folders = [os.path.join(out, "rewrites", label) for label, *_ in runs]
+    seconds["evaluate"] = run_job("evaluate.py", "--lm", os.path.join(out, "train", "no_source", "model"),
+                                  "--rewrites", ",".join(folders), "--output", os.path.join(out, "evaluation"))
+    log("evaluate", seconds=round(seconds["evaluate"], 1))
+    with open(os.path.join(out, "evaluation", "metrics.json"), encoding="utf-8") as handle:
+        metrics = {label: values for label, values in json.load(handle)["systems"].items()}
+    forms = {label: form_pass_share(os.path.join(out, "rewrites", label)) for label, *_ in runs}
+    with open(os.path.join(out, "examples.md"), "w", encoding="utf-8") as handle:
+        handle.write(examples(out))
+    targets = judge(metrics, forms)
+    summary = {"metrics": metrics, "form_pass_share": forms, "targets": targets,
+               "seconds": {k: round(v, 1) for k, v in seconds.items()},
+               "settings": {k: v for k, v in vars(args).items()}}
+    with open(os.path.join(out, "quality.json"), "w", encoding="utf-8") as handle:
+        json.dump(summary, handle, indent=2)
+    with open(os.path.join(out, "evaluation", "table.md"), encoding="utf-8") as handle:
+        print(handle.read())
+    print(json.dumps({"targets_met": sum(t["met"] for t in targets.values()), "targets": len(targets),
+                      "missed": [name for name, t in targets.items() if not t["met"]],
+                      "total_s": round(sum(seconds.values()), 1)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

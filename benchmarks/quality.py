@@ -1,7 +1,7 @@
 """Rewrite quality the way the paper measured it (Table 2), from a pretrained model, offline.
 
     python benchmarks/quality.py                                   # 2 CPU cores: about 90 minutes
-    python benchmarks/quality.py --output out/quality --steps 120 --num-recipes 60
+    python benchmarks/quality.py --output out/quality --steps 120 --num-recipes 60   # longer, closer
     python benchmarks/quality.py --use-gpu --steps 2000 --num-recipes 1000
 
 One resumable command: a rerun skips finished stages and continues the others. It
@@ -66,8 +66,9 @@ def train(args, out: str, label: str) -> float:
     folder = os.path.join(out, "train", label)
     if os.path.exists(os.path.join(folder, "train_stats.json")):
         return 0.0
+    steps = args.lm_steps if label == "no_source" else args.steps
     flags = ["--variant", MODELS[label], "--data", os.path.join(out, "prepared"), "--output", folder,
-             "--model", args.model, "--max-steps", str(args.steps)]
+             "--model", args.model, "--max-steps", str(steps), "--eval-examples", str(args.eval_examples)]
     if args.micro_batch:
         flags += ["--micro-batch", str(args.micro_batch)]
     if args.use_gpu:
@@ -81,7 +82,9 @@ def rewrite(args, out: str, label: str, system: str, model: str | None, constrai
     """Rewrite the test sample with one system (the job itself resumes a stopped run)."""
     folder = os.path.join(out, "rewrites", label)
     flags = ["--data", os.path.join(out, "prepared"), "--split", "test", "--system", system,
-             "--output", folder, "--num-recipes", str(args.num_recipes), "--candidates", str(args.candidates)]
+             "--output", folder, "--num-recipes", str(args.num_recipes), "--candidates", str(args.candidates),
+             # One batch per actor: each rewrites its share of the sample in one go.
+             "--batch-recipes", str(-(-args.num_recipes // args.actors)), "--actors", str(args.actors)]
     if model:
         flags += ["--model", model]
     if constrained:
@@ -160,9 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", default=os.path.join(ROOT, "out", "quality"), help="run folder (resumable)")
     parser.add_argument("--model", default="smollm2-135m", help="the pretrained model every system starts from")
-    parser.add_argument("--steps", type=int, default=60, help="optimizer steps per fine-tuned model")
+    parser.add_argument("--steps", type=int, default=40, help="optimizer steps per fine-tuned rewriter")
+    parser.add_argument("--lm-steps", type=int, default=12, help="optimizer steps of the No-Source LM")
+    parser.add_argument("--eval-examples", type=int, default=64, help="dev examples per evaluation while training")
+    parser.add_argument("--actors", type=int, default=2, help="rewriter actors")
     parser.add_argument("--micro-batch", type=int, default=4, help="examples per worker per step")
-    parser.add_argument("--num-recipes", type=int, default=40, help="test recipes each system rewrites")
+    parser.add_argument("--num-recipes", type=int, default=24, help="test recipes each system rewrites")
     parser.add_argument("--candidates", type=int, default=10, help="samples per step (best kept)")
     parser.add_argument("--input", action="append", default=[], help="another corpus to prepare (repeatable)")
     parser.add_argument("--use-gpu", action="store_true", help="train, rewrite and score on GPUs")

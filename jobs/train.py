@@ -302,7 +302,8 @@ def write_stats(settings: dict, config: dict, seconds: float, train_rows: int) -
              "padding_fraction": round(sum(padding) / len(padding), 4) if padding else None,
              "data_wait_fraction": round(steady_mean(waits), 4) if waits else None,
              "eval_loss_first": evals[0] if evals else None, "eval_loss_last": evals[-1] if evals else None,
-             "peak_flops": peak, "mfu": round(estimate_mfu(worker["parameters"], speed, peak), 5)}
+             "peak_flops": peak, "mfu": round(estimate_mfu(worker["parameters"], speed, peak, worker.get("trainable_parameters"),
+                                             worker.get("finetune", "full")), 5)}
     with open(os.path.join(output, "train_stats.json"), "w", encoding="utf-8") as handle:
         json.dump(stats, handle, indent=2)
     return stats

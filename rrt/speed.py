@@ -8,9 +8,21 @@ GPU_PEAK_FLOPS = {"V100": 125e12, "A100": 312e12, "H100": 989e12, "H200": 989e12
                   "L4": 121e12, "T4": 65e12}
 
 
-def estimate_mfu(parameters: int, tokens_per_s: float, peak_flops: float) -> float:
-    """Model FLOPs utilisation: 6 x parameters x tokens per second over the hardware peak."""
-    return 6.0 * parameters * tokens_per_s / peak_flops if peak_flops > 0 else 0.0
+def flops_per_token(parameters: int, trainable: int | None = None, method: str = "full") -> float:
+    """Training FLOPs per token: 2N forward, and a backward of 2N for the activations' gradients
+    through the trained part plus 2N for the trained weights' gradients. Full: the usual 6N;
+    freeze: 2N + 4 x trainable; LoRA: the activations' gradients run through every layer, 4N."""
+    trainable = parameters if trainable is None else trainable
+    if method == "lora":
+        return 4.0 * parameters
+    return 2.0 * parameters + 4.0 * trainable
+
+
+def estimate_mfu(parameters: int, tokens_per_s: float, peak_flops: float, trainable: int | None = None,
+                 method: str = "full") -> float:
+    """Model FLOPs utilisation: training FLOPs per token x tokens per second over the hardware peak."""
+    flops = flops_per_token(parameters, trainable, method)
+    return flops * tokens_per_s / peak_flops if peak_flops > 0 else 0.0
 
 
 def gpu_peak_flops(device_name: str) -> float | None:

@@ -122,6 +122,9 @@ def test_lr_schedule_warms_up_then_decays_to_the_floor():
 
 def test_mfu_formula():
     assert estimate_mfu(1_000_000, 1000.0, 6e9) == pytest.approx(1.0)
+    # Freezing: the forward runs every weight, the backward only the trained ones (2N + 4T).
+    assert estimate_mfu(1_000_000, 1000.0, 6e9, trainable=250_000, method="freeze") == pytest.approx(0.5)
+    assert estimate_mfu(1_000_000, 1000.0, 6e9, trainable=10_000, method="lora") == pytest.approx(4 / 6)
     assert gpu_peak_flops("Tesla V100-SXM2-16GB") == 125e12 and gpu_peak_flops("NVIDIA H200") == 989e12
     assert gpu_peak_flops("Some CPU") is None
 

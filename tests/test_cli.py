@@ -61,3 +61,34 @@ def test_errors_are_one_clear_line():
         out = rrt(*args)
         assert out.returncode == 2 and out.stderr.startswith("rrt: error:") and "Traceback" not in out.stderr
         assert len(out.stderr.strip().splitlines()) == 1
+
+
+def _rewrite_record(title: str, steps: list[str], rewritten: list[str]) -> dict:
+    """A rewrites.jsonl record as jobs/rewrite.py writes it (the fields `rrt show` reads)."""
+    return {"id": title, "constraint": "vegan", "system": "contextual_rule", "constrained": True,
+            "source": {"title": title, "ingredients": ["1 cup milk"], "steps": steps},
+            "rewrite": {"title": f"Vegan {title}", "ingredients": ["1 cup soymilk"], "steps": rewritten}}
+
+
+def test_show_prints_source_beside_rewrite_for_the_first_recipes(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    records = [_rewrite_record(f"Dish {i}", ["Warm the milk gently.", "Pour it over the oats."],
+                               ["Warm the soymilk gently.", "Pour it over the oats."]) for i in range(4)]
+    (run / "rewrites.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = rrt("show", str(run), "--recipes", "2", "--width", "40")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "Dish 0" in out.stdout and "Dish 1" in out.stdout and "Dish 2" not in out.stdout
+    row = next(line for line in lines if line.startswith("1. Warm the milk"))
+    assert row.index("|") == 41 and row.split("|")[1].strip() == "1. Warm the soymilk gently."
+    assert any(line.startswith("• 1 cup milk") and line.endswith("• 1 cup soymilk") for line in lines)
+
+
+def test_show_of_a_missing_or_empty_run_is_one_error_line(tmp_path):
+    for target in (tmp_path / "nothing", tmp_path / "empty.jsonl"):
+        if target.suffix:
+            target.write_text("")
+        out = rrt("show", str(target))
+        assert out.returncode == 2 and out.stderr.startswith("rrt: error:") and len(out.stderr.splitlines()) == 1
+        assert "Traceback" not in out.stderr

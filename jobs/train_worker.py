@@ -145,17 +145,9 @@ def build_engine(lm, ds: dict, precision: str, total_steps: int, device):
     import deepspeed
     import torch
 
-    trained = [p for p in lm.parameters() if p.requires_grad]
-    # Biases and norms take no decay, nor an embedding that learns some rows only: decay would
-    # shrink its frozen pretrained rows too.
-    decay = [p for p in trained if p.ndim >= 2 and not getattr(p, finetune.SOME_ROWS, False)]
-    no_decay = [p for p in trained if p.ndim < 2 or getattr(p, finetune.SOME_ROWS, False)]
-    groups = [{"params": decay, "weight_decay": float(ds.get("weight_decay", 0.0))},
-              {"params": no_decay, "weight_decay": 0.0}]
-    # DeepSpeed drops an empty group (LoRA trains no norms), and the schedule must see the same groups.
-    optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=float(ds["lr"]),
-                                  # torch's fused AdamW runs on CPU too: 3 ms a step on the tiny preset's
-                                  # flat ZeRO partition against 10-28 ms for the per-tensor loop.
+    groups = finetune.optimizer_groups(lm, float(ds.get("weight_decay", 0.0)))
+    optimizer = torch.optim.AdamW(groups, lr=float(ds["lr"]),
+                                  # torch's fused AdamW runs on CPU too, faster there than the per-tensor loop.
                                   betas=(0.9, 0.95), fused=device.type in ("cuda", "cpu"))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(
         s, int(ds.get("warmup_steps", 0)), total_steps, ds.get("schedule", "cosine"),
@@ -178,9 +170,7 @@ def train_func(cfg: dict) -> None:
     device = ray.train.torch.get_device()
     tokenizer = PreTrainedTokenizerFast.from_pretrained(cfg["tokenizer_dir"])
     lm = build_model(cfg["model"], len(tokenizer), cfg["tiny"], cfg["seed"], tokenizer.pad_token_id)
-    # peft's wrapper of a tied LM head computes the logits without calling the head module, so
-    # the padding rows' -inf mask would not apply: LoRA trains on the tokenizer's own rows.
-    live_vocab = pad_vocabulary(lm, 1 if cfg["finetune"] == "lora" else cfg["pad_vocab_to"])
+    live_vocab = pad_vocabulary(lm, cfg["pad_vocab_to"])
     padded_vocab = lm.get_input_embeddings().weight.shape[0]
     lm = finetune.prepare(lm, cfg["finetune"], range(finetune.new_tokens_from(tokenizer), live_vocab),
                           cfg["trainable_layers"], cfg["lora"])

@@ -13,7 +13,7 @@ from typing import Any
 
 METHODS = ("full", "freeze", "lora")
 LORA_DEFAULTS = {"r": 16, "alpha": 32, "dropout": 0.05, "targets": "all-linear"}
-SOME_ROWS = "rrt_some_rows"  # marks a weight that learns only some of its rows (no weight decay)
+SOME_ROWS = "rrt_some_rows"  # the first row a weight learns, when it learns only some (no weight decay)
 
 
 def transformer_blocks(lm):
@@ -32,7 +32,7 @@ def _learn_rows_from(weight, first: int) -> None:
 
     keep = torch.zeros(weight.shape[0], 1, dtype=weight.dtype, device=weight.device)
     keep[first:] = 1
-    setattr(weight, SOME_ROWS, True)
+    setattr(weight, SOME_ROWS, first)
     weight.register_hook(lambda grad: grad * keep.to(grad.dtype))
 
 
@@ -75,7 +75,12 @@ def prepare(lm, method: str, new_tokens: range, trainable_layers: int = 0, lora:
     if method == "freeze":
         freeze_lower(lm, trainable_layers, new_tokens.start if len(new_tokens) else lm.get_input_embeddings().weight.shape[0])
     elif method == "lora":
-        return add_lora(lm, lora or {}, list(new_tokens))
+        from rrt.models import mask_padding_rows
+
+        wrapped = add_lora(lm, lora or {}, list(new_tokens))
+        # peft computes a tied head inside its own wrapper, so a padded vocabulary's mask moves there.
+        mask_padding_rows(lm, wrapped)
+        return wrapped
     return lm
 
 
@@ -88,6 +93,17 @@ def plain_model(lm):
     return lm
 
 
+def optimizer_groups(lm, weight_decay: float) -> list[dict]:
+    """The trained weights as AdamW groups: decay on matrices; none on biases, norms, or a weight
+    that learns some rows only (decay would shrink its frozen pretrained rows too). An empty
+    group is left out: DeepSpeed drops it, and a schedule must see the groups the engine keeps."""
+    trained = [p for p in lm.parameters() if p.requires_grad]
+    decay = [p for p in trained if p.ndim >= 2 and getattr(p, SOME_ROWS, None) is None]
+    no_decay = [p for p in trained if p.ndim < 2 or getattr(p, SOME_ROWS, None) is not None]
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return [g for g in groups if g["params"]]
+
+
 def new_tokens_from(tokenizer) -> int:
     """The first id of the tokens we added to a pretrained tokenizer (its base vocabulary's size)."""
     return min(int(tokenizer.vocab_size), len(tokenizer))
@@ -97,5 +113,7 @@ def parameter_counts(lm) -> dict[str, int]:
     """Trainable and total parameters (shared tensors counted once)."""
     seen: dict[int, Any] = {p.data_ptr(): p for p in lm.parameters()}
     total = sum(p.numel() for p in seen.values())
-    trainable = sum(p.numel() for p in seen.values() if p.requires_grad)
+    # A weight that learns some rows only counts those rows.
+    trainable = sum(p.numel() if getattr(p, SOME_ROWS, None) is None else (p.shape[0] - getattr(p, SOME_ROWS)) * p[0].numel()
+                    for p in seen.values() if p.requires_grad)
     return {"parameters": total, "trainable_parameters": trainable}

@@ -60,10 +60,15 @@ def add_special_tokens(tokenizer):
     extras = [_added(t) for t in special_tokens() if t not in (BOS, EOS, PAD)]
     tokenizer.add_special_tokens({"bos_token": _added(BOS), "eos_token": _added(EOS), "pad_token": _added(PAD),
                                   "extra_special_tokens": extras})
-    # The formats write BOS themselves; a tokenizer that also prepends one (Llama's) would double it.
+    # The formats write BOS themselves; a tokenizer that also prepends one (Llama's) would double
+    # it. Transformers 5 keeps that BOS in the backend's post-processor, not only in a flag.
     for flag in ("add_bos_token", "add_eos_token"):
         if getattr(tokenizer, flag, False):
             setattr(tokenizer, flag, False)
+    if tokenizer("x")["input_ids"] != tokenizer("x", add_special_tokens=False)["input_ids"]:
+        from tokenizers.processors import TemplateProcessing
+
+        tokenizer.backend_tokenizer.post_processor = TemplateProcessing(single="$A:0", pair="$A:0 $B:1")
     return tokenizer
 
 
@@ -121,22 +126,34 @@ def build_model(model: str, vocab_size: int, tiny: dict[str, Any] | None = None,
 def pad_vocabulary(lm, multiple: int) -> int:
     """Grow the embedding and tied LM head to a multiple of `multiple` rows, whose logits are -inf
     on every forward, so the model computes the same function faster. Returns the live vocabulary."""
-    import torch
-
     live = lm.get_input_embeddings().weight.shape[0]
     if multiple <= 1 or live % multiple == 0:
         return live
     # An LM head whose row count is no multiple of the SIMD width or tile (e.g. 8,010, or GPT-2's
-    # 50,282) writes misaligned logit rows: about 20% slower on CPU, and off tensor-core tiles.
+    # 50,282) writes misaligned logit rows, off the CPU's SIMD width and the GPU's tensor-core tiles.
     lm.resize_token_embeddings(live, pad_to_multiple_of=multiple, mean_resizing=False)
+    lm.rrt_live_vocab = live
+    mask_padding_rows(lm)
+    return live
+
+
+def mask_padding_rows(lm, wrapper=None) -> None:
+    """(Re)hook the -inf mask of a padded vocabulary onto the module that computes the logits now:
+    the LM head, or the wrapper a fine-tuning library put around it (call again after wrapping)."""
+    import torch
+
+    live = getattr(lm, "rrt_live_vocab", None)
+    if live is None:
+        return
 
     def mask(module, inputs, logits):
         """-inf logits for the padding rows: softmax gives them 0, so every gradient there is 0 too."""
         with torch.no_grad():
             logits[..., live:] = float("-inf")
 
-    lm.rrt_vocab_mask = lm.get_output_embeddings().register_forward_hook(mask)
-    return live
+    if getattr(lm, "rrt_vocab_mask", None) is not None:
+        lm.rrt_vocab_mask.remove()
+    lm.rrt_vocab_mask = (wrapper or lm).get_output_embeddings().register_forward_hook(mask)
 
 
 def trim_vocabulary(lm, live: int) -> None:
@@ -145,7 +162,7 @@ def trim_vocabulary(lm, live: int) -> None:
     if handle is None:
         return
     handle.remove()
-    del lm.rrt_vocab_mask
+    del lm.rrt_vocab_mask, lm.rrt_live_vocab
     lm.resize_token_embeddings(live, mean_resizing=False)
 
 

@@ -61,6 +61,7 @@ class Rewriter:
     def __init__(self, model: str, settings: dict):
         import torch
 
+        from rrt.metrics import lm_block_size
         from rrt.models import load_exported, read_meta
         from rrt.rewriter import Rewriter as Engine
         from rrt.sampling import SamplingSettings
@@ -76,7 +77,7 @@ class Rewriter:
             raise ValueError(f"{model} holds a {meta.get('variant')} model, which does not rewrite recipes")
         self._engines: dict[tuple, Engine] = {}
         self._make = lambda candidates, constrained: Engine(
-            system, self.lm, self.tokenizer, int(meta.get("block_size", 256)),
+            system, self.lm, self.tokenizer, lm_block_size(self.lm.config, meta),
             SamplingSettings(int(settings.get("top_k", 40)), float(settings.get("top_p", 1.0)),
                              float(settings.get("temperature", 1.0)), candidates,
                              int(settings.get("max_step_tokens", 64))),

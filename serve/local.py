@@ -1,5 +1,6 @@
 """A local `rrt serve` as a child process, and a tiny random-weight model to serve: what the
-service tests and `benchmarks/serve_throughput.py` start, load and stop.
+service tests and `benchmarks/serve_throughput.py` start, load and stop. Also tiny random
+"pretrained" folders (a Llama, a GPT-2) that stand in for a downloaded model in the fine-tuning tests.
 
     service = LocalService(model, write_config(folder, port=free_port(), max_step_tokens=12))
     service.start(); ...; service.stop()   # SIGINT, then SIGTERM, then kill; returns survivors
@@ -30,6 +31,66 @@ def tiny_model(folder: str) -> str:
     tok = train_tiny_tokenizer(texts, 1500)
     lm = build_model("tiny", len(tok), {"n_layer": 1, "n_head": 2, "n_embd": 32}, pad_token_id=tok.pad_token_id)
     export_model(lm, tok, folder, {"variant": "contextual", "block_size": 256, "model": "tiny"})
+    return folder
+
+
+PRETRAINED_EOS = "<|endoftext|>"   # the end token of the tiny "pretrained" tokenizers (as SmolLM2's and GPT-2's)
+PRETRAINED_BOS = "<s>"             # the tiny Llama's own BOS, which its tokenizer prepends (as Llama's does)
+
+
+def tiny_pretrained(folder: str, family: str = "llama", vocab_size: int = 800, seed: int = 0) -> str:
+    """A random-weight stand-in for a downloaded Hugging Face model (`llama` or `gpt2`) saved to
+    folder: a byte-level BPE trained on the sample's plain text, knowing none of our tokens."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from rrt.loaders import read_recipes
+
+    texts = ["\n".join([r.title, *r.ingredients, *r.steps]) for r in read_recipes([str(SAMPLE)])]
+    own = [PRETRAINED_EOS] + ([PRETRAINED_BOS] if family == "llama" else [])
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.train_from_iterator(texts, trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=own, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    if family == "llama":
+        # Like Llama's, this tokenizer prepends its BOS to every text it encodes.
+        tok = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=PRETRAINED_BOS, eos_token=PRETRAINED_EOS,
+                                      unk_token=PRETRAINED_EOS, add_bos_token=True)
+    elif family == "gpt2":
+        tok = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=PRETRAINED_EOS, eos_token=PRETRAINED_EOS,
+                                      unk_token=PRETRAINED_EOS)
+    else:
+        raise ValueError(f"family must be llama or gpt2 (got {family!r})")
+    torch.manual_seed(seed)
+    if family == "llama":
+        lm = LlamaForCausalLM(LlamaConfig(
+            hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            vocab_size=len(tok), max_position_embeddings=512, tie_word_embeddings=True,
+            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id))
+    else:
+        lm = GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=4, n_embd=64, n_positions=512, vocab_size=len(tok),
+                                        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id))
+    lm.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def tiny_llama(folder: str) -> str:
+    """A tiny random-weight `pretrained` Llama folder (see tiny_pretrained)."""
+    return tiny_pretrained(folder, "llama")
+
+
+def tiny_export(folder: str, base: str, variant: str = "contextual", block_size: int = 256) -> str:
+    """A model fine-tuned from `base` for zero steps (our tokens added, no training) exported to
+    folder as a training run would: a quick Llama (or any family) model to serve or rewrite with."""
+    from rrt.models import build_model, export_model, load_tokenizer
+
+    tok = load_tokenizer(base)
+    lm = build_model(base, len(tok), pad_token_id=tok.pad_token_id)
+    export_model(lm, tok, folder, {"variant": variant, "block_size": block_size, "model": base})
     return folder
 
 

@@ -24,7 +24,7 @@ import requests
 from conftest import ROOT, SAMPLE
 from rrt.lexicon import CONSTRAINTS
 from rrt.loaders import read_recipes
-from serve.local import LocalService, free_port, tiny_model, write_config
+from serve.local import LocalService, free_port, tiny_export, tiny_llama, tiny_model, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -401,3 +401,24 @@ def test_api_key_timeout_overload_and_sigterm(model, tmp_path):
     finally:
         left = guarded.stop(signal.SIGTERM)
     assert left == [], f"SIGTERM left Ray processes behind: {left}"
+
+
+def test_a_llama_export_is_served(tmp_path):
+    base = tiny_llama(str(tmp_path / "base"))
+    model = tiny_export(str(tmp_path / "model"), base)
+    assert json.loads((tmp_path / "model" / "config.json").read_text())["model_type"] == "llama"
+    config = write_config(tmp_path, port=free_port(), max_step_tokens=8,
+                          autoscaling={"min_replicas": 1, "max_replicas": 1})
+    served = LocalService(model, config).start()
+    try:
+        reply = post(served, {"recipe": COCOA, "constraint": "vegan", "candidates": 2, "seed": 3})
+        assert reply.status_code == 200, reply.text[:500]
+        answer = reply.json()
+        assert answer["model"]["base"] == base and answer["model"]["variant"] == "contextual"
+        assert len(answer["steps"]) == len(answer["recipe"]["steps"]) == len(COCOA["steps"])
+        for n, step in enumerate(answer["steps"]):
+            assert step["source"] == COCOA["steps"][n] and len(step["candidates"]) == 2
+            assert step["rewrite"] == step["candidates"][step["chosen"]]["text"]
+    finally:
+        left = served.stop()
+    assert left == [], f"the service left processes behind: {left}"

@@ -123,6 +123,8 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         (train.get("allocator", "tcmalloc") in ALLOCATORS, f"train.allocator must be one of {', '.join(ALLOCATORS)}"),
         (train.get("finetune", "full") in finetune.METHODS,
          f"train.finetune must be one of {', '.join(finetune.METHODS)}"),
+        (isinstance(train.get("shuffle_rows", 0), int) and train.get("shuffle_rows", 0) >= 0,
+         "train.shuffle_rows must be an integer >= 0"),
         (isinstance(train.get("trainable_layers", 0), int) and train.get("trainable_layers", 0) >= 0,
          "train.trainable_layers must be an integer >= 0"),
         (isinstance(train.get("lora") or {}, dict) and set(train.get("lora") or {}) <= set(finetune.LORA_DEFAULTS),
@@ -192,6 +194,8 @@ def token_dataset(ray_data, settings: dict, split: str, tokenizer_json: str, lim
     dataset = ray_data.read_parquet(_split_dir(settings["data"], settings["variant"], split)).select_columns(["text"])
     if limit:
         dataset = dataset.limit(limit)
+    elif settings.get("shuffle_rows"):
+        dataset = dataset.randomize_block_order(seed=int(settings.get("seed", 13)))
     return dataset.map_batches(tokenize_table, batch_format="pyarrow", batch_size=512,
                                num_cpus=float(settings.get("tokenize_cpus", 0.25)),
                                fn_kwargs={"tokenizer_json": tokenizer_json, "variant": settings["variant"],
@@ -232,6 +236,7 @@ def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: st
         "tokenizer_dir": os.path.join(settings["output"], "tokenizer"), "output": settings["output"],
         "deepspeed": ds, "precision": ds.get("precision", "auto"), "micro_batch": micro,
         "bucket_window": int(settings.get("bucket_window", 32)), "pad_id": tokenizer.pad_token_id,
+        "shuffle_rows": int(settings.get("shuffle_rows", 0)),
         "token_budget": micro * settings["block"] if tokens else None,
         "loss_on": settings["loss_on"], "epochs": settings["epochs"], "max_steps": settings["max_steps"],
         "total_steps": total, "steps_per_epoch": per_epoch, "torch_threads": threads,

@@ -38,9 +38,12 @@ def _tensors(batch: Batch, device) -> dict:
             "labels": torch.from_numpy(batch.labels).to(device), "use_cache": False}
 
 
-def _rows(shard, counts: dict | None):
-    """(token ids, target start) of every usable row; rows too long for the block are counted."""
-    for part in shard.iter_batches(batch_size=1024, batch_format="numpy"):
+def _rows(shard, counts: dict | None, shuffle: int = 0, seed: int = 0):
+    """(token ids, target start) of every usable row; rows too long for the block are counted.
+    `shuffle` rows are mixed in a buffer: prepared step pairs come a dish at a time, and a run
+    shorter than an epoch would otherwise learn from a few dishes only."""
+    shuffled = {"local_shuffle_buffer_size": shuffle, "local_shuffle_seed": seed} if shuffle else {}
+    for part in shard.iter_batches(batch_size=1024, batch_format="numpy", **shuffled):
         for ids, start, length, cut in zip(part["input_ids"], part["target_start"], part["length"],
                                            part["truncated"]):
             if counts is not None:
@@ -49,12 +52,12 @@ def _rows(shard, counts: dict | None):
                 yield np.asarray(ids), int(start)
 
 
-def micro_batches(shard, cfg: dict, seed: int, counts: dict | None):
+def micro_batches(shard, cfg: dict, seed: int, counts: dict | None, shuffle: int = 0):
     """Low-padding micro-batches from a shard: windows of rows sorted by length, shuffled."""
     rng = random.Random(seed)
     size = cfg["micro_batch"] * cfg["bucket_window"]
     window: list = []
-    for row in _rows(shard, counts):
+    for row in _rows(shard, counts, shuffle, seed):
         window.append(row)
         if len(window) == size:
             yield from bucket_batches(window, cfg["micro_batch"], cfg["pad_id"], cfg["loss_on"], rng,
@@ -203,7 +206,8 @@ def train_func(cfg: dict) -> None:
         progress = tqdm(total=total, initial=state["step"], desc="train steps", unit="step", mininterval=5)
     while state["step"] < total and (cfg["max_steps"] or state["epoch"] < cfg["epochs"]):
         counts = state["counts"] if state["epoch"] == 0 else None
-        batches = micro_batches(train_shard, cfg, cfg["seed"] + 1000 * state["epoch"] + rank, counts)
+        batches = micro_batches(train_shard, cfg, cfg["seed"] + 1000 * state["epoch"] + rank, counts,
+                                cfg["shuffle_rows"])
         for _ in range(state["micro_in_epoch"]):
             next(batches, None)
         ran = 0

@@ -98,6 +98,8 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     tiny = dict(train.get("tiny") or {})
     tiny_lr = tiny.pop("lr", None)
     train["tiny"] = tiny
+    if train.get("finetune", "full") not in finetune.METHODS:
+        raise JobError(f"train.finetune must be one of {', '.join(finetune.METHODS)}")
     if train.get("model") == TINY:
         # A model trained from scratch trains every weight, at its own rate.
         train["finetune"] = "full"
@@ -121,8 +123,6 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         (isinstance(train.get("pad_vocab_to", 64), int) and not isinstance(train.get("pad_vocab_to", 64), bool)
          and 1 <= train.get("pad_vocab_to", 64) <= 1024, "train.pad_vocab_to must be an integer 1-1024"),
         (train.get("allocator", "tcmalloc") in ALLOCATORS, f"train.allocator must be one of {', '.join(ALLOCATORS)}"),
-        (train.get("finetune", "full") in finetune.METHODS,
-         f"train.finetune must be one of {', '.join(finetune.METHODS)}"),
         (isinstance(train.get("shuffle_rows", 0), int) and train.get("shuffle_rows", 0) >= 0,
          "train.shuffle_rows must be an integer >= 0"),
         (isinstance(train.get("trainable_layers", 0), int) and train.get("trainable_layers", 0) >= 0,

@@ -43,6 +43,19 @@ def log(stage: str, **fields) -> None:
     print(json.dumps({"stage": stage, **fields}), flush=True)
 
 
+def stage_seconds(out: str, stage: str | None = None, seconds: float = 0.0) -> dict[str, float]:
+    """Seconds per stage over every run of this folder (stage_seconds.json), adding `seconds` to
+    `stage` first: a resumed run skips finished stages, whose time the earlier runs spent."""
+    path = os.path.join(out, "stage_seconds.json")
+    totals = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else {}
+    if stage:
+        totals[stage] = round(totals.get(stage, 0.0) + seconds, 1)
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(totals, handle, indent=2)
+        log(stage, seconds=round(seconds, 1), total_seconds=totals[stage])
+    return totals
+
+
 def run_job(script: str, *args: str) -> float:
     """Run one jobs/ script (its own progress bars show); seconds taken. A failure ends the benchmark."""
     started = time.perf_counter()
@@ -83,8 +96,8 @@ def rewrite(args, out: str, label: str, system: str, model: str | None, constrai
     folder = os.path.join(out, "rewrites", label)
     flags = ["--data", os.path.join(out, "prepared"), "--split", "test", "--system", system,
              "--output", folder, "--num-recipes", str(args.num_recipes), "--candidates", str(args.candidates),
-             # One batch per actor: each rewrites its share of the sample in one go.
-             "--batch-recipes", str(-(-args.num_recipes // args.actors)), "--actors", str(args.actors)]
+             # Three batches per actor: an actor that finishes early takes another instead of idling.
+             "--batch-recipes", str(max(1, -(-args.num_recipes // (3 * args.actors)))), "--actors", str(args.actors)]
     if model:
         flags += ["--model", model]
     if constrained:
@@ -182,11 +195,13 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(out, exist_ok=True)
     seconds: dict[str, float] = {}
     prepared = os.path.join(out, "prepared")
-    seconds["prepare"] = run_job("prepare_data.py", "--input", inputs(args.input), "--output", prepared)
-    log("prepare", seconds=round(seconds["prepare"], 1))
+    # A finished preparation is not run again: its stats.json identifies the data to the later runs.
+    seconds["prepare"] = 0.0 if os.path.exists(os.path.join(prepared, "stats.json")) else run_job(
+        "prepare_data.py", "--input", inputs(args.input), "--output", prepared)
+    stage_seconds(out, "prepare", seconds["prepare"])
     for label in MODELS:
         seconds[f"train/{label}"] = train(args, out, label)
-        log(f"train/{label}", seconds=round(seconds[f"train/{label}"], 1))
+        stage_seconds(out, f"train/{label}", seconds[f"train/{label}"])
     runs = [("rule_based", "rule_based", None, False), ("retrieval", "retrieval", None, False)]
     for label in LEARNED:
         system = "contextual_rule" if label == "contextual_rule" else label
@@ -194,19 +209,19 @@ def main(argv: list[str] | None = None) -> int:
         runs += [(label, system, model, False), (f"{label}+constrained", system, model, True)]
     for label, system, model, constrained in runs:
         seconds[f"rewrite/{label}"] = rewrite(args, out, label, system, model, constrained)
-        log(f"rewrite/{label}", seconds=round(seconds[f"rewrite/{label}"], 1))
+        stage_seconds(out, f"rewrite/{label}", seconds[f"rewrite/{label}"])
     folders = [os.path.join(out, "rewrites", label) for label, *_ in runs]
     seconds["evaluate"] = run_job("evaluate.py", "--lm", os.path.join(out, "train", "no_source", "model"),
                                   "--rewrites", ",".join(folders), "--output", os.path.join(out, "evaluation"))
-    log("evaluate", seconds=round(seconds["evaluate"], 1))
+    stage_seconds(out, "evaluate", seconds["evaluate"])
     with open(os.path.join(out, "evaluation", "metrics.json"), encoding="utf-8") as handle:
         metrics = {label: values for label, values in json.load(handle)["systems"].items()}
     forms = {label: form_pass_share(os.path.join(out, "rewrites", label)) for label, *_ in runs}
     with open(os.path.join(out, "examples.md"), "w", encoding="utf-8") as handle:
         handle.write(examples(out))
     targets = judge(metrics, forms)
-    summary = {"metrics": metrics, "form_pass_share": forms, "targets": targets,
-               "seconds": {k: round(v, 1) for k, v in seconds.items()},
+    seconds = stage_seconds(out)
+    summary = {"metrics": metrics, "form_pass_share": forms, "targets": targets, "seconds": seconds,
                "settings": {k: v for k, v in vars(args).items()}}
     with open(os.path.join(out, "quality.json"), "w", encoding="utf-8") as handle:
         json.dump(summary, handle, indent=2)
@@ -214,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         print(handle.read())
     print(json.dumps({"targets_met": sum(t["met"] for t in targets.values()), "targets": len(targets),
                       "missed": [name for name, t in targets.items() if not t["met"]],
-                      "total_s": round(sum(seconds.values()), 1)}))
+                      "total_s": round(sum(seconds.values()), 1), "stage_seconds": seconds}))
     return 0
 
 

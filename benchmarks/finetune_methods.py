@@ -75,7 +75,7 @@ def run_method(args, method: str, layers: int, train_rows: list, dev_batches: li
                           train.get("lora") or {})
     counts = finetune.parameter_counts(lm)
     optimizer = torch.optim.AdamW(finetune.optimizer_groups(lm, float(ds.get("weight_decay", 0.0))),
-                                  lr=args.lr or float(ds.get("lr", 3e-4)), betas=(0.9, 0.95), fused=True)
+                                  lr=args.lr or float(ds["lr"]), betas=(0.9, 0.95), fused=True)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(
         s, int(ds.get("warmup_steps", 0)), args.steps, ds.get("schedule", "cosine"), float(ds.get("min_lr_ratio", 0.0))))
     before = dev_loss(lm, dev_batches)

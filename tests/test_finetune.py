@@ -364,7 +364,7 @@ def test_smollm2_preset_is_a_llama_with_our_tokens_and_is_converted_once():
 
     from rrt.pretrained import DONE_FILE, resolve
 
-    folder = resolve("smollm2-135m")   # converts (about 25 s) on a machine that lacks the cache
+    folder = resolve("smollm2-135m")   # converts on a machine that lacks the cache
     done = os.path.join(folder, DONE_FILE)
     stamps = [os.stat(os.path.join(folder, f)).st_mtime_ns for f in (DONE_FILE, "model.safetensors")]
     started = time.perf_counter()

@@ -42,7 +42,8 @@ import pyarrow.dataset as pads  # noqa: E402
 
 from rrt.batching import bucket_batches, pad_batch, tokenize_table  # noqa: E402
 from rrt.config import load_config  # noqa: E402
-from rrt.models import (count_parameters, fused_gelu, pad_vocabulary, special_tokens,  # noqa: E402
+from rrt.finetune import parameter_counts  # noqa: E402
+from rrt.models import (fused_gelu, pad_vocabulary, special_tokens,  # noqa: E402
                         tiny_config, train_tiny_tokenizer, training_kernels)
 from rrt.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops  # noqa: E402
 
@@ -121,7 +122,7 @@ def baseline_trainer(tokenizer, rows, shape: dict, micro: int, steps: int, lr: f
     seconds = timed[-1] - timed[0]
     padded = micro * block * (len(timed) - 1)
     return {"tokens_per_s": useful / seconds, "padding_fraction": 1 - useful / padded,
-            "parameters": count_parameters(model)}
+            "parameters": parameter_counts(model)["trainable_parameters"]}
 
 
 def ours(data: str, variant: str, workers: int, steps: int, config_path: str) -> dict:
@@ -319,7 +320,7 @@ def gpu_compare(model_name: str, tokenizer, rows, variant: str, micros: list[int
                 model = AutoModelForCausalLM.from_config(fused_gelu(copy.deepcopy(config))
                                                          if scheme in zero_stage else config)
             model.train()
-            parameters = count_parameters(model)
+            parameters = parameter_counts(model)["trainable_parameters"]
             if scheme in zero_stage:
                 training_kernels(model, cuda)  # as the workers do: fused loss; dropout masks on CPU only
                 pad_vocabulary(model, pad_vocab_to)  # and the LM head padded to tensor-core tiles

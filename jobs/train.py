@@ -54,7 +54,7 @@ def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
     parser.add_argument("--use-gpu", action="store_true", default=None, help="one GPU per worker")
     parser.add_argument("--epochs", type=int, help="passes over the training split")
     parser.add_argument("--max-steps", type=int, help="optimizer steps to run (overrides --epochs)")
-    parser.add_argument("--finetune", choices=("full", "freeze", "lora"),
+    parser.add_argument("--finetune", choices=finetune.METHODS,
                         help="which weights train: all, the top --trainable-layers blocks, or LoRA adapters")
     parser.add_argument("--trainable-layers", type=int, help="freeze: transformer blocks trained, from the top")
     parser.add_argument("--micro-batch", type=int, help="examples per worker per forward pass")

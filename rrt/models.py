@@ -208,8 +208,3 @@ def read_meta(folder: str) -> dict[str, Any]:
     """The `rrt_meta.json` of an exported model."""
     with open(os.path.join(folder, META_FILE), encoding="utf-8") as handle:
         return json.load(handle)
-
-
-def count_parameters(lm) -> int:
-    """Trainable parameters (counted once when embeddings are tied)."""
-    return sum(p.numel() for p in lm.parameters() if p.requires_grad)

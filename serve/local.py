@@ -89,7 +89,7 @@ def tiny_export(folder: str, base: str, variant: str = "contextual", block_size:
     from rrt.models import build_model, export_model, load_tokenizer
 
     tok = load_tokenizer(base)
-    lm = build_model(base, len(tok), pad_token_id=tok.pad_token_id)
+    lm = build_model(base, len(tok), pad_token_id=tok.pad_token_id, tokenizer=tok)
     export_model(lm, tok, folder, {"variant": variant, "block_size": block_size, "model": base})
     return folder
 

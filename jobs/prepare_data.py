@@ -24,6 +24,7 @@ from typing import Any, Iterator
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
 import pyarrow.dataset as pads  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
@@ -36,12 +37,14 @@ from rrt.loaders.source import is_remote  # noqa: E402
 from rrt.pairing import PairSettings, cap_dish, pair_dish, recipe_rows, step_pair_rows, valid_column  # noqa: E402
 from rrt.recipe import Reject  # noqa: E402
 from rrt.recipe_table import recipe_row  # noqa: E402
+from rrt.step_kinds import KINDS  # noqa: E402
 from rrt.tagger import parse_constraints  # noqa: E402
 
 SPLITS = ("train", "dev", "test")
 LINK = pa.struct([("source_step", pa.int64()), ("target_steps", pa.list_(pa.int64())),
                   ("scores", pa.list_(pa.float64()))])
 TEXTS = pa.list_(pa.string())
+NON_STEPS = pa.list_(pa.struct([("kind", pa.string()), ("text", pa.string()), ("before", pa.int64())]))
 PAIR_SCHEMA = pa.schema([
     ("source_id", pa.string()), ("target_id", pa.string()), ("constraint", pa.string()),
     ("split", pa.string()), ("dish", pa.string()), ("pair_score", pa.float64()),
@@ -131,8 +134,10 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         "limit": int(limit) if limit is not None else None, "variants": variants,
         "dish_key": args.dish_key or data.get("dish_key", "title"), "train": train, "dev": dev,
         "seed": int(data.get("seed", 13)),
-        "pairing": {k: int(data[k]) for k in ("pairs_per_source", "candidates_per_source", "max_dish_recipes")
-                    if k in data},
+        "pairing": {**{k: int(data[k]) for k in ("pairs_per_source", "candidates_per_source", "max_dish_recipes")
+                       if k in data},
+                    **({"min_dish_similarity": float(data["min_dish_similarity"])}
+                       if "min_dish_similarity" in data else {})},
         "alignment": align, "translation_table": args.translation_table,
         "ray": {"address": ray_cfg.get("address"), "num_cpus": args.num_cpus or ray_cfg.get("num_cpus"),
                 "object_store_memory": ray_cfg.get("object_store_memory"),
@@ -166,7 +171,7 @@ def publish(tmp: str, final: str) -> None:
 def recipe_schema(constraints: list[str]) -> pa.Schema:
     """Columns of recipes/: the recipe, its dish and split, one validity flag per constraint."""
     return pa.schema([("id", pa.string()), ("title", pa.string()), ("ingredients", TEXTS), ("steps", TEXTS),
-                      ("source", pa.string()), ("dish", pa.string()), ("split", pa.string())]
+                      ("non_steps", NON_STEPS), ("source", pa.string()), ("dish", pa.string()), ("split", pa.string())]
                      + [(valid_column(c), pa.bool_()) for c in constraints])
 
 
@@ -277,9 +282,11 @@ def pair_group(group: pa.Table, settings: dict) -> pa.Table:
     if capped:
         _side_file(settings["output"], "_capped", rows[0]["dish"],
                    [{"id": r["id"], "dish": r["dish"]} for r in capped])
-    align = AlignSettings(**{k: float(v) for k, v in settings["alignment"].items()
-                             if k in ("forward_bias", "backward_penalty", "link_threshold", "null_weight")})
-    pairs = pair_dish(kept, settings["constraints"], _TABLES[path], pair_settings, align)
+    align = AlignSettings.from_config(settings["alignment"])
+    unlike: list[dict] = []
+    pairs = pair_dish(kept, settings["constraints"], _TABLES[path], pair_settings, align, unlike)
+    if unlike:
+        _side_file(settings["output"], "_unlike", rows[0]["dish"], unlike)
     return pa.Table.from_pylist(pairs, schema=PAIR_SCHEMA)
 
 
@@ -376,6 +383,7 @@ def stage_pairs(ray_data, settings: dict, timings: dict) -> None:
     started = time.perf_counter()
     if not stage_done(staging):
         shutil.rmtree(os.path.join(out, "_capped"), ignore_errors=True)
+        shutil.rmtree(os.path.join(out, "_unlike"), ignore_errors=True)
         recipes = read_blocks(ray_data, os.path.join(out, "recipes"))
         task = {**settings, "table_path": os.path.join(out, "translation_table.npz")}
         pairs = recipes.groupby("dish", num_partitions=group_partitions(settings)).map_groups(
@@ -452,6 +460,15 @@ def count_by(path: str, columns: list[str]) -> Counter:
     return counts
 
 
+def count_non_steps(path: str) -> dict[str, int]:
+    """Method lines set aside as not instructions, by kind (serving, header, note, storage)."""
+    kinds: Counter = Counter()
+    files = [os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs if f.endswith(".parquet")]
+    for batch in pads.dataset(files, format="parquet").to_batches(columns=["non_steps"]) if files else []:
+        kinds.update(pc.list_flatten(batch.column("non_steps")).field("kind").to_pylist())
+    return {kind: kinds.get(kind, 0) for kind in KINDS}
+
+
 def gather_rejects(output: str) -> Counter:
     """Concatenate the tasks' reject files into rejects.jsonl; count by reason."""
     reasons: Counter = Counter()
@@ -493,14 +510,16 @@ def write_stats(settings: dict, timings: dict, resumed: bool) -> dict:
                   "recipes_valid": validity[c]["valid"], "recipes_invalid": validity[c]["invalid"]}
               for c in constraints}
     rejects = gather_rejects(out)
-    capped = sum(1 for r, _, fs in os.walk(os.path.join(out, "_capped")) for f in fs
-                 for _ in open(os.path.join(r, f), encoding="utf-8"))
+    capped, unlike = (sum(1 for r, _, fs in os.walk(os.path.join(out, side)) for f in fs
+                          for _ in open(os.path.join(r, f), encoding="utf-8")) for side in ("_capped", "_unlike"))
     total = sum(per_split.values())
     seconds = timings.get("recipes")
     stats = {
         "recipes": total, "recipes_per_split": dict(per_split), "table1": table1,
         "step_pairs": {v: {" / ".join(map(str, k)): n for k, n in sorted(c.items())} for v, c in steps.items()},
+        "non_steps": count_non_steps(recipes),
         "rejects": dict(rejects), "rejected": sum(rejects.values()), "unpaired_capped_recipes": capped,
+        "candidate_pairs_unlike_dishes": unlike,
         "seconds_per_stage": timings, "resumed": resumed,
         "recipes_per_second": round(total / seconds, 1) if seconds else None,
     }
@@ -545,6 +564,8 @@ def main(argv: list[str] | None = None) -> int:
     stats = write_stats(settings, timings, resumed)
     print(format_table1(stats))
     print(f"{stats['recipes']} recipes, {stats['rejected']} rejected; outputs in {settings['output']}")
+    print("method lines set aside as not instructions: "
+          + ", ".join(f"{n} {kind}" for kind, n in stats["non_steps"].items()))
     return 0
 
 

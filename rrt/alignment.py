@@ -10,7 +10,9 @@ target step) link, times 100, is its score.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -94,6 +96,16 @@ class AlignSettings:
     backward_penalty: float = 3.0
     link_threshold: float = 50.0
     null_weight: float = 0.2
+    max_fanout: int = 0          # most target steps one source step keeps (0: no bound)
+    calibrated: bool = False     # score links with the link model (rrt/data/link_model.json)
+
+    @classmethod
+    def from_config(cls, values: dict) -> "AlignSettings":
+        """The HMM settings among a config section's keys, each cast to its field's type."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        cast = {"int": int, "bool": bool, "float": float}
+        return cls(**{k: cast[str(getattr(fields[k].type, "__name__", fields[k].type))](v)
+                      for k, v in values.items() if k in fields})
 
 
 def _emissions(table: TranslationTable, src_steps: list[list[str]], tgt_steps: list[list[str]],
@@ -159,6 +171,55 @@ def align_steps(src_steps: list[str], tgt_steps: list[str], table: TranslationTa
     return 100.0 * posterior.T, float(loglik / words)
 
 
+LINK_FEATURES = ("bias", "posterior", "shared_words", "position_gap", "best_for_source", "best_for_target",
+                 "mutual_best_words", "posterior_x_words")
+LINK_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "link_model.json")
+
+
+def link_features(src_steps: list[str], tgt_steps: list[str], posterior: np.ndarray) -> np.ndarray:
+    """(source steps x target steps x LINK_FEATURES): the HMM's posterior (0-1), the Dice overlap
+    of content words, how far apart the two steps sit in their recipes, and whether each is the
+    other's best word match."""
+    n, m = posterior.shape
+    src = [set(w) for w in _step_words(src_steps)]
+    tgt = [set(w) for w in _step_words(tgt_steps)]
+    dice = np.array([[2 * len(a & b) / max(1, len(a) + len(b)) for b in tgt] for a in src]).reshape(n, m)
+    gap = np.abs((np.arange(n)[:, None] + 0.5) / max(n, 1) - (np.arange(m)[None, :] + 0.5) / max(m, 1))
+    row_best = (dice >= dice.max(axis=1, keepdims=True)).astype(float) if m else dice
+    col_best = (dice >= dice.max(axis=0, keepdims=True)).astype(float) if n else dice
+    return np.stack([np.ones((n, m)), posterior, dice, gap, row_best, col_best,
+                     dice * row_best * col_best, posterior * dice], axis=-1)
+
+
+def fit_link_model(features: np.ndarray, right: np.ndarray, l2: float = 0.01, iterations: int = 3000) -> np.ndarray:
+    """Logistic regression weights from labelled links (rows of LINK_FEATURES, right or not): its
+    probability is the link score, so a score of s means about s% of such links are right."""
+    weights = np.zeros(features.shape[1])
+    for _ in range(iterations):
+        guess = 1.0 / (1.0 + np.exp(-features @ weights))
+        grad = features.T @ (guess - right) / len(right) + l2 * np.r_[0.0, weights[1:]]
+        weights -= 0.5 * grad
+    return weights
+
+
+def load_link_model(path: str = LINK_MODEL) -> np.ndarray:
+    """The link model's weights, in LINK_FEATURES order."""
+    with open(path, encoding="utf-8") as handle:
+        model = json.load(handle)
+    if tuple(model["features"]) != LINK_FEATURES:
+        raise ValueError(f"{path} was fitted on other features; refit it (benchmarks/alignment_quality.py --fit)")
+    return np.array(model["weights"], dtype=float)
+
+
+def calibrated_scores(src_steps: list[str], tgt_steps: list[str], posterior_scores: np.ndarray,
+                      weights: np.ndarray) -> np.ndarray:
+    """Link scores (0-100) from the link model: about the percentage of such links that are right."""
+    if not posterior_scores.size:
+        return posterior_scores
+    features = link_features(src_steps, tgt_steps, posterior_scores / 100.0)
+    return 100.0 / (1.0 + np.exp(-features @ weights))
+
+
 @dataclass
 class StepLink:
     """One source step and the target steps merged into its rewrite, with their scores."""
@@ -168,11 +229,15 @@ class StepLink:
     scores: list[float]
 
 
-def kept_links(scores: np.ndarray, threshold: float) -> list[StepLink]:
-    """Links above the threshold; several target steps of one source step are merged in order."""
+def kept_links(scores: np.ndarray, threshold: float, max_fanout: int = 0) -> list[StepLink]:
+    """Links above the threshold; several target steps of one source step are merged in order.
+    With `max_fanout`, a source step keeps only its best-scoring target steps: one line that
+    takes most of a recipe (a header, "Makes 1 serving.") is the aligner's typical error."""
     links = []
     for i in range(scores.shape[0]):
         targets = [int(j) for j in np.nonzero(scores[i] >= threshold)[0]]
+        if max_fanout and len(targets) > max_fanout:
+            targets = sorted(sorted(targets, key=lambda j: -scores[i, j])[:max_fanout])
         if targets:
             links.append(StepLink(i, targets, [round(float(scores[i, j]), 1) for j in targets]))
     return links

@@ -8,6 +8,7 @@ from typing import Any, Iterable
 import ftfy
 
 from rrt.recipe import Recipe, Reject
+from rrt.step_kinds import split_method
 
 MIN_STEPS = 2  # the paper drops recipes with fewer than two steps
 _TAG = re.compile(r"</?[A-Za-z][^<>]{0,200}>")
@@ -39,15 +40,21 @@ def clean_lines(lines: Iterable[Any]) -> list[str]:
 
 
 def clean_recipe(recipe: Recipe, location: str = "") -> Recipe | Reject:
-    """Return the cleaned recipe, or a Reject naming the rule it broke."""
+    """Return the cleaned recipe, or a Reject naming the rule it broke. Method lines that are
+    not instructions (serving counts, headers, notes, storage tips) move to
+    metadata["non_steps"], each placed before the instruction it preceded."""
     title = clean_text(recipe.title)
     ingredients = clean_lines(recipe.ingredients)
-    steps = clean_lines(recipe.steps)
+    steps, others = split_method(clean_lines(recipe.steps))
     where = location or recipe.id
     if not title:
         return Reject(where, "no_title", "the recipe has no title", recipe.id)
     if not ingredients:
         return Reject(where, "no_ingredients", "the recipe lists no ingredients", recipe.id)
     if len(steps) < MIN_STEPS:
-        return Reject(where, "too_few_steps", f"{len(steps)} step(s); at least {MIN_STEPS} needed", recipe.id)
-    return Recipe(recipe.id, title, ingredients, steps, recipe.source, recipe.metadata)
+        told = f" (and {len(others)} line(s) that are not instructions)" if others else ""
+        return Reject(where, "too_few_steps", f"{len(steps)} step(s){told}; at least {MIN_STEPS} needed", recipe.id)
+    metadata = dict(recipe.metadata)
+    if others:
+        metadata["non_steps"] = [other.to_dict() for other in others]
+    return Recipe(recipe.id, title, ingredients, steps, recipe.source, metadata)

@@ -117,7 +117,7 @@ def cmd_survey(args: argparse.Namespace, recipes: Iterator[Recipe]) -> None:
 
 def cmd_align(args: argparse.Namespace) -> None:
     """Print the step alignment table of two recipes."""
-    from rrt.alignment import AlignSettings, TranslationTable, align_steps, alignment_table, kept_links
+    from rrt.alignment import AlignSettings, TranslationTable, alignment_table, kept_links
     from rrt.alignment import train_translation_table
 
     recipes = []
@@ -135,12 +135,17 @@ def cmd_align(args: argparse.Namespace) -> None:
     else:
         # No corpus table: learn one from this pair alone (identity-biased EM).
         table = train_translation_table([(source.steps, target.steps)])
-    settings = AlignSettings(link_threshold=args.threshold)
-    scores, loglik = align_steps(source.steps, target.steps, table, settings)
+    from rrt.config import load_config, section
+    from rrt.pairing import link_scores
+
+    # The pipeline's own scoring (ray_config.yaml alignment), so what this shows is what it keeps.
+    settings = AlignSettings.from_config({**section(load_config(None, None), "alignment"),
+                                          **({"link_threshold": args.threshold} if args.threshold is not None else {})})
+    scores, loglik = link_scores({"steps": source.steps}, {"steps": target.steps}, table, settings)
     print(f"{source.title}  ->  {target.title}   (per-word log-likelihood {loglik:.3f})")
     print(alignment_table(source.steps, target.steps, scores))
     print("\nkept links (source step -> target steps @ scores):")
-    for link in kept_links(scores, settings.link_threshold):
+    for link in kept_links(scores, settings.link_threshold, settings.max_fanout):
         print(f"  s{link.source_step} -> " + ", ".join(f"t{j} @ {s:.1f}" for j, s in zip(link.target_steps, link.scores)))
 
 
@@ -191,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     align.add_argument("source", help="the recipe to rewrite")
     align.add_argument("target", help="the recipe that obeys the constraint")
     align.add_argument("--table", help="translation_table.npz from prepare_data (default: learn from the pair)")
-    align.add_argument("--threshold", type=float, default=50.0, help="keep links scoring at least this")
+    align.add_argument("--threshold", type=float, help="keep links scoring at least this (default: alignment.link_threshold)")
     align.set_defaults(func=None)
     served = subs.add_parser("serve", help="serve a trained rewriter over HTTP (Ray Serve) until Ctrl-C",
                              description="Start Ray Serve with the rewriter app: POST /v1/rewrite, GET / (page).")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from rrt.ingredients import _singular
+from rrt.ingredients import _singular, content_words, ingredient_name
 from rrt.lexicon import CATEGORIES, DIET_WORDS
 
 PUFFERY = {
@@ -67,6 +67,24 @@ def dish_key(title: str, level: str = "title") -> str:
     if head in GENERIC_HEADS and before:
         return f"{before[-1]} {head}"
     return head
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 0.0
+
+
+def dish_similarity(a: dict, b: dict, steps: str = "steps") -> float:
+    """How alike two recipes are as dishes (0-1): the mean overlap of their title words, their
+    ingredients' head nouns and their method's content words. Recipes that only share a head
+    noun ("Grilled Cheese" and "Mac and Cheese", "Salmon Tacos" and "Butternut Tacos") score low."""
+    def ingredients(recipe: dict) -> set[str]:
+        return {name.split()[-1] for name in map(ingredient_name, recipe["ingredients"]) if name}
+
+    def method(recipe: dict) -> set[str]:
+        return {w for line in recipe[steps] for w in content_words(line)}
+
+    return (_jaccard(set(normalise_title(a["title"]).split()), set(normalise_title(b["title"]).split()))
+            + _jaccard(ingredients(a), ingredients(b)) + _jaccard(method(a), method(b))) / 3
 
 
 def split_of(key: str, train: float = 0.8, dev: float = 0.1, seed: int = 0) -> str:

@@ -21,7 +21,7 @@ TINY = "tiny"
 META_FILE = "rrt_meta.json"
 # What each marker of the paper's format stands for, in words a pretrained model has read.
 _MEANINGS = {BOS: "Recipe:\n", EOS: "\n\nThe end.\n", END_TITLE: "\n\nIngredients:\n", ING: "\n-",
-             END_INGS: "\n\nInstructions:\n", INST: "\n", END_INST: "\n\nDone.\n", END_PROMPT: "\nStep:",
+             END_INGS: "\n\nInstructions:\n", INST: "\n", END_INST: "\n\n", END_PROMPT: "\nStep:",
              NO_INGS: "none", PAD: " "}
 TINY_DEFAULTS = {"n_layer": 4, "n_head": 4, "n_embd": 256, "vocab_size": 4000, "n_positions": 1024}
 

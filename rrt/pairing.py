@@ -12,7 +12,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from rrt import formats
-from rrt.alignment import AlignSettings, TranslationTable, align_steps, kept_links
+from rrt.alignment import (AlignSettings, TranslationTable, align_steps, calibrated_scores, kept_links,
+                           load_link_model)
+from rrt.dish import dish_similarity
 from rrt.ingredients import ingredient_name, step_ingredients
 
 
@@ -23,6 +25,7 @@ class PairSettings:
     pairs_per_source: int = 3
     candidates_per_source: int = 10
     max_dish_recipes: int = 40
+    min_dish_similarity: float = 0.0
     seed: int = 13
 
 
@@ -45,30 +48,61 @@ def cap_dish(recipes: list[dict], settings: PairSettings) -> tuple[list[dict], l
     return ([r for i, r in enumerate(recipes) if i in kept], [r for i, r in enumerate(recipes) if i not in kept])
 
 
+_LINK_WEIGHTS: list = []
+
+
+def _link_weights():
+    if not _LINK_WEIGHTS:
+        _LINK_WEIGHTS.append(load_link_model())
+    return _LINK_WEIGHTS[0]
+
+
+def link_scores(source: dict, target: dict, table: TranslationTable, align: AlignSettings):
+    """(link scores 0-100, per-word log-likelihood) of two recipes' steps: the HMM's posterior,
+    or the link model's calibrated score when `align.calibrated`."""
+    scores, loglik = align_steps(list(source["steps"]), list(target["steps"]), table, align)
+    if align.calibrated:
+        scores = calibrated_scores(list(source["steps"]), list(target["steps"]), scores, _link_weights())
+    return scores, loglik
+
+
 def pair_dish(recipes: list[dict], constraints: list[str], table: TranslationTable,
-              settings: PairSettings, align: AlignSettings) -> list[dict]:
-    """Recipe pairs of one dish for every constraint, each with its step alignment."""
+              settings: PairSettings, align: AlignSettings, unlike: list[dict] | None = None) -> list[dict]:
+    """Recipe pairs of one dish for every constraint, each with its step alignment. Candidate
+    targets less alike than `settings.min_dish_similarity` are not paired; each goes to `unlike`
+    (source, target, constraint, similarity) so the run can count them."""
     cache: dict[tuple[str, str], Any] = {}
+    similar: dict[tuple[str, str], float] = {}
     pairs = []
     for constraint in constraints:
         column = valid_column(constraint)
         sources = [r for r in recipes if not r[column]]
         targets = [r for r in recipes if r[column]]
         for source in sources:
-            candidates = targets
-            if len(targets) > settings.candidates_per_source:
+            alike = []
+            for target in targets:
+                key = (source["id"], target["id"])
+                if key not in similar:
+                    similar[key] = dish_similarity(source, target)
+                if similar[key] >= settings.min_dish_similarity:
+                    alike.append(target)
+                elif unlike is not None:
+                    unlike.append({"source_id": source["id"], "target_id": target["id"], "constraint": constraint,
+                                   "similarity": round(similar[key], 3)})
+            candidates = alike
+            if len(alike) > settings.candidates_per_source:
                 candidates = _rng(str(settings.seed), source["id"], constraint).sample(
-                    targets, settings.candidates_per_source)
+                    alike, settings.candidates_per_source)
             scored = []
             for target in candidates:
                 key = (source["id"], target["id"])
                 if key not in cache:
-                    cache[key] = align_steps(list(source["steps"]), list(target["steps"]), table, align)
+                    cache[key] = link_scores(source, target, table, align)
                 scores, loglik = cache[key]
                 scored.append((loglik, target["id"], target, scores))
             scored.sort(key=lambda item: (-item[0], item[1]))
             for loglik, _, target, scores in scored[: settings.pairs_per_source]:
-                links = kept_links(scores, align.link_threshold)
+                links = kept_links(scores, align.link_threshold, align.max_fanout)
                 pairs.append({
                     "source_id": source["id"], "target_id": target["id"], "constraint": constraint,
                     "split": source["split"], "dish": source["dish"], "pair_score": round(loglik, 4),

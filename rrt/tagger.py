@@ -271,15 +271,17 @@ def category_violations(recipe: Recipe, category: str, lenient: bool = True) -> 
     return out
 
 
-def tag_recipe(recipe: Recipe, constraints: Iterable[str] = CONSTRAINTS) -> TagResult:
-    """Validity of a recipe for each constraint, with the violations found."""
+def tag_recipe(recipe: Recipe, constraints: Iterable[str] = CONSTRAINTS, lenient: bool = True) -> TagResult:
+    """Validity of a recipe for each constraint, with the violations found. Strict
+    (`lenient=False`) also counts optional items and offered alternatives: a training target
+    must not name a forbidden food at all, or the rewriter learns to write it."""
     result = TagResult(recipe.id)
     cache: dict[str, list[Violation]] = {}
     for constraint in constraints:
         found = []
         for cat in CONSTRAINT_CATEGORIES[constraint]:
             if cat not in cache:
-                cache[cat] = category_violations(recipe, cat)
+                cache[cat] = category_violations(recipe, cat, lenient)
             found += cache[cat]
         result.violations[constraint] = sorted(found, key=lambda v: (_FIELD_ORDER[v.field], v.index, v.span))
         result.valid[constraint] = not found

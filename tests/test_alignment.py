@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import SAMPLE
-from rrt.alignment import TranslationTable, align_steps, kept_links, train_translation_table
+from conftest import ROOT, SAMPLE, WEB_RECIPES, needs_shared_data
+from rrt.alignment import AlignSettings, TranslationTable, align_steps, kept_links, train_translation_table
 from rrt.dish import dish_key
 from rrt.lexicon import CONSTRAINTS
+from rrt.link_labels import load_labels
 from rrt.loaders import read_recipes
 from rrt.synthetic_pairs import link_accuracy, perturbed_pair
 
@@ -69,3 +70,68 @@ def test_empty_sides_do_not_crash(corpus):
     table, _ = corpus
     scores, loglik = align_steps([], ["Stir."], table)
     assert scores.shape == (0, 1) and loglik == float("-inf")
+
+
+# ---- links on real recipes: fan-out, the calibrated link model, same-dish pairs ------------
+
+def test_one_source_step_keeps_at_most_max_fanout_targets():
+    scores = np.array([[99.0, 97.0, 60.0, 98.0, 55.0], [10.0, 20.0, 30.0, 40.0, 90.0]])
+    assert [link.target_steps for link in kept_links(scores, 50.0)] == [[0, 1, 2, 3, 4], [4]]
+    assert [link.target_steps for link in kept_links(scores, 50.0, max_fanout=3)] == [[0, 1, 3], [4]]
+
+
+def test_calibrated_scores_favour_the_step_that_does_the_same_job(corpus):
+    from rrt.alignment import LINK_FEATURES, calibrated_scores, load_link_model
+
+    weights = load_link_model()
+    assert len(weights) == len(LINK_FEATURES)
+    source = ["Preheat the oven to 350F.", "Whisk the milk, eggs and sugar.", "Bake for 30 minutes."]
+    target = ["Whisk the oat milk, flax and sugar.", "Preheat the oven to 350F.", "Bake for 30 minutes.",
+              "Let it cool."]
+    posterior, _ = align_steps(source, target, corpus[0])
+    scores = calibrated_scores(source, target, posterior, weights)
+    assert scores.shape == (3, 4) and ((scores >= 0) & (scores <= 100)).all()
+    assert scores[0].argmax() == 1 and scores[1].argmax() == 0 and scores[2].argmax() == 2
+    assert scores[:, 3].max() < 50   # nothing in the source is "let it cool"
+
+
+def test_pairs_only_join_recipes_of_one_dish():
+    from rrt.dish import dish_similarity
+    from rrt.pairing import PairSettings, pair_dish
+
+    def recipe(rid, title, ingredients, steps, vegan):
+        return {"id": rid, "title": title, "ingredients": ingredients, "steps": steps, "split": "train",
+                "dish": "cheese", "valid_vegan": vegan}
+
+    grilled = recipe("a", "Grilled Cheese", ["2 slices bread", "2 slices cheddar cheese", "1 tbsp butter"],
+                     ["Butter the bread.", "Fry the sandwich until the cheese melts."], False)
+    mac = recipe("b", "Vegan Mac and Cheese", ["8 oz macaroni", "1 cup cashews", "1 cup oat milk"],
+                 ["Boil the macaroni.", "Blend the cashews with the oat milk into a sauce.",
+                  "Stir the sauce into the pasta."], True)
+    vegan_grilled = recipe("c", "Vegan Grilled Cheese", ["2 slices bread", "2 slices vegan cheese", "1 tbsp olive oil"],
+                           ["Brush the bread with oil.", "Fry the sandwich until the cheese melts."], True)
+    assert dish_similarity(grilled, vegan_grilled) > 0.4 > 0.21 > dish_similarity(grilled, mac)
+    table = train_translation_table([(grilled["steps"], vegan_grilled["steps"])])
+    unlike: list[dict] = []
+    pairs = pair_dish([grilled, mac, vegan_grilled], ["vegan"], table, PairSettings(min_dish_similarity=0.21),
+                      AlignSettings(), unlike)
+    assert [(p["source_id"], p["target_id"]) for p in pairs] == [("a", "c")]
+    assert [(u["source_id"], u["target_id"]) for u in unlike] == [("a", "b")] and unlike[0]["similarity"] < 0.21
+
+
+@needs_shared_data
+def test_links_on_hand_labelled_real_pairs_beat_the_old_aligner():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("alignment_quality", ROOT / "benchmarks" / "alignment_quality.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    corpus = bench.read_corpus(str(WEB_RECIPES))
+    pairs = load_labels(str(ROOT / "tests" / "fixtures" / "alignment" / "real_pairs.jsonl"), corpus)
+    assert len(pairs) >= 30
+    align = AlignSettings(max_fanout=3, calibrated=True)
+    old = bench.measure(pairs, corpus, False, AlignSettings(), 0.21)
+    new = bench.measure(pairs, corpus, True, align, 0.21)
+    # The new figures come from a link model that never saw the pair it scores.
+    assert new["precision"] >= 0.8 and new["precision"] > old["precision"] + 0.2, (old, new)
+    assert new["f1"] > old["f1"] and new["same_dish_share"] > old["same_dish_share"] + 0.3

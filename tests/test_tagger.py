@@ -161,3 +161,15 @@ def test_web_recipes_tagged_by_their_site_are_valid(constraint):
     assert len(recipes) >= 20
     valid = sum(tag_recipe(r, [constraint]).valid[constraint] for r in recipes)
     assert valid / len(recipes) >= 0.90, f"{valid}/{len(recipes)}"
+
+
+def test_a_training_target_names_no_forbidden_food_even_as_optional():
+    from rrt.recipe_table import recipe_row
+
+    tacos = make_recipe(["8 corn tortillas", "1 tbsp fish sauce (optional)", "1 cup cabbage"],
+                        steps=["Warm the tortillas.", "Season the cabbage with lime and fish sauce."], title="Tacos")
+    assert tag_recipe(tacos, ["fish-free"]).valid["fish-free"]          # lenient: what a rewrite must remove
+    assert not tag_recipe(tacos, ["fish-free"], lenient=False).valid["fish-free"]
+    assert recipe_row(tacos, ["fish-free"])["valid_fish_free"] is False  # so never a target, only a source
+    broth = make_recipe(["1 cup beef broth (or water)", "1 onion"], steps=["Simmer.", "Serve."])
+    assert recipe_row(broth, ["vegetarian"])["valid_vegetarian"] is False

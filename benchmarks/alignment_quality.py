@@ -1,0 +1,177 @@
+"""Step links and same-dish pairs measured against hand labels on real recipes.
+
+    python benchmarks/alignment_quality.py
+    python benchmarks/alignment_quality.py --labels tests/fixtures/alignment/real_pairs.jsonl --json out/align.json
+
+Reads the labelled pairs (tests/fixtures/alignment/real_pairs.jsonl: real recipes of
+../shared/data/web_recipes by id) and compares two pipelines on them:
+  old  every cleaned method line is a step, the aligner's links at the default threshold,
+       and every pair the head-noun dish key makes is kept;
+  new  serving counts, headers, notes and storage tips set aside, links with the fan-out
+       bound and the lexical evidence, and pairs kept only above the dish-similarity threshold.
+Each learns its translation table (IBM Model 1) from the same corpus, with its own cleaning.
+Prints link precision, recall and F1 on the same-dish pairs, the share of kept pairs that are
+the same dish, and the F1 ratio (new / old) last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import defaultdict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import numpy as np  # noqa: E402
+
+from rrt.alignment import (LINK_FEATURES, LINK_MODEL, AlignSettings, align_steps, fit_link_model,  # noqa: E402
+                           kept_links, link_features, train_translation_table)
+from rrt.clean import clean_lines, clean_text  # noqa: E402
+from rrt.config import load_config, section  # noqa: E402
+from rrt.dish import dish_key, dish_similarity  # noqa: E402
+from rrt.link_labels import LinkCounts, line_index, load_labels  # noqa: E402
+from rrt.recipe import Recipe  # noqa: E402
+from rrt.step_kinds import split_method  # noqa: E402
+from rrt.tagger import parse_constraints, tag_recipe  # noqa: E402
+
+SHARED = os.environ.get("RRT_SHARED_DATA") or os.path.join(os.path.dirname(ROOT), "shared", "data")
+LABELS = os.path.join(ROOT, "tests", "fixtures", "alignment", "real_pairs.jsonl")
+EM_PER_DISH = 4
+
+
+def read_corpus(path: str) -> dict[str, dict]:
+    """Raw recipes by id."""
+    with open(path, encoding="utf-8") as handle:
+        return {row["id"]: row for row in map(json.loads, handle)}
+
+
+def steps_of(raw: dict, new: bool) -> list[str]:
+    """A recipe's steps under one pipeline's cleaning."""
+    lines = clean_lines(raw["steps"])
+    return split_method(lines)[0] if new else lines
+
+
+def learn_table(corpus: dict[str, dict], new: bool):
+    """IBM Model 1 on (breaks, obeys) recipe pairs within head-noun dishes, as prepare_data samples them."""
+    constraints = parse_constraints("all")
+    dishes: dict[str, list[tuple[dict, dict]]] = defaultdict(list)
+    for raw in corpus.values():
+        recipe = Recipe(raw["id"], clean_text(raw["title"]), clean_lines(raw["ingredients"]), steps_of(raw, new))
+        dishes[dish_key(recipe.title, "head")].append((raw, tag_recipe(recipe, constraints, lenient=False).valid))
+    pairs = []
+    for members in dishes.values():
+        for constraint in constraints:
+            sources = [r for r, valid in members if not valid[constraint]][:2]
+            targets = [r for r, valid in members if valid[constraint]][:2]
+            pairs += [(steps_of(s, new), steps_of(t, new)) for s in sources for t in targets][:EM_PER_DISH]
+    return train_translation_table(pairs)
+
+
+def old_links(pair, table, align: AlignSettings) -> set[tuple[int, int]]:
+    """The old pipeline's links for a labelled pair: every line a step, the HMM's posterior."""
+    scores, _ = align_steps(pair.source["lines"], pair.target["lines"], table, align)
+    return {(link.source_step, j) for link in kept_links(scores, align.link_threshold) for j in link.target_steps}
+
+
+def new_features(pair, table, align: AlignSettings):
+    """(link features, labelled-right matrix, source line of each step, target line of each step)."""
+    source, _ = split_method(pair.source["lines"])
+    target, _ = split_method(pair.target["lines"])
+    at_source, at_target = line_index(pair.source["lines"], source), line_index(pair.target["lines"], target)
+    scores, _ = align_steps(source, target, table, align)
+    right = np.array([[(i, j) in pair.links for j in at_target] for i in at_source], dtype=float)
+    return link_features(source, target, scores / 100.0), right.reshape(scores.shape), at_source, at_target
+
+
+def new_links(scores: np.ndarray, at_source: list[int], at_target: list[int], align: AlignSettings):
+    """The new pipeline's kept links from calibrated scores, as (source line, target line)."""
+    return {(at_source[link.source_step], at_target[j])
+            for link in kept_links(scores, align.link_threshold, align.max_fanout) for j in link.target_steps}
+
+
+def measure(pairs, corpus, new: bool, align: AlignSettings, min_similarity: float, fit: str | None = None) -> dict:
+    """Link scores on the same-dish pairs and the same-dish share of the pairs kept. The new
+    pipeline's link model is scored leaving each pair out of its own fit (the figures are
+    for pairs the model has not seen); with `fit`, the model fitted on all pairs is written there."""
+    table = learn_table(corpus, new)
+    counts = LinkCounts()
+    same_dish = [p for p in pairs if p.same_dish]
+    calibration = np.zeros((5, 2))
+    if not new:
+        for pair in same_dish:
+            counts.add(old_links(pair, table, align), pair.links)
+    else:
+        parts = [new_features(pair, table, align) for pair in same_dish]
+        for k, (pair, (features, right, at_source, at_target)) in enumerate(zip(same_dish, parts)):
+            rest = [p for q, p in enumerate(parts) if q != k]
+            weights = fit_link_model(np.concatenate([f.reshape(-1, f.shape[-1]) for f, *_ in rest]),
+                                     np.concatenate([r.reshape(-1) for _, r, *_ in rest]))
+            scores = 100.0 / (1.0 + np.exp(-features @ weights))
+            counts.add(new_links(scores, at_source, at_target, align), pair.links)
+            for score, ok in zip(scores.reshape(-1), right.reshape(-1)):
+                calibration[min(4, int(score // 20))] += (1, ok)
+        if fit:
+            weights = fit_link_model(np.concatenate([f.reshape(-1, f.shape[-1]) for f, *_ in parts]),
+                                     np.concatenate([r.reshape(-1) for _, r, *_ in parts]))
+            with open(fit, "w", encoding="utf-8") as handle:
+                json.dump({"features": list(LINK_FEATURES), "weights": [round(float(w), 5) for w in weights],
+                           "fitted_on": f"{len(same_dish)} hand-labelled same-dish pairs"}, handle, indent=2)
+    kept = same = 0
+    for pair in pairs:
+        keep = not new or dish_similarity(
+            {**pair.source, "steps": split_method(pair.source["lines"])[0]},
+            {**pair.target, "steps": split_method(pair.target["lines"])[0]}) >= min_similarity
+        kept += keep
+        same += keep and pair.same_dish
+    result = {"precision": round(counts.precision, 3), "recall": round(counts.recall, 3), "f1": round(counts.f1, 3),
+              "links_predicted": counts.predicted, "links_labelled": counts.labelled,
+              "pairs_kept": kept, "same_dish_share": round(same / kept, 3) if kept else None}
+    if new:
+        result["calibration"] = {f"{20 * b}-{20 * b + 20}": {"links": int(n), "right": round(r / n, 3) if n else None}
+                                 for b, (n, r) in enumerate(calibration)}
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure both pipelines and print the table, the F1 ratio last."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--labels", default=LABELS, help="labelled pairs (JSONL)")
+    parser.add_argument("--corpus", default=os.path.join(SHARED, "web_recipes", "recipes.jsonl"),
+                        help="the real recipes the labels name")
+    parser.add_argument("--json", help="also write the figures here")
+    parser.add_argument("--fit", action="store_true", help=f"refit the link model on every labelled pair into {LINK_MODEL}")
+    args = parser.parse_args(argv)
+    if not os.path.exists(args.corpus):
+        print(f"alignment_quality: error: {args.corpus} not found (the labels name its recipes)", file=sys.stderr)
+        return 2
+    corpus = read_corpus(args.corpus)
+    pairs = load_labels(args.labels, corpus)
+    config = load_config(None, None)
+    align_cfg = section(config, "alignment")
+    new_align = AlignSettings.from_config(align_cfg)
+    old_align = AlignSettings(link_threshold=new_align.link_threshold)
+    min_similarity = float(section(config, "data").get("min_dish_similarity", 0.0))
+    result = {"pairs": len(pairs), "same_dish_pairs": sum(p.same_dish for p in pairs),
+              "old": measure(pairs, corpus, False, old_align, min_similarity),
+              "new": measure(pairs, corpus, True, new_align, min_similarity, LINK_MODEL if args.fit else None)}
+    print(f"{len(pairs)} labelled pairs, {result['same_dish_pairs']} of them the same dish; links scored on those")
+    print(f"{'pipeline':<9} {'precision':>9} {'recall':>7} {'F1':>6} {'links':>6} {'pairs kept':>10} {'same dish':>9}")
+    for name in ("old", "new"):
+        r = result[name]
+        print(f"{name:<9} {r['precision']:>9.3f} {r['recall']:>7.3f} {r['f1']:>6.3f} {r['links_predicted']:>6} "
+              f"{r['pairs_kept']:>10} {r['same_dish_share']:>9.3f}")
+    print("calibration (new, unseen pairs): " + ", ".join(
+        f"score {band}: {c['right']} right of {c['links']}" for band, c in result["new"]["calibration"].items()))
+    result["f1_ratio"] = round(result["new"]["f1"] / result["old"]["f1"], 3) if result["old"]["f1"] else None
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(result, handle, indent=2)
+    print(f"F1 ratio (new / old): {result['f1_ratio']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

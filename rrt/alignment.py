@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -172,14 +173,16 @@ def align_steps(src_steps: list[str], tgt_steps: list[str], table: TranslationTa
 
 
 LINK_FEATURES = ("bias", "posterior", "shared_words", "position_gap", "best_for_source", "best_for_target",
-                 "mutual_best_words", "posterior_x_words")
+                 "mutual_best_words", "posterior_x_words", "same_first_verb")
+_STEP_NUMBER = re.compile(r"^\W*(?:step\s*)?\d+\W*", re.IGNORECASE)
+_FIRST_WORD = re.compile(r"[a-z]+")
 LINK_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "link_model.json")
 
 
 def link_features(src_steps: list[str], tgt_steps: list[str], posterior: np.ndarray) -> np.ndarray:
     """(source steps x target steps x LINK_FEATURES): the HMM's posterior (0-1), the Dice overlap
-    of content words, how far apart the two steps sit in their recipes, and whether each is the
-    other's best word match."""
+    of content words, how far apart the two steps sit in their recipes, whether each is the
+    other's best word match, and whether both open with the same word (usually the verb)."""
     n, m = posterior.shape
     src = [set(w) for w in _step_words(src_steps)]
     tgt = [set(w) for w in _step_words(tgt_steps)]
@@ -187,8 +190,16 @@ def link_features(src_steps: list[str], tgt_steps: list[str], posterior: np.ndar
     gap = np.abs((np.arange(n)[:, None] + 0.5) / max(n, 1) - (np.arange(m)[None, :] + 0.5) / max(m, 1))
     row_best = (dice >= dice.max(axis=1, keepdims=True)).astype(float) if m else dice
     col_best = (dice >= dice.max(axis=0, keepdims=True)).astype(float) if n else dice
+    first = [[_first_word(step) for step in steps] for steps in (src_steps, tgt_steps)]
+    same_first = np.array([[float(a is not None and a == b) for b in first[1]] for a in first[0]]).reshape(n, m)
     return np.stack([np.ones((n, m)), posterior, dice, gap, row_best, col_best,
-                     dice * row_best * col_best, posterior * dice], axis=-1)
+                     dice * row_best * col_best, posterior * dice, same_first], axis=-1)
+
+
+def _first_word(step: str) -> str | None:
+    """The step's opening word, usually its verb ("Preheat", "Whisk", "Serve"), without "Step 3"."""
+    found = _FIRST_WORD.search(_STEP_NUMBER.sub("", step.lower()))
+    return found.group() if found else None
 
 
 def fit_link_model(features: np.ndarray, right: np.ndarray, l2: float = 0.01, iterations: int = 3000) -> np.ndarray:

@@ -8,7 +8,8 @@ Reads the labelled pairs (tests/fixtures/alignment/real_pairs.jsonl: real recipe
   old  every cleaned method line is a step, the aligner's links at the default threshold,
        and every pair the head-noun dish key makes is kept;
   new  serving counts, headers, notes and storage tips set aside, links with the fan-out
-       bound and the lexical evidence, and pairs kept only above the dish-similarity threshold.
+       bound and the link model, and pairs kept only when their titles name one dish and they
+       are alike enough (data.title_extra_words, data.min_dish_similarity).
 Each learns its translation table (IBM Model 1) from the same corpus, with its own cleaning.
 Prints link precision, recall and F1 on the same-dish pairs, the share of kept pairs that are
 the same dish, and the F1 ratio (new / old) last.
@@ -30,7 +31,7 @@ from rrt.alignment import (LINK_FEATURES, LINK_MODEL, AlignSettings, align_steps
                            kept_links, link_features, train_translation_table)
 from rrt.clean import clean_lines, clean_text  # noqa: E402
 from rrt.config import load_config, section  # noqa: E402
-from rrt.dish import dish_key, dish_similarity  # noqa: E402
+from rrt.dish import dish_key, dish_similarity, titles_agree  # noqa: E402
 from rrt.link_labels import LinkCounts, line_index, load_labels  # noqa: E402
 from rrt.recipe import Recipe  # noqa: E402
 from rrt.step_kinds import split_method  # noqa: E402
@@ -91,7 +92,8 @@ def new_links(scores: np.ndarray, at_source: list[int], at_target: list[int], al
             for link in kept_links(scores, align.link_threshold, align.max_fanout) for j in link.target_steps}
 
 
-def measure(pairs, corpus, new: bool, align: AlignSettings, min_similarity: float, fit: str | None = None) -> dict:
+def measure(pairs, corpus, new: bool, align: AlignSettings, min_similarity: float, extra_words: int = 0,
+            fit: str | None = None) -> dict:
     """Link scores on the same-dish pairs and the same-dish share of the pairs kept. The new
     pipeline's link model is scored leaving each pair out of its own fit (the figures are
     for pairs the model has not seen); with `fit`, the model fitted on all pairs is written there."""
@@ -120,9 +122,9 @@ def measure(pairs, corpus, new: bool, align: AlignSettings, min_similarity: floa
                            "fitted_on": f"{len(same_dish)} hand-labelled same-dish pairs"}, handle, indent=2)
     kept = same = 0
     for pair in pairs:
-        keep = not new or dish_similarity(
+        keep = not new or (titles_agree(pair.source["title"], pair.target["title"], extra_words, pair.constraint) and dish_similarity(
             {**pair.source, "steps": split_method(pair.source["lines"])[0]},
-            {**pair.target, "steps": split_method(pair.target["lines"])[0]}) >= min_similarity
+            {**pair.target, "steps": split_method(pair.target["lines"])[0]}) >= min_similarity)
         kept += keep
         same += keep and pair.same_dish
     result = {"precision": round(counts.precision, 3), "recall": round(counts.recall, 3), "f1": round(counts.f1, 3),
@@ -154,9 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     new_align = AlignSettings.from_config(align_cfg)
     old_align = AlignSettings(link_threshold=new_align.link_threshold)
     min_similarity = float(section(config, "data").get("min_dish_similarity", 0.0))
+    extra_words = int(section(config, "data").get("title_extra_words") or 0)
     result = {"pairs": len(pairs), "same_dish_pairs": sum(p.same_dish for p in pairs),
               "old": measure(pairs, corpus, False, old_align, min_similarity),
-              "new": measure(pairs, corpus, True, new_align, min_similarity, LINK_MODEL if args.fit else None)}
+              "new": measure(pairs, corpus, True, new_align, min_similarity, extra_words,
+                             LINK_MODEL if args.fit else None)}
     print(f"{len(pairs)} labelled pairs, {result['same_dish_pairs']} of them the same dish; links scored on those")
     print(f"{'pipeline':<9} {'precision':>9} {'recall':>7} {'F1':>6} {'links':>6} {'pairs kept':>10} {'same dish':>9}")
     for name in ("old", "new"):

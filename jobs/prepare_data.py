@@ -137,7 +137,9 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         "pairing": {**{k: int(data[k]) for k in ("pairs_per_source", "candidates_per_source", "max_dish_recipes")
                        if k in data},
                     **({"min_dish_similarity": float(data["min_dish_similarity"])}
-                       if "min_dish_similarity" in data else {})},
+                       if "min_dish_similarity" in data else {}),
+                    **({"title_extra_words": int(data["title_extra_words"])}
+                       if data.get("title_extra_words") is not None else {})},
         "alignment": align, "translation_table": args.translation_table,
         "ray": {"address": ray_cfg.get("address"), "num_cpus": args.num_cpus or ray_cfg.get("num_cpus"),
                 "object_store_memory": ray_cfg.get("object_store_memory"),

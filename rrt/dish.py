@@ -11,7 +11,7 @@ import hashlib
 import re
 
 from rrt.ingredients import _singular, content_words, ingredient_name
-from rrt.lexicon import CATEGORIES, DIET_WORDS
+from rrt.lexicon import CATEGORIES, CONSTRAINT_CATEGORIES, DIET_WORDS
 
 PUFFERY = {
     "best", "easy", "easiest", "homemade", "home-made", "perfect", "ultimate", "classic", "simple",
@@ -31,7 +31,7 @@ DESCRIPTORS = {
 STAND_INS = {"tofu", "tempeh", "seitan", "bean", "lentil", "chickpea", "mushroom", "vegetable",
              "jackfruit", "eggplant", "cauliflower", "coconut", "aquafaba", "flax", "oat", "soy",
              "spinach", "kale", "butternut", "squash", "black", "red", "white", "sunflower", "seed",
-             "basil", "raisin", "mango", "strawberry", "pineapple", "crumble"}
+             "basil", "raisin", "mango", "strawberry", "pineapple", "crumble", "paneer"}
 # Heads too broad alone: "carrot cake" and "coffee cake" stay apart.
 GENERIC_HEADS = {"salad", "soup", "cake", "bread", "pie", "sauce", "cookie", "toast", "roll", "muffin",
                  "bar", "pudding", "dressing", "tart", "sandwich", "bowl"}
@@ -67,6 +67,43 @@ def dish_key(title: str, level: str = "title") -> str:
     if head in GENERIC_HEADS and before:
         return f"{before[-1]} {head}"
     return head
+
+
+# Words of a title that say how a dish is made or served, not which dish it is.
+STYLE_WORDS = {
+    "crispy", "cheesy", "creamy", "smoky", "fluffy", "chewy", "fudgy", "hearty", "loaded", "warm", "spicy",
+    "roasted", "baked", "grilled", "rich", "light", "moist", "thick", "fresh", "no-bake", "slow-cooker",
+    "instant", "mini", "style", "simple", "glazed", "glaze", "low", "fodmap", "high", "protein", "keto",
+    "gluten-free", "gluten", "free", "minute", "one", "pan", "sheet", "skillet", "oven", "air", "fryer",
+    "crockpot", "slow", "cooker", "pot", "stovetop", "and", "with", "of", "in", "on", "for", "over", "small",
+}
+
+
+def _forbidden_words(constraint: str | None) -> set[str]:
+    if constraint is None:
+        return _FOOD_WORDS
+    return {w for c in CONSTRAINT_CATEGORIES[constraint] for t in CATEGORIES[c].terms for w in t.split()
+            if len(t.split()) == 1}
+
+
+def title_core(title: str, constraint: str | None = None) -> frozenset[str]:
+    """The words of a title that name the dish itself: without diet words, puffery, styles, the
+    foods the constraint forbids (any constraint's when None) and their stand-ins ("Crispy Salmon
+    Tacos" and "Vegan Tofu Tacos" both give {"taco"} for fish-free; "Pumpkin Cheesecake" keeps
+    "pumpkin"; names like "Emeril's" go)."""
+    forbidden = _forbidden_words(constraint)
+    return frozenset(w for w in normalise_title(title).split()
+                     if w not in STYLE_WORDS and w not in PUFFERY and w not in STAND_INS and w not in forbidden
+                     and not w[:1].isdigit() and not w.endswith(("'", "'s")))
+
+
+def titles_agree(a: str, b: str, extra_words: int = 0, constraint: str | None = None) -> bool:
+    """Whether two titles name one dish for a constraint: the shorter core lies within the longer
+    one, which adds at most `extra_words` ("Chicken Pot Pie" and "Chicken Pot Pie with Biscuits"
+    at 1). Titles with no core left (only foods and styles, "Grilled Cheese") never agree:
+    nothing says the dish."""
+    small, large = sorted((title_core(a, constraint), title_core(b, constraint)), key=len)
+    return bool(small) and small <= large and len(large - small) <= extra_words
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:

@@ -14,7 +14,7 @@ from typing import Any
 from rrt import formats
 from rrt.alignment import (AlignSettings, TranslationTable, align_steps, calibrated_scores, kept_links,
                            load_link_model)
-from rrt.dish import dish_similarity
+from rrt.dish import dish_similarity, titles_agree
 from rrt.ingredients import ingredient_name, step_ingredients
 
 
@@ -26,6 +26,7 @@ class PairSettings:
     candidates_per_source: int = 10
     max_dish_recipes: int = 40
     min_dish_similarity: float = 0.0
+    title_extra_words: int | None = None   # None: titles need not agree (rrt.dish.titles_agree)
     seed: int = 13
 
 
@@ -69,10 +70,11 @@ def link_scores(source: dict, target: dict, table: TranslationTable, align: Alig
 def pair_dish(recipes: list[dict], constraints: list[str], table: TranslationTable,
               settings: PairSettings, align: AlignSettings, unlike: list[dict] | None = None) -> list[dict]:
     """Recipe pairs of one dish for every constraint, each with its step alignment. Candidate
-    targets less alike than `settings.min_dish_similarity` are not paired; each goes to `unlike`
-    (source, target, constraint, similarity) so the run can count them."""
+    targets whose title names another dish (`settings.title_extra_words`) or that are less alike
+    than `settings.min_dish_similarity` are not paired; each goes to `unlike` (source, target,
+    constraint, similarity) so the run can count them."""
     cache: dict[tuple[str, str], Any] = {}
-    similar: dict[tuple[str, str], float] = {}
+    similar: dict[tuple[str, str, str], float] = {}
     pairs = []
     for constraint in constraints:
         column = valid_column(constraint)
@@ -81,9 +83,12 @@ def pair_dish(recipes: list[dict], constraints: list[str], table: TranslationTab
         for source in sources:
             alike = []
             for target in targets:
-                key = (source["id"], target["id"])
+                key = (source["id"], target["id"], constraint)
                 if key not in similar:
-                    similar[key] = dish_similarity(source, target)
+                    similar[key] = (dish_similarity(source, target) if settings.title_extra_words is None
+                                    or titles_agree(source["title"], target["title"], settings.title_extra_words,
+                                                    constraint)
+                                    else 0.0)
                 if similar[key] >= settings.min_dish_similarity:
                     alike.append(target)
                 elif unlike is not None:

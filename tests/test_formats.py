@@ -75,3 +75,16 @@ def test_recipe_variants_parse_back(variant):
     if variant == "ing_predictor":
         assert last.source_steps == PAIR["source_steps"][:2] and last.prompt_ingredients == []
         assert parse_text(variant, rows[0]["text"]).prompt_ingredients == ["milk"]
+
+
+def test_titles_agree_only_when_they_name_one_dish():
+    from rrt.dish import title_core, titles_agree
+
+    assert title_core("Crispy Salmon Tacos") == title_core("Vegan Tofu Tacos") == {"taco"}
+    assert titles_agree("Emeril's Famous Banana Cream Pie", "Vegan Banana Cream Pie")
+    assert titles_agree("Small Carrot Cake", "Vegan Carrot Cake")
+    assert not titles_agree("Pumpkin Cheesecake", "Cheesecake")          # a flavour names another dish
+    assert not titles_agree("Chocolate Cupcakes", "Grapefruit Cupcakes")
+    assert not titles_agree("Grilled Cheese", "Cashew Ricotta Cheese")   # no dish word left to compare
+    assert titles_agree("Chicken Pot Pie", "Chicken Pot Pie with Biscuits", extra_words=1)
+    assert not titles_agree("Chicken Pot Pie", "Chicken Pot Pie with Biscuits")

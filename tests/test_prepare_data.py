@@ -15,6 +15,7 @@ from rrt.formats import PAIR_VARIANTS, VARIANTS, parse_text
 from rrt.lexicon import CONSTRAINTS
 from rrt.loaders import LoadReport, expand_inputs, read_recipes
 from rrt.pairing import valid_column
+from rrt.step_kinds import KINDS
 
 
 
@@ -40,6 +41,16 @@ def test_outputs_and_stats(prepared):
     assert set(stats["table1"]) == set(CONSTRAINTS) and stats["recipes_per_second"] > 0
     assert {"recipes", "translation_table", "pairs", "total"} <= set(stats["seconds_per_stage"])
     assert "step pairs (train)" in done.stdout
+    # Real methods hold headers and notes: set aside, counted, and kept with their recipe.
+    assert set(stats["non_steps"]) == set(KINDS) and stats["non_steps"]["header"] > 0
+    assert "not instructions" in done.stdout and stats["candidate_pairs_unlike_dishes"] > 0
+    recipes = rows(out / "recipes")
+    aside = [n for r in recipes for n in r["non_steps"]]
+    assert len(aside) == sum(stats["non_steps"].values())
+    assert all(n["kind"] in KINDS and 0 <= n["before"] <= len(r["steps"]) for r in recipes for n in r["non_steps"])
+    # One source step is linked to at most alignment.max_fanout target steps.
+    links = [link for pair in rows(out / "recipe_pairs") for link in pair["alignment"]]
+    assert links and max(len(link["target_steps"]) for link in links) <= 3
 
 
 @pytest.mark.slow

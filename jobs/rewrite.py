@@ -26,6 +26,8 @@ import sys
 import time
 from typing import Any
 
+import pyarrow.dataset as pads
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from jobs.launch import JobError, claim_output, count_rows, start_ray  # noqa: E402
@@ -139,19 +141,41 @@ def _rows(ray_data, folder: str, columns: list[str], key: str | None = None, val
     return ds.take_all()
 
 
+def rewrite_keys(rows: list[dict], forced: str | None = None) -> list[tuple[str, str]]:
+    """(recipe id, constraint) for every recipe that breaks a constraint which another recipe of
+    its dish obeys (a version of the dish exists, so Retrieval has one to find). With `forced`
+    ("vegan" or "vegan,nut-free"), only that constraint: recipes breaking any part of it."""
+    from rrt.pairing import valid_column
+
+    obeyed: dict[str, set[str]] = {}
+    for row in rows:
+        obeyed.setdefault(row["dish"], set()).update(c for c in CONSTRAINTS if row[valid_column(c)])
+    keys = set()
+    for row in rows:
+        for constraint in [forced] if forced else CONSTRAINTS:
+            parts = constraint.split(",")
+            if not all(row[valid_column(c)] for c in parts) and set(parts) <= obeyed[row["dish"]]:
+                keys.add((row["id"], constraint))
+    return sorted(keys)
+
+
 def plan_tasks(ray_data, settings: dict) -> list[dict]:
     """The seeded sample of (source recipe, constraints) to rewrite, each with its source recipe
     (and, for Retrieval, the recipe it retrieves)."""
+    from rrt.pairing import valid_column
+
     data, split = settings["data"], settings["split"]
-    pairs = _rows(ray_data, os.path.join(data, "recipe_pairs"), ["source_id", "constraint", "split"], "split", {split})
-    if settings.get("constraint"):
-        keys = sorted({(p["source_id"], settings["constraint"]) for p in pairs})
-    else:
-        keys = sorted({(p["source_id"], p["constraint"]) for p in pairs})
+    flags = [valid_column(c) for c in CONSTRAINTS]
+    rows = _rows(ray_data, os.path.join(data, "recipes"), ["id", "dish", "split", *flags], "split", {split})
+    keys = rewrite_keys(rows, settings.get("constraint"))
     if not keys:
-        raise JobError(f"the {split} split of {data} holds no recipe pairs")
+        raise JobError(f"the {split} split of {data} holds no recipe that breaks a constraint another version "
+                       "of its dish obeys")
     keys = sorted(random.Random(settings["seed"]).sample(keys, min(settings["num_recipes"], len(keys))))
     columns = ["id", "title", "ingredients", "steps", "dish"]
+    # Folders prepared before method lines were classified have no non_steps column.
+    if "non_steps" in pads.dataset(os.path.join(data, "recipes"), format="parquet").schema.names:
+        columns.append("non_steps")
     recipes = {r["id"]: r for r in _rows(ray_data, os.path.join(data, "recipes"), columns, "id", {k[0] for k in keys})}
     tasks = [{"id": sid, "constraints": con.split(","), "source": recipes[sid], "retrieved": None}
              for sid, con in keys if sid in recipes]

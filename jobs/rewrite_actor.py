@@ -18,6 +18,8 @@ def _tasks(batch: pa.Table) -> list[RewriteTask]:
     for blob in batch.column("task").to_pylist():
         row = json.loads(blob)
         source = {k: row["source"][k] for k in ("title", "ingredients", "steps")}
+        if row["source"].get("non_steps"):
+            source["non_steps"] = row["source"]["non_steps"]
         out.append(RewriteTask(row["id"], row["constraints"], source, seed=row.get("seed", 0),
                                retrieved=row.get("retrieved")))
     return out

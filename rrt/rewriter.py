@@ -88,12 +88,28 @@ def scored_entry(text: str, ctx: StepContext, source_step: int | None, note: str
     return {**entry, "note": note} if note else entry
 
 
+def carried_lines(task: RewriteTask) -> list[dict]:
+    """The source's method lines that are not steps (headers, notes, storage tips), each before
+    the step it preceded, with the guide's stand-ins for any forbidden food they name: they are
+    not rewritten by a model, but a section keeps its heading."""
+    lines = list(task.source.get("non_steps") or [])
+    if not lines:
+        return []
+    source = Recipe("", task.source["title"], list(task.source["ingredients"]), [line["text"] for line in lines])
+    guided = substitute_recipe(source, task.constraints).recipe.steps
+    return [{**line, "text": text} for line, text in zip(lines, guided)]
+
+
 def record(task: RewriteTask, system: str, constrained: bool, rewrite: dict, entries: list[dict],
            substitutions: list[dict], notes: list[str]) -> dict:
     """One line of rewrites.jsonl."""
+    source = {"id": task.id, **{k: task.source[k] for k in ("title", "ingredients", "steps")}}
+    carried = carried_lines(task)
+    if carried:
+        source["non_steps"] = list(task.source["non_steps"])
+        rewrite = {**rewrite, "non_steps": carried}
     return {"id": task.id, "constraint": ",".join(task.constraints), "system": system, "constrained": constrained,
-            "source": {"id": task.id, **{k: task.source[k] for k in ("title", "ingredients", "steps")}},
-            "rewrite": rewrite, "steps": entries, "substitutions": substitutions, "notes": notes}
+            "source": source, "rewrite": rewrite, "steps": entries, "substitutions": substitutions, "notes": notes}
 
 
 class Rewriter:

@@ -159,3 +159,35 @@ def test_one_step_empty_step_and_overlong_step_recipes_are_rewritten_and_counted
     assert out["none"]["rewrite"]["steps"] == [] and out["none"]["notes"] == ["the source recipe has no steps"]
     assert rewriter.stats["empty_steps"] == 1 and rewriter.stats["steps_fallback"] == 1
     assert rewriter.stats["recipes_without_steps"] == 1
+
+
+def test_the_sample_is_every_recipe_whose_dish_has_a_version_obeying_the_constraint():
+    from jobs.rewrite import rewrite_keys
+    from rrt.lexicon import CONSTRAINTS
+    from rrt.pairing import valid_column
+
+    def row(rid, dish, *obeys):
+        return {"id": rid, "dish": dish, **{valid_column(c): c in obeys for c in CONSTRAINTS}}
+
+    rows = [row("a", "taco"), row("b", "taco", "vegan", "vegetarian", "dairy-free", "egg-free"),
+            row("c", "stew"), row("d", "stew", "nut-free", "alcohol-free", "fish-free")]
+    keys = rewrite_keys(rows)
+    assert ("a", "vegan") in keys and ("c", "nut-free") in keys
+    assert ("a", "nut-free") not in keys     # no taco is nut-free: nothing to retrieve, no version to learn
+    assert not [key for key in keys if key[0] == "b" and key[1] in ("vegan", "dairy-free")]   # "b" obeys them
+    assert rewrite_keys(rows, "vegan,dairy-free") == [("a", "vegan,dairy-free")]
+
+
+def test_lines_that_are_not_steps_keep_their_place_with_the_guides_stand_ins():
+    from rrt.baselines import rule_based
+    from rrt.rewriter import RewriteTask
+
+    source = {"title": "Beef Stew", "ingredients": ["1 lb beef", "1 onion"],
+              "steps": ["Brown the beef.", "Simmer with the onion for 2 hours."],
+              "non_steps": [{"kind": "header", "text": "Cut the Beef", "before": 0},
+                            {"kind": "storage", "text": "Keeps for 3 days in the fridge.", "before": 2}]}
+    record = rule_based(RewriteTask("s1", ["vegetarian"], source))
+    carried = record["rewrite"]["non_steps"]
+    assert [(c["kind"], c["before"]) for c in carried] == [("header", 0), ("storage", 2)]
+    assert "beef" not in carried[0]["text"].lower() and carried[1]["text"] == "Keeps for 3 days in the fridge."
+    assert record["source"]["non_steps"] == source["non_steps"]

@@ -319,7 +319,7 @@ def configure_data(ray_data, ray_settings: dict) -> None:
     context = ray_data.DataContext.get_current()
     context.shuffle_strategy = strategies[ray_settings["shuffle"]]
     # With a reserved share per operator, a map stage and its write split a few CPUs so
-    # that one map task runs at a time; 2 CPUs then ran no faster than 1.
+    # that one map task runs at a time and the other CPUs go unused.
     context.op_resource_reservation_enabled = bool(ray_settings["operator_reservation"])
 
 

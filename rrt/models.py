@@ -133,7 +133,8 @@ def init_added_embeddings(lm, tokenizer, first_added: int) -> int:
 
 def fused_gelu(config):
     """GPT-2's tanh GELU as torch's one fused kernel instead of HF's seven element-wise ops: the same
-    function (equal to float rounding), 5-10% faster training steps on CPU, fewer kernels on GPU."""
+    function (equal to float rounding), faster training steps on CPU (benchmarks/RESULTS.md), fewer
+    kernels on GPU."""
     if getattr(config, "activation_function", None) == "gelu_new":
         config.activation_function = "gelu_pytorch_tanh"
     return config

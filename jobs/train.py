@@ -246,7 +246,6 @@ def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: st
         "lora": dict(settings.get("lora") or {}),
         "log_interval": int(settings.get("log_interval", 5)), "eval_interval": int(settings.get("eval_interval", 50)),
         "checkpoint_interval": int(settings.get("checkpoint_interval", 50)),
-        "fail_at_step": int(os.environ.get("RRT_TEST_FAIL_AT_STEP", "0") or 0),
         "meta": {"variant": settings["variant"], "block_size": settings["block"], "model": settings["model"],
                  "loss_on": settings["loss_on"], "data": settings["data"], "data_fingerprint": fingerprint_id,
                  "constraint_tokens": [t for t in tokenizer.all_special_tokens if t.startswith(("<src:", "<tgt:"))]},

@@ -22,11 +22,6 @@ from rrt.optim import deepspeed_config, lr_factor, resolve_precision
 from rrt.speed import loaded_allocator
 
 STATE_FILE = "train_state.{rank}.json"  # one per worker: each keeps its own example counts
-FAIL_MARKER = ".injected_failure_done"
-
-
-class InjectedFailure(RuntimeError):
-    """The one-time failure tests ask for, to prove recovery from a checkpoint."""
 
 
 def _tensors(batch: Batch, device) -> dict:
@@ -235,11 +230,6 @@ def train_func(cfg: dict) -> None:
             if progress:
                 progress.update(1)
             step, last = state["step"], state["step"] >= total
-            if cfg["fail_at_step"] and step == cfg["fail_at_step"] and rank == world - 1:
-                marker = os.path.join(cfg["output"], FAIL_MARKER)
-                if not os.path.exists(marker):
-                    open(marker, "w").close()
-                    raise InjectedFailure(f"injected failure at step {step} (tests only)")
             if step % cfg["log_interval"] == 0 or last or step % cfg["eval_interval"] == 0:
                 loss_sum, micro, real, padded, seconds, wait = _sum(
                     [window["loss"], window["micro"], window["real"], window["total"], window["seconds"],

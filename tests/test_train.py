@@ -6,10 +6,11 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
-from conftest import needs_shared_data, quick_train_config, run_script
+from conftest import ROOT, kill_tree, needs_shared_data, quick_train_config, run_script
 from jobs.launch import allocator_env
 from rrt.formats import parse_text
 from rrt.paper_format import END_INST, EOS
@@ -82,28 +83,60 @@ def test_export_loads_and_generates_a_step_in_the_contextual_format(trained, pre
     assert parts.target_steps and parts.constraint
 
 
+def training_workers(job: subprocess.Popen) -> list:
+    """The Ray Train worker processes of a training job this test started (its Ray is local)."""
+    import psutil
+
+    found = []
+    for proc in psutil.Process(job.pid).children(recursive=True):
+        try:
+            if "RayTrainWorker" in " ".join(proc.cmdline()):
+                found.append(proc)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
 @pytest.mark.slow
 @needs_shared_data
-def test_a_failed_worker_restarts_from_its_checkpoint_and_resume_continues(prepared, tmp_path):
+def test_a_killed_worker_restarts_from_its_checkpoint_and_resume_continues(prepared, tmp_path):
+    import psutil
+
     out = tmp_path / "run"
     config = quick_train_config(tmp_path)
     args = ["--data", str(prepared[0]), "--output", str(out), "--config", config]
-    done = run_script("train_contextual.py", *args, "--max-steps", "20", env={"RRT_TEST_FAIL_AT_STEP": "13"})
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert (out / ".injected_failure_done").exists()
-    assert "injected failure at step 13" in done.stderr + done.stdout
-    rows = metrics(out)
-    steps = [row["step"] for row in rows]
-    assert steps == sorted(set(steps)) and steps[-1] == 20, steps
-    assert json.loads((out / "train_stats.json").read_text())["steps"] == 20
+    env = {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1"}
+    job = subprocess.Popen([sys.executable, str(ROOT / "jobs" / "train_contextual.py"), *args, "--max-steps", "30"],
+                           cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    killed = None
+    try:
+        # Past the step-10 checkpoint, kill one worker process outright, as a failing node would.
+        deadline = time.time() + 600
+        while time.time() < deadline and job.poll() is None and killed is None:
+            steps = [row["step"] for row in metrics(out)] if (out / "metrics.jsonl").exists() else []
+            if steps and steps[-1] >= 12 and (out / "ray").exists():
+                workers = training_workers(job)
+                if workers:
+                    killed = workers[-1]
+                    killed.kill()
+            time.sleep(0.2)
+        output, _ = job.communicate(timeout=900)
+    finally:
+        kill_tree(job)
+    assert killed is not None, "the run ended before a worker could be killed"
+    assert not psutil.pid_exists(killed.pid) or killed.status() == psutil.STATUS_ZOMBIE
+    assert job.returncode == 0, output[-4000:]
+    steps = [row["step"] for row in metrics(out)]
+    assert steps == sorted(set(steps)) and steps[-1] == 30, steps
+    assert json.loads((out / "train_stats.json").read_text())["steps"] == 30
 
-    refused = run_script("train_contextual.py", *args, "--max-steps", "25")
+    refused = run_script("train_contextual.py", *args, "--max-steps", "35")
     assert refused.returncode == 2 and "--resume" in refused.stderr
-    resumed = run_script("train_contextual.py", *args, "--max-steps", "25", "--resume")
+    resumed = run_script("train_contextual.py", *args, "--max-steps", "35", "--resume")
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     steps = [row["step"] for row in metrics(out)]
-    assert steps[-1] == 25 and steps == sorted(set(steps)), steps
-    assert json.loads((out / "model" / "rrt_meta.json").read_text())["steps"] == 25
+    assert steps[-1] == 35 and steps == sorted(set(steps)), steps
+    assert json.loads((out / "model" / "rrt_meta.json").read_text())["steps"] == 35
 
 
 @pytest.mark.parametrize("args, message", [

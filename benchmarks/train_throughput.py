@@ -9,8 +9,7 @@ CPU mode runs jobs/train.py (Ray Data tokenization, length-bucketed batches, Ray
 DeepSpeed ZeRO-2) with one worker and with two, and the baseline Trainer in this process.
 The baseline model is GPT-2 as Hugging Face builds it; ours is the same shape and weights from
 rrt.models, computing the same functions more cheaply: GPT-2's tanh GELU as one fused kernel,
-dropout from 16-bit masks (rrt.dropout), the loss backward in place (rrt.lm_loss), fused AdamW,
-an LM head padded to 64 rows (their logits -inf), and on CPU a local Ray whose helpers yield.
+fused AdamW and an LM head padded to 64 rows (their logits -inf).
 Speed is useful (non-padding) tokens per second, measured after the first steps so start-up
 is not counted. Each variant in --variants (default: contextual and no_context) gets its own
 comparison; with --rounds N the baseline and ours take turns N times and the median ratio
@@ -44,7 +43,7 @@ from rrt.batching import bucket_batches, pad_batch, tokenize_table  # noqa: E402
 from rrt.config import load_config  # noqa: E402
 from rrt.finetune import parameter_counts  # noqa: E402
 from rrt.models import (fused_gelu, pad_vocabulary, special_tokens,  # noqa: E402
-                        tiny_config, train_tiny_tokenizer, training_kernels)
+                        tiny_config, train_tiny_tokenizer)
 from rrt.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
@@ -322,7 +321,6 @@ def gpu_compare(model_name: str, tokenizer, rows, variant: str, micros: list[int
             model.train()
             parameters = parameter_counts(model)["trainable_parameters"]
             if scheme in zero_stage:
-                training_kernels(model, cuda)  # as the workers do: fused loss; dropout masks on CPU only
                 pad_vocabulary(model, pad_vocab_to)  # and the LM head padded to tensor-core tiles
                 block_ds = {**engine_ds, "micro_batch": micro, "zero_stage": zero_stage[scheme]}
                 step = engine_step(model, device, block_ds, steps + WARMUP_STEPS)

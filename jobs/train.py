@@ -118,8 +118,6 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         (train.get("max_steps") is None or (isinstance(train["max_steps"], int) and train["max_steps"] >= 1),
          "train.max_steps must be null or >= 1"),
         (train.get("batching", "tokens") in ("tokens", "examples"), "train.batching must be tokens or examples"),
-        (train.get("fast_dropout", "auto") in ("auto", True, False), "train.fast_dropout must be auto, true or false"),
-        (isinstance(train.get("fused_loss", True), bool), "train.fused_loss must be true or false"),
         (isinstance(train.get("pad_vocab_to", 64), int) and not isinstance(train.get("pad_vocab_to", 64), bool)
          and 1 <= train.get("pad_vocab_to", 64) <= 1024, "train.pad_vocab_to must be an integer 1-1024"),
         (train.get("allocator", "tcmalloc") in ALLOCATORS, f"train.allocator must be one of {', '.join(ALLOCATORS)}"),
@@ -240,7 +238,6 @@ def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: st
         "token_budget": micro * settings["block"] if tokens else None,
         "loss_on": settings["loss_on"], "epochs": settings["epochs"], "max_steps": settings["max_steps"],
         "total_steps": total, "steps_per_epoch": per_epoch, "torch_threads": threads,
-        "fast_dropout": settings.get("fast_dropout", "auto"), "fused_loss": settings.get("fused_loss", True),
         "pad_vocab_to": int(settings.get("pad_vocab_to", 64)),
         "finetune": settings.get("finetune", "full"), "trainable_layers": int(settings.get("trainable_layers", 0)),
         "lora": dict(settings.get("lora") or {}),

@@ -17,7 +17,7 @@ import numpy as np
 
 from rrt.batching import Batch, bucket_batches
 from rrt import finetune
-from rrt.models import build_model, export_model, pad_vocabulary, training_kernels, trim_vocabulary
+from rrt.models import build_model, export_model, pad_vocabulary, trim_vocabulary
 from rrt.optim import deepspeed_config, lr_factor, resolve_precision
 from rrt.speed import loaded_allocator
 
@@ -176,7 +176,6 @@ def train_func(cfg: dict) -> None:
     sizes = finetune.parameter_counts(lm)
     parameters = sizes["parameters"]
     cuda = device.type == "cuda"
-    kernels = training_kernels(lm, cuda, cfg["fast_dropout"], cfg["fused_loss"])
     precision = resolve_precision(cfg["precision"], cuda, cuda and torch.cuda.is_bf16_supported())
     total = cfg["total_steps"]
     engine, schedule = build_engine(lm, cfg["deepspeed"], precision, total, device)
@@ -268,6 +267,6 @@ def train_func(cfg: dict) -> None:
         with open(os.path.join(cfg["output"], "worker_stats.json"), "w", encoding="utf-8") as handle:
             json.dump({"steps": state["step"], "epochs_started": state["epoch"] + 1, "examples": state["counts"],
                        **sizes, "finetune": cfg["finetune"], "precision": precision, "world_size": world,
-                       "torch_threads": torch.get_num_threads(), "allocator": loaded_allocator(), **kernels,
+                       "torch_threads": torch.get_num_threads(), "allocator": loaded_allocator(),
                        "vocab": live_vocab, "vocab_padded_to": padded_vocab,
                        "device": torch.cuda.get_device_name() if cuda else "cpu"}, handle, indent=2)

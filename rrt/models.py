@@ -217,21 +217,6 @@ def trim_vocabulary(lm, live: int) -> None:
     lm.resize_token_embeddings(live, mean_resizing=False)
 
 
-def training_kernels(lm, on_gpu: bool, fast_dropout: str | bool = "auto", fused_loss: bool = True) -> dict[str, bool]:
-    """Swap in our cheaper training computations (the same functions): 16-bit dropout masks with
-    their attention (`auto`: on CPU only; GPU dropout is already fused) and the in-place loss
-    backward. Returns which applied, for the run's stats."""
-    from rrt.dropout import use_cheap_dropout
-    from rrt.lm_loss import causal_lm_loss
-
-    dropout = (not on_gpu) if fast_dropout == "auto" else bool(fast_dropout)
-    if dropout:
-        use_cheap_dropout(lm)
-    if fused_loss:
-        lm.loss_function = causal_lm_loss
-    return {"fast_dropout": dropout, "fused_loss": bool(fused_loss)}
-
-
 def export_model(lm, tokenizer, folder: str, meta: dict[str, Any]) -> None:
     """Save weights, config, tokenizer and `rrt_meta.json` so `from_pretrained(folder)` loads all."""
     os.makedirs(folder, exist_ok=True)

@@ -90,9 +90,11 @@ def title_core(title: str, constraint: str | None = None) -> frozenset[str]:
     """The words of a title that name the dish itself: without diet words, puffery, styles, the
     foods the constraint forbids (any constraint's when None) and their stand-ins ("Crispy Salmon
     Tacos" and "Vegan Tofu Tacos" both give {"taco"} for fish-free; "Pumpkin Cheesecake" keeps
-    "pumpkin"; names like "Emeril's" go)."""
+    "pumpkin"; names like "Emeril's" and what follows "with" go)."""
     forbidden = _forbidden_words(constraint)
-    return frozenset(w for w in normalise_title(title).split()
+    # What follows "with", "in" or a colon names a side or a garnish, not the dish.
+    head = re.split(r"\b(?:with|in|over|on|for)\b|:", normalise_title(title))[0]
+    return frozenset(w for w in head.split()
                      if w not in STYLE_WORDS and w not in PUFFERY and w not in STAND_INS and w not in forbidden
                      and not w[:1].isdigit() and not w.endswith(("'", "'s")))
 

@@ -83,8 +83,11 @@ def test_titles_agree_only_when_they_name_one_dish():
     assert title_core("Crispy Salmon Tacos") == title_core("Vegan Tofu Tacos") == {"taco"}
     assert titles_agree("Emeril's Famous Banana Cream Pie", "Vegan Banana Cream Pie")
     assert titles_agree("Small Carrot Cake", "Vegan Carrot Cake")
-    assert not titles_agree("Pumpkin Cheesecake", "Cheesecake")          # a flavour names another dish
-    assert not titles_agree("Chocolate Cupcakes", "Grapefruit Cupcakes")
-    assert not titles_agree("Grilled Cheese", "Cashew Ricotta Cheese")   # no dish word left to compare
-    assert titles_agree("Chicken Pot Pie", "Chicken Pot Pie with Biscuits", extra_words=1)
-    assert not titles_agree("Chicken Pot Pie", "Chicken Pot Pie with Biscuits")
+    assert titles_agree("Chicken Pot Pie", "Chicken Pot Pie with Biscuits")   # a side is not the dish
+    assert not titles_agree("Blueberry Muffins", "Vegan Muffins")        # strictly, a flavour names another dish
+    assert titles_agree("Blueberry Muffins", "Vegan Muffins", extra_words=1)
+    assert not titles_agree("Chocolate Cupcakes", "Grapefruit Cupcakes", extra_words=1)
+    assert not titles_agree("Grilled Cheese", "Cashew Ricotta Cheese", extra_words=1)   # no dish word left
+    # The constraint's own foods may differ: a shrimp fried rice and an egg fried rice, for vegetarian.
+    assert titles_agree("Shrimp Fried Rice", "Easy Egg Fried Rice", constraint="vegetarian", extra_words=1)
+    assert not titles_agree("Mac and Cheese", "Grilled Cheese", constraint="vegan", extra_words=1)

@@ -92,20 +92,28 @@ def title_core(title: str, constraint: str | None = None) -> frozenset[str]:
     Tacos" and "Vegan Tofu Tacos" both give {"taco"} for fish-free; "Pumpkin Cheesecake" keeps
     "pumpkin"; names like "Emeril's" and what follows "with" go)."""
     forbidden = _forbidden_words(constraint)
-    # What follows "with", "in" or a colon names a side or a garnish, not the dish.
-    head = re.split(r"\b(?:with|in|over|on|for)\b|:", normalise_title(title))[0]
-    return frozenset(w for w in head.split()
-                     if w not in STYLE_WORDS and w not in PUFFERY and w not in STAND_INS and w not in forbidden
-                     and not w[:1].isdigit() and not w.endswith(("'", "'s")))
+
+    def core(text: str) -> frozenset[str]:
+        return frozenset(w for w in text.split()
+                         if w not in STYLE_WORDS and w not in PUFFERY and w not in STAND_INS and w not in forbidden
+                         and not w[:1].isdigit() and not w.endswith(("'", "'s")))
+
+    whole = normalise_title(title)
+    # What follows "with", "in" or a colon names a side or a garnish, not the dish; unless the
+    # part before it is only a food ("Chicken with Mixed Vegetables").
+    head = core(re.split(r"\b(?:with|in|over|on|for)\b|:", whole)[0])
+    return head if head - _FOOD_WORDS else core(whole)
 
 
 def titles_agree(a: str, b: str, extra_words: int = 0, constraint: str | None = None) -> bool:
     """Whether two titles name one dish for a constraint: the shorter core lies within the longer
     one, which adds at most `extra_words` ("Chicken Pot Pie" and "Chicken Pot Pie with Biscuits"
     at 1). Titles with no core left (only foods and styles, "Grilled Cheese") never agree:
-    nothing says the dish."""
+    nothing says the dish; a core of foods alone ("Butter Chicken": {"chicken"}) takes no extra word."""
     small, large = sorted((title_core(a, constraint), title_core(b, constraint)), key=len)
-    return bool(small) and small <= large and len(large - small) <= extra_words
+    # A core of foods alone ("chicken") names an ingredient, not a dish: it must match exactly.
+    extra = extra_words if small - _FOOD_WORDS else 0
+    return bool(small) and small <= large and len(large - small) <= extra
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:

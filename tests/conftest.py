@@ -1,9 +1,11 @@
 """Shared fixtures: the bundled sample corpus and the real data in ../shared/data."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -65,15 +67,57 @@ def prepared(tmp_path_factory):
     return out, inputs, done
 
 
+def training_workers(job: subprocess.Popen) -> list:
+    """The Ray Train worker processes of a training job a test started (its Ray is local)."""
+    import psutil
+
+    found = []
+    for proc in psutil.Process(job.pid).children(recursive=True):
+        try:
+            if "RayTrainWorker" in " ".join(proc.cmdline()):
+                found.append(proc)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def _steps(out) -> list[int]:
+    path = Path(out) / "metrics.jsonl"
+    return [json.loads(line)["step"] for line in path.read_text().splitlines()] if path.exists() else []
+
+
 @pytest.fixture(scope="session")
 def trained_contextual(prepared, tmp_path_factory):
-    """One two-worker Contextual Rewriter run of 30 steps on the prepared real data: (folder, result)."""
+    """One two-worker Contextual Rewriter run on the prepared real data, made the hard way: 20 steps
+    with one worker process killed past the step-10 checkpoint, a rerun refused without --resume,
+    then resumed to 30 steps. (folder, the resumed run's result, what happened before it)."""
     folder = tmp_path_factory.mktemp("train")
     out = folder / "run"
-    done = run_script("train_contextual.py", "--data", str(prepared[0]), "--output", str(out), "--max-steps", "30",
-                      "--num-workers", "2", "--config", quick_train_config(folder))
+    args = ["--data", str(prepared[0]), "--output", str(out), "--num-workers", "2",
+            "--config", quick_train_config(folder)]
+    env = {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1"}
+    job = subprocess.Popen([sys.executable, str(ROOT / "jobs" / "train_contextual.py"), *args, "--max-steps", "20"],
+                           cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    killed = None
+    try:
+        deadline = time.time() + 600
+        while time.time() < deadline and job.poll() is None and killed is None:
+            steps = _steps(out)
+            if steps and steps[-1] >= 12 and (out / "ray").exists():
+                workers = training_workers(job)
+                if workers:
+                    killed = workers[-1]
+                    killed.kill()
+            time.sleep(0.2)
+        first_output, _ = job.communicate(timeout=900)
+    finally:
+        kill_tree(job)
+    first = {"killed": killed, "returncode": job.returncode, "output": first_output, "steps": _steps(out),
+             "stats": json.loads((out / "train_stats.json").read_text()) if (out / "train_stats.json").exists() else {}}
+    first["refused"] = run_script("train_contextual.py", *args, "--max-steps", "30")
+    done = run_script("train_contextual.py", *args, "--max-steps", "30", "--resume")
     assert done.returncode == 0, done.stderr[-4000:]
-    return out, done
+    return out, done, first
 
 
 def quick_train_config(folder, **train) -> str:

@@ -65,8 +65,8 @@ def test_ray_job_submit_runs_train_contextual(cluster, prepared, tmp_path):
     out = tmp_path / "run"
     command = ["job", "submit", "--no-wait", "--working-dir", ".", "--", "python", "jobs/train_contextual.py",
                "--data", str(prepared[0]), "--output", str(out), "--max-steps", "6", "--config", quick_train_config(tmp_path)]
-    deadline = time.time() + 90
-    while True:  # the job agent needs a few seconds after `ray start`
+    deadline = time.time() + 240
+    while True:  # the job agent needs a few seconds after `ray start` (a minute or more on busy cores)
         submitted = _ray(*command, env=env)
         if submitted.returncode == 0 or time.time() > deadline:
             break

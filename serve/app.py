@@ -284,7 +284,10 @@ def run(model: str, port: int | None = None, host: str | None = None, config: st
     joined = bool(ray_settings.get("address") or os.environ.get("RAY_ADDRESS"))
     start_ray(ray_settings)
     # SIGTERM (a supervisor, `kill`) stops as cleanly as Ctrl-C: no Ray process is left behind.
+    # SIGINT is handled explicitly too: a shell starts background jobs with it ignored, and
+    # `kill -INT` must still stop the service.
     signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     try:
         serve.start(http_options={"host": settings.get("host", "127.0.0.1"),
                                   "port": int(settings.get("port", 8000))})
@@ -296,7 +299,8 @@ def run(model: str, port: int | None = None, host: str | None = None, config: st
     except KeyboardInterrupt:
         print("rrt serve: stopping", flush=True)
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the shutdown short
+        for sig in (signal.SIGTERM, signal.SIGINT):  # a second signal must not cut the shutdown short
+            signal.signal(sig, signal.SIG_IGN)
         # On a cluster we joined, remove only our app; a local Ray goes away whole.
         if joined:
             serve.delete("rrt")

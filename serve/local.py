@@ -130,6 +130,7 @@ class LocalService:
         self.env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RRT_API_KEY")}
         self.env.update({"PYTHONUNBUFFERED": "1", **(env or {})})
         self.proc: subprocess.Popen | None = None
+        self.stopped_by: int | None = None   # the signal the service finally stopped on
         self.seen: dict[int, float] = {}   # pid -> create time of every process the service started
 
     def start(self, timeout: float = 180, attempts: int = 3) -> "LocalService":
@@ -208,6 +209,7 @@ class LocalService:
         for sig, wait in ((first, grace), (signal.SIGTERM, 15), (signal.SIGKILL, 10)):
             if self.proc.poll() is not None:
                 break
+            self.stopped_by = sig
             self.proc.send_signal(sig)
             try:
                 self.proc.wait(wait)

@@ -376,7 +376,7 @@ def test_killed_replica_gives_clear_errors_and_recovers_within_30s(service):
 
 
 def test_sigint_stops_the_service_and_its_ray(service):
-    assert service.stop(signal.SIGINT) == []
+    assert service.stop(signal.SIGINT) == [] and service.stopped_by == signal.SIGINT
     with pytest.raises(requests.ConnectionError):
         requests.get(service.url + "/healthz", timeout=5)
 
@@ -413,3 +413,4 @@ def test_api_key_timeout_overload_and_sigterm(model, tmp_path):
     finally:
         left = guarded.stop(signal.SIGTERM)
     assert left == [], f"SIGTERM left Ray processes behind: {left}"
+    assert guarded.stopped_by == signal.SIGTERM

@@ -102,8 +102,10 @@ def trained_contextual(prepared, tmp_path_factory):
     try:
         deadline = time.time() + 600
         while time.time() < deadline and job.poll() is None and killed is None:
+            # Only once Ray Train has registered the step-10 checkpoint (its snapshot file), so the
+            # restart has one to resume from.
             steps = _steps(out)
-            if steps and steps[-1] >= 12 and (out / "ray").exists():
+            if steps and steps[-1] >= 12 and (out / "ray" / "checkpoint_manager_snapshot.json").exists():
                 workers = training_workers(job)
                 if workers:
                     killed = workers[-1]

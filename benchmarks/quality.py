@@ -1,6 +1,6 @@
 """Rewrite quality the way the paper measured it (Table 2), from a pretrained model, offline.
 
-    python benchmarks/quality.py                                   # 2 CPU cores: about an hour
+    python benchmarks/quality.py                                   # 2 CPU cores (its timings: benchmarks/RESULTS.md)
     python benchmarks/quality.py --output out/quality --steps 120 --num-recipes 60   # longer, closer
     python benchmarks/quality.py --use-gpu --steps 2000 --num-recipes 1000
 

@@ -28,11 +28,12 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 
 from rrt.alignment import (LINK_FEATURES, LINK_MODEL, AlignSettings, align_steps, fit_link_model,  # noqa: E402
-                           kept_links, link_features, train_translation_table)
+                           kept_links, link_features, link_probability, train_translation_table)
 from rrt.clean import clean_lines, clean_text  # noqa: E402
 from rrt.config import load_config, section  # noqa: E402
-from rrt.dish import dish_key, dish_similarity, titles_agree  # noqa: E402
+from rrt.dish import dish_key  # noqa: E402
 from rrt.link_labels import LinkCounts, line_index, load_labels  # noqa: E402
+from rrt.pairing import PairSettings, dish_likeness  # noqa: E402
 from rrt.recipe import Recipe  # noqa: E402
 from rrt.step_kinds import split_method  # noqa: E402
 from rrt.tagger import parse_constraints, tag_recipe  # noqa: E402
@@ -92,8 +93,13 @@ def new_links(scores: np.ndarray, at_source: list[int], at_target: list[int], al
             for link in kept_links(scores, align.link_threshold, align.max_fanout) for j in link.target_steps}
 
 
-def measure(pairs, corpus, new: bool, align: AlignSettings, min_similarity: float, extra_words: int = 0,
-            fit: str | None = None) -> dict:
+def fit_on(parts) -> np.ndarray:
+    """Link model weights fitted on the (features, labelled-right, ...) of some pairs."""
+    return fit_link_model(np.concatenate([f.reshape(-1, f.shape[-1]) for f, *_ in parts]),
+                          np.concatenate([r.reshape(-1) for _, r, *_ in parts]))
+
+
+def measure(pairs, corpus, new: bool, align: AlignSettings, dishes: PairSettings, fit: str | None = None) -> dict:
     """Link scores on the same-dish pairs and the same-dish share of the pairs kept. The new
     pipeline's link model is scored leaving each pair out of its own fit (the figures are
     for pairs the model has not seen); with `fit`, the model fitted on all pairs is written there."""
@@ -107,24 +113,21 @@ def measure(pairs, corpus, new: bool, align: AlignSettings, min_similarity: floa
     else:
         parts = [new_features(pair, table, align) for pair in same_dish]
         for k, (pair, (features, right, at_source, at_target)) in enumerate(zip(same_dish, parts)):
-            rest = [p for q, p in enumerate(parts) if q != k]
-            weights = fit_link_model(np.concatenate([f.reshape(-1, f.shape[-1]) for f, *_ in rest]),
-                                     np.concatenate([r.reshape(-1) for _, r, *_ in rest]))
-            scores = 100.0 / (1.0 + np.exp(-features @ weights))
+            scores = link_probability(features, fit_on([p for q, p in enumerate(parts) if q != k]))
             counts.add(new_links(scores, at_source, at_target, align), pair.links)
             for score, ok in zip(scores.reshape(-1), right.reshape(-1)):
                 calibration[min(4, int(score // 20))] += (1, ok)
         if fit:
-            weights = fit_link_model(np.concatenate([f.reshape(-1, f.shape[-1]) for f, *_ in parts]),
-                                     np.concatenate([r.reshape(-1) for _, r, *_ in parts]))
+            weights = fit_on(parts)
             with open(fit, "w", encoding="utf-8") as handle:
                 json.dump({"features": list(LINK_FEATURES), "weights": [round(float(w), 5) for w in weights],
                            "fitted_on": f"{len(same_dish)} hand-labelled same-dish pairs"}, handle, indent=2)
     kept = same = 0
     for pair in pairs:
-        keep = not new or (titles_agree(pair.source["title"], pair.target["title"], extra_words, pair.constraint) and dish_similarity(
+        keep = not new or dish_likeness(
             {**pair.source, "steps": split_method(pair.source["lines"])[0]},
-            {**pair.target, "steps": split_method(pair.target["lines"])[0]}) >= min_similarity)
+            {**pair.target, "steps": split_method(pair.target["lines"])[0]},
+            pair.constraint, dishes) >= dishes.min_dish_similarity
         kept += keep
         same += keep and pair.same_dish
     result = {"precision": round(counts.precision, 3), "recall": round(counts.recall, 3), "f1": round(counts.f1, 3),
@@ -155,12 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     align_cfg = section(config, "alignment")
     new_align = AlignSettings.from_config(align_cfg)
     old_align = AlignSettings(link_threshold=new_align.link_threshold)
-    min_similarity = float(section(config, "data").get("min_dish_similarity", 0.0))
-    extra_words = int(section(config, "data").get("title_extra_words") or 0)
+    data = section(config, "data")
+    dishes = PairSettings(min_dish_similarity=float(data.get("min_dish_similarity", 0.0)),
+                          title_extra_words=data.get("title_extra_words"))
     result = {"pairs": len(pairs), "same_dish_pairs": sum(p.same_dish for p in pairs),
-              "old": measure(pairs, corpus, False, old_align, min_similarity),
-              "new": measure(pairs, corpus, True, new_align, min_similarity, extra_words,
-                             LINK_MODEL if args.fit else None)}
+              "old": measure(pairs, corpus, False, old_align, dishes),
+              "new": measure(pairs, corpus, True, new_align, dishes, LINK_MODEL if args.fit else None)}
     print(f"{len(pairs)} labelled pairs, {result['same_dish_pairs']} of them the same dish; links scored on those")
     print(f"{'pipeline':<9} {'precision':>9} {'recall':>7} {'F1':>6} {'links':>6} {'pairs kept':>10} {'same dish':>9}")
     for name in ("old", "new"):

@@ -11,6 +11,7 @@ target step) link, times 100, is its score.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -213,8 +214,9 @@ def fit_link_model(features: np.ndarray, right: np.ndarray, l2: float = 0.01, it
     return weights
 
 
+@functools.cache
 def load_link_model(path: str = LINK_MODEL) -> np.ndarray:
-    """The link model's weights, in LINK_FEATURES order."""
+    """The link model's weights, in LINK_FEATURES order (read once per process)."""
     with open(path, encoding="utf-8") as handle:
         model = json.load(handle)
     if tuple(model["features"]) != LINK_FEATURES:
@@ -227,7 +229,11 @@ def calibrated_scores(src_steps: list[str], tgt_steps: list[str], posterior_scor
     """Link scores (0-100) from the link model: about the percentage of such links that are right."""
     if not posterior_scores.size:
         return posterior_scores
-    features = link_features(src_steps, tgt_steps, posterior_scores / 100.0)
+    return link_probability(link_features(src_steps, tgt_steps, posterior_scores / 100.0), weights)
+
+
+def link_probability(features: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The link model's score (0-100) of rows of LINK_FEATURES."""
     return 100.0 / (1.0 + np.exp(-features @ weights))
 
 

@@ -49,22 +49,22 @@ def cap_dish(recipes: list[dict], settings: PairSettings) -> tuple[list[dict], l
     return ([r for i, r in enumerate(recipes) if i in kept], [r for i, r in enumerate(recipes) if i not in kept])
 
 
-_LINK_WEIGHTS: list = []
-
-
-def _link_weights():
-    if not _LINK_WEIGHTS:
-        _LINK_WEIGHTS.append(load_link_model())
-    return _LINK_WEIGHTS[0]
-
-
 def link_scores(source: dict, target: dict, table: TranslationTable, align: AlignSettings):
     """(link scores 0-100, per-word log-likelihood) of two recipes' steps: the HMM's posterior,
     or the link model's calibrated score when `align.calibrated`."""
     scores, loglik = align_steps(list(source["steps"]), list(target["steps"]), table, align)
     if align.calibrated:
-        scores = calibrated_scores(list(source["steps"]), list(target["steps"]), scores, _link_weights())
+        scores = calibrated_scores(list(source["steps"]), list(target["steps"]), scores, load_link_model())
     return scores, loglik
+
+
+def dish_likeness(source: dict, target: dict, constraint: str, settings: PairSettings) -> float:
+    """How alike two recipes are as one dish for a constraint (`rrt.dish.dish_similarity`), 0 when
+    their titles name different dishes (`settings.title_extra_words`; None: titles not checked)."""
+    if settings.title_extra_words is not None and not titles_agree(
+            source["title"], target["title"], settings.title_extra_words, constraint):
+        return 0.0
+    return dish_similarity(source, target)
 
 
 def pair_dish(recipes: list[dict], constraints: list[str], table: TranslationTable,
@@ -85,10 +85,7 @@ def pair_dish(recipes: list[dict], constraints: list[str], table: TranslationTab
             for target in targets:
                 key = (source["id"], target["id"], constraint)
                 if key not in similar:
-                    similar[key] = (dish_similarity(source, target) if settings.title_extra_words is None
-                                    or titles_agree(source["title"], target["title"], settings.title_extra_words,
-                                                    constraint)
-                                    else 0.0)
+                    similar[key] = dish_likeness(source, target, constraint, settings)
                 if similar[key] >= settings.min_dish_similarity:
                     alike.append(target)
                 elif unlike is not None:

@@ -13,6 +13,7 @@ from rrt.alignment import AlignSettings, TranslationTable, align_steps, kept_lin
 from rrt.dish import dish_key
 from rrt.lexicon import CONSTRAINTS
 from rrt.link_labels import load_labels
+from rrt.pairing import PairSettings
 from rrt.loaders import read_recipes
 from rrt.synthetic_pairs import link_accuracy, perturbed_pair
 
@@ -97,7 +98,7 @@ def test_calibrated_scores_favour_the_step_that_does_the_same_job(corpus):
 
 def test_pairs_only_join_recipes_of_one_dish():
     from rrt.dish import dish_similarity
-    from rrt.pairing import PairSettings, pair_dish
+    from rrt.pairing import pair_dish
 
     def recipe(rid, title, ingredients, steps, vegan):
         return {"id": rid, "title": title, "ingredients": ingredients, "steps": steps, "split": "train",
@@ -130,8 +131,9 @@ def test_links_on_hand_labelled_real_pairs_beat_the_old_aligner():
     pairs = load_labels(str(ROOT / "tests" / "fixtures" / "alignment" / "real_pairs.jsonl"), corpus)
     assert len(pairs) >= 30
     align = AlignSettings(max_fanout=3, calibrated=True)
-    old = bench.measure(pairs, corpus, False, AlignSettings(), 0.21)
-    new = bench.measure(pairs, corpus, True, align, 0.21)
+    dishes = PairSettings(min_dish_similarity=0.21, title_extra_words=1)
+    old = bench.measure(pairs, corpus, False, AlignSettings(), dishes)
+    new = bench.measure(pairs, corpus, True, align, dishes)
     # The new figures come from a link model that never saw the pair it scores.
     assert new["precision"] >= 0.8 and new["precision"] > old["precision"] + 0.2, (old, new)
     assert new["f1"] > old["f1"] and new["same_dish_share"] > old["same_dish_share"] + 0.3

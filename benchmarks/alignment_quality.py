@@ -84,7 +84,7 @@ def new_features(pair, table, align: AlignSettings):
     at_source, at_target = line_index(pair.source["lines"], source), line_index(pair.target["lines"], target)
     scores, _ = align_steps(source, target, table, align)
     right = np.array([[(i, j) in pair.links for j in at_target] for i in at_source], dtype=float)
-    return link_features(source, target, scores / 100.0), right.reshape(scores.shape), at_source, at_target
+    return link_features(source, target, scores / 100.0, table, align), right.reshape(scores.shape), at_source, at_target
 
 
 def new_links(scores: np.ndarray, at_source: list[int], at_target: list[int], align: AlignSettings):

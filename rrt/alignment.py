@@ -21,6 +21,7 @@ from typing import Iterable
 
 import numpy as np
 
+from rrt.cooking_actions import action_overlap, step_actions
 from rrt.ingredients import content_words
 
 NULL, UNK = "<null>", "<unk>"
@@ -174,16 +175,24 @@ def align_steps(src_steps: list[str], tgt_steps: list[str], table: TranslationTa
 
 
 LINK_FEATURES = ("bias", "posterior", "shared_words", "position_gap", "best_for_source", "best_for_target",
-                 "mutual_best_words", "posterior_x_words", "same_first_verb")
+                 "mutual_best_words", "posterior_x_words", "same_first_verb", "reverse_posterior",
+                 "either_posterior", "neighbour_posterior", "same_actions")
 _STEP_NUMBER = re.compile(r"^\W*(?:step\s*)?\d+\W*", re.IGNORECASE)
 _FIRST_WORD = re.compile(r"[a-z]+")
 LINK_MODEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "link_model.json")
 
 
-def link_features(src_steps: list[str], tgt_steps: list[str], posterior: np.ndarray) -> np.ndarray:
-    """(source steps x target steps x LINK_FEATURES): the HMM's posterior (0-1), the Dice overlap
-    of content words, how far apart the two steps sit in their recipes, whether each is the
-    other's best word match, and whether both open with the same word (usually the verb)."""
+def link_features(src_steps: list[str], tgt_steps: list[str], posterior: np.ndarray,
+                  table: TranslationTable, settings: AlignSettings) -> np.ndarray:
+    """(source steps x target steps x LINK_FEATURES) from the HMM's posterior (0-1).
+
+    Besides the posterior: the Dice overlap of content words, how far apart the two steps sit
+    in their recipes, whether each is the other's best word match, whether both open with the
+    same word (usually the verb), and the kinds of work both do (`rrt.cooking_actions`). The
+    HMM read the other way (over source steps, a target step as the state) sees one target
+    step made of several source steps, which the forward reading cannot; a link whose
+    diagonal neighbours are linked continues a run of matched steps.
+    """
     n, m = posterior.shape
     src = [set(w) for w in _step_words(src_steps)]
     tgt = [set(w) for w in _step_words(tgt_steps)]
@@ -193,8 +202,15 @@ def link_features(src_steps: list[str], tgt_steps: list[str], posterior: np.ndar
     col_best = (dice >= dice.max(axis=0, keepdims=True)).astype(float) if n else dice
     first = [[_first_word(step) for step in steps] for steps in (src_steps, tgt_steps)]
     same_first = np.array([[float(a is not None and a == b) for b in first[1]] for a in first[0]]).reshape(n, m)
+    reverse = align_steps(tgt_steps, src_steps, table, settings)[0].T / 100.0 if n and m else posterior
+    either = np.maximum(posterior, reverse)
+    padded = np.pad(either, 1)
+    neighbour = np.maximum(padded[:-2, :-2], padded[2:, 2:])
+    acts = [[step_actions(step) for step in steps] for steps in (src_steps, tgt_steps)]
+    actions = np.array([[action_overlap(a, b) for b in acts[1]] for a in acts[0]]).reshape(n, m)
     return np.stack([np.ones((n, m)), posterior, dice, gap, row_best, col_best,
-                     dice * row_best * col_best, posterior * dice, same_first], axis=-1)
+                     dice * row_best * col_best, posterior * dice, same_first, reverse, either, neighbour,
+                     actions], axis=-1)
 
 
 def _first_word(step: str) -> str | None:
@@ -225,11 +241,12 @@ def load_link_model(path: str = LINK_MODEL) -> np.ndarray:
 
 
 def calibrated_scores(src_steps: list[str], tgt_steps: list[str], posterior_scores: np.ndarray,
-                      weights: np.ndarray) -> np.ndarray:
+                      table: TranslationTable, settings: AlignSettings, weights: np.ndarray) -> np.ndarray:
     """Link scores (0-100) from the link model: about the percentage of such links that are right."""
     if not posterior_scores.size:
         return posterior_scores
-    return link_probability(link_features(src_steps, tgt_steps, posterior_scores / 100.0), weights)
+    features = link_features(src_steps, tgt_steps, posterior_scores / 100.0, table, settings)
+    return link_probability(features, weights)
 
 
 def link_probability(features: np.ndarray, weights: np.ndarray) -> np.ndarray:

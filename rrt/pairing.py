@@ -54,7 +54,8 @@ def link_scores(source: dict, target: dict, table: TranslationTable, align: Alig
     or the link model's calibrated score when `align.calibrated`."""
     scores, loglik = align_steps(list(source["steps"]), list(target["steps"]), table, align)
     if align.calibrated:
-        scores = calibrated_scores(list(source["steps"]), list(target["steps"]), scores, load_link_model())
+        scores = calibrated_scores(list(source["steps"]), list(target["steps"]), scores, table, align,
+                                   load_link_model())
     return scores, loglik
 
 

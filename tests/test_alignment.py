@@ -90,10 +90,36 @@ def test_calibrated_scores_favour_the_step_that_does_the_same_job(corpus):
     target = ["Whisk the oat milk, flax and sugar.", "Preheat the oven to 350F.", "Bake for 30 minutes.",
               "Let it cool."]
     posterior, _ = align_steps(source, target, corpus[0])
-    scores = calibrated_scores(source, target, posterior, weights)
+    scores = calibrated_scores(source, target, posterior, corpus[0], AlignSettings(), weights)
     assert scores.shape == (3, 4) and ((scores >= 0) & (scores <= 100)).all()
     assert scores[0].argmax() == 1 and scores[1].argmax() == 0 and scores[2].argmax() == 2
     assert scores[:, 3].max() < 50   # nothing in the source is "let it cool"
+
+
+def test_steps_that_do_the_same_job_share_kinds_of_work():
+    from rrt.cooking_actions import action_overlap, step_actions
+
+    named = step_actions("Whisk together the dry ingredients.")
+    listed = step_actions("In a large bowl whisk the flour, baking powder, salt and brown sugar together.")
+    assert named == listed == {"mix", "dry_ingredients"}   # baking powder is not baking, brown sugar not browning
+    assert step_actions("Pat the swordfish steaks dry.") == {"drain"}
+    assert step_actions("Bake until golden brown, then cool on a rack.") == {"oven", "rest"}
+    assert action_overlap(named, listed) == 1.0 and action_overlap(named, frozenset()) == 0.0
+
+
+def test_a_target_step_made_of_two_source_steps_links_both(corpus):
+    from rrt.alignment import LINK_FEATURES, calibrated_scores, load_link_model
+
+    source = ["Preheat the oven to 350F.", "Cream the butter and sugar.", "Beat in the eggs and vanilla.",
+              "Bake for 30 minutes."]
+    target = ["Preheat the oven to 350F.", "Beat the vegan butter, sugar, flax eggs and vanilla.",
+              "Bake for 30 minutes."]
+    posterior, _ = align_steps(source, target, corpus[0])
+    scores = calibrated_scores(source, target, posterior, corpus[0], AlignSettings(), load_link_model())
+    merged = scores[1:3, 1]
+    # The forward HMM gives each target step one source step; the reverse reading sees both.
+    assert posterior[1:3, 1].min() < 50 and merged.min() >= 50, (posterior[:, 1], scores[:, 1])
+    assert LINK_FEATURES.index("reverse_posterior") > 0
 
 
 def test_pairs_only_join_recipes_of_one_dish():

@@ -3,16 +3,18 @@
     python benchmarks/alignment_quality.py
     python benchmarks/alignment_quality.py --labels tests/fixtures/alignment/real_pairs.jsonl --json out/align.json
 
-Reads the labelled pairs (tests/fixtures/alignment/real_pairs.jsonl: real recipes of
-../shared/data/web_recipes by id) and compares two pipelines on them:
+Reads the labelled pairs (tests/fixtures/alignment/*_pairs.jsonl: real recipes of
+../shared/data/web_recipes by id; fresh_pairs.jsonl holds pairs the current pipeline made,
+labelled blind) and compares two pipelines on them:
   old  every cleaned method line is a step, the aligner's links at the default threshold,
        and every pair the head-noun dish key makes is kept;
   new  serving counts, headers, notes and storage tips set aside, links with the fan-out
        bound and the link model, and pairs kept only when their titles name one dish and they
        are alike enough (data.title_extra_words, data.min_dish_similarity).
 Each learns its translation table (IBM Model 1) from the same corpus, with its own cleaning.
-Prints link precision, recall and F1 on the same-dish pairs, the share of kept pairs that are
-the same dish, and the F1 ratio (new / old) last.
+Prints link precision, recall and F1 on the same-dish pairs (one recipe pair labelled for two
+constraints counts once), the share of kept pairs that are the same dish, and the F1 ratio
+(new / old) last.
 """
 from __future__ import annotations
 
@@ -39,7 +41,8 @@ from rrt.step_kinds import split_method  # noqa: E402
 from rrt.tagger import parse_constraints, tag_recipe  # noqa: E402
 
 SHARED = os.environ.get("RRT_SHARED_DATA") or os.path.join(os.path.dirname(ROOT), "shared", "data")
-LABELS = os.path.join(ROOT, "tests", "fixtures", "alignment", "real_pairs.jsonl")
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "alignment")
+LABELS = [os.path.join(FIXTURES, "real_pairs.jsonl"), os.path.join(FIXTURES, "fresh_pairs.jsonl")]
 EM_PER_DISH = 4
 
 
@@ -105,7 +108,7 @@ def measure(pairs, corpus, new: bool, align: AlignSettings, dishes: PairSettings
     for pairs the model has not seen); with `fit`, the model fitted on all pairs is written there."""
     table = learn_table(corpus, new)
     counts = LinkCounts()
-    same_dish = [p for p in pairs if p.same_dish]
+    same_dish = list({(p.source["id"], p.target["id"]): p for p in reversed(pairs) if p.same_dish}.values())[::-1]
     calibration = np.zeros((5, 2))
     if not new:
         for pair in same_dish:
@@ -121,7 +124,7 @@ def measure(pairs, corpus, new: bool, align: AlignSettings, dishes: PairSettings
             weights = fit_on(parts)
             with open(fit, "w", encoding="utf-8") as handle:
                 json.dump({"features": list(LINK_FEATURES), "weights": [round(float(w), 5) for w in weights],
-                           "fitted_on": f"{len(same_dish)} hand-labelled same-dish pairs"}, handle, indent=2)
+                           "fitted_on": f"{len(same_dish)} hand-labelled same-dish recipe pairs"}, handle, indent=2)
     kept = same = 0
     for pair in pairs:
         keep = not new or dish_likeness(
@@ -143,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     """Measure both pipelines and print the table, the F1 ratio last."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--labels", default=LABELS, help="labelled pairs (JSONL)")
+    parser.add_argument("--labels", nargs="+", default=LABELS, help="labelled pairs (JSONL files)")
     parser.add_argument("--corpus", default=os.path.join(SHARED, "web_recipes", "recipes.jsonl"),
                         help="the real recipes the labels name")
     parser.add_argument("--json", help="also write the figures here")
@@ -153,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"alignment_quality: error: {args.corpus} not found (the labels name its recipes)", file=sys.stderr)
         return 2
     corpus = read_corpus(args.corpus)
-    pairs = load_labels(args.labels, corpus)
+    files = {path: load_labels(path, corpus) for path in args.labels}
+    pairs = [pair for labelled in files.values() for pair in labelled]
     config = load_config(None, None)
     align_cfg = section(config, "alignment")
     new_align = AlignSettings.from_config(align_cfg)
@@ -162,9 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     dishes = PairSettings(min_dish_similarity=float(data.get("min_dish_similarity", 0.0)),
                           title_extra_words=data.get("title_extra_words"))
     result = {"pairs": len(pairs), "same_dish_pairs": sum(p.same_dish for p in pairs),
+              "same_dish_by_file": {os.path.basename(path): [sum(p.same_dish for p in labelled), len(labelled)]
+                                    for path, labelled in files.items()},
               "old": measure(pairs, corpus, False, old_align, dishes),
               "new": measure(pairs, corpus, True, new_align, dishes, LINK_MODEL if args.fit else None)}
     print(f"{len(pairs)} labelled pairs, {result['same_dish_pairs']} of them the same dish; links scored on those")
+    for name, (same, total) in result["same_dish_by_file"].items():
+        print(f"  {name}: {same} of {total} the same dish")
     print(f"{'pipeline':<9} {'precision':>9} {'recall':>7} {'F1':>6} {'links':>6} {'pairs kept':>10} {'same dish':>9}")
     for name in ("old", "new"):
         r = result[name]

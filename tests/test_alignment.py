@@ -154,12 +154,12 @@ def test_links_on_hand_labelled_real_pairs_beat_the_old_aligner():
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     corpus = bench.read_corpus(str(WEB_RECIPES))
-    pairs = load_labels(str(ROOT / "tests" / "fixtures" / "alignment" / "real_pairs.jsonl"), corpus)
-    assert len(pairs) >= 30
+    pairs = [pair for path in bench.LABELS for pair in load_labels(path, corpus)]
+    assert len(pairs) >= 60
     align = AlignSettings(max_fanout=3, calibrated=True)
     dishes = PairSettings(min_dish_similarity=0.21, title_extra_words=1)
     old = bench.measure(pairs, corpus, False, AlignSettings(), dishes)
     new = bench.measure(pairs, corpus, True, align, dishes)
     # The new figures come from a link model that never saw the pair it scores.
     assert new["precision"] >= 0.8 and new["precision"] > old["precision"] + 0.2, (old, new)
-    assert new["f1"] > old["f1"] and new["same_dish_share"] > old["same_dish_share"] + 0.3
+    assert new["f1"] > old["f1"] + 0.05 and new["same_dish_share"] >= 0.9 > old["same_dish_share"] + 0.2

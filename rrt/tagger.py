@@ -11,6 +11,7 @@ food category is harmful too: "Parsnip Lobster Rolls" names a stand-in.
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from dataclasses import asdict, dataclass, field
@@ -25,9 +26,12 @@ _WORD = re.compile(r"[\w'’-]+")
 _STOP = {"and", "or", "with", "plus", "&", "then", "into", "on", "in", "over", "of", "to", "for"}
 _QUOTES = "'\"‘’“”"
 STRONG_WINDOW = 3
+LOOKBACK = 160   # characters before a term that can hold what makes it harmless
 _FIELD_ORDER = {"title": 0, "ingredients": 1, "steps": 2}
 _LETTERS = re.compile(r"[^\W\d_]+")
 _ALTERNATIVE = re.compile(r"\bor\b|/", re.I)
+_CUT_WORD = re.compile(r"^[\w'’-]+")
+_SAFE_ALTERNATIVE = re.compile(r"\b(?:" + "|".join(re.escape(a) for a in SAFE_ALTERNATIVES) + r")\b")
 _NEGATED = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in NEGATIONS) + r")(?:\s+[\w'/½¼¾-]+){0,2}\s+$", re.I)
 
 
@@ -125,7 +129,11 @@ class _CategoryMatcher:
         return SYNONYMS.get(key, key)
 
     def _modified(self, text: str, start: int, whole_title: bool = False) -> str:
-        before = text[:start]
+        # Negations, modifiers and glued prefixes sit within a few words of the term; reading
+        # only that far back keeps a line of many mentions linear (a whole clause would not).
+        before = text[max(0, start - LOOKBACK):start]
+        if start > LOOKBACK:
+            before = _CUT_WORD.sub("", before)
         if _NEGATED.search(before):
             return "negated"
         # The hyphenated word the term ends ("non-dairy") counts as a modifier too.
@@ -183,31 +191,50 @@ class _CategoryMatcher:
         """Scan one recipe line; when lenient, offered alternatives are harmless, and so are
         optional ingredient lines."""
         mentions = self.scan(text, whole_title=field_name == "title")
-        if not lenient:
+        if not lenient or not mentions:
             return mentions
         lowered = text.lower()
         optional = field_name == "ingredients" and any(m in lowered for m in OPTIONAL_MARKERS)
+        offers = _Alternatives(text, mentions)
         for mention in mentions:
             if mention.neutral:
                 continue
             if optional:
                 mention.neutral, mention.why = True, "optional"
-            elif self._alternative_offered(text, mention, mentions):
+            elif offers.offered_besides(mention):
                 mention.neutral, mention.why = True, "alternative"
+                offers.now_harmless(mention)
         return mentions
 
-    def _alternative_offered(self, text: str, mention: Mention, mentions: list[Mention]) -> bool:
-        bounds = [0] + [m.end() for m in _ALTERNATIVE.finditer(text)] + [len(text) + 1]
-        segments = list(zip(bounds, bounds[1:]))
-        for start, end in segments:
-            if start <= mention.start < end:
-                continue  # the mention's own segment
+
+class _Alternatives:
+    """The "or" and "/" segments of a line and which of them offer a harmless alternative (a
+    safe food, or a mention already harmless). Built once per line and updated as mentions turn
+    harmless, so a line of many mentions costs time linear in its length."""
+
+    def __init__(self, text: str, mentions: list[Mention]):
+        self.bounds = [0] + [m.end() for m in _ALTERNATIVE.finditer(text)] + [len(text) + 1]
+        self.harmless = [0] * (len(self.bounds) - 1)
+        for k, (start, end) in enumerate(zip(self.bounds, self.bounds[1:])):
             words = normalise_term(re.sub(r"[^\w\s-]", " ", text[start:end]))
-            if any(re.search(rf"\b{re.escape(alt)}\b", words) for alt in SAFE_ALTERNATIVES):
-                return True
-            if any(m.neutral and start <= m.start < end for m in mentions):
-                return True
-        return False
+            self.harmless[k] = int(_SAFE_ALTERNATIVE.search(words) is not None)
+        for mention in mentions:
+            if mention.neutral:
+                self.harmless[self._segment(mention)] += 1
+        self.offering = sum(1 for n in self.harmless if n)
+
+    def _segment(self, mention: Mention) -> int:
+        return bisect.bisect_right(self.bounds, mention.start) - 1
+
+    def offered_besides(self, mention: Mention) -> bool:
+        """Whether a segment other than the mention's own offers a harmless alternative."""
+        return self.offering - (1 if self.harmless[self._segment(mention)] else 0) > 0
+
+    def now_harmless(self, mention: Mention) -> None:
+        """Count a mention that has just turned harmless in its segment."""
+        k = self._segment(mention)
+        self.offering += not self.harmless[k]
+        self.harmless[k] += 1
 
 
 @functools.cache

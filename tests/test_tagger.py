@@ -173,3 +173,36 @@ def test_a_training_target_names_no_forbidden_food_even_as_optional():
     assert recipe_row(tacos, ["fish-free"])["valid_fish_free"] is False  # so never a target, only a source
     broth = make_recipe(["1 cup beef broth (or water)", "1 onion"], steps=["Simmer.", "Serve."])
     assert recipe_row(broth, ["vegetarian"])["valid_vegetarian"] is False
+
+
+def test_tagging_a_step_of_many_mentions_is_linear(monkeypatch):
+    """A 2,000-character step of 400 mentions ("milk/milk/...") once took seconds: each mention
+    read back to the start of its line and compared its "or" segments with every other's."""
+    import rrt.tagger as tagger
+
+    read, words = [], [0]
+
+    class Recorder:
+        def __init__(self, pattern):
+            self.pattern = pattern
+
+        def search(self, text, *args):
+            read.append(len(text))
+            return self.pattern.search(text, *args)
+
+    plain = tagger.normalise_term
+
+    def counted(text):
+        words[0] += 1
+        return plain(text)
+
+    monkeypatch.setattr(tagger, "_NEGATED", Recorder(tagger._NEGATED))
+    monkeypatch.setattr(tagger, "normalise_term", counted)
+    mentions = 400
+    result = tag_recipe(make_recipe(["1 cup water"], steps=["milk/" * (mentions - 1) + "milk", "Stir."]), ["vegan"])
+    assert len(result.violations["vegan"]) == mentions
+    assert len(read) == mentions and max(read) <= 200        # a bounded look back per mention
+    assert words[0] < 20 * mentions                           # not one pass over the line per mention
+    # What is harmless stays harmless: an offered alternative far along a long line still counts.
+    long_line = "Stir in the milk " + "and keep stirring " * 20 + "(or water)."
+    assert tag_recipe(make_recipe(["1 cup water"], steps=[long_line, "Serve."]), ["vegan"]).valid["vegan"]

@@ -1,0 +1,78 @@
+"""Dietary tagger speed: time per mention on a step of 50 and of 400 mentions, ratio last.
+
+    python benchmarks/tagger_speed.py
+    python benchmarks/tagger_speed.py --mentions 50 400 2000 --repeats 7
+
+A step like "milk/milk/.../milk" (400 mentions in 2,000 characters, within the API's limits)
+is the worst case for a tagger that reads back from each mention to the start of its line or
+compares every mention with every other: its time per mention grows with the mentions. A
+linear tagger spends the same time per mention at 50 as at 400. Also prints how long the
+real recipes take (../shared/data web recipes when present, else data/sample), so a change
+for the odd case can be checked against the usual one.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from rrt.loaders import read_recipes  # noqa: E402
+from rrt.recipe import Recipe  # noqa: E402
+from rrt.tagger import parse_constraints, tag_recipe  # noqa: E402
+
+SHARED = os.environ.get("RRT_SHARED_DATA") or os.path.join(os.path.dirname(ROOT), "shared", "data")
+
+
+def odd_step(mentions: int) -> str:
+    """One step naming milk `mentions` times, separated by slashes (offered alternatives)."""
+    return "milk/" * (mentions - 1) + "milk"
+
+
+def best_time(recipe: Recipe, constraints: list[str], repeats: int) -> float:
+    """The fastest of `repeats` taggings of one recipe, in seconds."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        tag_recipe(recipe, constraints)
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Time the odd steps and the real corpus; print the per-mention ratio last."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mentions", type=int, nargs="+", default=[50, 400], help="mentions per step")
+    parser.add_argument("--repeats", type=int, default=5, help="timings per size (the fastest counts)")
+    args = parser.parse_args(argv)
+    if len(args.mentions) < 2 or min(args.mentions) < 1:
+        parser.error("give at least two sizes, each at least 1")
+    constraints = parse_constraints("all")
+    tag_recipe(Recipe("warm-up", "Toast", ["1 tbsp butter"], ["Toast the bread."]), constraints)
+    web = os.path.join(SHARED, "web_recipes", "recipes.jsonl")
+    corpus = web if os.path.exists(web) else os.path.join(ROOT, "data", "sample", "recipes.jsonl")
+    recipes = list(read_recipes([corpus]))
+    started = time.perf_counter()
+    for recipe in recipes:
+        tag_recipe(recipe, constraints)
+    seconds = time.perf_counter() - started
+    print(f"real recipes ({os.path.relpath(corpus, ROOT)}): {len(recipes)} in {seconds:.2f}s, "
+          f"{1000 * seconds / max(1, len(recipes)):.2f} ms per recipe")
+    per_mention = {}
+    for n in args.mentions:
+        step = odd_step(n)
+        took = best_time(Recipe("odd", "Soup", ["1 cup water"], [step]), constraints, args.repeats)
+        per_mention[n] = took / n
+        print(f"{n:>5} mentions ({len(step):>5} characters): {1000 * took:8.2f} ms, "
+              f"{1e6 * per_mention[n]:7.1f} us per mention")
+    small, large = min(args.mentions), max(args.mentions)
+    print(f"time per mention, {large} / {small} mentions: {per_mention[large] / per_mention[small]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,11 +12,13 @@ from rrt.step_kinds import split_method
 
 MIN_STEPS = 2  # the paper drops recipes with fewer than two steps
 _TAG = re.compile(r"</?[A-Za-z][^<>]{0,200}>")
+_SPECIAL = re.compile(r"<\|[^<>|]{1,64}\|>")   # tokenizers' special tokens, e.g. <|endoftext|>
 _SPACE = re.compile(r"\s+")
 
 
 def clean_text(text: Any) -> str:
-    """Fix mojibake, unescape HTML, strip tags and collapse whitespace."""
+    """Fix mojibake, unescape HTML, strip tags (the paper's format tokens among them) and
+    tokenizers' special tokens, and collapse whitespace."""
     if text is None:
         return ""
     if not isinstance(text, str):
@@ -25,7 +27,7 @@ def clean_text(text: Any) -> str:
         text = ftfy.fix_text(text, unescape_html=False)
     # Unescape twice: scraped pages often double-escape ("&amp;frac12;").
     text = html.unescape(html.unescape(_TAG.sub(" ", text)))
-    text = _TAG.sub(" ", text)  # tags that were hidden behind entities
+    text = _SPECIAL.sub(" ", _TAG.sub(" ", text))  # tags that were hidden behind entities
     return _SPACE.sub(" ", text).strip()
 
 

@@ -6,15 +6,18 @@
 
 Routes: POST /v1/rewrite, GET /v1/constraints, GET /healthz, GET / (the web page).
 Concurrent requests are batched into one engine call (`@serve.batch`); the rewriter
-deployment autoscales on ongoing requests. With RRT_API_KEY set, every route but /healthz
-needs `Authorization: Bearer <key>`.
+deployment autoscales on ongoing requests. With RRT_API_KEY set where the app is built, the
+API routes need `Authorization: Bearer <key>`; a service listening beyond loopback refuses to
+start without a key unless `serve.allow_no_key` says so.
 """
 
 import asyncio
 import hmac
+import ipaddress
 import logging
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -32,7 +35,8 @@ MAX_WAITING_BATCHES = 1024
 VARIANT_SYSTEMS = {"contextual": "contextual", "contextual_ing": "contextual_rule", "no_context": "no_context",
                    "no_source": "no_source", "end_to_end": "end_to_end"}
 api = FastAPI(title="rrt rewriter", docs_url=None, redoc_url=None, openapi_url=None)
-log = logging.getLogger("rrt.serve")
+# Serve's own logger: its records reach the replica's log file and the driver's console.
+log = logging.getLogger("ray.serve")
 
 
 @api.exception_handler(HTTPException)
@@ -86,8 +90,8 @@ class Rewriter:
         self._waiting: list[tuple[list[RewriteRequest], asyncio.Future]] = []
         batch = settings.get("batch") or {}
         self.max_batch = int(batch.get("max_batch_size", 8))
-        self.rewrite.set_max_batch_size(self.max_batch)
-        self.rewrite.set_batch_wait_timeout_s(float(batch.get("batch_wait_timeout_s", 0.05)))
+        self._batched.set_max_batch_size(self.max_batch)
+        self._batched.set_batch_wait_timeout_s(float(batch.get("batch_wait_timeout_s", 0.05)))
         # The first rewrite loads the dictionary and lexicons (seconds): pay it before taking traffic.
         self._run([RewriteRequest({"title": "Toast", "ingredients": ["1 tbsp butter"], "steps": ["Toast the bread."]},
                                   ["vegan"], candidates=1, received=time.time())])
@@ -129,10 +133,38 @@ class Rewriter:
                 out.append({"failed": True})
         return out
 
+    async def rewrite(self, request: RewriteRequest) -> dict:
+        """One request, answered from the batch it joins."""
+        try:
+            return await self._batched(request)
+        except asyncio.CancelledError:
+            # The gateway gave up (its client left or its time ran out) and cancelled the call;
+            # the request may still wait in a batch, which must not spend the engine on it.
+            request.abandoned = True
+            raise
+
+    @staticmethod
+    def _wanted(request: RewriteRequest) -> bool:
+        return not request.abandoned and not (request.deadline and time.time() > request.deadline)
+
+    async def _engine(self, merged: list[RewriteRequest]) -> list[dict]:
+        """The answers of a merged batch; requests nobody waits for any more never reach the model."""
+        live = [i for i, req in enumerate(merged) if self._wanted(req)]
+        if len(live) < len(merged):
+            log.warning("dropped %d request(s) nobody waits for (client gone or timed out) before the engine",
+                        len(merged) - len(live))
+        answers = [{"failed": True, "abandoned": True}] * len(merged)
+        if live:
+            # The engine is plain CPU/GPU work: a thread keeps the replica answering meanwhile.
+            done = await asyncio.get_running_loop().run_in_executor(None, self._answer, [merged[i] for i in live])
+            for i, answer in zip(live, done):
+                answers[i] = answer
+        return answers
+
     # Serve forms the next batch while the engine runs but holds it back until the previous call
     # returns; letting every batch in at once lets the merge below see all that wait.
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.05, max_concurrent_batches=MAX_WAITING_BATCHES)
-    async def rewrite(self, requests: list[RewriteRequest]) -> list[dict]:
+    async def _batched(self, requests: list[RewriteRequest]) -> list[dict]:
         """One engine call for every request that arrived together."""
         # Batches waiting behind the engine merge (up to the batch size), so it runs full batches;
         # the lock keeps one engine call at a time.
@@ -147,8 +179,7 @@ class Rewriter:
                 merged = [req for group, _ in taken for req in group]
                 answers, failure = None, RuntimeError("the rewrite was cancelled")
                 try:
-                    # The engine is plain CPU/GPU work: a thread keeps the replica answering meanwhile.
-                    answers = await asyncio.get_running_loop().run_in_executor(None, self._answer, merged)
+                    answers = await self._engine(merged)
                 except Exception as err:  # noqa: BLE001 - every batch taken gets the error
                     failure = err
                 finally:
@@ -164,15 +195,46 @@ class Rewriter:
         return await done
 
 
+def is_loopback(host: str) -> bool:
+    """Whether an address to listen on is reachable from this machine only."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def api_key() -> str | None:
+    """The API key, read where the app is built and handed to every replica as an argument."""
+    return os.environ.get("RRT_API_KEY") or None
+
+
+class ServeConfigError(ValueError):
+    """A service that must not start as configured."""
+
+
+def check_exposure(host: str, key: str | None, allow_no_key: bool) -> None:
+    """Refuse an open service beyond loopback: anyone who can reach it could spend the model."""
+    if not key and not is_loopback(host) and not allow_no_key:
+        raise ServeConfigError(f"refusing to listen on {host} without an API key: set RRT_API_KEY where the "
+                               "app is built (the shell of `rrt serve`, the runtime_env of `serve deploy`), "
+                               "or set serve.allow_no_key: true to serve it open on purpose")
+
+
 @serve.ingress(api)
 class Gateway:
     """The HTTP front: auth, limits, parsing and error mapping around the rewriter."""
 
-    def __init__(self, rewriter, settings: dict):
+    def __init__(self, rewriter, settings: dict, key: str | None = None):
         self.rewriter = rewriter
         self.limits = Limits(**(settings.get("limits") or {}))
         self.timeout = float(settings.get("request_timeout_s", 60))
-        self.key = os.environ.get("RRT_API_KEY") or None
+        self.body_timeout = float(settings.get("body_timeout_s", 10))
+        self.key = key
+        host, port = str(settings.get("host", "127.0.0.1")), int(settings.get("port", 8000))
+        # A loopback service answers only to its own names: a web page the operator visits can
+        # reach 127.0.0.1 through a DNS name it controls (rebinding), which the Host header shows.
+        names = {"127.0.0.1", "localhost", "[::1]", host if ":" not in host else f"[{host.strip('[]')}]"}
+        self.hosts = ({n for n in names} | {f"{n}:{port}" for n in names}) if is_loopback(host) else None
 
     def _authorised(self, request: Request) -> bool:
         if not self.key:
@@ -181,6 +243,8 @@ class Gateway:
         return hmac.compare_digest(given.encode(), f"Bearer {self.key}".encode())
 
     def _guard(self, request: Request) -> None:
+        if self.hosts is not None and request.headers.get("host", "").lower() not in self.hosts:
+            raise ApiError(403, "this service answers only to its loopback address (the Host header names another)")
         if not self._authorised(request):
             raise ApiError(401, "missing or wrong API key (Authorization: Bearer <key>)",
                            headers={"WWW-Authenticate": "Bearer"})
@@ -201,11 +265,10 @@ class Gateway:
 
     @api.get("/")
     def page(self, request: Request):
-        """The web page: paste or pick a recipe, choose constraints, see the rewrite."""
-        try:
-            self._guard(request)
-        except ApiError as err:
-            return err.response()
+        """The web page: paste or pick a recipe, choose constraints, see the rewrite. It holds no
+        data, so it needs no key; the key is typed into the page, never put in its URL."""
+        if self.hosts is not None and request.headers.get("host", "").lower() not in self.hosts:
+            return ApiError(403, "this service answers only to its loopback address").response()
         return HTMLResponse(PAGE.read_text(encoding="utf-8"))
 
     @api.post("/v1/rewrite")
@@ -214,12 +277,21 @@ class Gateway:
         started = time.perf_counter()
         try:
             self._guard(request)
+            # A form or a plain-text fetch from any web page needs no CORS preflight; JSON does.
+            kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if kind != "application/json":
+                raise ApiError(415, "send the body as application/json")
             declared = request.headers.get("content-length", "0")
             if declared.isdigit() and int(declared) > self.limits.body_bytes:
                 raise ApiError(413, f"request body over {self.limits.body_bytes} bytes")
-            body = await read_body(request, self.limits.body_bytes)
+            try:
+                # A client that trickles its body must not hold a slot for ever.
+                body = await asyncio.wait_for(read_body(request, self.limits.body_bytes), self.body_timeout)
+            except asyncio.TimeoutError:
+                raise ApiError(408, f"the request body did not arrive within {self.body_timeout:g}s") from None
             parsed = parse_request(body, self.limits)
             parsed.received = time.time()  # wall clock: the replica may run on another node
+            parsed.deadline = parsed.received + self.timeout
             answer = await self._call(parsed)
             if answer.get("failed"):
                 raise ApiError(500, "the rewrite failed; the error is in the server's log")
@@ -234,6 +306,9 @@ class Gateway:
         call = self.rewriter.rewrite.remote(parsed)
         try:
             return await asyncio.wait_for(call, timeout=self.timeout)
+        except asyncio.CancelledError:
+            call.cancel()   # the client left: the rewriter drops the request if it has not run it
+            raise
         except asyncio.TimeoutError:
             call.cancel()
             raise ApiError(503, f"the rewriter did not answer within {self.timeout:g}s",
@@ -247,11 +322,17 @@ class Gateway:
 
 
 def build_app(args: dict):
-    """The Serve application: `serve run serve.app:build_app model=DIR [config=ray_config.yaml]`."""
-    settings = serve_settings(args.get("config"), {"model": args.get("model")})
+    """The Serve application: `serve run serve.app:build_app model=DIR [config=ray_config.yaml]
+    [host=H port=P]` (host and port as the HTTP proxy listens: the app checks requests against them)."""
+    settings = serve_settings(args.get("config"), {k: args.get(k) for k in ("model", "host", "port")})
     model = settings.get("model")
     if not model or not os.path.exists(os.path.join(model, "config.json")):
-        raise ValueError(f"model folder not found or not an exported model: {model!r} (pass model=DIR)")
+        raise ServeConfigError(f"model folder not found or not an exported model: {model!r} (pass model=DIR)")
+    key = api_key()
+    check_exposure(str(settings.get("host", "127.0.0.1")), key, bool(settings.get("allow_no_key", False)))
+    if not key:
+        log.warning("rrt serve: no API key (RRT_API_KEY): anyone who can reach %s may use the service",
+                    settings.get("host", "127.0.0.1"))
     scaling = settings.get("autoscaling") or {}
     ongoing, queued = int(settings.get("max_ongoing_requests", 32)), int(settings.get("max_queued_requests", 128))
     rewriter = serve.deployment(
@@ -262,9 +343,11 @@ def build_app(args: dict):
     ).bind(os.path.abspath(model), settings)
     # The gateway only waits on the rewriter: it must admit more than every replica plus the
     # queue holds, or the proxy queues requests in front of it (no batching, no 503 from us).
-    admitted = ongoing * int(scaling.get("max_replicas", 1)) + queued + 16
+    # Requests still sending their body take slots of their own (`reading_slots`), each for at
+    # most body_timeout_s, so clients that trickle a body cannot crowd out /healthz or the API.
+    admitted = ongoing * int(scaling.get("max_replicas", 1)) + queued + int(settings.get("reading_slots", 1024))
     gateway = serve.deployment(Gateway, name="Gateway", num_replicas=1, max_ongoing_requests=admitted,
-                               ray_actor_options={"num_cpus": 0.1}).bind(rewriter, settings)
+                               ray_actor_options={"num_cpus": 0.1}).bind(rewriter, settings, key)
     return gateway
 
 
@@ -273,27 +356,37 @@ def _stop(signum, frame):
 
 
 def run(model: str, port: int | None = None, host: str | None = None, config: str | None = None) -> None:
-    """Start Ray Serve locally (or join RAY_ADDRESS), deploy the app and block until Ctrl-C."""
+    """Start a Ray of its own, deploy the app on it and block until Ctrl-C or SIGTERM; a
+    configuration that must not start is one `rrt serve: error:` line and exit status 2."""
     import ray
 
-    from jobs.launch import start_ray
-
     settings = serve_settings(config, {"model": model, "port": port, "host": host})
-    app = build_app({"model": model, "config": config})
     ray_settings = dict(section(load_config(config), "ray"))
-    joined = bool(ray_settings.get("address") or os.environ.get("RAY_ADDRESS"))
-    start_ray(ray_settings)
+    try:
+        # On exit the service stops every Serve app of its Ray, so that Ray must be its own.
+        if ray_settings.get("address") or os.environ.get("RAY_ADDRESS"):
+            raise ServeConfigError("rrt serve starts a Ray of its own and never joins another (RAY_ADDRESS or "
+                                   "ray.address is set); to serve on a cluster, `serve deploy serve/config.yaml`")
+        app = build_app({"model": model, "config": config, "host": settings.get("host"), "port": settings.get("port")})
+    except ServeConfigError as err:
+        print(f"rrt serve: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    # address="local" starts a new Ray: without it, ray.init joins the latest `ray start` cluster.
+    ray.init(address="local", include_dashboard=False, num_cpus=ray_settings.get("num_cpus"),
+             object_store_memory=ray_settings.get("object_store_memory"))
     # SIGTERM (a supervisor, `kill`) stops as cleanly as Ctrl-C: no Ray process is left behind.
     # SIGINT is handled explicitly too: a shell starts background jobs with it ignored, and
     # `kill -INT` must still stop the service.
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    where = f"{settings.get('host', '127.0.0.1')}:{settings.get('port', 8000)}"
     try:
-        serve.start(http_options={"host": settings.get("host", "127.0.0.1"),
-                                  "port": int(settings.get("port", 8000))})
+        # The proxy's own limit covers a whole request: its body, then the rewrite.
+        limit = float(settings.get("request_timeout_s", 60)) + float(settings.get("body_timeout_s", 10)) + 5
+        serve.start(http_options={"host": settings.get("host", "127.0.0.1"), "port": int(settings.get("port", 8000)),
+                                  "request_timeout_s": limit})
         serve.run(app, name="rrt", route_prefix="/")
-        print(f"rrt serve: http://{settings.get('host', '127.0.0.1')}:{settings.get('port', 8000)}/ "
-              f"(model {model}); Ctrl-C stops", flush=True)
+        print(f"rrt serve: http://{where}/ (model {model}); Ctrl-C stops", flush=True)
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
@@ -301,9 +394,5 @@ def run(model: str, port: int | None = None, host: str | None = None, config: st
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):  # a second signal must not cut the shutdown short
             signal.signal(sig, signal.SIG_IGN)
-        # On a cluster we joined, remove only our app; a local Ray goes away whole.
-        if joined:
-            serve.delete("rrt")
-        else:
-            serve.shutdown()
+        serve.shutdown()
         ray.shutdown()

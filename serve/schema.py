@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from rrt.clean import clean_text
 from rrt.lexicon import CONSTRAINTS
 from rrt.paper_format import BOS, PaperFormatError, parse_line, parse_recipe_parts
 from rrt.recipe import Recipe
@@ -89,6 +90,8 @@ class RewriteRequest:
     constrained: bool = False
     seed: int = 0
     received: float = 0.0
+    deadline: float = 0.0      # wall clock after which nobody waits for the answer (0: none)
+    abandoned: bool = False    # set in the replica when the caller cancelled
     extra: dict = field(default_factory=dict)
 
 
@@ -112,8 +115,10 @@ def _from_text(text: str) -> dict:
 
 
 def _clean(text: str) -> str:
-    # JSON may carry lone surrogates, which no tokenizer or encoder downstream accepts.
-    return text.encode("utf-8", "replace").decode("utf-8").replace("\x00", " ")
+    # JSON may carry lone surrogates, which no tokenizer or encoder downstream accepts. Then the
+    # batch loaders' cleaning: it also removes the paper's format tokens (<inst>, <tgt:vegan>,
+    # <|endoftext|> ...), with which a step could forge the prompt's structure.
+    return clean_text(text.encode("utf-8", "replace").decode("utf-8").replace("\x00", " "))
 
 
 def _check_size(recipe: dict, limits: Limits) -> None:
@@ -155,8 +160,9 @@ def parse_request(body: bytes, limits: Limits) -> RewriteRequest:
     if checked.text is not None and len(checked.text) > limits.body_bytes:
         raise ApiError(413, "text too long")
     recipe = _from_text(checked.text) if checked.text is not None else checked.recipe.model_dump()
-    recipe = {"title": _clean(recipe["title"]), "ingredients": [_clean(x) for x in recipe["ingredients"]],
-              "steps": [_clean(x) for x in recipe["steps"]]}
+    # Lines left empty by cleaning go, as in the batch loaders.
+    recipe = {"title": _clean(recipe["title"]), "ingredients": [x for x in map(_clean, recipe["ingredients"]) if x],
+              "steps": [x for x in map(_clean, recipe["steps"]) if x]}
     _check_size(recipe, limits)
     return RewriteRequest(recipe, checked.constraint, checked.candidates, checked.constrained, checked.seed)
 

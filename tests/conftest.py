@@ -26,6 +26,22 @@ needs_shared_data = pytest.mark.skipif(
 )
 
 
+def dictionary_missing() -> str:
+    """Why the English dictionary behind candidate selection cannot load ("" when it can)."""
+    from rrt.selection import DictionaryMissing, is_english
+
+    try:
+        is_english("stir")
+    except DictionaryMissing as err:
+        return str(err)
+    return ""
+
+
+# Selecting among rewrite candidates needs pyenchant's dictionary (system packages that `make`
+# skips when it cannot install them): the tests that rewrite skip without it.
+needs_dictionary = pytest.mark.skipif(bool(dictionary_missing()), reason=f"no dictionary: {dictionary_missing()}")
+
+
 def make_recipe(ingredients, steps=("Mix everything.", "Serve."), title="Test Dish", rid="t1") -> Recipe:
     """A small recipe for table-driven tests."""
     return Recipe(rid, title, list(ingredients), list(steps), "test")

@@ -249,3 +249,12 @@ def test_named_profiles_exist_in_ray_config():
     defined = load(ROOT / "ray_config.yaml")["profiles"]
     missing = sorted(profiles - set(defined))
     assert not missing, f"profiles not in ray_config.yaml: {missing}"
+
+
+def test_shared_storage_belongs_to_the_ray_user_alone():
+    """Resuming unpickles checkpoints from the share: it must not be world-writable."""
+    init = " ".join(load(LAUNCHER)["initialization_commands"])
+    assert not re.search(r"chmod\s+(0?7[0-7]7|0?777|[ao]\+w|o\+w)", init), init
+    assert "chown 1000:100 /mnt/cluster_storage" in init and "chmod 0750 /mnt/cluster_storage" in init
+    readme = (ROOT / "cluster" / "README.md").read_text()
+    assert "## Trust" in readme and "pickle" in readme

@@ -10,6 +10,7 @@ import time
 import pytest
 import torch
 
+from conftest import needs_dictionary
 from rrt import finetune
 from rrt.models import (PAD, build_model, export_model, init_added_embeddings, load_exported, load_tokenizer,
                         pad_vocabulary, special_tokens, token_meaning)
@@ -323,6 +324,7 @@ def test_a_kept_prefix_changes_nothing(models, family):
     assert reused[0].tokens == fresh[0].tokens and reused[1].tokens == fresh[1].tokens
 
 
+@needs_dictionary
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_the_rewriter_rewrites_every_step(models, family):
     from rrt.rewriter import Rewriter, RewriteTask

@@ -9,10 +9,10 @@ import os
 
 import pytest
 
-from conftest import needs_shared_data, quick_train_config, run_script
+from conftest import needs_dictionary, needs_shared_data, quick_train_config, run_script
 from serve.local import tiny_llama
 
-pytestmark = [pytest.mark.slow, pytest.mark.shared_data, needs_shared_data]
+pytestmark = [pytest.mark.slow, pytest.mark.shared_data, needs_shared_data, needs_dictionary]
 
 # freeze runs through build_engine in test_finetune.py; here LoRA goes all the way (merge, export).
 FINETUNE = "lora"

@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from conftest import ROOT, needs_shared_data, run_script
+from conftest import ROOT, needs_dictionary, needs_shared_data, run_script
 from rrt.selection import RULES
 from rrt.recipe import Recipe
 from rrt.tagger import tag_recipe, text_violations
 
-pytestmark = [pytest.mark.slow, needs_shared_data]
+pytestmark = [pytest.mark.slow, needs_shared_data, needs_dictionary]
 
 
 def rewrites(folder) -> list[dict]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import SAMPLE
+from conftest import SAMPLE, needs_dictionary
 from rrt import formats
 from rrt.loaders import read_recipes
 from rrt.models import build_model, train_tiny_tokenizer
@@ -160,6 +160,7 @@ def test_the_guard_keeps_every_candidate_free_of_violations(tiny):
     assert sum(bool(text_violations(t, ["vegan"])) for t in raw) <= sum(r.ended.count("length") for r in held)
 
 
+@needs_dictionary
 @pytest.mark.parametrize("system", ["contextual", "contextual_rule", "contextual_gpt2", "no_context", "no_source",
                                     "end_to_end"])
 def test_every_model_system_rewrites_a_batch_into_whole_records(tiny, system):
@@ -215,6 +216,7 @@ def test_a_kept_prefix_skips_its_prefill_and_changes_nothing(tiny):
     assert other[0].tokens == fresh[1].tokens
 
 
+@needs_dictionary
 def test_the_rewriter_gives_the_same_rewrite_with_and_without_prefix_reuse(tiny):
     from rrt.rewriter import Rewriter, RewriteTask
 

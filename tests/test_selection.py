@@ -8,13 +8,15 @@ import pytest
 from rrt.selection import (RULES, StepContext, capitalised, clean_chars, dictionary_words, ends_with_punctuation,
                            ingredient_overlap, is_english, no_violation, recipe_words, score_candidate, select_best,
                            short, step_context)
-from conftest import make_recipe
+from conftest import make_recipe, needs_dictionary
 
 RECIPE = make_recipe(
     ["2 cups whole milk", "3 tablespoons cocoa powder", "2 large eggs", "1 tablespoon za'atar"],
     ["Whisk the eggs with the cocoa powder.", "Pour in the milk and sprinkle with za'atar.", "Serve warm."],
     title="Spiced Cocoa Custard",
 )
+
+pytestmark = needs_dictionary
 
 
 @pytest.fixture

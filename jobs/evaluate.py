@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pyarrow as pa  # noqa: E402
 
-from jobs.launch import JobError, parquet_files, start_ray  # noqa: E402
+from jobs.launch import JobError, parquet_files, start_ray, write_json_atomic  # noqa: E402
 from rrt.config import ConfigError, load_config, section  # noqa: E402
 from rrt.metrics import (food_vocabulary, names_from_lines, read_foods, recipe_measures,  # noqa: E402
                          summarise)
@@ -272,8 +272,7 @@ def write_outputs(settings: dict, measures: dict[str, list[dict]], stats: dict) 
         stats["systems"][label] = {"folder": system["folder"], **counts}
     out = settings["output"]
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "metrics.json"), "w", encoding="utf-8") as handle:
-        json.dump(metrics, handle, indent=2)
+    write_json_atomic(os.path.join(out, "metrics.json"), metrics)
     with open(os.path.join(out, "table.md"), "w", encoding="utf-8") as handle:
         handle.write(metrics_markdown(metrics))
     with open(os.path.join(out, "per_constraint.md"), "w", encoding="utf-8") as handle:
@@ -323,8 +322,7 @@ def main(argv: list[str] | None = None) -> int:
              "rewrites_per_s": round(count / score_s, 2) if score_s else None}
     metrics = write_outputs(settings, measures, stats)
     stats["total_s"] = round(time.perf_counter() - started, 2)
-    with open(os.path.join(settings["output"], "eval_stats.json"), "w", encoding="utf-8") as handle:
-        json.dump(stats, handle, indent=2)
+    write_json_atomic(os.path.join(settings["output"], "eval_stats.json"), stats)
     print(metrics_markdown(metrics).split("\n## Paper")[0].rstrip())
     print()
     print(per_constraint_markdown(metrics).rstrip())

@@ -28,7 +28,8 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.dataset as pads  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from jobs.launch import JobError, claim_output, count_rows, parquet_files, start_ray  # noqa: E402
+from jobs.launch import (JobError, claim_output, count_rows, parquet_files, start_ray,  # noqa: E402
+                         write_json_atomic)
 from rrt.alignment import AlignSettings, TranslationTable, train_translation_table  # noqa: E402
 from rrt.config import ConfigError, load_config, section  # noqa: E402
 from rrt.formats import PAIR_VARIANTS, VARIANTS  # noqa: E402
@@ -87,7 +88,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, help="read at most N clean recipes")
     parser.add_argument("--dish-key", choices=("title", "head"), help="dish key level (default: data.dish_key)")
     parser.add_argument("--translation-table", help="reuse this translation_table.npz instead of learning one")
-    parser.add_argument("--overwrite", action="store_true", help="delete an earlier run in --output first")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an earlier run of this job in --output (any other folder is refused)")
     parser.add_argument("--num-cpus", type=int, help="CPUs for a local Ray (default: all)")
     return parser.parse_args(argv)
 
@@ -525,9 +527,7 @@ def write_stats(settings: dict, timings: dict, resumed: bool) -> dict:
         "seconds_per_stage": timings, "resumed": resumed,
         "recipes_per_second": round(total / seconds, 1) if seconds else None,
     }
-    with open(os.path.join(out, "stats.json.tmp"), "w", encoding="utf-8") as handle:
-        json.dump(stats, handle, indent=2)
-    publish(os.path.join(out, "stats.json.tmp"), os.path.join(out, "stats.json"))
+    write_json_atomic(os.path.join(out, "stats.json"), stats)
     return stats
 
 
@@ -546,7 +546,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = settings_from(args)
         settings["fingerprint"] = fingerprint(settings)
-        resumed = claim_output(settings["output"], settings["fingerprint"], settings, args.overwrite)
+        resumed = claim_output(settings["output"], "prepare_data", settings["fingerprint"], settings,
+                               args.overwrite)
     except JobError as err:
         print(f"prepare_data: error: {err}", file=sys.stderr)
         return 2

@@ -13,7 +13,8 @@ Reads the split's recipe pairs and takes a fixed seeded sample of --num-recipes 
 constraint); --constraint rewrites the sampled sources for that constraint set instead
 (`vegan,nut-free`). Actors load the model once and rewrite --batch-recipes recipes at a time.
 Writes into --output: rewrites.jsonl (one line per recipe, in arrival order) and run.json
-(settings, counts, timings). A rerun into the same folder finishes the missing recipes only.
+(settings, counts, tasks dropped for a missing source recipe, timings). A rerun into the same
+folder finishes the missing recipes only.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ import pyarrow.dataset as pads
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jobs.launch import JobError, claim_output, count_rows, start_ray  # noqa: E402
+from jobs.launch import (JobError, claim_output, count_rows, read_manifest, start_ray,  # noqa: E402
+                         write_json_atomic)
 from rrt.config import ConfigError, load_config, section  # noqa: E402
 from rrt.lexicon import CONSTRAINTS  # noqa: E402
 from rrt.rewriter import SYSTEMS  # noqa: E402
@@ -62,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-recipes", type=int, help="recipes an actor rewrites together")
     parser.add_argument("--config", help="config file (default: ray_config.yaml)")
     parser.add_argument("--profile", help="config profile: local or v100x64")
-    parser.add_argument("--overwrite", action="store_true", help="delete an earlier run in --output first")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an earlier run of this job in --output (any other folder is refused)")
     return parser
 
 
@@ -159,9 +162,24 @@ def rewrite_keys(rows: list[dict], forced: str | None = None) -> list[tuple[str,
     return sorted(keys)
 
 
-def plan_tasks(ray_data, settings: dict) -> list[dict]:
+def build_tasks(keys: list[tuple[str, str]], recipes: dict[str, dict]) -> tuple[list[dict], list[str]]:
+    """Tasks for the sampled (id, constraints) keys, and the ids whose source recipe is missing."""
+    tasks = [{"id": sid, "constraints": con.split(","), "source": recipes[sid], "retrieved": None}
+             for sid, con in keys if sid in recipes]
+    return tasks, [sid for sid, _ in keys if sid not in recipes]
+
+
+def dropped_warning(missing: list[str], shown: int = 5) -> str | None:
+    """The stderr line for tasks dropped because their source recipe is missing; None when none are."""
+    if not missing:
+        return None
+    return (f"rewrite: warning: {len(missing)} tasks dropped: source recipe missing "
+            f"(first ids: {', '.join(missing[:shown])})")
+
+
+def plan_tasks(ray_data, settings: dict) -> tuple[list[dict], list[str]]:
     """The seeded sample of (source recipe, constraints) to rewrite, each with its source recipe
-    (and, for Retrieval, the recipe it retrieves)."""
+    (and, for Retrieval, the recipe it retrieves), and the sampled ids whose source is missing."""
     from rrt.pairing import valid_column
 
     data, split = settings["data"], settings["split"]
@@ -177,11 +195,10 @@ def plan_tasks(ray_data, settings: dict) -> list[dict]:
     if "non_steps" in pads.dataset(os.path.join(data, "recipes"), format="parquet").schema.names:
         columns.append("non_steps")
     recipes = {r["id"]: r for r in _rows(ray_data, os.path.join(data, "recipes"), columns, "id", {k[0] for k in keys})}
-    tasks = [{"id": sid, "constraints": con.split(","), "source": recipes[sid], "retrieved": None}
-             for sid, con in keys if sid in recipes]
+    tasks, missing = build_tasks(keys, recipes)
     if settings["system"] == "retrieval":
         attach_retrieved(ray_data, data, tasks, settings["seed"])
-    return tasks
+    return tasks, missing
 
 
 def attach_retrieved(ray_data, data: str, tasks: list[dict], seed: int) -> None:
@@ -206,18 +223,23 @@ def attach_retrieved(ray_data, data: str, tasks: list[dict], seed: int) -> None:
 
 def done_keys(path: str) -> set[tuple[str, str]]:
     """(id, constraint) of every complete line of an earlier rewrites.jsonl; a line cut by a
-    kill is removed so the rerun writes that recipe once."""
+    kill is removed so the rerun writes that recipe once. Lines end at a newline only: JSON leaves
+    U+2028 and other Unicode line breaks raw inside strings, where str.splitlines would cut."""
     if not os.path.exists(path):
         return set()
     with open(path, "rb") as handle:
         blob = handle.read()
     whole = blob[: blob.rfind(b"\n") + 1]
     if len(whole) != len(blob):
-        with open(path, "wb") as handle:
-            handle.write(whole)
+        # Cut in place: rewriting the file would risk the complete lines too.
+        os.truncate(path, len(whole))
     keys = set()
-    for line in whole.decode("utf-8").splitlines():
-        row = json.loads(line)
+    for number, line in enumerate(whole.decode("utf-8", errors="replace").split("\n")[:-1], 1):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            raise JobError(f"{path} line {number} is not JSON; move the file away to rewrite every recipe "
+                           "again") from None
         keys.add((row["id"], row["constraint"]))
     return keys
 
@@ -237,12 +259,15 @@ def run(settings: dict, overwrite: bool) -> dict:
 
     from jobs.rewrite_actor import RewriteBatch, rewrite_baseline
 
-    resumed = claim_output(settings["output"], fingerprint(settings), settings, overwrite)
+    resumed = claim_output(settings["output"], "rewrite", fingerprint(settings), settings, overwrite)
     start_ray(settings["ray"])
     ray.data.DataContext.get_current().enable_progress_bars = False
     started = time.perf_counter()
-    tasks = plan_tasks(ray.data, settings)
+    tasks, missing = plan_tasks(ray.data, settings)
     planned = time.perf_counter()
+    warning = dropped_warning(missing)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     path = os.path.join(settings["output"], REWRITES)
     done = done_keys(path)
     todo = [t for t in tasks if (t["id"], ",".join(t["constraints"])) not in done]
@@ -279,15 +304,14 @@ def run(settings: dict, overwrite: bool) -> dict:
                 out.flush()
                 bar.update(batch.num_rows)
     seconds = time.perf_counter() - started
-    with open(os.path.join(settings["output"], "run.json"), encoding="utf-8") as handle:
-        manifest = json.load(handle)
+    manifest = read_manifest(settings["output"])
     rewriting = time.perf_counter() - planned
-    manifest.update({"resumed": resumed, "counts": counts, "seconds": round(seconds, 1),
+    manifest.update({"resumed": resumed, "counts": counts, "dropped": {"source_recipe_missing": len(missing)},
+                     "seconds": round(seconds, 1),
                      "seconds_per_stage": {"plan": round(planned - started, 1), "rewrite": round(rewriting, 1)},
                      "steps_per_s": round(counts["steps"] / rewriting, 3) if counts["steps"] else None,
                      "finished": time.strftime("%Y-%m-%dT%H:%M:%S")})
-    with open(os.path.join(settings["output"], "run.json"), "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=2, default=str)
+    write_json_atomic(os.path.join(settings["output"], "run.json"), manifest)
     return manifest
 
 

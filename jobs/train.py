@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pyarrow.dataset as pads  # noqa: E402
 
 from jobs.launch import (ALLOCATORS, JobError, allocator_env, claim_output, count_rows,  # noqa: E402
-                         parquet_files, start_ray)
+                         parquet_files, read_jsonl, start_ray, write_json_atomic)
 from rrt import finetune  # noqa: E402
 from rrt.config import ConfigError, load_config, section  # noqa: E402
 from rrt.formats import VARIANTS  # noqa: E402
@@ -62,7 +62,8 @@ def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
     parser.add_argument("--eval-examples", type=int, help="dev examples per evaluation")
     parser.add_argument("--loss-on", choices=("all", "target"), help="loss on every token or the target only")
     parser.add_argument("--resume", action="store_true", help="continue the run in --output from its last checkpoint")
-    parser.add_argument("--overwrite", action="store_true", help="delete an earlier run in --output first")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an earlier run of this job in --output (any other folder is refused)")
     return parser
 
 
@@ -256,8 +257,7 @@ def plot_loss(output: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with open(os.path.join(output, "metrics.jsonl"), encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle]
+    rows = read_jsonl(os.path.join(output, "metrics.jsonl"))
     train = [(r["step"], r["train_loss"]) for r in rows if r["train_loss"] is not None]
     evals = [(r["step"], r["eval_loss"]) for r in rows if r["eval_loss"] is not None]
     figure, axis = plt.subplots(figsize=(7, 4))
@@ -287,8 +287,7 @@ def write_stats(settings: dict, config: dict, seconds: float, train_rows: int) -
     output = settings["output"]
     with open(os.path.join(output, "worker_stats.json"), encoding="utf-8") as handle:
         worker = json.load(handle)
-    with open(os.path.join(output, "metrics.jsonl"), encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle]
+    rows = read_jsonl(os.path.join(output, "metrics.jsonl"))
     speeds = [r["tokens_per_s"] for r in rows if r.get("tokens_per_s")]
     padding = [r["padding_fraction"] for r in rows if r.get("padding_fraction") is not None]
     waits = [r["data_wait_fraction"] for r in rows if r.get("data_wait_fraction") is not None]
@@ -305,8 +304,7 @@ def write_stats(settings: dict, config: dict, seconds: float, train_rows: int) -
              "eval_loss_first": evals[0] if evals else None, "eval_loss_last": evals[-1] if evals else None,
              "peak_flops": peak, "mfu": round(estimate_mfu(worker["parameters"], speed, peak, worker.get("trainable_parameters"),
                                              worker.get("finetune", "full")), 5)}
-    with open(os.path.join(output, "train_stats.json"), "w", encoding="utf-8") as handle:
-        json.dump(stats, handle, indent=2)
+    write_json_atomic(os.path.join(output, "train_stats.json"), stats)
     return stats
 
 
@@ -328,7 +326,7 @@ def run(settings: dict, resume: bool, overwrite: bool) -> dict:
     plan_steps(settings, train_rows)
     # A bad model name is reported before the run folder is claimed.
     tokenizer = prepare_tokenizer(settings) if not overwrite else None
-    claim_output(settings["output"], run_id, settings, overwrite, resume)
+    claim_output(settings["output"], "train", run_id, settings, overwrite, resume)
     tokenizer = tokenizer or prepare_tokenizer(settings)
     tokenizer.save_pretrained(os.path.join(settings["output"], "tokenizer"))
     config = worker_config(settings, tokenizer, train_rows, run_id)

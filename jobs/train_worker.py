@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from jobs.launch import read_jsonl, write_atomic, write_json_atomic
 from rrt.batching import Batch, bucket_batches
 from rrt import finetune
 from rrt.models import build_model, export_model, pad_vocabulary, trim_vocabulary
@@ -106,23 +107,29 @@ def evaluate(engine, dev_shard, cfg: dict, rank: int, world: int, device) -> flo
     return total_loss / max(1.0, total_tokens)
 
 
+def trim_metrics(output: str, step: int) -> None:
+    """Keep the metrics.jsonl rows up to `step`, dropping a line cut by a kill; the file is
+    replaced atomically, so a second kill cannot lose the rows kept."""
+    path = os.path.join(output, "metrics.jsonl")
+    if os.path.exists(path):
+        kept = [row for row in read_jsonl(path) if row["step"] <= step]
+        write_atomic(path, "".join(json.dumps(row) + "\n" for row in kept))
+
+
 def _restore(engine, output: str, rank: int) -> dict:
     """Load the last reported checkpoint, if any, and cut metrics.jsonl back to its step."""
     import ray.train
 
     checkpoint = ray.train.get_checkpoint()
-    if checkpoint is None:
-        return {"step": 0, "epoch": 0, "micro_in_epoch": 0, "counts": {"whole": 0, "truncated": 0, "too_long": 0}}
-    with checkpoint.as_directory() as folder:
-        engine.load_checkpoint(folder, tag="ds")
-        with open(os.path.join(folder, STATE_FILE.format(rank=rank)), encoding="utf-8") as handle:
-            state = json.load(handle)
-    metrics = os.path.join(output, "metrics.jsonl")
-    if rank == 0 and os.path.exists(metrics):
-        with open(metrics, encoding="utf-8") as handle:
-            kept = [line for line in handle if json.loads(line)["step"] <= state["step"]]
-        with open(metrics, "w", encoding="utf-8") as handle:
-            handle.writelines(kept)
+    state = {"step": 0, "epoch": 0, "micro_in_epoch": 0, "counts": {"whole": 0, "truncated": 0, "too_long": 0}}
+    if checkpoint is not None:
+        with checkpoint.as_directory() as folder:
+            engine.load_checkpoint(folder, tag="ds")
+            with open(os.path.join(folder, STATE_FILE.format(rank=rank)), encoding="utf-8") as handle:
+                state = json.load(handle)
+    if rank == 0:
+        # Without a checkpoint the run starts over and logs step 0 again, so no earlier row is kept.
+        trim_metrics(output, state["step"] if checkpoint is not None else -1)
     return state
 
 
@@ -264,9 +271,9 @@ def train_func(cfg: dict) -> None:
         export_model(plain, tokenizer, os.path.join(cfg["output"], "model"),
                      {**cfg["meta"], "steps": state["step"], "precision": precision, "parameters": parameters,
                       "finetune": cfg["finetune"]})
-        with open(os.path.join(cfg["output"], "worker_stats.json"), "w", encoding="utf-8") as handle:
-            json.dump({"steps": state["step"], "epochs_started": state["epoch"] + 1, "examples": state["counts"],
-                       **sizes, "finetune": cfg["finetune"], "precision": precision, "world_size": world,
-                       "torch_threads": torch.get_num_threads(), "allocator": loaded_allocator(),
-                       "vocab": live_vocab, "vocab_padded_to": padded_vocab,
-                       "device": torch.cuda.get_device_name() if cuda else "cpu"}, handle, indent=2)
+        write_json_atomic(os.path.join(cfg["output"], "worker_stats.json"), {
+            "steps": state["step"], "epochs_started": state["epoch"] + 1, "examples": state["counts"],
+            **sizes, "finetune": cfg["finetune"], "precision": precision, "world_size": world,
+            "torch_threads": torch.get_num_threads(), "allocator": loaded_allocator(),
+            "vocab": live_vocab, "vocab_padded_to": padded_vocab,
+            "device": torch.cuda.get_device_name() if cuda else "cpu"})

@@ -114,3 +114,35 @@ def test_work_nobody_waits_for_never_reaches_the_engine():
 
     # The gateway cancels the call when its client leaves or its time runs out.
     assert asyncio.run(cancelled_while_waiting()).abandoned
+
+
+def test_any_body_is_a_request_or_a_client_error():
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from serve.schema import ApiError, RewriteRequest
+
+    text = st.text(max_size=80)
+    json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | text,
+                               lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+                               max_leaves=20)
+    recipes = st.fixed_dictionaries({"title": text, "ingredients": st.lists(text, max_size=5),
+                                     "steps": st.lists(text, max_size=5)})
+    requests_ = st.fixed_dictionaries({"recipe": recipes, "constraint": st.sampled_from(["vegan", "keto", "vegan,nut-free"])},
+                                      optional={"candidates": st.integers(-2, 12), "seed": json_values,
+                                                "text": text, "extra": json_values})
+    bodies = (st.binary(max_size=300) | json_values.map(lambda v: json.dumps(v).encode())
+              | requests_.map(lambda v: json.dumps(v).encode()))
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(bodies)
+    def check(body):
+        try:
+            parsed = parse_request(body, Limits())
+        except ApiError as err:
+            assert err.status in (400, 413, 422) and err.message
+            return
+        assert isinstance(parsed, RewriteRequest) and parsed.recipe["steps"]
+        assert all(step.strip() for step in parsed.recipe["steps"])
+
+    check()

@@ -2,7 +2,7 @@
 
     rrt convert corpus.csv --rejects rejects.jsonl > recipes.jsonl
     rrt tag --constraint vegan,nut-free recipes.jsonl
-    rrt substitute --constraint vegan recipes.jsonl
+    rrt substitute --constraint vegan recipes.jsonl | rrt tag --constraint vegan
     rrt ingredients recipes.jsonl
     rrt survey --constraint all data/sample/recipes.jsonl
     rrt align source.json target.json [--table out/prepared/translation_table.npz]
@@ -23,18 +23,34 @@ from rrt import __version__
 from rrt.ingredients import recipe_ingredients
 from rrt.lexicon import CONSTRAINTS
 from rrt.loaders import FORMATS, InputError, LoadReport, expand_inputs, read_recipes
+from rrt.loaders.source import STDIN
 from rrt.recipe import Recipe, Reject
 from rrt.substitutions import substitute_recipe
 from rrt.survey import format_survey, survey
 from rrt.tagger import parse_constraints, tag_recipe
 
 
+INPUTS_HELP = ("inputs: files, globs or folders (paper text, JSON, JSONL, CSV; .gz too); '-' reads standard "
+               "input, and so does giving none while input is piped in")
+STDIN_NOTE = ("Every command that reads recipes also reads what `rrt convert` and `rrt substitute` write, "
+              "so they pipe into each other: rrt substitute --constraint vegan r.jsonl | rrt tag --constraint vegan")
+
+
 class CliError(Exception):
     """An error to print as one line, then exit 2."""
 
 
+def input_specs(files: list[str]) -> list[str]:
+    """The inputs named on the command line; none means standard input, when it is not a terminal."""
+    if files:
+        return files
+    if sys.stdin is None or sys.stdin.isatty():
+        raise CliError("no input: name FILE(s), or pipe recipes in (FILE '-' is standard input)")
+    return [STDIN]
+
+
 def _recipes(args: argparse.Namespace, report: LoadReport) -> Iterator[Recipe]:
-    paths = expand_inputs(args.files)
+    paths = expand_inputs(input_specs(args.files))
     recipes = read_recipes(paths, report, fmt=args.format)
     return tqdm(recipes, desc="recipes", unit=" recipes", disable=not sys.stderr.isatty(), file=sys.stderr)
 
@@ -193,8 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     align = subs.add_parser("align", help="print the step alignment table of two recipes",
                             description="Align the steps of two recipes (any readable format; the first "
                                         "recipe of each file) and print every link's score, 0-100.")
-    align.add_argument("source", help="the recipe to rewrite")
-    align.add_argument("target", help="the recipe that obeys the constraint")
+    align.add_argument("source", help="the recipe to rewrite ('-': standard input)")
+    align.add_argument("target", help="the recipe that obeys the constraint ('-': standard input)")
     align.add_argument("--table", help="translation_table.npz from prepare_data (default: learn from the pair)")
     align.add_argument("--threshold", type=float, help="keep links scoring at least this (default: alignment.link_threshold)")
     align.set_defaults(func=None)
@@ -213,9 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--width", type=int, help="characters per column (default: half the terminal)")
     show.set_defaults(func=None)
     for name, (func, help_text) in COMMANDS.items():
-        sub = subs.add_parser(name, help=help_text, description=help_text)
-        sub.add_argument("files", nargs="+", metavar="FILE",
-                         help="inputs: files, globs or folders (paper text, JSON, JSONL, CSV; .gz too)")
+        description = f"{help_text[0].upper()}{help_text[1:]}. {STDIN_NOTE}"
+        sub = subs.add_parser(name, help=help_text, description=description)
+        sub.add_argument("files", nargs="*", metavar="FILE", help=INPUTS_HELP)
         sub.add_argument("--format", choices=FORMATS, help="skip detection and read every input as this")
         sub.add_argument("--rejects", metavar="PATH",
                          help="write every dropped record (location, reason) to this JSONL file")

@@ -2,11 +2,12 @@
 
 Each category lists its terms (plurals in -s/-es are implied; other plurals are listed),
 exceptions (longer phrases that contain a term but are not that food, e.g. "coconut
-milk" for dairy), neutralising modifiers that may stand up to three words before a
-term in the same clause ("vegan butter", "dairy-free cream cheese"), adjacent modifiers
-that neutralise only right before a term ("soy milk", "tofu bacon"), and dish terms
-that count only on ingredient lines (a store-bought "pesto" hides cheese and nuts; a
-title "Sunflower Pesto" names what the recipe makes from its own ingredients).
+milk" for dairy, or a tool named after the food it handles, "cheese grater"), neutralising
+modifiers that may stand up to three words before a term in the same clause ("vegan
+butter", "dairy-free cream cheese"), adjacent modifiers that neutralise only right before
+a term ("soy milk", "tofu bacon"), and dish terms that count only on ingredient lines (a
+store-bought "pesto" hides cheese and nuts; a title "Sunflower Pesto" names what the
+recipe makes from its own ingredients).
 """
 from __future__ import annotations
 
@@ -33,6 +34,9 @@ MEATLESS_MODIFIERS = PLANT_MODIFIERS + ("vegetarian", "veggie", "meatless", "mea
 # Words after a term that say it is absent or replaced ("egg-free", "butter substitute").
 SUFFIX_NEUTRALISERS = ("free", "style", "like", "flavored", "flavoured", "substitute", "substitutes", "replacer", "replacers", "alternative",
                        "alternatives", "replacement")
+# Words hyphened on after a term that make it a shape, size or colour ("egg-shaped",
+# "walnut-sized", "honey-colored"), not the food itself.
+LIKENESS_SUFFIXES = ("shaped", "shape", "sized", "size", "colored", "coloured", "color", "colour", "toned")
 
 DAIRY = Category(
     "dairy",
@@ -65,6 +69,10 @@ DAIRY = Category(
         "coconut ice cream", "cheese cloth", "cheesecloth", "head cheese", "milk thistle",
         "cream of wheat", "soy yogurt", "almond yogurt", "oat yogurt", "coconut whipped cream",
         "bean curd", "lemon curd", "lime curd", "dairy case", "cream soda",
+        # Kitchen tools named after the food they handle.
+        "cheese grater", "cheese knife", "cheese knives", "cheese slicer", "cheese plane", "cheese wire",
+        "cheese cutter", "butter knife", "butter knives", "butter paddle", "butter curler", "butter spreader",
+        "milk frother", "ice cream scoop", "ice cream maker", "ice cream machine",
     ),
     modifiers=PLANT_MODIFIERS + ("dairy-free", "dairy free", "non-dairy", "nondairy", "non dairy"),
     adjacent=("coconut", "oat", "almond", "cashew", "nut", "rice", "hemp", "flax", "soy", "soya",
@@ -85,7 +93,8 @@ NUTS = Category(
         "macaron", "orgeat",
     ),
     exceptions=("water chestnut", "butternut", "nutmeg", "coconut", "doughnut", "donut",
-                "nutritional yeast", "nut-free", "nut free", "tiger nut"),
+                "nutritional yeast", "nut-free", "nut free", "tiger nut",
+                "nut brown", "nut cracker", "nut milk bag", "nut chopper", "nut pick"),
     modifiers=("nut-free", "nut free", "peanut-free", "peanut free", "tree nut-free"),
     adjacent=("sunflower", "seed", "soy", "coconut"),
     dish_terms=("pesto", "satay", "baklava", "praline", "nougat", "macaron"),
@@ -101,7 +110,8 @@ EGG = Category(
         "fresh linguine", "fresh pappardelle", "fresh ravioli", "egg pasta", "caesar dressing", "souffle", "soufflé", "carbonara",
     ),
     exceptions=("eggplant", "egg replacer", "egg-free", "egg free", "eggless", "flax egg", "chia egg",
-                "egg roll wrapper substitute", "vegan mayo", "vegan mayonnaise"),
+                "egg roll wrapper substitute", "vegan mayo", "vegan mayonnaise",
+                "egg slicer", "egg timer", "egg separator", "egg poacher"),
     modifiers=PLANT_MODIFIERS + ("egg-free", "egg free", "eggless"),
     adjacent=("flax", "flaxseed", "chia", "aquafaba", "chickpea"),
     dish_terms=("meringue", "custard", "hollandaise", "bearnaise", "béarnaise", "eggnog", "frittata",
@@ -130,7 +140,8 @@ MEAT = Category(
                 "kidney bean", "kidney beans", "peanut butter", "butter lettuce", "duck sauce",
                 "cauliflower steak", "tongue depressor", "lamb's lettuce", "meat thermometer",
                 "meat mallet", "meat tenderizer", "turkey baster", "hot dog bun", "hot dog buns",
-                "hamburger bun", "hamburger buns", "sausage casing free"),
+                "hamburger bun", "hamburger buns", "sausage casing free",
+                "meat cleaver", "meat grinder", "meat hammer", "meat pounder", "steak knife", "steak knives"),
     modifiers=MEATLESS_MODIFIERS + ("beyond", "impossible"),
     adjacent=("soy", "tofu", "seitan", "tempeh", "jackfruit", "mushroom", "cauliflower", "lentil",
               "bean", "chickpea", "eggplant", "portobello", "walnut", "tvp"),
@@ -152,7 +163,9 @@ FISH = Category(
     ),
     exceptions=("oyster mushroom", "oyster mushrooms", "oyster crackers", "oyster cracker",
                 "crab apple", "crab apples", "crabapple", "kombu dashi", "fish-free", "fish free",
-                "fish spatula", "fish sauce substitute", "goldfish crackers"),
+                "fish spatula", "fish sauce substitute", "goldfish crackers",
+                "fish turner", "fish knife", "fish knives", "fish kettle", "fish poacher", "fish scaler",
+                "fish tweezers", "oyster knife", "oyster knives", "crab cracker", "lobster cracker"),
     modifiers=MEATLESS_MODIFIERS + ("fish-free", "fish free"),
     adjacent=("kombu", "shiitake", "seaweed", "jackfruit", "tofu", "mushroom", "kelp"),
     dish_terms=("caesar dressing",),
@@ -170,7 +183,7 @@ GELATIN = Category(
 HONEY = Category(
     "honey",
     terms=("honey", "beeswax", "royal jelly", "bee pollen", "honeycomb"),
-    exceptions=("honeydew", "honeycrisp", "honey crisp", "honey locust", "honeynut squash"),
+    exceptions=("honeydew", "honeycrisp", "honey crisp", "honey locust", "honeynut squash", "honey dipper"),
     modifiers=PLANT_MODIFIERS + ("bee-free", "bee free"),
 )
 
@@ -195,7 +208,7 @@ ALCOHOL = Category(
                 "scotch bonnet", "scotch egg", "scotch eggs", "butterscotch", "alcohol-free",
                 "alcohol free", "non-alcoholic", "nonalcoholic", "rubbing alcohol", "wine glass",
                 "wine glasses", "sake lees", "gin basket", "rum extract", "brandy snaps",
-                "sherry glass", "port salut", "sweet vermouth substitute"),
+                "sherry glass", "port salut", "sweet vermouth substitute", "wine opener", "wine cork"),
     modifiers=("non-alcoholic", "nonalcoholic", "alcohol-free", "alcohol free", "dealcoholized",
                "de-alcoholized", "zero-proof", "virgin"),
 )

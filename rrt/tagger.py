@@ -1,11 +1,12 @@
 """Dietary tagger: which constraints a recipe obeys, and every span that breaks one.
 
 A term counts as a violation unless something says it is not that food: an exception
-phrase around it ("coconut milk"), a plant-based modifier before it ("vegan butter"),
-a "-free"/"substitute" after it, a negation before it ("in place of peanuts"), quotes
-around it ('Honey' Mustard), an offered alternative ("beef broth (or water)"), an
-"optional" on its ingredient line, or, in the title and steps, a reference to an
-ingredient line that names it in a harmless form (ingredients say "vegan butter", a step
+phrase around it ("coconut milk", a tool such as "cheese grater"), a shape, size or colour
+it lends its name to ("egg-shaped", "walnut-sized"), a plant-based modifier before it
+("vegan butter"), a "-free"/"substitute" after it, a negation before it ("in place of
+peanuts"), quotes around it ('Honey' Mustard), an offered alternative ("beef broth (or
+water)"), an "optional" on its ingredient line, or, in the title and steps, a reference to
+an ingredient line that names it in a harmless form (ingredients say "vegan butter", a step
 says "melt the butter"). A title term counts only when an ingredient line of the same
 food category is harmful too: "Parsnip Lobster Rolls" names a stand-in.
 """
@@ -17,8 +18,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
-from rrt.lexicon import (CATEGORIES, CONSTRAINT_CATEGORIES, CONSTRAINTS, NEGATIONS, OPTIONAL_MARKERS,
-                         SAFE_ALTERNATIVES, SUFFIX_NEUTRALISERS, SYNONYMS, Category)
+from rrt.lexicon import (CATEGORIES, CONSTRAINT_CATEGORIES, CONSTRAINTS, LIKENESS_SUFFIXES, NEGATIONS,
+                         OPTIONAL_MARKERS, SAFE_ALTERNATIVES, SUFFIX_NEUTRALISERS, SYNONYMS, Category)
 from rrt.recipe import Recipe
 
 _CLAUSE_BREAK = re.compile(r"[.,;:()!?\[\]/]")
@@ -32,6 +33,7 @@ _LETTERS = re.compile(r"[^\W\d_]+")
 _ALTERNATIVE = re.compile(r"\bor\b|/", re.I)
 _CUT_WORD = re.compile(r"^[\w'’-]+")
 _SAFE_ALTERNATIVE = re.compile(r"\b(?:" + "|".join(re.escape(a) for a in SAFE_ALTERNATIVES) + r")\b")
+_LIKENESS = re.compile(r"-(?:" + "|".join(LIKENESS_SUFFIXES) + r")\b", re.I)
 _NEGATED = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in NEGATIONS) + r")(?:\s+[\w'/½¼¾-]+){0,2}\s+$", re.I)
 
 
@@ -125,6 +127,10 @@ class _CategoryMatcher:
 
     def term_of(self, matched: str) -> str:
         key = normalise_term(matched)
+        if key not in self.canonical:
+            # Case-insensitive matching folds more than lower() does ("ſalmon", "mİlk"): ask the patterns.
+            key = next((normalise_term(t) for t in self.category.terms
+                        if re.fullmatch(_phrase_pattern(t), matched, re.I)), key)
         key = self.canonical.get(key, key)
         return SYNONYMS.get(key, key)
 
@@ -177,6 +183,8 @@ class _CategoryMatcher:
                 why = "exception"
             elif self.suffix.match(text, end):
                 why = "free_or_substitute"
+            elif _LIKENESS.match(text, end):
+                why = "likeness"
             elif start > 0 and end < len(text) and text[start - 1] in _QUOTES and text[end] in _QUOTES:
                 why = "quoted"
             else:

@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import SAMPLE
 from test_loaders import _bad_inputs
 
@@ -92,3 +94,75 @@ def test_show_of_a_missing_or_empty_run_is_one_error_line(tmp_path):
         out = rrt("show", str(target))
         assert out.returncode == 2 and out.stderr.startswith("rrt: error:") and len(out.stderr.splitlines()) == 1
         assert "Traceback" not in out.stderr
+
+
+def rrt_in(stdin: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rrt.cli", *args], input=stdin, capture_output=True, text=True,
+                          timeout=120)
+
+
+RECIPE_READERS = [("convert",), ("tag", "--constraint", "vegan"), ("substitute", "--constraint", "vegan"),
+                  ("ingredients",), ("survey", "--constraint", "vegan")]
+
+
+def _broken_inputs(tmp_path) -> list[str]:
+    import gzip
+
+    good = json.dumps({"title": "Hot Cocoa", "ingredients": ["2 cups milk"], "steps": ["Warm the milk.", "Whisk."]})
+    (tmp_path / "nested.jsonl").write_text("[" * 600 + "]" * 600 + "\n" + good + "\n")
+    (tmp_path / "cut.jsonl.gz").write_bytes(gzip.compress((good + "\n").encode())[:30])
+    (tmp_path / "good.jsonl").write_text(good + "\n")
+    return [str(tmp_path / "nested.jsonl"), str(tmp_path / "cut.jsonl.gz"), "ftp://example.org/r.jsonl",
+            str(tmp_path / "good.jsonl")]
+
+
+def test_a_bad_record_or_input_costs_only_itself_in_every_command(tmp_path, capsys):
+    from rrt import cli
+
+    inputs = _broken_inputs(tmp_path)
+    for command in RECIPE_READERS:
+        assert cli.main([*command, *inputs]) == 0, command
+        out = capsys.readouterr()
+        warnings = [line for line in out.err.splitlines() if line.startswith("rrt: warning:")]
+        assert len(warnings) == 2 and "cut.jsonl.gz" in warnings[0] and "ftp" in warnings[1], out.err
+        assert "2 recipes kept, 3 rejected" in out.err, out.err
+        if command[0] != "survey":
+            assert len(out.out.splitlines()) == 2
+    out = rrt("convert", *inputs)  # as a user runs it
+    assert out.returncode == 0 and "Traceback" not in out.stderr and len(out.stdout.splitlines()) == 2
+
+
+def test_commands_compose_through_standard_input():
+    substituted = rrt("substitute", "--constraint", "vegan", str(SAMPLE))
+    assert substituted.returncode == 0
+    for files in ((), ("-",)):
+        out = rrt_in(substituted.stdout, "tag", "--constraint", "vegan", *files)
+        assert out.returncode == 0 and "0 rejected" in out.stderr, out.stderr
+        rows = [json.loads(line) for line in out.stdout.splitlines()]
+        assert len(rows) == len(substituted.stdout.splitlines()) and all(r["valid"]["vegan"] for r in rows)
+        assert rows[0]["id"] == json.loads(substituted.stdout.splitlines()[0])["id"]
+    converted = rrt_in(SAMPLE.read_text(), "convert")
+    again = rrt_in(converted.stdout, "convert", "-")
+    assert again.stdout == converted.stdout and len(again.stdout.splitlines()) >= 120
+
+
+def test_every_recipe_reader_documents_standard_input(capsys):
+    from rrt import cli
+
+    for name in [c[0] for c in RECIPE_READERS] + ["align"]:
+        with pytest.raises(SystemExit):
+            cli.main([name, "--help"])
+        assert "standard input" in capsys.readouterr().out, name
+
+
+def test_no_input_from_a_terminal_is_one_error_line(monkeypatch, capsys):
+    from rrt import cli
+
+    class Terminal:
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Terminal())
+    assert cli.main(["convert"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rrt: error: no input") and len(err.splitlines()) == 1

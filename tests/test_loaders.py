@@ -163,3 +163,131 @@ def test_missing_input_is_a_clear_error(tmp_path):
         expand_inputs([str(tmp_path / "nope.jsonl")])
     with pytest.raises(InputError, match="no files match"):
         expand_inputs([str(tmp_path / "*.csv")])
+
+
+# ---------------------------------------------------------------- issue 18: hardening
+
+GOOD = json.dumps({"title": TITLE, "ingredients": INGS, "steps": STEPS})
+
+
+@pytest.mark.parametrize("line,reason", [
+    ("[" * 600 + "]" * 600, "not_a_recipe"),                                     # brackets only
+    (json.dumps({"title": TITLE, "ingredients": INGS, "steps": STEPS,
+                 "metadata": {"deep": 0}}).replace("0", "[" * 600 + "]" * 600), "invalid_record"),
+    ('{"title": ' + "1" * 5000 + "}", "invalid_json"),                            # int too long to convert
+    ('{"title": "Cocoa", "ingredients": ["milk"], "steps": ["a", "b"], "note": "\\udc80"}', "invalid_record"),
+])
+def test_a_record_that_breaks_the_reader_is_one_counted_reject(tmp_path, line, reason):
+    path = tmp_path / "r.jsonl"
+    path.write_text(line + "\n" + GOOD + "\n")
+    recipes, rejects, report = _load(path)
+    assert len(recipes) == 1 and [(r.reason, r.location) for r in rejects] == [(reason, f"{path}:1")]
+    assert report.read == 2
+
+
+def test_a_json_document_nested_past_the_stack_is_rejected_and_the_rest_read(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text("[" + "[" * 5000 + "]" * 5000 + ", " + GOOD + "]")
+    recipes, rejects, _ = _load(path)
+    assert len(recipes) == 1 and [r.reason for r in rejects] == ["not_a_recipe"]
+
+
+def test_a_truncated_or_corrupt_gzip_is_one_input_failure_and_the_rest_still_load(tmp_path):
+    # A second gzip member, cut short or corrupt, after a first one larger than format sniffing reads.
+    whole = gzip.compress((GOOD + "\n").encode() * 100, mtime=0)
+    corrupt = bytearray(whole)
+    corrupt[10] ^= 0xFF  # the first byte of the deflate stream: zlib.error, not EOFError
+    (tmp_path / "a_truncated.jsonl.gz").write_bytes(whole + whole[:20])
+    (tmp_path / "b_corrupt.jsonl.gz").write_bytes(whole + bytes(corrupt))
+    (tmp_path / "c_good.jsonl").write_text(GOOD + "\n")
+    report = LoadReport()
+    failures = []
+    report.on_reject = failures.append
+    recipes = list(read_recipes(expand_inputs([str(tmp_path)]), report))
+    assert len(recipes) == 100 + 100 + 1  # what came before each failure, and the next input
+    assert [r.reason for r in failures] == ["unreadable_file"] * 2
+    assert "EOFError" in failures[0].detail and "zlib.error" in failures[1].detail
+    assert failures[0].detail.startswith(str(tmp_path / "a_truncated.jsonl.gz"))
+
+
+def test_an_unsupported_uri_scheme_is_one_input_failure(tmp_path):
+    (tmp_path / "good.jsonl").write_text(GOOD + "\n")
+    report = LoadReport()
+    failures = []
+    report.on_reject = failures.append
+    recipes = list(read_recipes(["ftp://example.org/recipes.jsonl", str(tmp_path / "good.jsonl")], report))
+    assert len(recipes) == 1 and [r.reason for r in failures] == ["unreadable_file"]
+    assert "unsupported URI scheme 'ftp'" in failures[0].detail
+
+
+def _csv(path, *rows: str) -> None:
+    path.write_bytes(("title,ingredients,directions\n" + "".join(rows)).encode())
+
+
+def _row(title: str) -> str:
+    return f'"{title}","[""2 cups milk""]","[""Warm."", ""Whisk.""]"\n'
+
+
+def test_an_unclosed_quote_is_one_reject_and_the_rows_after_it_still_load(tmp_path):
+    from rrt.loaders.csv_records import MAX_FIELD_CHARS
+
+    path = tmp_path / "r.csv"
+    # Without a field limit the open quote swallows every row after it, whole, into one field.
+    _csv(path, _row("A"), '"Broken,' + "x" * (MAX_FIELD_CHARS + 10) + "\n", _row("B"))
+    recipes, rejects, report = _load(path)
+    assert [r.title for r in recipes] == ["A", "B"]
+    assert [(r.reason, r.location) for r in rejects] == [("record_too_large", f"{path}:3")]
+    assert csv.field_size_limit() == MAX_FIELD_CHARS
+
+
+def test_a_line_past_the_row_bound_is_rejected_without_being_read_whole(tmp_path):
+    from rrt.loaders.csv_records import MAX_FIELD_CHARS
+    from rrt.loaders.source import MAX_LINE_BYTES
+
+    path = tmp_path / "r.csv"
+    fields = ",".join(["y" * (MAX_FIELD_CHARS - 1)] * (MAX_LINE_BYTES // MAX_FIELD_CHARS + 1))
+    _csv(path, _row("A"), fields + "\n", _row("B"))
+    recipes, rejects, _ = _load(path)
+    assert [r.title for r in recipes] == ["A", "B"]
+    assert [(r.reason, r.location) for r in rejects] == [("record_too_large", f"{path}:3")]
+
+
+def test_a_real_replacement_character_is_text_and_bad_bytes_are_not(tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_bytes(b"title,ingredients,directions\n" + _row("Caf\ufffd Cocoa").encode()
+                     + _row("Caf\xe9").encode("latin-1") + _row("B").encode())
+    recipes, rejects, _ = _load(path)
+    assert [r.title for r in recipes] == ["Caf\ufffd Cocoa", "B"]
+    assert [(r.reason, r.location) for r in rejects] == [("unreadable_line", f"{path}:3")]
+
+
+def test_what_rrt_substitute_writes_reads_back_as_recipes_with_their_id(tmp_path):
+    path = tmp_path / "substituted.jsonl"
+    path.write_text(json.dumps({"id": "cocoa-1", "constraints": ["vegan"],
+                                "recipe": {"title": TITLE, "ingredients": INGS, "steps": STEPS},
+                                "substitutions": [{"term": "milk", "replacement": "soymilk"}]}) + "\n")
+    recipe = _check(_load(path)[0])
+    assert recipe.id == "cocoa-1"
+
+
+def _stdin(monkeypatch, data: bytes) -> None:
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_dash_reads_standard_input_once(monkeypatch, compress):
+    data = (GOOD + "\n").encode() * 2
+    _stdin(monkeypatch, gzip.compress(data) if compress else data)
+    assert expand_inputs(["-"]) == ["-"]
+    report = LoadReport()
+    assert len(list(read_recipes(["-", "-"], report))) == 2
+    assert report.rejected == {"unreadable_file": 1}  # a pipe cannot be read twice
+
+
+def test_a_csv_on_standard_input_is_known_by_its_header(monkeypatch):
+    _stdin(monkeypatch, b"title,ingredients,directions\n" + _row("A").encode())
+    assert detect_format("-") == "csv"
+    assert [r.title for r in read_recipes(["-"])] == ["A"]

@@ -206,3 +206,71 @@ def test_tagging_a_step_of_many_mentions_is_linear(monkeypatch):
     # What is harmless stays harmless: an offered alternative far along a long line still counts.
     long_line = "Stir in the milk " + "and keep stirring " * 20 + "(or water)."
     assert tag_recipe(make_recipe(["1 cup water"], steps=[long_line, "Serve."]), ["vegan"]).valid["vegan"]
+
+
+# (step, constraint, expected validity): tools and likenesses named after a food, each with a
+# violating twin that names the food itself.
+KITCHEN_WORDS = [
+    ("Grate the butter on the large side of a cheese grater.", "dairy-free", False),  # the butter still counts
+    ("Grate the apples on the large side of a cheese grater.", "dairy-free", True),
+    ("Grate the cheese on the large side.", "dairy-free", False),
+    ("Slice it thin with a cheese slicer or a cheese knife.", "dairy-free", True),
+    ("Slice the cheese thin.", "dairy-free", False),
+    ("Line the sieve with cheesecloth.", "dairy-free", True),
+    ("Line the sieve with cheese cloth.", "dairy-free", True),
+    ("Line the sieve with cheese slices.", "dairy-free", False),
+    ("Spread the jam with a butter knife.", "dairy-free", True),
+    ("Spread the jam with butter.", "dairy-free", False),
+    ("Smooth the top with butter paddles.", "dairy-free", True),
+    ("Smooth the top with butter.", "dairy-free", False),
+    ("Froth the oat drink with a milk frother.", "dairy-free", True),
+    ("Froth the milk.", "dairy-free", False),
+    ("Portion the dough with an ice cream scoop.", "dairy-free", True),
+    ("Butterfly the squash and roast it.", "dairy-free", True),
+    ("Butter the squash and roast it.", "dairy-free", False),
+    ("Slice the potatoes with an egg slicer.", "egg-free", True),
+    ("Slice the eggs.", "egg-free", False),
+    ("Set an egg timer for ten minutes.", "egg-free", True),
+    ("Boil the eggs for ten minutes.", "egg-free", False),
+    ("Roll the dough into egg-shaped balls.", "egg-free", True),
+    ("Roll the balls in beaten egg.", "egg-free", False),
+    ("Crack the shells with a nut cracker.", "nut-free", True),
+    ("Crack the nuts.", "nut-free", False),
+    ("Strain the oat drink through a nut milk bag.", "nut-free", True),
+    ("Pour in the nut milk.", "nut-free", False),
+    ("Cook the flour until nut-brown.", "nut-free", True),
+    ("Cook the flour until nut brown.", "nut-free", True),
+    ("Cook the nuts until brown.", "nut-free", False),
+    ("Roll the dough into walnut-sized balls.", "nut-free", True),
+    ("Roll the balls in chopped walnuts.", "nut-free", False),
+    ("Flip the tofu with a fish spatula.", "fish-free", True),
+    ("Flip the fish.", "fish-free", False),
+    ("Season with fish sauce.", "fish-free", False),  # a hidden violation, not a tool
+    ("Shuck with an oyster knife.", "fish-free", True),
+    ("Shuck the oysters.", "fish-free", False),
+    ("Chop the squash with a meat cleaver.", "vegetarian", True),
+    ("Chop the meat.", "vegetarian", False),
+    ("Cut with steak knives.", "vegetarian", True),
+    ("Cut the steak.", "vegetarian", False),
+    ("Cook the onions until honey-colored.", "vegan", True),
+    ("Drizzle with honey.", "vegan", False),
+    ("Drizzle the agave with a honey dipper.", "vegan", True),
+    ("Open the bottle with a wine opener.", "alcohol-free", True),
+    ("Open the wine.", "alcohol-free", False),
+]
+
+
+@pytest.mark.parametrize("step,constraint,expected", KITCHEN_WORDS)
+def test_tools_and_shapes_named_after_food_are_not_food(step, constraint, expected):
+    recipe = make_recipe(["1 cup flour", "1 pinch salt"], steps=[step, "Serve."])
+    assert tag_recipe(recipe, [constraint]).valid[constraint] is expected, tag_recipe(recipe, [constraint]).to_dict()
+
+
+@pytest.mark.parametrize("line,constraint,expected", [
+    ("1 piece cheesecloth, for straining", "dairy-free", True),
+    ("1 cup grated cheese", "dairy-free", False),
+    ("1 walnut-sized knob of ginger", "nut-free", True),
+    ("1 cup walnuts", "nut-free", False),
+])
+def test_tool_and_shape_words_on_ingredient_lines(line, constraint, expected):
+    assert tag_recipe(make_recipe([line, "1 pinch salt"]), [constraint]).valid[constraint] is expected

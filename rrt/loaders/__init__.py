@@ -6,22 +6,27 @@
 """
 from __future__ import annotations
 
+import csv
 import glob
 import os
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from rrt.clean import clean_recipe
-from rrt.loaders.csv_records import read_csv
-from rrt.loaders.json_records import Record, read_json_document, read_jsonl, record_to_recipe
+from rrt.loaders.csv_records import is_csv_header, read_csv
+from rrt.loaders.json_records import Record, read_json_document, read_jsonl, record_problem, record_to_recipe
 from rrt.loaders.paper_text import read_paper_recipes
-from rrt.loaders.source import InputError, head_bytes, is_remote
+from rrt.loaders.source import STDIN, InputError, head_bytes, is_remote
 from rrt.paper_format import BOS
 from rrt.recipe import Recipe, Reject
 
 FORMATS = ("paper", "jsonl", "json", "csv")
 DATA_SUFFIXES = (".txt", ".jsonl", ".ndjson", ".json", ".csv")  # what a folder contributes
+# What a whole input can fail with part-way (a truncated .gz is EOFError, a corrupt one
+# zlib.error, pyarrow's errors are OSError or ValueError); the inputs after it still load.
+_INPUT_FAILURES = (InputError, OSError, EOFError, zlib.error, csv.Error, ValueError)
 _READERS: dict[str, Callable[[str], Iterator[Record]]] = {
     "paper": read_paper_recipes, "jsonl": read_jsonl, "json": read_json_document, "csv": read_csv,
 }
@@ -72,6 +77,8 @@ def detect_format(path: str) -> str:
         if text[:1] == b"{" and first_line.endswith(b"}") and b"\n{" in text:
             return "jsonl"
         return "json"
+    if is_csv_header(text.split(b"\n", 1)[0]):
+        return "csv"  # a CSV without its name (standard input) is known by its header
     raise InputError(f"unrecognised format (expected paper text, JSON, JSONL or CSV): {path}")
 
 
@@ -79,7 +86,7 @@ def expand_inputs(specs: Iterable[str]) -> list[str]:
     """Files named by paths, globs or folders (folders: every file inside, sorted)."""
     paths: list[str] = []
     for spec in specs:
-        if is_remote(spec):
+        if is_remote(spec) or spec == STDIN:
             paths.append(spec)
         elif os.path.isdir(spec):
             for root, _, files in sorted(os.walk(spec)):
@@ -98,14 +105,32 @@ def expand_inputs(specs: Iterable[str]) -> list[str]:
 
 
 def read_file_records(path: str, fmt: str | None = None) -> Iterator[Record]:
-    """Raw records of one file; a file-level problem becomes one Reject for the file."""
+    """Raw records of one file; a file-level problem becomes one Reject for the file (after
+    the records read before it)."""
     try:
         fmt = fmt or detect_format(path)
         yield from _READERS[fmt](path)
-    except InputError as err:
-        yield path, Reject(path, "unreadable_file", str(err))
-    except OSError as err:
-        yield path, Reject(path, "unreadable_file", f"{type(err).__name__}: {err}"[:200])
+    except _INPUT_FAILURES as err:
+        yield path, Reject(path, "unreadable_file", _failure(path, err))
+
+
+def _failure(path: str, err: Exception) -> str:
+    if isinstance(err, InputError):
+        return str(err)[:300]
+    module = type(err).__module__.lstrip("_")
+    kind = type(err).__name__ if module == "builtins" else f"{module}.{type(err).__name__}"  # zlib.error
+    return f"{path}: {kind}: {err}"[:300]
+
+
+def _recipe(record: dict, where: str, fallback_id: str, stem: str) -> Recipe | Reject:
+    problem = record_problem(record)
+    if problem:
+        return Reject(where, "invalid_record", problem)
+    try:
+        recipe = record_to_recipe(record, fallback_id, stem)
+        return recipe if isinstance(recipe, Reject) else clean_recipe(recipe, where)
+    except Exception as err:  # a record is untrusted data: whatever it breaks costs it alone
+        return Reject(where, "invalid_record", f"{type(err).__name__}: {err}"[:200])
 
 
 def read_recipes(paths: Iterable[str], report: LoadReport | None = None,
@@ -113,15 +138,13 @@ def read_recipes(paths: Iterable[str], report: LoadReport | None = None,
     """Clean recipes from every input, in order; rejects go to the report."""
     report = report if report is not None else LoadReport()
     for path in paths:
-        stem = os.path.basename(path)
+        stem = "stdin" if path == STDIN else os.path.basename(path)
         for number, (where, record) in enumerate(read_file_records(path, fmt)):
             report.read += 1
             if isinstance(record, Reject):
                 report.reject(record)
                 continue
-            recipe = record_to_recipe(record, f"{stem}:{number}", stem)
-            if not isinstance(recipe, Reject):
-                recipe = clean_recipe(recipe, where)
+            recipe = _recipe(record, where, f"{stem}:{number}", stem)
             if isinstance(recipe, Reject):
                 recipe.location = where
                 report.reject(recipe)

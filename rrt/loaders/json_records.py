@@ -5,11 +5,12 @@ All of them end as a dict per recipe, mapped onto `Recipe` by `record_to_recipe`
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+import re
+from typing import Any, BinaryIO, Iterator
 
 import ijson
 
-from rrt.loaders.source import decoded_lines, open_binary
+from rrt.loaders.source import decoded_lines, head_bytes, open_binary
 from rrt.recipe import Recipe, Reject
 
 Record = tuple[str, dict | Reject]  # (location, raw record or the reason it is unusable)
@@ -20,6 +21,8 @@ _STEP_KEYS = ("steps", "instructions_list", "recipeInstructions", "instructions"
 _ID_KEYS = ("id", "@id", "identifier", "url", "canonical_url", "link")
 _SOURCE_KEYS = ("source", "host", "site_name", "site")
 _LIST_SHAPED = ("site_tags", "tags", "keywords", "recipeCategory", "recipeCuisine", "diets")
+MAX_NESTING = 32  # far deeper than any recipe schema; deeper records are rejected, not recursed into
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _texts(value: Any) -> list[str]:
@@ -56,17 +59,51 @@ def is_schema_recipe(record: dict) -> bool:
 def expand_json_ld(record: Any) -> list[Any]:
     """The Recipe objects inside a JSON-LD document (@graph or list), else the record itself
     (never nothing, so a record without a recipe is rejected rather than lost)."""
-    if isinstance(record, list):
-        return [r for item in record for r in expand_json_ld(item)] or [record]
-    if isinstance(record, dict) and isinstance(record.get("@graph"), list):
-        return [r for r in record["@graph"] if isinstance(r, dict) and is_schema_recipe(r)] or [record]
-    return [record]
+    found: list[Any] = []
+    stack = [record]
+    while stack:  # a loop, not recursion: a line of nested brackets must not exhaust the stack
+        item = stack.pop()
+        if isinstance(item, list) and item:
+            stack.extend(reversed(item))
+        elif isinstance(item, dict) and isinstance(item.get("@graph"), list):
+            found += [r for r in item["@graph"] if isinstance(r, dict) and is_schema_recipe(r)] or [item]
+        else:
+            found.append(item)
+    return found
+
+
+def record_problem(record: Any) -> str:
+    """Why a raw record cannot be passed on whole (too deeply nested, or text that is not
+    valid Unicode), or "" when it can."""
+    stack = [(record, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return "text holds a lone surrogate (not valid Unicode)"
+        elif isinstance(item, (dict, list)):
+            if depth > MAX_NESTING:
+                return f"nested deeper than {MAX_NESTING} levels"
+            values = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((value, depth + 1) for value in values)
+    return ""
+
+
+def _unwrapped(record: dict) -> dict:
+    """A record holding its recipe under "recipe" (what `rrt substitute` writes), as that
+    recipe with the outer id."""
+    inner = record.get("recipe")
+    if not isinstance(inner, dict) or _first(record, _TITLE_KEYS + _INGREDIENT_KEYS + _STEP_KEYS) is not None:
+        return record
+    outer = {k: v for k, v in record.items() if k != "recipe"}
+    return {**outer, **inner, **({"id": record["id"]} if record.get("id") not in (None, "") else {})}
 
 
 def record_to_recipe(record: dict, fallback_id: str, default_source: str) -> Recipe | Reject:
     """Map one recipe-shaped dict (any supported schema) onto a Recipe."""
     if not isinstance(record, dict):
         return Reject(fallback_id, "not_a_recipe", f"expected an object, got {type(record).__name__}")
+    record = _unwrapped(record)
     title = _first(record, _TITLE_KEYS)
     ingredients = _texts(_first(record, _INGREDIENT_KEYS))
     steps = _texts(_first(record, _STEP_KEYS))
@@ -102,29 +139,54 @@ def read_jsonl(path: str) -> Iterator[Record]:
             continue
         try:
             value = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as err:
+        except (ValueError, RecursionError) as err:  # ValueError: also an integer too long to convert
             yield where, Reject(where, "invalid_json", str(err)[:200])
             continue
         for i, item in enumerate(expand_json_ld(value)):
             yield (where if i == 0 else f"{where}#{i}"), item
 
 
-def read_json_document(path: str) -> Iterator[Record]:
-    """A JSON list of recipes (streamed with ijson) or one object / JSON-LD document."""
-    with open_binary(path) as handle:
-        first = handle.read(4096).lstrip()[:1]
-    index = -1
+def _document_where(path: str, listed: bool, index: int, j: int) -> str:
+    if listed or index:  # an item of a list, or a later document of several
+        return f"{path}[{index}]" + (f"#{j}" if j else "")
+    return f"{path}#{j}"
+
+
+def _values(handle: BinaryIO, listed: bool, backend: Any) -> Iterator[Any]:
+    if listed:
+        return backend.items(handle, "item", use_float=True)
+    return backend.items(handle, "", use_float=True, multiple_values=True)
+
+
+def _json_values(path: str, listed: bool) -> Iterator[Any]:
+    """The items of a JSON list, or the documents of a file, streamed. yajl's C parser stops at
+    an integer past 64 bits; the pure-Python parser reads it, so from there on it takes over."""
+    done = 0
     try:
         with open_binary(path) as handle:
-            if first == b"[":
-                for index, item in enumerate(ijson.items(handle, "item", use_float=True)):
-                    for j, recipe in enumerate(expand_json_ld(item)):
-                        yield f"{path}[{index}]" + (f"#{j}" if j else ""), recipe
-            else:
-                for index, item in enumerate(ijson.items(handle, "", use_float=True)):
-                    for j, recipe in enumerate(expand_json_ld(item)):
-                        yield f"{path}#{j}", recipe
-    except (ijson.common.IncompleteJSONError, ijson.common.JSONError, UnicodeDecodeError) as err:
-        where = f"{path}[{index + 1}]" if first == b"[" else path
+            for value in _values(handle, listed, ijson):
+                yield value
+                done += 1
+            return
+    except ijson.common.JSONError as err:
+        if "integer overflow" not in str(err):
+            raise
+    with open_binary(path) as handle:
+        for index, value in enumerate(_values(handle, listed, ijson.get_backend("python"))):
+            if index >= done:
+                yield value
+
+
+def read_json_document(path: str) -> Iterator[Record]:
+    """A JSON list of recipes (streamed with ijson), or one object / JSON-LD document, or several
+    in a row (JSONL whose first line was too long to sniff)."""
+    listed = head_bytes(path).lstrip()[:1] == b"["
+    index = -1
+    try:
+        for index, item in enumerate(_json_values(path, listed)):
+            for j, recipe in enumerate(expand_json_ld(item)):
+                yield _document_where(path, listed, index, j), recipe
+    except (ijson.common.JSONError, ValueError) as err:  # ValueError: bad UTF-8, an integer too long
+        where = f"{path}[{index + 1}]" if listed or index >= 0 else path
         message = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
         yield where, Reject(where, "invalid_json", f"{message}; records after this point are lost")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from rrt.loaders.json_records import Record
-from rrt.loaders.source import decoded_lines, is_remote
+from rrt.loaders.source import STDIN, decoded_lines, is_remote
 from rrt.paper_format import PaperFormatError, PaperLine, RecipeParts, parse_line
 from rrt.recipe import Recipe, RecipePair, Reject
 
@@ -20,7 +20,7 @@ from rrt.recipe import Recipe, RecipePair, Reject
 def _ids_file(path: str) -> list[list[str]]:
     stem, _ = os.path.splitext(path)
     sibling = f"{stem}_ids.tsv"
-    if is_remote(path) or not os.path.exists(sibling):
+    if is_remote(path) or path == STDIN or not os.path.exists(sibling):
         return []
     with open(sibling, encoding="utf-8") as handle:
         return [line.rstrip("\n").split("\t") for line in handle]

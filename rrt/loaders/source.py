@@ -1,12 +1,19 @@
-"""Opening inputs: local files, gzip, and remote URIs (s3://, gs://) through pyarrow."""
+"""Opening inputs: local files, gzip, standard input (`-`), and remote URIs (s3://, gs://)
+through pyarrow."""
 from __future__ import annotations
 
 import gzip
 import io
 import os
+import sys
+import zlib
 from typing import BinaryIO, Iterator
 
 MAX_LINE_BYTES = 4 * 1024 * 1024  # one record larger than this is rejected, not parsed
+HEAD_BYTES = 8192  # what format sniffing reads
+STDIN = "-"
+REMOTE_SCHEMES = ("s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")  # what pyarrow's FileSystem.from_uri opens
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
 class InputError(Exception):
@@ -18,13 +25,27 @@ def is_remote(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
-def open_binary(path: str) -> BinaryIO:
-    """Open a local path or URI for streaming reads, decompressing .gz transparently."""
-    if is_remote(path):
-        from pyarrow import fs
+def _open_remote(path: str) -> BinaryIO:
+    scheme = path.split("://", 1)[0].lower()
+    if scheme not in REMOTE_SCHEMES:
+        raise InputError(f"unsupported URI scheme {scheme!r} (use a local path, or one of "
+                         f"{', '.join(s + '://' for s in REMOTE_SCHEMES)}): {path}")
+    from pyarrow import ArrowException, fs
 
+    try:
         filesystem, inner = fs.FileSystem.from_uri(path)
-        raw: BinaryIO = filesystem.open_input_stream(inner)  # type: ignore[assignment]
+        return filesystem.open_input_stream(inner)  # type: ignore[return-value]
+    except (ArrowException, OSError, ValueError) as err:
+        first_line = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise InputError(f"cannot open {path}: {first_line}") from None
+
+
+def open_binary(path: str) -> BinaryIO:
+    """Open a local path, `-` or a URI for streaming reads, decompressing .gz transparently."""
+    if path == STDIN:
+        return _standard_input().open()
+    if is_remote(path):
+        raw = _open_remote(path)
     else:
         local = path.removeprefix("file://")
         if not os.path.exists(local):
@@ -37,10 +58,71 @@ def open_binary(path: str) -> BinaryIO:
     return io.BufferedReader(raw) if not isinstance(raw, io.BufferedReader) else raw
 
 
-def head_bytes(path: str, size: int = 8192) -> bytes:
+def head_bytes(path: str, size: int = HEAD_BYTES) -> bytes:
     """The first bytes of an input, for format sniffing."""
+    if path == STDIN:
+        return _standard_input().peek(size)
     with open_binary(path) as handle:
         return handle.read(size)
+
+
+class _Replay(io.RawIOBase):
+    """A stream that gives back bytes already read from it, then the rest of it."""
+
+    def __init__(self, head: bytes, rest: BinaryIO):
+        self.head, self.position, self.rest = head, 0, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        if self.position < len(self.head):
+            count = min(len(buffer), len(self.head) - self.position)
+            buffer[:count] = self.head[self.position:self.position + count]
+            self.position += count
+            return count
+        return self.rest.readinto(buffer)
+
+
+class _StandardInput:
+    """Standard input: a pipe cannot be reopened, so its first bytes are kept for sniffing
+    and the whole stream goes to one reader."""
+
+    def __init__(self, stream: BinaryIO):
+        self.stream = stream
+        chunks, size = [], 0
+        while size < HEAD_BYTES:  # a pipe hands over what its writer has written so far
+            chunk = stream.read(HEAD_BYTES - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        self.head = b"".join(chunks)
+        self.opened = False
+
+    def peek(self, size: int) -> bytes:
+        """The first bytes, decompressed when standard input is gzip."""
+        if self.head.startswith(_GZIP_MAGIC):
+            return zlib.decompressobj(zlib.MAX_WBITS | 16).decompress(self.head, size)
+        return self.head[:size]
+
+    def open(self) -> BinaryIO:
+        """The whole stream, once."""
+        if self.opened:
+            raise InputError("standard input (-) can be read only once")
+        self.opened = True
+        raw = io.BufferedReader(_Replay(self.head, self.stream))
+        return gzip.GzipFile(fileobj=raw) if self.head.startswith(_GZIP_MAGIC) else raw  # type: ignore[return-value]
+
+
+_stdin: _StandardInput | None = None
+
+
+def _standard_input() -> _StandardInput:
+    global _stdin
+    if _stdin is None or _stdin.stream is not sys.stdin.buffer:
+        _stdin = _StandardInput(sys.stdin.buffer)
+    return _stdin
 
 
 def decoded_lines(path: str) -> Iterator[tuple[int, str | None, str]]:

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -63,18 +65,100 @@ def kill_tree(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def run_script(script: str, *args: str, timeout: int = 900, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run one of the jobs/ scripts as a user would, capturing its output."""
-    merged = {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
+class RayCluster:
+    """One `ray start --head` for the session on its own ports and temp dir: the jobs under test
+    join it (RAY_ADDRESS) instead of each starting a Ray, and `ray job submit` talks to it."""
+
+    PORT, DASHBOARD = 6391, 8276  # outside the default worker port range and any default Ray's ports
+
+    def __init__(self):
+        self.temp_dir = tempfile.mkdtemp(prefix="rrt-ray-")  # short: Ray's socket paths must stay short
+        self.address = f"127.0.0.1:{self.PORT}"
+        self.dashboard = f"http://127.0.0.1:{self.DASHBOARD}"
+        # `ray start --head` turns on token authentication; clients read the token with this set.
+        self.env = {"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "token",
+                    "PATH": f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}"}
+
+    def ray(self, *args: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
+        """The `ray` CLI of this environment."""
+        return subprocess.run([os.path.join(os.path.dirname(sys.executable), "ray"), *args], capture_output=True,
+                              text=True, timeout=timeout, cwd=ROOT, env={**os.environ, **self.env, **(env or {})})
+
+    def start(self) -> "RayCluster":
+        """Start the head node (two CPUs, as a laptop's local Ray here)."""
+        started = self.ray("start", "--head", "--port", str(self.PORT), "--dashboard-port", str(self.DASHBOARD),
+                           "--num-cpus", "2", "--object-store-memory", str(10**9), "--min-worker-port", "20102",
+                           "--max-worker-port", "20200", "--temp-dir", self.temp_dir, "--disable-usage-stats",
+                           env={"RAY_ADDRESS": ""})
+        if started.returncode != 0:
+            raise RuntimeError(f"ray start failed:\n{started.stderr[-2000:]}")
+        return self
+
+    def processes(self) -> list:
+        """Every process of this cluster (its command line names its temp dir or port)."""
+        import psutil
+
+        found = []
+        for proc in psutil.process_iter(["cmdline"]):
+            cmdline = " ".join(proc.info["cmdline"] or [])
+            if self.temp_dir in cmdline or self.address in cmdline:
+                found.append(proc)
+        return found
+
+    def stop(self) -> None:
+        """Stop only this cluster's processes (`ray stop` would stop every Ray on the machine)."""
+        import psutil
+
+        ours = self.processes()
+        for proc in ours:
+            for member in proc.children(recursive=True) + [proc]:
+                try:
+                    member.kill()
+                except psutil.NoSuchProcess:
+                    pass
+        psutil.wait_procs(ours, timeout=20)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+_cluster: RayCluster | None = None
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """The session's Ray, started on first use; every later `run_script` joins it."""
+    global _cluster
+    _cluster = RayCluster().start()
+    try:
+        yield _cluster
+    finally:
+        cluster, _cluster = _cluster, None
+        cluster.stop()
+
+
+def run_script(script: str, *args: str, timeout: int = 900, env: dict | None = None,
+               own_ray: bool = False) -> subprocess.CompletedProcess:
+    """Run one of the jobs/ scripts as a user would, capturing its output; it joins the
+    session's Ray once that runs, unless `own_ray` (then it starts and stops a Ray of its own)."""
+    merged = {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1"}
+    if _cluster is not None and not own_ray:
+        merged.update(_cluster.env)
+    merged.update(env or {})
     return subprocess.run([sys.executable, str(ROOT / "jobs" / script), *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env=merged)
 
 
+def job_env() -> dict:
+    """The environment of a job a test starts itself: the session's Ray to join, once it runs."""
+    return {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1",
+            **(_cluster.env if _cluster is not None else {})}
+
+
 @pytest.fixture(scope="session")
-def prepared(tmp_path_factory):
+def prepared(request, tmp_path_factory):
     """prepare_data run once on the real web recipes and the paper's samples: (folder, inputs, result)."""
     if not WEB_RECIPES.exists() or not PAPER_SAMPLE.exists():
         pytest.skip(f"real recipes and paper samples not found in {SHARED_DATA}")
+    request.getfixturevalue("ray_cluster")
     out = tmp_path_factory.mktemp("prepared") / "run"
     inputs = f"{WEB_RECIPES},{PAPER_SAMPLE}"
     done = run_script("prepare_data.py", "--input", inputs, "--output", str(out), "--dish-key", "head",
@@ -84,13 +168,17 @@ def prepared(tmp_path_factory):
 
 
 def training_workers(job: subprocess.Popen) -> list:
-    """The Ray Train worker processes of a training job a test started (its Ray is local)."""
+    """The Ray Train worker processes of a training job a test started: its own Ray's, or the
+    session cluster's (one training runs at a time)."""
     import psutil
 
+    candidates = psutil.Process(job.pid).children(recursive=True)
+    if _cluster is not None:
+        candidates += [c for proc in _cluster.processes() for c in proc.children(recursive=True)]
     found = []
-    for proc in psutil.Process(job.pid).children(recursive=True):
+    for proc in candidates:
         try:
-            if "RayTrainWorker" in " ".join(proc.cmdline()):
+            if "RayTrainWorker" in " ".join(proc.cmdline()) and proc not in found:
                 found.append(proc)
         except psutil.NoSuchProcess:
             pass
@@ -111,9 +199,8 @@ def trained_contextual(prepared, tmp_path_factory):
     out = folder / "run"
     args = ["--data", str(prepared[0]), "--output", str(out), "--num-workers", "2",
             "--config", quick_train_config(folder)]
-    env = {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1"}
     job = subprocess.Popen([sys.executable, str(ROOT / "jobs" / "train_contextual.py"), *args, "--max-steps", "20"],
-                           cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                           cwd=ROOT, env=job_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     killed = None
     try:
         deadline = time.time() + 600

@@ -1,70 +1,27 @@
-"""`ray job submit` against a local `ray start --head` cluster runs the training job, as in the README."""
+"""`ray job submit` against a `ray start --head` cluster (the session's) runs the training job, as in the README."""
 from __future__ import annotations
 
 import json
 import os
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
 
-import psutil
 import pytest
 
-from conftest import ROOT, needs_shared_data, quick_train_config
-
-PORT, DASHBOARD = 6391, 8276  # outside the default worker port range and any default Ray's ports
-BIN = os.path.dirname(sys.executable)
-
-
-def _ray(*args: str, env: dict, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([os.path.join(BIN, "ray"), *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, cwd=ROOT)
-
-
-def _stop_cluster(temp_dir: str) -> None:
-    """Stop only the Ray processes of this test's cluster (`ray stop` would stop every Ray)."""
-    ours = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = " ".join(proc.info["cmdline"] or [])
-        if temp_dir in cmdline or f"127.0.0.1:{PORT}" in cmdline:
-            ours.append(proc)
-    for proc in ours:
-        for child in proc.children(recursive=True) + [proc]:
-            try:
-                child.kill()
-            except psutil.NoSuchProcess:
-                pass
-    psutil.wait_procs(ours, timeout=20)
-
-
-@pytest.fixture
-def cluster():
-    """A head node on its own ports and temp dir; yields the environment a client needs."""
-    temp_dir = tempfile.mkdtemp(prefix="rrt-ray-")  # short: Ray's socket paths must stay short
-    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", "RAY_AUTH_MODE": "token",
-           "RAY_ADDRESS": f"http://127.0.0.1:{DASHBOARD}", "RAY_DATA_DISABLE_PROGRESS_BARS": "1"}
-    started = _ray("start", "--head", "--port", str(PORT), "--dashboard-port", str(DASHBOARD), "--num-cpus", "2",
-                   "--min-worker-port", "20102", "--max-worker-port", "20200", "--temp-dir", temp_dir,
-                   "--disable-usage-stats", env={k: v for k, v in env.items() if k != "RAY_ADDRESS"})
-    assert started.returncode == 0, started.stderr[-2000:]
-    try:
-        yield env, temp_dir
-    finally:
-        _stop_cluster(temp_dir)
-        shutil.rmtree(temp_dir, ignore_errors=True)
+from conftest import needs_shared_data, quick_train_config
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 @needs_shared_data
-def test_ray_job_submit_runs_train_contextual(cluster, prepared, tmp_path):
-    env, temp_dir = cluster
+def test_ray_job_submit_runs_train_contextual(ray_cluster, prepared, tmp_path):
+    env = {"RAY_ADDRESS": ray_cluster.dashboard}   # the job client talks to the dashboard
+    temp_dir = ray_cluster.temp_dir
+    _ray = ray_cluster.ray
     out = tmp_path / "run"
     command = ["job", "submit", "--no-wait", "--working-dir", ".", "--", "python", "jobs/train_contextual.py",
-               "--data", str(prepared[0]), "--output", str(out), "--max-steps", "6", "--config", quick_train_config(tmp_path)]
+               "--data", str(prepared[0]), "--output", str(out), "--max-steps", "6", "--num-workers", "1",
+               "--config", quick_train_config(tmp_path)]
     deadline = time.time() + 240
     while True:  # the job agent needs a few seconds after `ray start` (a minute or more on busy cores)
         submitted = _ray(*command, env=env)

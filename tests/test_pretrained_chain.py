@@ -32,7 +32,7 @@ def tuned(prepared, tmp_path_factory):
     out = folder / "run"
     done = run_script("train_contextual.py", "--data", str(prepared[0]), "--output", str(out), "--config", config,
                       "--model", base, "--finetune", FINETUNE, "--max-steps", "4", "--micro-batch", "2",
-                      "--lr", "1e-3", timeout=600)
+                      "--num-workers", "1", "--lr", "1e-3", timeout=600)
     done_ok(done, "train_contextual.py")
     return base, out, done
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, needs_dictionary, needs_shared_data, run_script
+from conftest import ROOT, job_env, needs_dictionary, needs_shared_data, run_script
 from rrt.selection import RULES
 from rrt.recipe import Recipe
 from rrt.tagger import tag_recipe, text_violations
@@ -85,8 +85,7 @@ def test_a_killed_run_finishes_the_rest_and_writes_each_recipe_once(prepared, tr
     args = [sys.executable, str(ROOT / "jobs" / "rewrite.py"), "--data", str(prepared[0]), "--system",
             "contextual", "--model", str(trained_contextual[0] / "model"), "--output", str(out),
             "--num-recipes", "8", "--candidates", "3", "--batch-recipes", "1", "--actors", "1"]
-    env = {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1"}
-    job = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    job = subprocess.Popen(args, cwd=ROOT, env=job_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     path = out / "rewrites.jsonl"
     deadline = time.time() + 400
     while time.time() < deadline and job.poll() is None:
@@ -109,8 +108,10 @@ def test_a_killed_run_finishes_the_rest_and_writes_each_recipe_once(prepared, tr
 def test_rule_based_and_retrieval_rewrite_the_same_sample(prepared, tmp_path):
     rows = {}
     for system in ("rule_based", "retrieval"):
+        # The suite's one job that starts (and stops) a Ray of its own, as on a laptop; the others
+        # join the session's.
         done = run_script("rewrite.py", "--data", str(prepared[0]), "--system", system, "--output",
-                          str(tmp_path / system), "--num-recipes", "12", timeout=300)
+                          str(tmp_path / system), "--num-recipes", "12", timeout=300, own_ray=system == "rule_based")
         assert done.returncode == 0, done.stderr[-4000:]
         rows[system] = {(r["id"], r["constraint"]): r for r in rewrites(tmp_path / system)}
     assert rows["rule_based"].keys() == rows["retrieval"].keys() and len(rows["rule_based"]) == 12

@@ -146,3 +146,43 @@ def test_any_body_is_a_request_or_a_client_error():
         assert all(step.strip() for step in parsed.recipe["steps"])
 
     check()
+
+
+def test_batches_waiting_behind_the_engine_merge_into_one_call():
+    """Serve forms the next batch while the engine runs and holds it until the call returns
+    (batches of 3-4 at load, benchmarks/RESULTS.md); the rewriter merges what waits."""
+    import asyncio
+    import threading
+
+    from serve.app import Rewriter
+    from serve.schema import RewriteRequest
+
+    rewriter = Rewriter.__new__(Rewriter)
+    rewriter._lock, rewriter._waiting, rewriter.max_batch = asyncio.Lock(), [], 8
+    calls, release = [], threading.Event()
+
+    def answer(requests):
+        calls.append([r.seed for r in requests])
+        if len(calls) == 1:
+            release.wait(30)   # the first engine call runs until the others have queued
+        return [{"seed": r.seed} for r in requests]
+
+    rewriter._answer = answer
+    merge = Rewriter._batched.__wrapped__
+
+    async def main():
+        def request(n):
+            return RewriteRequest({}, ["vegan"], seed=n)
+
+        first = asyncio.ensure_future(merge(rewriter, [request(1)]))
+        while not calls:
+            await asyncio.sleep(0.01)
+        later = [asyncio.ensure_future(merge(rewriter, [request(n)])) for n in (2, 3)]
+        while len(rewriter._waiting) < 2:
+            await asyncio.sleep(0.01)
+        release.set()
+        return await first, await asyncio.gather(*later)
+
+    first, later = asyncio.run(main())
+    assert calls == [[1], [2, 3]]
+    assert first == [{"seed": 1}] and later == [[{"seed": 2}], [{"seed": 3}]]

@@ -139,12 +139,14 @@ def ours(data: str, variant: str, workers: int, steps: int, config_path: str) ->
 
 
 def bench_config(shape: dict, steps: int) -> str:
-    """ray_config.yaml with evaluation and checkpoints pushed out of the timed steps."""
+    """ray_config.yaml with the tiny model trained in full, as the baseline is, and evaluation
+    and checkpoints pushed out of the timed steps."""
     import yaml
 
     config = load_config(os.path.join(ROOT, "ray_config.yaml"), "local")
-    config["train"].update({"tiny": shape, "eval_examples": 32, "eval_interval": 10 ** 6,
-                            "checkpoint_interval": 10 ** 6, "log_interval": max(1, steps // 8)})
+    config["train"].update({"model": "tiny", "finetune": "full", "tiny": shape, "eval_examples": 32,
+                            "eval_interval": 10 ** 6, "checkpoint_interval": 10 ** 6,
+                            "log_interval": max(1, steps // 8)})
     config.pop("profile", None)
     path = os.path.join(tempfile.mkdtemp(prefix="rrt-bench-cfg-"), "config.yaml")
     with open(path, "w", encoding="utf-8") as handle:

@@ -24,7 +24,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from rrt.models import load_exported, read_meta  # noqa: E402
+from rrt.loading import build_rewriter, load_model  # noqa: E402
 from rrt.prompts import STOPS, step_prompt  # noqa: E402
 from rrt.rewriter import Rewriter, RewriteTask, step_context  # noqa: E402
 from rrt.sampling import SamplingSettings  # noqa: E402
@@ -97,13 +97,14 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    lm, tok = load_exported(args.model, args.device)
-    meta = read_meta(args.model)
-    system = {"contextual": "contextual", "contextual_ing": "contextual_rule", "no_context": "no_context",
-              "no_source": "no_source"}[meta["variant"]]
+    model = load_model(args.model, args.device)
+    if model.system is None:
+        raise SystemExit(f"{args.model} holds a {model.meta.get('variant')} model, which does not rewrite recipes")
     tasks = load_tasks(args.data, args.recipes)
-    engines = {reuse: Rewriter(system, lm, tok, int(meta["block_size"]), SamplingSettings(),
-                               batch_prompts=args.batch_prompts, device=args.device, reuse_prefix=reuse)
+    paper = SamplingSettings()   # the paper's decoding: top-k 40, ten candidates
+    settings = {"top_k": paper.top_k, "top_p": paper.top_p, "temperature": paper.temperature,
+                "max_step_tokens": paper.max_new_tokens, "batch_prompts": args.batch_prompts}
+    engines = {reuse: build_rewriter(model, {**settings, "reuse_prefix": reuse}, paper.candidates, False)
                for reuse in (False, True)}
     results = {}
     for name in ("straightforward", "ours_with_prefix_reuse", "ours"):

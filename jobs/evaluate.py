@@ -214,12 +214,13 @@ class StepScorer:
 
     def __init__(self, lm_dir: str, block: int, batch_size: int, use_gpu: bool, threads: int):
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from rrt.loading import load_model
 
         torch.set_num_threads(max(1, threads))
         self.device = "cuda" if use_gpu and torch.cuda.is_available() else "cpu"
-        self.tokenizer = AutoTokenizer.from_pretrained(lm_dir)
-        self.lm = AutoModelForCausalLM.from_pretrained(lm_dir).to(self.device).eval()
+        loaded = load_model(lm_dir, self.device, half_on_gpu=False)   # perplexity in fp32
+        self.tokenizer, self.lm = loaded.tokenizer, loaded.lm
         self.block, self.batch_size = block, batch_size
 
     def __call__(self, batch: pa.Table) -> pa.Table:

@@ -6,7 +6,6 @@ task, so the driver can append them to rewrites.jsonl as they arrive.
 from __future__ import annotations
 
 import json
-import os
 
 import pyarrow as pa
 
@@ -43,26 +42,16 @@ class RewriteBatch:
     def __init__(self, settings: dict):
         import torch
 
-        from rrt.metrics import lm_block_size
-        from rrt.models import load_exported, read_meta
-        from rrt.rewriter import Rewriter
-        from rrt.sampling import SamplingSettings
+        from rrt.loading import build_rewriter, load_model
 
         device = "cuda" if settings.get("use_gpu") and torch.cuda.is_available() else "cpu"
         threads = settings.get("torch_threads") or max(1, int(float(settings.get("cpus_per_actor", 1))))
         torch.set_num_threads(threads)
-        lm, tokenizer = load_exported(settings["model"], device)
-        ing_lm = ing_tokenizer = None
-        if settings.get("ing_model"):
-            ing_lm, ing_tokenizer = load_exported(settings["ing_model"], device)
-        meta = read_meta(settings["model"]) if os.path.exists(os.path.join(settings["model"], "rrt_meta.json")) else {}
-        block = lm_block_size(lm.config, meta)
-        sampling = SamplingSettings(int(settings["top_k"]), float(settings["top_p"]), float(settings["temperature"]),
-                                    int(settings["candidates"]), int(settings["max_step_tokens"]))
+        model = load_model(settings["model"], device)
+        ing_model = load_model(settings["ing_model"], device) if settings.get("ing_model") else None
         self.seed = int(settings["seed"])
-        self.rewriter = Rewriter(settings["system"], lm, tokenizer, block, sampling, bool(settings["constrained"]),
-                                 ing_lm, ing_tokenizer, int(settings["batch_prompts"]), int(settings["recipe_tokens"]),
-                                 device, bool(settings.get("reuse_prefix", False)))
+        self.rewriter = build_rewriter(model, settings, settings["candidates"], settings["constrained"],
+                                       settings["system"], ing_model)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Rewrite every task of the batch together."""

@@ -32,8 +32,6 @@ from serve.schema import ApiError, Limits, RewriteRequest, parse_request, read_b
 
 PAGE = Path(__file__).with_name("page.html")
 MAX_WAITING_BATCHES = 1024
-VARIANT_SYSTEMS = {"contextual": "contextual", "contextual_ing": "contextual_rule", "no_context": "no_context",
-                   "no_source": "no_source", "end_to_end": "end_to_end"}
 api = FastAPI(title="rrt rewriter", docs_url=None, redoc_url=None, openapi_url=None)
 # Serve's own logger: its records reach the replica's log file and the driver's console.
 log = logging.getLogger("ray.serve")
@@ -65,27 +63,18 @@ class Rewriter:
     def __init__(self, model: str, settings: dict):
         import torch
 
-        from rrt.metrics import lm_block_size
-        from rrt.models import load_exported, read_meta
-        from rrt.rewriter import Rewriter as Engine
-        from rrt.sampling import SamplingSettings
+        from rrt.loading import build_rewriter, load_model
 
         self.device = "cuda" if settings.get("num_gpus") and torch.cuda.is_available() else "cpu"
         torch.set_num_threads(max(1, int(settings.get("cpus_per_replica", 1))))
-        self.lm, self.tokenizer = load_exported(model, self.device)
-        meta = read_meta(model)
+        loaded = load_model(model, self.device)
         self.model = {"path": os.path.basename(os.path.dirname(os.path.abspath(model))) or model,
-                      "variant": meta.get("variant"), "base": meta.get("model"), "steps": meta.get("steps")}
-        system = VARIANT_SYSTEMS.get(meta.get("variant"))
-        if system is None:
-            raise ValueError(f"{model} holds a {meta.get('variant')} model, which does not rewrite recipes")
-        self._engines: dict[tuple, Engine] = {}
-        self._make = lambda candidates, constrained: Engine(
-            system, self.lm, self.tokenizer, lm_block_size(self.lm.config, meta),
-            SamplingSettings(int(settings.get("top_k", 40)), float(settings.get("top_p", 1.0)),
-                             float(settings.get("temperature", 1.0)), candidates,
-                             int(settings.get("max_step_tokens", 64))),
-            constrained, batch_prompts=int(settings.get("batch_prompts", 64)), device=self.device)
+                      "variant": loaded.meta.get("variant"), "base": loaded.meta.get("model"),
+                      "steps": loaded.meta.get("steps")}
+        if loaded.system is None:
+            raise ValueError(f"{model} holds a {loaded.meta.get('variant')} model, which does not rewrite recipes")
+        self._engines: dict[tuple, object] = {}
+        self._make = lambda candidates, constrained: build_rewriter(loaded, settings, candidates, constrained)
         self._lock = asyncio.Lock()
         self._waiting: list[tuple[list[RewriteRequest], asyncio.Future]] = []
         batch = settings.get("batch") or {}

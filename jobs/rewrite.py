@@ -257,7 +257,7 @@ def run(settings: dict, overwrite: bool) -> dict:
     import ray.data
     from tqdm import tqdm
 
-    from jobs.rewrite_actor import RewriteBatch, rewrite_baseline
+    from jobs.rewrite_actor import RewriteBatch, rewrite_baseline, task_table
 
     resumed = claim_output(settings["output"], "rewrite", fingerprint(settings), settings, overwrite)
     start_ray(settings["ray"])
@@ -277,17 +277,17 @@ def run(settings: dict, overwrite: bool) -> dict:
               "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0, "guard_stops": 0,
               "retrieval_fallbacks": 0}
     if todo:
-        rows = [{"task": json.dumps(t, default=list)} for t in todo]
-        # Small runs still give every actor a share.
-        batch = max(1, min(settings["batch_recipes"], -(-len(rows) // settings["actors"])))
-        ds = ray.data.from_items(rows, override_num_blocks=-(-len(rows) // batch))
+        table = task_table(todo)
+        # Small runs still give every actor a share; a block per batch.
+        batch = max(1, min(settings["batch_recipes"], -(-len(todo) // settings["actors"])))
+        ds = ray.data.from_arrow([table.slice(i, batch) for i in range(0, table.num_rows, batch)])
         if SYSTEMS[settings["system"]] is None:
             ds = ds.map_batches(rewrite_baseline, batch_size=batch, batch_format="pyarrow",
-                                fn_kwargs={"system": settings["system"]})
+                                fn_kwargs={"system": settings["system"]}, udf_modifying_row_count=False)
         else:
             ds = ds.map_batches(RewriteBatch, fn_constructor_kwargs={"settings": settings},
-                                batch_size=batch, batch_format="pyarrow",
-                                compute=ray.data.ActorPoolStrategy(size=min(settings["actors"], len(rows))),
+                                batch_size=batch, batch_format="pyarrow", udf_modifying_row_count=False,
+                                compute=ray.data.ActorPoolStrategy(size=min(settings["actors"], len(todo))),
                                 num_gpus=1 if settings.get("use_gpu") else 0,
                                 num_cpus=float(settings.get("cpus_per_actor", 1)))
         with open(path, "a", encoding="utf-8") as out, tqdm(total=len(todo), desc="recipes", unit="recipe") as bar:

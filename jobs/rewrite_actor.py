@@ -1,7 +1,7 @@
 """What runs inside the rewrite job's Ray Data stages: the model actor and the baselines.
 
-Each batch is a pyarrow table of JSON tasks; each answer is a table of JSON records, one per
-task, so the driver can append them to rewrites.jsonl as they arrive.
+Each batch is a pyarrow table of tasks in columns (TASK_SCHEMA); each answer is a table of
+JSON records, one per task, which the driver appends to rewrites.jsonl as they arrive.
 """
 from __future__ import annotations
 
@@ -11,16 +11,35 @@ import pyarrow as pa
 
 from rrt.rewriter import RewriteTask
 
+_LINES = pa.list_(pa.string())
+TASK_SCHEMA = pa.schema([
+    ("id", pa.string()), ("constraints", _LINES), ("title", pa.string()), ("ingredients", _LINES),
+    ("steps", _LINES),
+    ("non_steps", pa.list_(pa.struct([("kind", pa.string()), ("text", pa.string()), ("before", pa.int64())]))),
+    # Retrieval's pick: a recipe of the dish that obeys the constraints (null when the dish has none).
+    ("retrieved", pa.struct([("id", pa.string()), ("title", pa.string()), ("ingredients", _LINES),
+                             ("steps", _LINES)])),
+])
+
+
+def task_table(tasks: list[dict]) -> pa.Table:
+    """The planned tasks (id, constraints, source recipe, retrieved recipe) as TASK_SCHEMA columns."""
+    return pa.Table.from_pylist([
+        {"id": t["id"], "constraints": list(t["constraints"]), "title": t["source"]["title"],
+         "ingredients": list(t["source"]["ingredients"]), "steps": list(t["source"]["steps"]),
+         "non_steps": list(t["source"].get("non_steps") or []),
+         "retrieved": {k: (list(v) if k in ("ingredients", "steps") else v) for k, v in t["retrieved"].items()}
+         if t.get("retrieved") else None}
+        for t in tasks], schema=TASK_SCHEMA)
+
 
 def _tasks(batch: pa.Table) -> list[RewriteTask]:
     out = []
-    for blob in batch.column("task").to_pylist():
-        row = json.loads(blob)
-        source = {k: row["source"][k] for k in ("title", "ingredients", "steps")}
-        if row["source"].get("non_steps"):
-            source["non_steps"] = row["source"]["non_steps"]
-        out.append(RewriteTask(row["id"], row["constraints"], source, seed=row.get("seed", 0),
-                               retrieved=row.get("retrieved")))
+    for row in batch.to_pylist():
+        source = {k: row[k] for k in ("title", "ingredients", "steps")}
+        if row["non_steps"]:
+            source["non_steps"] = row["non_steps"]
+        out.append(RewriteTask(row["id"], row["constraints"], source, retrieved=row["retrieved"]))
     return out
 
 

@@ -42,11 +42,7 @@ class LoadedModel:
 def load_model(folder: str, device: str = "cpu", half_on_gpu: bool = True) -> LoadedModel:
     """A trained model's folder (`<train output>/model`) loaded on `device`; fp16 on a GPU
     unless `half_on_gpu` is off (perplexity is scored in fp32)."""
-    if half_on_gpu or not device.startswith("cuda"):
-        lm, tokenizer = load_exported(folder, device)
-    else:
-        lm, tokenizer = load_exported(folder, "cpu")
-        lm = lm.to(device)
+    lm, tokenizer = load_exported(folder, device, half_on_gpu)
     meta = read_meta(folder) if os.path.exists(os.path.join(folder, META_FILE)) else {}
     return LoadedModel(folder, lm, tokenizer, device, meta, lm_block_size(lm.config, meta))
 

@@ -229,13 +229,14 @@ def export_model(lm, tokenizer, folder: str, meta: dict[str, Any]) -> None:
         json.dump({**meta, "special_tokens": special_tokens()}, handle, indent=2)
 
 
-def load_exported(folder: str, device: str = "cpu"):
-    """An exported model (fp16 on GPU) and its tokenizer, in eval mode on `device`."""
+def load_exported(folder: str, device: str = "cpu", half_on_gpu: bool = True):
+    """An exported model (fp16 on GPU unless `half_on_gpu` is off) and its tokenizer, in eval
+    mode on `device`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    dtype = torch.float16 if device.startswith("cuda") else torch.float32
+    dtype = torch.float16 if half_on_gpu and device.startswith("cuda") else torch.float32
     lm = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
     return lm, tokenizer
 

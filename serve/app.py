@@ -71,8 +71,7 @@ class Rewriter:
         self.model = {"path": os.path.basename(os.path.dirname(os.path.abspath(model))) or model,
                       "variant": loaded.meta.get("variant"), "base": loaded.meta.get("model"),
                       "steps": loaded.meta.get("steps")}
-        if loaded.system is None:
-            raise ValueError(f"{model} holds a {loaded.meta.get('variant')} model, which does not rewrite recipes")
+        # A model whose variant does not rewrite fails in build_rewriter, at the warm-up below.
         self._engines: dict[tuple, object] = {}
         self._make = lambda candidates, constrained: build_rewriter(loaded, settings, candidates, constrained)
         self._lock = asyncio.Lock()
@@ -223,7 +222,7 @@ class Gateway:
         # A loopback service answers only to its own names: a web page the operator visits can
         # reach 127.0.0.1 through a DNS name it controls (rebinding), which the Host header shows.
         names = {"127.0.0.1", "localhost", "[::1]", host if ":" not in host else f"[{host.strip('[]')}]"}
-        self.hosts = ({n for n in names} | {f"{n}:{port}" for n in names}) if is_loopback(host) else None
+        self.hosts = names | {f"{n}:{port}" for n in names} if is_loopback(host) else None
 
     def _authorised(self, request: Request) -> bool:
         if not self.key:
@@ -231,9 +230,12 @@ class Gateway:
         given = request.headers.get("authorization", "")
         return hmac.compare_digest(given.encode(), f"Bearer {self.key}".encode())
 
-    def _guard(self, request: Request) -> None:
+    def _check_host(self, request: Request) -> None:
         if self.hosts is not None and request.headers.get("host", "").lower() not in self.hosts:
             raise ApiError(403, "this service answers only to its loopback address (the Host header names another)")
+
+    def _guard(self, request: Request) -> None:
+        self._check_host(request)
         if not self._authorised(request):
             raise ApiError(401, "missing or wrong API key (Authorization: Bearer <key>)",
                            headers={"WWW-Authenticate": "Bearer"})
@@ -256,8 +258,10 @@ class Gateway:
     def page(self, request: Request):
         """The web page: paste or pick a recipe, choose constraints, see the rewrite. It holds no
         data, so it needs no key; the key is typed into the page, never put in its URL."""
-        if self.hosts is not None and request.headers.get("host", "").lower() not in self.hosts:
-            return ApiError(403, "this service answers only to its loopback address").response()
+        try:
+            self._check_host(request)
+        except ApiError as err:
+            return err.response()
         return HTMLResponse(PAGE.read_text(encoding="utf-8"))
 
     @api.post("/v1/rewrite")

@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 from rrt.alignment import (LINK_FEATURES, LINK_MODEL, AlignSettings, align_steps, fit_link_model,  # noqa: E402
                            kept_links, link_features, link_probability, train_translation_table)
 from rrt.clean import clean_lines, clean_text  # noqa: E402
-from rrt.config import load_config, section  # noqa: E402
+from rrt.config import load_settings  # noqa: E402
 from rrt.dish import dish_key  # noqa: E402
 from rrt.link_labels import LinkCounts, line_index, load_labels  # noqa: E402
 from rrt.pairing import PairSettings, dish_likeness  # noqa: E402
@@ -158,13 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     corpus = read_corpus(args.corpus)
     files = {path: load_labels(path, corpus) for path in args.labels}
     pairs = [pair for labelled in files.values() for pair in labelled]
-    config = load_config(None, None)
-    align_cfg = section(config, "alignment")
-    new_align = AlignSettings.from_config(align_cfg)
-    old_align = AlignSettings(link_threshold=new_align.link_threshold)
-    data = section(config, "data")
-    dishes = PairSettings(min_dish_similarity=float(data.get("min_dish_similarity", 0.0)),
-                          title_extra_words=data.get("title_extra_words"))
+    config = load_settings()
+    new_align = AlignSettings.from_config(config.alignment.model_dump())
+    # The old pipeline: the HMM posterior alone, no bound on a source step's links.
+    old_align = AlignSettings.from_config(config.alignment.model_dump(), calibrated=False, max_fanout=0)
+    dishes = PairSettings.from_config(config.data.model_dump())
     result = {"pairs": len(pairs), "same_dish_pairs": sum(p.same_dish for p in pairs),
               "same_dish_by_file": {os.path.basename(path): [sum(p.same_dish for p in labelled), len(labelled)]
                                     for path, labelled in files.items()},

@@ -24,7 +24,7 @@ sys.path.insert(0, ROOT)
 
 from rrt import finetune  # noqa: E402
 from rrt.batching import pad_batch, tokenize_table  # noqa: E402
-from rrt.config import load_config, section  # noqa: E402
+from rrt.config import load_settings  # noqa: E402
 from rrt.models import build_model, load_tokenizer, pad_vocabulary  # noqa: E402
 
 
@@ -66,18 +66,18 @@ def run_method(args, method: str, layers: int, train_rows: list, dev_batches: li
 
     from rrt.optim import lr_factor
 
-    train = section(load_config(args.config), "train")
-    ds = train.get("deepspeed") or {}
+    train = load_settings(args.config).train
+    ds = train.deepspeed
     torch.manual_seed(args.seed)
     lm = build_model(args.model, len(tokenizer), seed=args.seed, pad_token_id=tokenizer.pad_token_id)
-    live = pad_vocabulary(lm, int(train.get("pad_vocab_to", 64)))
+    live = pad_vocabulary(lm, train.pad_vocab_to)
     lm = finetune.prepare(lm, method, range(finetune.new_tokens_from(tokenizer), live), layers,
-                          train.get("lora") or {})
+                          train.lora.model_dump())
     counts = finetune.parameter_counts(lm)
-    optimizer = torch.optim.AdamW(finetune.optimizer_groups(lm, float(ds.get("weight_decay", 0.0))),
-                                  lr=args.lr or float(ds["lr"]), betas=(0.9, 0.95), fused=True)
+    optimizer = torch.optim.AdamW(finetune.optimizer_groups(lm, ds.weight_decay),
+                                  lr=args.lr or ds.lr, betas=(0.9, 0.95), fused=True)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(
-        s, int(ds.get("warmup_steps", 0)), args.steps, ds.get("schedule", "cosine"), float(ds.get("min_lr_ratio", 0.0))))
+        s, ds.warmup_steps, args.steps, ds.schedule, ds.min_lr_ratio))
     before = dev_loss(lm, dev_batches)
     lm.train()
     started = time.perf_counter()
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             result = run_method(args, method, layers, train_rows, dev_batches, tokenizer)
             print(json.dumps(result), flush=True)
             results.append(result)
-    default = section(load_config(args.config), "train").get("finetune", "freeze")
+    default = load_settings(args.config).train.finetune
     ours = max((r for r in results if r["method"] == default), key=lambda r: r["dev_loss_drop"], default=None)
     others = [r for r in results if r["method"] != default]
     if ours and others:

@@ -24,6 +24,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from rrt.config import load_settings  # noqa: E402
 from rrt.loading import build_rewriter, load_model  # noqa: E402
 from rrt.prompts import STOPS, step_prompt  # noqa: E402
 from rrt.rewriter import Rewriter, RewriteTask, step_context  # noqa: E402
@@ -101,9 +102,9 @@ def main() -> None:
     if model.system is None:
         raise SystemExit(f"{args.model} holds a {model.meta.get('variant')} model, which does not rewrite recipes")
     tasks = load_tasks(args.data, args.recipes)
-    paper = SamplingSettings()   # the paper's decoding: top-k 40, ten candidates
-    settings = {"top_k": paper.top_k, "top_p": paper.top_p, "temperature": paper.temperature,
-                "max_step_tokens": paper.max_new_tokens, "batch_prompts": args.batch_prompts}
+    # The rewrite job's decoding (the paper's: top-k 40, ten candidates).
+    settings = {**load_settings().rewrite.model_dump(), "batch_prompts": args.batch_prompts}
+    paper = SamplingSettings.from_config(settings)
     engines = {reuse: build_rewriter(model, {**settings, "reuse_prefix": reuse}, paper.candidates, False)
                for reuse in (False, True)}
     results = {}

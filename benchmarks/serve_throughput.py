@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from rrt.config import load_config, section  # noqa: E402
+from rrt.config import load_settings  # noqa: E402
 from rrt.lexicon import CONSTRAINTS  # noqa: E402
 from rrt.loaders import read_recipes  # noqa: E402
 from serve.local import SAMPLE, LocalService, free_port, tiny_model, write_config  # noqa: E402
@@ -92,12 +92,12 @@ def main() -> None:
     parser.add_argument("--max-step-tokens", type=int, help="override serve.max_step_tokens")
     args = parser.parse_args()
 
-    serve = dict(section(load_config(args.config), "serve"))
-    batch = serve.get("batch") or {}
+    serve = load_settings(args.config).serve.model_dump()
+    batch = serve["batch"]
     # One replica each: the comparison is batching, not autoscaling.
     fixed = {"autoscaling": {"min_replicas": 1, "max_replicas": 1},
-             "max_step_tokens": args.max_step_tokens or serve.get("max_step_tokens", 64)}
-    settings = {"batched": int(batch.get("max_batch_size", 8)), "unbatched": 1}
+             "max_step_tokens": args.max_step_tokens or serve["max_step_tokens"]}
+    settings = {"batched": batch["max_batch_size"], "unbatched": 1}
     bodies = sample_requests(args.requests, args.candidates)
     results = {name: ([], 0.0) for name in settings}
     with tempfile.TemporaryDirectory(prefix="rrt-serve-bench-") as tmp:

@@ -432,7 +432,7 @@ def main() -> None:
         lines = []
         for variant in variants:
             block = int(config["block_size"][variant])
-            tokenizer, rows = token_rows(data, variant, int(config["tiny"].get("vocab_size", 8000)), block)
+            tokenizer, rows = token_rows(data, variant, config["tiny"]["vocab_size"], block)
             lines += gpu_compare(args.gpu_model, tokenizer, rows, variant, micros, args.steps, block,
                                  multiples, args.device, engine_ds, stages, int(config.get("pad_vocab_to", 64)))
         if args.results:

@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pyarrow as pa  # noqa: E402
 
 from jobs.launch import JobError, parquet_files, start_ray, write_json_atomic  # noqa: E402
-from rrt.config import ConfigError, load_config, section  # noqa: E402
+from rrt.config import ConfigError, load_settings  # noqa: E402
 from rrt.metrics import (food_vocabulary, names_from_lines, read_foods, recipe_measures,  # noqa: E402
                          summarise)
 from rrt.models import META_FILE, read_meta  # noqa: E402
@@ -40,7 +40,6 @@ from rrt.paper_format import END_INGS  # noqa: E402
 from rrt.report import metrics_markdown, per_constraint_markdown, plot_metrics, render_report  # noqa: E402
 from rrt.tagger import parse_constraints  # noqa: E402
 
-DEFAULTS = {"batch_size": 8, "scorers": 1, "cpus_per_scorer": 1, "use_gpu": False, "report_recipes": 50}
 MEASURE_KEYS = ("obeying", "mentions", "empty", "rouge_l_recall")
 
 
@@ -57,12 +56,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                        "(default: the runs' settings.data)")
     parser.add_argument("--config", help="config file (default: ray_config.yaml)")
     parser.add_argument("--profile", help="config profile, e.g. local or v100x64")
-    parser.add_argument("--batch-size", type=int,
-                        help=f"recipes per LM forward pass (default {DEFAULTS['batch_size']})")
-    parser.add_argument("--scorers", type=int, help=f"LM actors (default {DEFAULTS['scorers']})")
+    parser.add_argument("--batch-size", type=int, help="recipes per LM forward pass (default: evaluate.batch_size)")
+    parser.add_argument("--scorers", type=int, help="LM actors (default: evaluate.scorers)")
     parser.add_argument("--use-gpu", action="store_true", default=None, help="one GPU per LM actor")
     parser.add_argument("--report-recipes", type=int,
-                        help=f"rewrites per system shown in report.html (default {DEFAULTS['report_recipes']})")
+                        help="rewrites per system shown in report.html (default: evaluate.report_recipes)")
     return parser.parse_args(argv)
 
 
@@ -141,17 +139,12 @@ def check_lm(folder: str) -> int:
 
 def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     """Merge config and flags, read every rewrite folder and check the LM and foods file."""
+    flags = {flag: getattr(args, flag) for flag in ("batch_size", "scorers", "use_gpu", "report_recipes")}
     try:
-        config = load_config(args.config, args.profile)
-        evaluate, ray_cfg = {**DEFAULTS, **section(config, "evaluate")}, dict(section(config, "ray"))
+        config = load_settings(args.config, args.profile, {"evaluate": flags})
     except ConfigError as err:
         raise JobError(str(err)) from None
-    for flag in ("batch_size", "scorers", "use_gpu", "report_recipes"):
-        if getattr(args, flag) is not None:
-            evaluate[flag] = getattr(args, flag)
-    for key in ("batch_size", "scorers", "report_recipes"):
-        if not isinstance(evaluate[key], int) or evaluate[key] < (0 if key == "report_recipes" else 1):
-            raise JobError(f"evaluate.{key} must be a whole number >= {0 if key == 'report_recipes' else 1}")
+    evaluate, ray_cfg = config.evaluate.model_dump(), config.ray.model_dump()
     systems: dict[str, dict] = {}
     for folder in [f.strip() for f in args.rewrites.split(",") if f.strip()]:
         run, records = read_run(folder)
@@ -242,7 +235,7 @@ def score_rewrites(ray_data, settings: dict, vocabulary) -> dict[str, list[dict]
               "ingredients": list(r["rewrite"].get("ingredients") or []),
               "steps": list(r["rewrite"].get("steps") or []), "source_steps": list(r["source"].get("steps") or [])}
              for label, s in settings["systems"].items() for i, r in enumerate(s["records"])]
-    cpus = float(settings["cpus_per_scorer"])
+    cpus = settings["cpus_per_scorer"]
     rows = (ray_data.from_items(items)
             .map_batches(measure_batch, batch_format="pyarrow", batch_size=64, fn_kwargs={"vocabulary": vocabulary})
             .map_batches(StepScorer, batch_format="pyarrow", batch_size=max(16, settings["batch_size"] * 4),

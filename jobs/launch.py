@@ -187,9 +187,9 @@ def start_ray(ray_settings: dict) -> bool:
 
     if ray.is_initialized():
         return False
-    address = ray_settings.get("address") or os.environ.get("RAY_ADDRESS")
-    local = {} if address else {"num_cpus": ray_settings.get("num_cpus"),
-                                "object_store_memory": ray_settings.get("object_store_memory")}
+    address = ray_settings["address"] or os.environ.get("RAY_ADDRESS")
+    local = {} if address else {"num_cpus": ray_settings["num_cpus"],
+                                "object_store_memory": ray_settings["object_store_memory"]}
     if not address:
         local["runtime_env"] = {"worker_process_setup_hook": quiet_local_ray}
     ray.init(address=address, include_dashboard=False, **local)

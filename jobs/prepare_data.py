@@ -31,8 +31,8 @@ import pyarrow.parquet as pq  # noqa: E402
 from jobs.launch import (JobError, claim_output, count_rows, parquet_files, start_ray,  # noqa: E402
                          write_json_atomic)
 from rrt.alignment import AlignSettings, TranslationTable, train_translation_table  # noqa: E402
-from rrt.config import ConfigError, load_config, section  # noqa: E402
-from rrt.formats import PAIR_VARIANTS, VARIANTS  # noqa: E402
+from rrt.config import ConfigError, load_settings  # noqa: E402
+from rrt.formats import PAIR_VARIANTS  # noqa: E402
 from rrt.loaders import InputError, LoadReport, expand_inputs, read_recipes  # noqa: E402
 from rrt.loaders.source import is_remote  # noqa: E402
 from rrt.pairing import PairSettings, cap_dish, pair_dish, recipe_rows, step_pair_rows, valid_column  # noqa: E402
@@ -96,56 +96,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     """Merge config and flags into the settings of this run; errors are JobError lines."""
+    flags = {"output": args.output, "constraints": args.constraints, "limit": args.limit, "dish_key": args.dish_key,
+             "inputs": args.input.split(",") if args.input else None}
     try:
-        config = load_config(args.config, args.profile)
-        data, align = dict(section(config, "data")), dict(section(config, "alignment"))
-        ray_cfg = dict(section(config, "ray"))
+        config = load_settings(args.config, args.profile, {"data": flags, "ray": {"num_cpus": args.num_cpus}})
     except ConfigError as err:
         raise JobError(str(err)) from None
-    inputs = args.input.split(",") if args.input else list(data.get("inputs") or [])
+    data, align, ray_cfg = config.data.model_dump(), config.alignment.model_dump(), config.ray.model_dump()
+    inputs = data["inputs"]
     if not inputs:
         raise JobError("no input given (--input or data.inputs)")
-    output = args.output or data.get("output")
+    output = data["output"]
     if not output:
         raise JobError("no output folder given (--output or data.output)")
     if is_remote(output):
         raise JobError("--output must be a local or shared-filesystem folder")
     try:
-        constraints = parse_constraints(args.constraints or data.get("constraints") or "all")
+        constraints = parse_constraints(data["constraints"])
         paths = expand_inputs([i.strip() for i in inputs if i.strip()])
     except (ValueError, InputError) as err:
         raise JobError(str(err)) from None
     if not paths:
         raise JobError(f"no input files found in {', '.join(inputs)}")
-    shuffle = str(ray_cfg.get("shuffle") or "sort")
-    if shuffle not in ("sort", "hash"):
-        raise JobError(f"ray.shuffle must be sort or hash (got {ray_cfg.get('shuffle')!r})")
-    variants = list(data.get("variants") or VARIANTS)
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown:
-        raise JobError(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
-    split = data.get("split") or {}
-    train, dev = float(split.get("train", 0.8)), float(split.get("dev", 0.1))
-    if not (0 < train < 1 and 0 <= dev < 1 and train + dev <= 1):
-        raise JobError(f"data.split must have 0 < train, 0 <= dev and train + dev <= 1 (got {split})")
-    limit = args.limit if args.limit is not None else data.get("limit")
-    if limit is not None and int(limit) <= 0:
-        raise JobError("--limit must be a positive number of recipes")
     return {
-        "inputs": paths, "output": os.path.abspath(output), "constraints": constraints,
-        "limit": int(limit) if limit is not None else None, "variants": variants,
-        "dish_key": args.dish_key or data.get("dish_key", "title"), "train": train, "dev": dev,
-        "seed": int(data.get("seed", 13)),
-        "pairing": {**{k: int(data[k]) for k in ("pairs_per_source", "candidates_per_source", "max_dish_recipes")
-                       if k in data},
-                    **({"min_dish_similarity": float(data["min_dish_similarity"])}
-                       if "min_dish_similarity" in data else {}),
-                    **({"title_extra_words": int(data["title_extra_words"])}
-                       if data.get("title_extra_words") is not None else {})},
-        "alignment": align, "translation_table": args.translation_table,
-        "ray": {"address": ray_cfg.get("address"), "num_cpus": args.num_cpus or ray_cfg.get("num_cpus"),
-                "object_store_memory": ray_cfg.get("object_store_memory"),
-                "shuffle": shuffle, "operator_reservation": bool(ray_cfg.get("operator_reservation", False))},
+        "inputs": paths, "output": os.path.abspath(output), "constraints": constraints, "limit": data["limit"],
+        "variants": data["variants"], "dish_key": data["dish_key"], "train": data["split"]["train"],
+        "dev": data["split"]["dev"], "seed": data["seed"],
+        "pairing": {k: data[k] for k in ("pairs_per_source", "candidates_per_source", "max_dish_recipes",
+                                         "min_dish_similarity", "title_extra_words")},
+        "alignment": align, "translation_table": args.translation_table, "ray": ray_cfg,
     }
 
 
@@ -281,7 +260,7 @@ def pair_group(group: pa.Table, settings: dict) -> pa.Table:
     if path not in _TABLES:
         _TABLES[path] = TranslationTable.load(path)
     rows = _dedupe(group.to_pylist(), settings["output"])
-    pair_settings = PairSettings(seed=settings["seed"], **settings["pairing"])
+    pair_settings = PairSettings.from_config(settings["pairing"], seed=settings["seed"])
     kept, capped = cap_dish(rows, pair_settings)
     if capped:
         _side_file(settings["output"], "_capped", rows[0]["dish"],
@@ -361,7 +340,7 @@ def stage_translation_table(ray_data, settings: dict, timings: dict) -> None:
         shutil.copyfile(settings["translation_table"], final)
         return log(f"translation table: reused {settings['translation_table']}")
     align = settings["alignment"]
-    em_pairs = int(align.get("em_pairs", 5000))
+    em_pairs = align["em_pairs"]
     recipes_path = os.path.join(settings["output"], "recipes")
     # Keep about 4x what EM needs; small corpora may give many pairs per dish.
     recipes_count = max(1, count_rows(recipes_path))
@@ -372,7 +351,7 @@ def stage_translation_table(ray_data, settings: dict, timings: dict) -> None:
               .map_groups(em_sample, fn_kwargs={"settings": task}, batch_format="pyarrow", max_calls=GROUP_TASKS)
               .sort("key").limit(em_pairs))
     pairs = [(row["source_steps"], row["target_steps"]) for row in sample.iter_rows()]
-    table = train_translation_table(pairs, int(align.get("vocab_size", 3000)), int(align.get("em_iterations", 5)))
+    table = train_translation_table(pairs, align["vocab_size"], align["em_iterations"])
     tmp = final + ".tmp.npz"
     table.save(tmp)
     publish(tmp, final)

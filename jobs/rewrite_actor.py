@@ -63,11 +63,11 @@ class RewriteBatch:
 
         from rrt.loading import build_rewriter, load_model
 
-        device = "cuda" if settings.get("use_gpu") and torch.cuda.is_available() else "cpu"
-        threads = settings.get("torch_threads") or max(1, int(float(settings.get("cpus_per_actor", 1))))
+        device = "cuda" if settings["use_gpu"] and torch.cuda.is_available() else "cpu"
+        threads = settings["torch_threads"] or max(1, int(settings["cpus_per_actor"]))
         torch.set_num_threads(threads)
         model = load_model(settings["model"], device)
-        ing_model = load_model(settings["ing_model"], device) if settings.get("ing_model") else None
+        ing_model = load_model(settings["ing_model"], device) if settings["ing_model"] else None
         self.seed = int(settings["seed"])
         self.rewriter = build_rewriter(model, settings, settings["candidates"], settings["constrained"],
                                        settings["system"], ing_model)

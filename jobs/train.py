@@ -26,14 +26,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pyarrow.dataset as pads  # noqa: E402
 
-from jobs.launch import (ALLOCATORS, JobError, allocator_env, claim_output, count_rows,  # noqa: E402
+from jobs.launch import (JobError, allocator_env, claim_output, count_rows,  # noqa: E402
                          parquet_files, read_jsonl, start_ray, write_json_atomic)
 from rrt import finetune  # noqa: E402
-from rrt.config import ConfigError, load_config, section  # noqa: E402
+from rrt.config import ConfigError, load_settings  # noqa: E402
 from rrt.formats import VARIANTS  # noqa: E402
 from rrt.models import TINY, load_tokenizer  # noqa: E402
 from rrt.pretrained import PresetError  # noqa: E402
-from rrt.optim import DEFAULT_BUCKET_SIZE, PRECISIONS, SCHEDULES  # noqa: E402
 
 TOKENIZER_TEXTS = 50_000  # training texts the tiny tokenizer learns from
 
@@ -78,71 +77,25 @@ def train_texts(settings: dict) -> "pads.Dataset":
 
 def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     """Merge config and flags and check every value; problems are JobError lines."""
+    flags = {key: getattr(args, key) for key in ("variant", "data", "output", "model", "num_workers", "use_gpu",
+                                                  "epochs", "max_steps", "loss_on", "eval_examples", "finetune",
+                                                  "trainable_layers")}
     try:
-        config = load_config(args.config, args.profile)
-        train, ray_cfg = dict(section(config, "train")), dict(section(config, "ray"))
-        ds = dict(train.get("deepspeed") or {})
+        config = load_settings(args.config, args.profile, {"train": {
+            **flags, "deepspeed": {"micro_batch": args.micro_batch, "lr": args.lr}}})
     except ConfigError as err:
         raise JobError(str(err)) from None
-    for flag, key in (("variant", "variant"), ("data", "data"), ("output", "output"), ("model", "model"),
-                      ("num_workers", "num_workers"), ("use_gpu", "use_gpu"), ("epochs", "epochs"),
-                      ("max_steps", "max_steps"), ("loss_on", "loss_on"), ("eval_examples", "eval_examples")):
-        if getattr(args, flag) is not None:
-            train[key] = getattr(args, flag)
-    for flag, key in (("micro_batch", "micro_batch"), ("lr", "lr")):
-        if getattr(args, flag) is not None:
-            ds[key] = getattr(args, flag)
-    if args.finetune is not None:
-        train["finetune"] = args.finetune
-    if args.trainable_layers is not None:
-        train["trainable_layers"] = args.trainable_layers
-    tiny = dict(train.get("tiny") or {})
-    tiny_lr = tiny.pop("lr", None)
-    train["tiny"] = tiny
-    if train.get("finetune", "full") not in finetune.METHODS:
-        raise JobError(f"train.finetune must be one of {', '.join(finetune.METHODS)}")
-    if train.get("model") == TINY:
+    train, ray_cfg = config.train.model_dump(), config.ray.model_dump()
+    ds, tiny = train["deepspeed"], train["tiny"]
+    tiny_lr = tiny.pop("lr")
+    if train["model"] == TINY:
         # A model trained from scratch trains every weight, at its own rate.
         train["finetune"] = "full"
-        if tiny_lr is not None and args.lr is None:
+        if args.lr is None:
             ds["lr"] = tiny_lr
-    variant = train.get("variant")
-    if variant not in VARIANTS:
-        raise JobError(f"train.variant must be one of {', '.join(VARIANTS)} (got {variant!r})")
-    blocks = train.get("block_size") or {}
-    block = blocks.get(variant) if isinstance(blocks, dict) else blocks
-    checks = [
-        (isinstance(block, int) and 8 <= block <= 4096, f"train.block_size for {variant} must be 8-4096"),
-        (train.get("loss_on", "all") in ("all", "target"), "train.loss_on must be all or target"),
-        (isinstance(train.get("num_workers"), int) and train["num_workers"] >= 1, "train.num_workers must be >= 1"),
-        (isinstance(train.get("epochs"), int) and train["epochs"] >= 1, "train.epochs must be >= 1"),
-        (train.get("max_steps") is None or (isinstance(train["max_steps"], int) and train["max_steps"] >= 1),
-         "train.max_steps must be null or >= 1"),
-        (train.get("batching", "tokens") in ("tokens", "examples"), "train.batching must be tokens or examples"),
-        (isinstance(train.get("pad_vocab_to", 64), int) and not isinstance(train.get("pad_vocab_to", 64), bool)
-         and 1 <= train.get("pad_vocab_to", 64) <= 1024, "train.pad_vocab_to must be an integer 1-1024"),
-        (train.get("allocator", "tcmalloc") in ALLOCATORS, f"train.allocator must be one of {', '.join(ALLOCATORS)}"),
-        (isinstance(train.get("shuffle_rows", 0), int) and train.get("shuffle_rows", 0) >= 0,
-         "train.shuffle_rows must be an integer >= 0"),
-        (isinstance(train.get("trainable_layers", 0), int) and train.get("trainable_layers", 0) >= 0,
-         "train.trainable_layers must be an integer >= 0"),
-        (isinstance(train.get("lora") or {}, dict) and set(train.get("lora") or {}) <= set(finetune.LORA_DEFAULTS),
-         f"train.lora takes only {', '.join(finetune.LORA_DEFAULTS)}"),
-        (ds.get("precision", "auto") in PRECISIONS, f"train.deepspeed.precision must be one of {PRECISIONS}"),
-        (ds.get("zero_stage", 2) in (0, 1, 2), "train.deepspeed.zero_stage must be 0, 1 or 2"),
-        (isinstance(ds.get("bucket_size", DEFAULT_BUCKET_SIZE), (int, float))
-         and float(ds.get("bucket_size", DEFAULT_BUCKET_SIZE)) >= 1e5,
-         "train.deepspeed.bucket_size must be a number of elements >= 100000"),
-        (ds.get("schedule", "cosine") in SCHEDULES, f"train.deepspeed.schedule must be one of {SCHEDULES}"),
-        (isinstance(ds.get("micro_batch", 8), int) and ds.get("micro_batch", 8) >= 1,
-         "train.deepspeed.micro_batch must be >= 1"),
-        (isinstance(ds.get("lr", 1e-3), (int, float)) and 0 < float(ds.get("lr", 1e-3)) < 1,
-         "train.deepspeed.lr must be in (0, 1)"),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise JobError(message)
-    data, output = train.get("data"), train.get("output")
+    variant = train["variant"]
+    block = train["block_size"][variant]
+    data, output = train["data"], train["output"]
     if not data or not os.path.isdir(data):
         raise JobError(f"data folder not found: {data} (run jobs/prepare_data.py first)")
     if not output:
@@ -153,15 +106,15 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
             raise JobError(f"{folder} not found: {data} holds no {variant} step pairs")
         if count_rows(folder) == 0:
             raise JobError(f"the {split} split of {variant} in {data} is empty")
-    return {**train, "variant": variant, "block": block, "deepspeed": ds, "data": os.path.abspath(data),
-            "output": os.path.abspath(output), "ray": ray_cfg, "loss_on": train.get("loss_on", "all")}
+    return {**train, "block": block, "data": os.path.abspath(data), "output": os.path.abspath(output),
+            "ray": ray_cfg}
 
 
 def fingerprint(settings: dict) -> str:
     """Hash of what makes two runs the same run (data folder state, variant, model, shapes)."""
     stats = os.path.join(settings["data"], "stats.json")
     data_id = os.path.getmtime(stats) if os.path.exists(stats) else None
-    keep = {k: settings.get(k) for k in ("variant", "model", "tiny", "block", "loss_on", "deepspeed", "seed",
+    keep = {k: settings[k] for k in ("variant", "model", "tiny", "block", "loss_on", "deepspeed", "seed",
                                           "num_workers", "finetune", "trainable_layers", "lora")}
     blob = json.dumps({"data": settings["data"], "data_id": data_id, **keep}, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
@@ -180,7 +133,7 @@ def prepare_tokenizer(settings: dict):
         texts = (t for batch in dataset.to_batches(columns=["text"]) for t in batch.column(0).to_pylist())
         texts = (t for _, t in zip(range(TOKENIZER_TEXTS), texts))
     try:
-        tokenizer = load_tokenizer(settings["model"], texts, int((settings.get("tiny") or {}).get("vocab_size", 4000)))
+        tokenizer = load_tokenizer(settings["model"], texts, settings["tiny"]["vocab_size"])
     except (OSError, PresetError) as err:
         raise JobError(f"cannot load model {settings['model']!r}: {str(err).splitlines()[0]}") from None
     return tokenizer
@@ -193,10 +146,10 @@ def token_dataset(ray_data, settings: dict, split: str, tokenizer_json: str, lim
     dataset = ray_data.read_parquet(_split_dir(settings["data"], settings["variant"], split)).select_columns(["text"])
     if limit:
         dataset = dataset.limit(limit)
-    elif settings.get("shuffle_rows"):
-        dataset = dataset.randomize_block_order(seed=int(settings.get("seed", 13)))
+    elif settings["shuffle_rows"]:
+        dataset = dataset.randomize_block_order(seed=settings["seed"])
     return dataset.map_batches(tokenize_table, batch_format="pyarrow", batch_size=512,
-                               num_cpus=float(settings.get("tokenize_cpus", 0.25)),
+                               num_cpus=settings["tokenize_cpus"],
                                fn_kwargs={"tokenizer_json": tokenizer_json, "variant": settings["variant"],
                                           "block": settings["block"]})
 
@@ -212,9 +165,9 @@ def plan_steps(settings: dict, train_rows: int, tokens_per_row: float | None = N
     """Optimizer steps per epoch and in all; too little data for one step is an error.
     Token batches hold about micro_batch x block / (tokens per row) rows each."""
     ds = settings["deepspeed"]
-    micro, accum, world = int(ds.get("micro_batch", 8)), int(ds.get("grad_accum", 1)), settings["num_workers"]
+    micro, accum, world = ds["micro_batch"], ds["grad_accum"], settings["num_workers"]
     rows_per_batch = micro
-    if settings.get("batching", "tokens") == "tokens" and tokens_per_row:
+    if settings["batching"] == "tokens" and tokens_per_row:
         rows_per_batch = max(micro, micro * settings["block"] / tokens_per_row)
     per_epoch = int(train_rows // (rows_per_batch * accum * world))
     if per_epoch == 0:
@@ -226,24 +179,24 @@ def plan_steps(settings: dict, train_rows: int, tokens_per_row: float | None = N
 def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: str) -> dict:
     """Everything a worker needs, as one picklable dict."""
     ds = settings["deepspeed"]
-    micro, world = int(ds.get("micro_batch", 8)), settings["num_workers"]
-    tokens = settings.get("batching", "tokens") == "tokens"
+    micro, world = ds["micro_batch"], settings["num_workers"]
+    tokens = settings["batching"] == "tokens"
     per_epoch, total = plan_steps(settings, train_rows, mean_tokens(settings, tokenizer) if tokens else None)
-    threads = settings.get("torch_threads") or max(1, (os.cpu_count() or 1) // world)
+    threads = settings["torch_threads"] or max(1, (os.cpu_count() or 1) // world)
     return {
-        "model": settings["model"], "tiny": settings.get("tiny") or {}, "seed": int(settings.get("seed", 13)),
+        "model": settings["model"], "tiny": settings["tiny"], "seed": settings["seed"],
         "tokenizer_dir": os.path.join(settings["output"], "tokenizer"), "output": settings["output"],
-        "deepspeed": ds, "precision": ds.get("precision", "auto"), "micro_batch": micro,
-        "bucket_window": int(settings.get("bucket_window", 32)), "pad_id": tokenizer.pad_token_id,
-        "shuffle_rows": int(settings.get("shuffle_rows", 0)),
+        "deepspeed": ds, "precision": ds["precision"], "micro_batch": micro,
+        "bucket_window": settings["bucket_window"], "pad_id": tokenizer.pad_token_id,
+        "shuffle_rows": settings["shuffle_rows"],
         "token_budget": micro * settings["block"] if tokens else None,
         "loss_on": settings["loss_on"], "epochs": settings["epochs"], "max_steps": settings["max_steps"],
         "total_steps": total, "steps_per_epoch": per_epoch, "torch_threads": threads,
-        "pad_vocab_to": int(settings.get("pad_vocab_to", 64)),
-        "finetune": settings.get("finetune", "full"), "trainable_layers": int(settings.get("trainable_layers", 0)),
-        "lora": dict(settings.get("lora") or {}),
-        "log_interval": int(settings.get("log_interval", 5)), "eval_interval": int(settings.get("eval_interval", 50)),
-        "checkpoint_interval": int(settings.get("checkpoint_interval", 50)),
+        "pad_vocab_to": settings["pad_vocab_to"],
+        "finetune": settings["finetune"], "trainable_layers": settings["trainable_layers"],
+        "lora": settings["lora"],
+        "log_interval": settings["log_interval"], "eval_interval": settings["eval_interval"],
+        "checkpoint_interval": settings["checkpoint_interval"],
         "meta": {"variant": settings["variant"], "block_size": settings["block"], "model": settings["model"],
                  "loss_on": settings["loss_on"], "data": settings["data"], "data_fingerprint": fingerprint_id,
                  "constraint_tokens": [t for t in tokenizer.all_special_tokens if t.startswith(("<src:", "<tgt:"))]},
@@ -351,16 +304,16 @@ def fit(settings: dict, config: dict, train_rows: int, tokenizer_json: str) -> d
     datasets = {"train": token_dataset(ray.data, settings, "train", tokenizer_json),
                 # Every worker reads the whole (small, capped) dev set; evaluation splits the work.
                 "dev": token_dataset(ray.data, settings, "dev", tokenizer_json,
-                                     int(settings.get("eval_examples", 256))).materialize()}
+                                     settings["eval_examples"]).materialize()}
     trainer = TorchTrainer(
         train_func, train_loop_config=config, datasets=datasets,
         dataset_config=DataConfig(datasets_to_split=["train"]),
-        scaling_config=ScalingConfig(num_workers=settings["num_workers"], use_gpu=bool(settings.get("use_gpu")),
-                                     resources_per_worker={"CPU": float(settings.get("cpus_per_worker", 1))}),
+        scaling_config=ScalingConfig(num_workers=settings["num_workers"], use_gpu=settings["use_gpu"],
+                                     resources_per_worker={"CPU": settings["cpus_per_worker"]}),
         run_config=RunConfig(name="ray", storage_path=settings["output"],
-                             failure_config=FailureConfig(max_failures=int(settings.get("max_failures", 2))),
-                             checkpoint_config=CheckpointConfig(num_to_keep=int(settings.get("keep_checkpoints", 2))),
-                             worker_runtime_env=worker_env(settings.get("allocator", "tcmalloc"))))
+                             failure_config=FailureConfig(max_failures=settings["max_failures"]),
+                             checkpoint_config=CheckpointConfig(num_to_keep=settings["keep_checkpoints"]),
+                             worker_runtime_env=worker_env(settings["allocator"])))
     started = time.perf_counter()
     trainer.fit()
     plot_loss(settings["output"])

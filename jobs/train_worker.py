@@ -150,13 +150,12 @@ def build_engine(lm, ds: dict, precision: str, total_steps: int, device):
     import deepspeed
     import torch
 
-    groups = finetune.optimizer_groups(lm, float(ds.get("weight_decay", 0.0)))
+    groups = finetune.optimizer_groups(lm, ds["weight_decay"])
     optimizer = torch.optim.AdamW(groups, lr=float(ds["lr"]),
                                   # torch's fused AdamW runs on CPU too, faster there than the per-tensor loop.
                                   betas=(0.9, 0.95), fused=device.type in ("cuda", "cpu"))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(
-        s, int(ds.get("warmup_steps", 0)), total_steps, ds.get("schedule", "cosine"),
-        float(ds.get("min_lr_ratio", 0.0))))
+        s, ds["warmup_steps"], total_steps, ds["schedule"], ds["min_lr_ratio"]))
     engine, _, _, _ = deepspeed.initialize(model=lm.to(device), optimizer=optimizer, lr_scheduler=schedule,
                                            config=deepspeed_config(ds, precision))
     return engine, schedule

@@ -95,20 +95,18 @@ def train_translation_table(pairs: Iterable[tuple[list[str], list[str]]], vocab_
 class AlignSettings:
     """HMM settings: transition shape and the score a link must reach to be kept."""
 
-    forward_bias: float = 1.0
-    backward_penalty: float = 3.0
-    link_threshold: float = 50.0
-    null_weight: float = 0.2
-    max_fanout: int = 0          # most target steps one source step keeps (0: no bound)
-    calibrated: bool = False     # score links with the link model (rrt/data/link_model.json)
+    forward_bias: float
+    backward_penalty: float
+    link_threshold: float
+    null_weight: float
+    max_fanout: int              # most target steps one source step keeps (0: no bound)
+    calibrated: bool             # score links with the link model (rrt/data/link_model.json)
 
     @classmethod
-    def from_config(cls, values: dict) -> "AlignSettings":
-        """The HMM settings among a config section's keys, each cast to its field's type."""
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        cast = {"int": int, "bool": bool, "float": float}
-        return cls(**{k: cast[str(getattr(fields[k].type, "__name__", fields[k].type))](v)
-                      for k, v in values.items() if k in fields})
+    def from_config(cls, values: dict, **changes) -> "AlignSettings":
+        """The HMM settings among the `alignment` block's keys, with any changes."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in {**values, **changes}.items() if k in names})
 
 
 def _emissions(table: TranslationTable, src_steps: list[list[str]], tgt_steps: list[list[str]],
@@ -150,9 +148,8 @@ def _transitions(n: int, settings: AlignSettings) -> np.ndarray:
 
 
 def align_steps(src_steps: list[str], tgt_steps: list[str], table: TranslationTable,
-                settings: AlignSettings | None = None) -> tuple[np.ndarray, float]:
+                settings: AlignSettings) -> tuple[np.ndarray, float]:
     """Link scores (source steps x target steps, 0-100) and the per-word log-likelihood."""
-    settings = settings or AlignSettings()
     src_words, tgt_words = _step_words(src_steps), _step_words(tgt_steps)
     n, m = len(src_steps), len(tgt_steps)
     if n == 0 or m == 0:

@@ -151,12 +151,12 @@ def cmd_align(args: argparse.Namespace) -> None:
     else:
         # No corpus table: learn one from this pair alone (identity-biased EM).
         table = train_translation_table([(source.steps, target.steps)])
-    from rrt.config import load_config, section
+    from rrt.config import load_settings
     from rrt.pairing import link_scores
 
     # The pipeline's own scoring (ray_config.yaml alignment), so what this shows is what it keeps.
-    settings = AlignSettings.from_config({**section(load_config(None, None), "alignment"),
-                                          **({"link_threshold": args.threshold} if args.threshold is not None else {})})
+    settings = AlignSettings.from_config(load_settings(overrides={"alignment": {"link_threshold": args.threshold}})
+                                         .alignment.model_dump())
     scores, loglik = link_scores({"steps": source.steps}, {"steps": target.steps}, table, settings)
     print(f"{source.title}  ->  {target.title}   (per-word log-likelihood {loglik:.3f})")
     print(alignment_table(source.steps, target.steps, scores))

@@ -1,17 +1,262 @@
-"""The one configuration: `ray_config.yaml`, a profile merged over it, then CLI flags."""
+"""The one configuration, typed: `ray_config.yaml`'s values, a user's file, a profile and flags over them.
+
+Every default lives in the bundled `ray_config.yaml`; the models below give each setting its
+type and range and hold no defaults of their own, so a key missing from the bundled file, an
+unknown key or a bad value is one `ConfigError` line naming the key.
+"""
 from __future__ import annotations
 
 import copy
 import os
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 DEFAULT_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ray_config.yaml")
+
+Variant = Literal["contextual", "contextual_ing", "no_context", "end_to_end", "ing_predictor", "no_source"]
+Count = Annotated[int, Field(ge=1)]
+Whole = Annotated[int, Field(ge=0)]
+Share = Annotated[float, Field(ge=0, le=1)]
+Positive = Annotated[float, Field(gt=0)]
 
 
 class ConfigError(ValueError):
     """A configuration file or value that cannot be used."""
+
+
+class Section(BaseModel):
+    """A block of settings: strict types, no unknown keys, no defaults of its own."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Split(Section):
+    """Shares of dishes in the train and dev splits; the rest is test."""
+
+    train: Annotated[float, Field(gt=0, lt=1)]
+    dev: Annotated[float, Field(ge=0, lt=1)]
+
+    @model_validator(mode="after")
+    def _fits(self) -> "Split":
+        if self.train + self.dev > 1:
+            raise ValueError("train + dev must be at most 1")
+        return self
+
+
+class DataSettings(Section):
+    """jobs/prepare_data.py: inputs, splits and pairing."""
+
+    inputs: list[str]
+    output: str
+    constraints: str
+    limit: Count | None
+    seed: int
+    split: Split
+    dish_key: Literal["title", "head"]
+    max_dish_recipes: Count
+    pairs_per_source: Count
+    candidates_per_source: Count
+    min_dish_similarity: Share
+    title_extra_words: Whole | None
+    variants: list[Variant]
+
+
+class AlignmentSettings(Section):
+    """The translation table and the step-alignment HMM."""
+
+    vocab_size: Count
+    em_pairs: Count
+    em_iterations: Count
+    link_threshold: Annotated[float, Field(ge=0, le=100)]
+    forward_bias: float
+    backward_penalty: float
+    null_weight: Annotated[float, Field(gt=0, lt=1)]
+    max_fanout: Whole
+    calibrated: bool
+
+
+class LoraSettings(Section):
+    """peft LoRA adapters."""
+
+    r: Count
+    alpha: Count
+    dropout: Annotated[float, Field(ge=0, lt=1)]
+    targets: str
+
+
+class TinySettings(Section):
+    """The from-scratch GPT-2 preset's shape and learning rate."""
+
+    n_layer: Count
+    n_head: Count
+    n_embd: Count
+    n_positions: Count
+    vocab_size: Annotated[int, Field(ge=300)]
+    lr: Annotated[float, Field(gt=0, lt=1)]
+
+
+class DeepSpeedSettings(Section):
+    """The DeepSpeed engine: ZeRO stage, precision, batch and optimizer."""
+
+    zero_stage: Literal[0, 1, 2]
+    precision: Literal["auto", "fp16", "bf16", "fp32"]
+    micro_batch: Count
+    grad_accum: Count
+    lr: Annotated[float, Field(gt=0, lt=1)]
+    weight_decay: Annotated[float, Field(ge=0)]
+    warmup_steps: Whole
+    schedule: Literal["cosine", "linear"]
+    min_lr_ratio: Share
+    gradient_clipping: Annotated[float, Field(ge=0)]
+    bucket_size: Annotated[float, Field(ge=1e5)]
+
+
+class TrainSettings(Section):
+    """jobs/train.py: model, fine-tuning method, batching and the engine."""
+
+    variant: Variant
+    data: str
+    output: str
+    model: str
+    finetune: Literal["full", "freeze", "lora"]
+    trainable_layers: Whole
+    lora: LoraSettings
+    tiny: TinySettings
+    block_size: dict[Variant, Annotated[int, Field(ge=8, le=4096)]]
+    loss_on: Literal["target", "all"]
+    epochs: Count
+    max_steps: Count | None
+    num_workers: Count
+    use_gpu: bool
+    cpus_per_worker: Positive
+    torch_threads: Count | None
+    tokenize_cpus: Positive
+    batching: Literal["tokens", "examples"]
+    pad_vocab_to: Annotated[int, Field(ge=1, le=1024)]
+    allocator: Literal["tcmalloc", "system"]
+    shuffle_rows: Whole
+    bucket_window: Count
+    eval_interval: Count
+    eval_examples: Count
+    log_interval: Count
+    checkpoint_interval: Count
+    keep_checkpoints: Count
+    max_failures: Whole
+    seed: int
+    deepspeed: DeepSpeedSettings
+
+
+class Decoding(Section):
+    """Sampling settings shared by the rewrite job and the service."""
+
+    top_k: Count
+    top_p: Annotated[float, Field(gt=0, le=1)]
+    temperature: Positive
+    max_step_tokens: Count
+    recipe_tokens: Count
+    batch_prompts: Count
+    reuse_prefix: bool
+
+
+class RewriteSettings(Decoding):
+    """jobs/rewrite.py: which system rewrites which recipes, and how."""
+
+    data: str
+    split: Literal["test", "dev"]
+    system: str
+    model: str | None
+    ing_model: str | None
+    output: str
+    num_recipes: Count
+    constraint: str | None
+    constrained: bool
+    seed: int
+    candidates: Count
+    actors: Count
+    use_gpu: bool
+    cpus_per_actor: Positive
+    torch_threads: Count | None
+    batch_recipes: Count
+
+
+class EvaluateSettings(Section):
+    """jobs/evaluate.py: the perplexity scorers and the report."""
+
+    batch_size: Count
+    scorers: Count
+    cpus_per_scorer: Positive
+    use_gpu: bool
+    report_recipes: Whole
+
+
+class Autoscaling(Section):
+    """Ray Serve's replica autoscaling."""
+
+    min_replicas: Whole
+    max_replicas: Count
+    target_ongoing_requests: Count
+
+
+class ServeBatch(Section):
+    """Ray Serve's request batching."""
+
+    max_batch_size: Count
+    batch_wait_timeout_s: Annotated[float, Field(ge=0)]
+
+
+class Limits(Section):
+    """The largest request the service accepts."""
+
+    body_bytes: Count
+    steps: Count
+    step_chars: Count
+    candidates: Count
+    ingredients: Count
+    line_chars: Count
+
+
+class ServeSettings(Decoding):
+    """rrt serve: the HTTP service."""
+
+    model: str | None
+    host: str
+    port: Annotated[int, Field(ge=0, le=65535)]
+    autoscaling: Autoscaling
+    max_ongoing_requests: Count
+    max_queued_requests: Count
+    request_timeout_s: Positive
+    body_timeout_s: Positive
+    reading_slots: Whole
+    allow_no_key: bool
+    batch: ServeBatch
+    cpus_per_replica: Positive
+    num_gpus: Annotated[float, Field(ge=0)]
+    limits: Limits
+
+
+class RaySettings(Section):
+    """Where Ray runs and how a local one is started."""
+
+    address: str | None
+    num_cpus: Count | None
+    object_store_memory: Count | None
+    shuffle: Literal["sort", "hash"]
+    operator_reservation: bool
+
+
+class Settings(Section):
+    """Every setting of rrt, after the profile and flags."""
+
+    profile: str | None
+    data: DataSettings
+    alignment: AlignmentSettings
+    train: TrainSettings
+    rewrite: RewriteSettings
+    evaluate: EvaluateSettings
+    serve: ServeSettings
+    ray: RaySettings
 
 
 def deep_merge(base: dict, override: dict) -> dict:
@@ -25,9 +270,7 @@ def deep_merge(base: dict, override: dict) -> dict:
     return out
 
 
-def load_config(path: str | None = None, profile: str | None = None) -> dict[str, Any]:
-    """Read the YAML config and merge the chosen profile (default: its `profile` key)."""
-    path = path or DEFAULT_PATH
+def _read(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as handle:
             raw = yaml.safe_load(handle) or {}
@@ -37,19 +280,70 @@ def load_config(path: str | None = None, profile: str | None = None) -> dict[str
         raise ConfigError(f"config file {path} is not valid YAML: {str(err).splitlines()[0]}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"config file {path} must hold a mapping at the top level")
-    profiles = raw.pop("profiles", {}) or {}
-    name = profile or raw.get("profile")
-    if name:
-        if name not in profiles:
-            raise ConfigError(f"unknown profile {name!r}; {path} defines: {', '.join(sorted(profiles)) or 'none'}")
-        raw = deep_merge(raw, profiles[name])
-        raw["profile"] = name
     return raw
 
 
-def section(config: dict, name: str) -> dict:
-    """One section of the config (an empty dict when absent)."""
-    value = config.get(name) or {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"config section {name!r} must be a mapping")
-    return value
+def _given(overrides: dict) -> dict:
+    """The overrides that were given: None means a flag left out."""
+    out = {}
+    for key, value in overrides.items():
+        if isinstance(value, dict):
+            value = _given(value)
+            if value:
+                out[key] = value
+        elif value is not None:
+            out[key] = value
+    return out
+
+
+_BOUNDS = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
+_KINDS = {"int_type": "a whole number", "int_parsing": "a whole number", "float_type": "a number",
+          "float_parsing": "a number", "bool_type": "true or false", "string_type": "text", "dict_type": "a mapping",
+          "model_type": "a mapping", "list_type": "a list"}
+
+
+def _problem(err: ValidationError) -> str:
+    """The first validation error as one line naming the key: `train.epochs must be >= 1 (got 0)`."""
+    first = err.errors()[0]
+    key, kind, ctx = ".".join(str(part) for part in first["loc"]), first["type"], first.get("ctx") or {}
+    if kind == "extra_forbidden":
+        return f"unknown setting {key}"
+    if kind == "missing":
+        return f"setting {key} is missing"
+    if kind in _BOUNDS:
+        bound = next(iter(ctx.values()))
+        rule = f"must be {_BOUNDS[kind]} {bound}"
+    elif kind == "literal_error":
+        rule = "must be one of " + str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")
+    elif kind in _KINDS:
+        rule = f"must be {_KINDS[kind]}"
+    else:
+        message = first["msg"].removeprefix("Value error, ")
+        rule = ": " + message[0].lower() + message[1:]
+    return f"{key}{'' if rule.startswith(':') else ' '}{rule} (got {first.get('input')!r})"
+
+
+def load_settings(path: str | None = None, profile: str | None = None, overrides: dict | None = None) -> Settings:
+    """The bundled config, then a user's file, then the chosen profile, then flags, checked."""
+    raw = _read(DEFAULT_PATH)
+    profiles = raw.pop("profiles", {}) or {}
+    if path and os.path.abspath(path) != os.path.abspath(DEFAULT_PATH):
+        user = _read(path)
+        profiles = deep_merge(profiles, user.pop("profiles", {}) or {})
+        raw = deep_merge(raw, user)
+    name = profile or raw.get("profile")
+    if name:
+        if name not in profiles:
+            raise ConfigError(f"unknown profile {name!r}; the config defines: {', '.join(sorted(profiles)) or 'none'}")
+        raw = deep_merge(raw, profiles[name])
+        raw["profile"] = name
+    raw = deep_merge(raw, _given(overrides or {}))
+    try:
+        return Settings.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(_problem(err)) from None
+
+
+def load_config(path: str | None = None, profile: str | None = None) -> dict[str, Any]:
+    """The checked settings as plain dicts (what Ray tasks and actors take)."""
+    return load_settings(path, profile).model_dump()

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 METHODS = ("full", "freeze", "lora")
-LORA_DEFAULTS = {"r": 16, "alpha": 32, "dropout": 0.05, "targets": "all-linear"}
 SOME_ROWS = "rrt_some_rows"  # the first row a weight learns, when it learns only some (no weight decay)
 
 
@@ -60,9 +59,8 @@ def add_lora(lm, lora: dict[str, Any], new_token_ids: list[int]):
     of the (tied) embedding trainable too."""
     from peft import LoraConfig, get_peft_model
 
-    settings = {**LORA_DEFAULTS, **(lora or {})}
-    config = LoraConfig(r=int(settings["r"]), lora_alpha=float(settings["alpha"]),
-                        lora_dropout=float(settings["dropout"]), target_modules=settings["targets"],
+    config = LoraConfig(r=int(lora["r"]), lora_alpha=lora["alpha"], lora_dropout=float(lora["dropout"]),
+                        target_modules=lora["targets"],
                         task_type="CAUSAL_LM", trainable_token_indices=list(new_token_ids) or None)
     return get_peft_model(lm, config)
 
@@ -72,12 +70,14 @@ def prepare(lm, method: str, new_tokens: range, trainable_layers: int = 0, lora:
     added to a pretrained vocabulary. lora returns a peft wrapper."""
     if method not in METHODS:
         raise ValueError(f"fine-tuning method must be one of {', '.join(METHODS)} (got {method!r})")
+    if method == "lora" and not lora:
+        raise ValueError("lora needs its settings (train.lora: r, alpha, dropout, targets)")
     if method == "freeze":
         freeze_lower(lm, trainable_layers, new_tokens.start if len(new_tokens) else lm.get_input_embeddings().weight.shape[0])
     elif method == "lora":
         from rrt.models import mask_padding_rows
 
-        wrapped = add_lora(lm, lora or {}, list(new_tokens))
+        wrapped = add_lora(lm, lora, list(new_tokens))
         # peft computes a tied head inside its own wrapper, so a padded vocabulary's mask moves there.
         mask_padding_rows(lm, wrapped)
         return wrapped

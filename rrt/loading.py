@@ -19,7 +19,7 @@ for _system, _variant in SYSTEMS.items():
         VARIANT_SYSTEMS.setdefault(_variant, _system)
 
 # Rewriter settings that a config section may carry; absent ones keep the Rewriter's defaults.
-_ENGINE_KEYS = {"batch_prompts": int, "recipe_tokens": int, "reuse_prefix": bool}
+ENGINE_KEYS = ("batch_prompts", "recipe_tokens", "reuse_prefix")
 
 
 @dataclass
@@ -55,9 +55,8 @@ def build_rewriter(model: LoadedModel, settings: dict, candidates: int, constrai
     system = system or model.system
     if system is None:
         raise ValueError(f"{model.folder} holds a {model.meta.get('variant')} model, which does not rewrite recipes")
-    sampling = SamplingSettings(int(settings["top_k"]), float(settings["top_p"]), float(settings["temperature"]),
-                                int(candidates), int(settings["max_step_tokens"]))
-    engine = {key: cast(settings[key]) for key, cast in _ENGINE_KEYS.items() if settings.get(key) is not None}
-    return Rewriter(system, model.lm, model.tokenizer, model.block_size, sampling, bool(constrained),
-                    ing_model.lm if ing_model else None, ing_model.tokenizer if ing_model else None,
-                    device=model.device, **engine)
+    sampling = SamplingSettings.from_config(settings, candidates=int(candidates))
+    return Rewriter(system, model.lm, model.tokenizer, model.block_size, sampling,
+                    **{key: settings[key] for key in ENGINE_KEYS}, constrained=bool(constrained),
+                    ing_lm=ing_model.lm if ing_model else None,
+                    ing_tokenizer=ing_model.tokenizer if ing_model else None, device=model.device)

@@ -23,7 +23,6 @@ META_FILE = "rrt_meta.json"
 _MEANINGS = {BOS: "Recipe:\n", EOS: "\n\nThe end.\n", END_TITLE: "\n\nIngredients:\n", ING: "\n-",
              END_INGS: "\n\nInstructions:\n", INST: "\n", END_INST: "\n\n", END_PROMPT: "\nStep:",
              NO_INGS: "none", PAD: " "}
-TINY_DEFAULTS = {"n_layer": 4, "n_head": 4, "n_embd": 256, "vocab_size": 4000, "n_positions": 1024}
 
 
 def special_tokens() -> list[str]:
@@ -144,8 +143,8 @@ def tiny_config(vocab_size: int, tiny: dict[str, Any] | None = None, pad_token_i
     """The tiny preset's GPT-2 config as Hugging Face defines it (layer shape from `train.tiny`)."""
     from transformers import GPT2Config
 
-    shape = {**TINY_DEFAULTS, **(tiny or {})}
-    shape.pop("vocab_size", None)
+    # The shape comes from `train.tiny`; what a caller leaves out is GPT2Config's own.
+    shape = {k: v for k, v in (tiny or {}).items() if k not in ("vocab_size", "lr")}
     return GPT2Config(vocab_size=vocab_size, pad_token_id=pad_token_id, **shape)
 
 

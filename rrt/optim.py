@@ -4,10 +4,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-PRECISIONS = ("auto", "fp32", "fp16", "bf16")
-SCHEDULES = ("cosine", "linear")
-DEFAULT_BUCKET_SIZE = 5e8  # DeepSpeed's own: elements per ZeRO reduce and all-gather bucket
-
 
 def resolve_precision(precision: str, cuda: bool, bf16_supported: bool) -> str:
     """`auto` means bf16 where the GPU has it, fp16 on older GPUs (V100), fp32 on CPU."""
@@ -20,15 +16,15 @@ def resolve_precision(precision: str, cuda: bool, bf16_supported: bool) -> str:
 
 def deepspeed_config(block: dict[str, Any], precision: str) -> dict[str, Any]:
     """The DeepSpeed JSON config for one run (ZeRO stage, precision, batch, clipping)."""
-    bucket = int(float(block.get("bucket_size", DEFAULT_BUCKET_SIZE)))
+    bucket = int(block["bucket_size"])
     config = {
-        "train_micro_batch_size_per_gpu": int(block.get("micro_batch", 8)),
-        "gradient_accumulation_steps": int(block.get("grad_accum", 1)),
-        "gradient_clipping": float(block.get("gradient_clipping", 1.0)),
-        "zero_optimization": {"stage": int(block.get("zero_stage", 2)), "overlap_comm": True,
+        "train_micro_batch_size_per_gpu": int(block["micro_batch"]),
+        "gradient_accumulation_steps": int(block["grad_accum"]),
+        "gradient_clipping": float(block["gradient_clipping"]),
+        "zero_optimization": {"stage": int(block["zero_stage"]), "overlap_comm": True,
                               "contiguous_gradients": True,
-                              # Elements per gradient-reduce and all-gather bucket. DeepSpeed's 5e8
-                              # suits large models; for the tiny CPU preset it cost about 8% a step.
+                              # Elements per gradient-reduce and all-gather bucket: DeepSpeed's own
+                              # size suits large models and slows small steps (see benchmarks).
                               "reduce_bucket_size": bucket, "allgather_bucket_size": bucket},
         # Our optimizer is torch's AdamW, which ZeRO handles but does not list as tested.
         "zero_allow_untested_optimizer": True,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import dataclasses
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -22,12 +23,18 @@ from rrt.ingredients import ingredient_name, step_ingredients
 class PairSettings:
     """How many pairs to form per source recipe, and how large a dish may get."""
 
-    pairs_per_source: int = 3
-    candidates_per_source: int = 10
-    max_dish_recipes: int = 40
-    min_dish_similarity: float = 0.0
-    title_extra_words: int | None = None   # None: titles need not agree (rrt.dish.titles_agree)
-    seed: int = 13
+    pairs_per_source: int
+    candidates_per_source: int
+    max_dish_recipes: int
+    min_dish_similarity: float
+    title_extra_words: int | None          # None: titles need not agree (rrt.dish.titles_agree)
+    seed: int
+
+    @classmethod
+    def from_config(cls, values: dict, **changes) -> "PairSettings":
+        """The pairing settings among the `data` block's keys, with any changes."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in {**values, **changes}.items() if k in names})
 
 
 def valid_column(constraint: str) -> str:

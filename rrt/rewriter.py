@@ -116,9 +116,9 @@ class Rewriter:
     """A trained model (and, for Contextual + GPT-2 prompt, the next-ingredient model) that
     rewrites batches of recipes with best-of-N selection."""
 
-    def __init__(self, system: str, lm, tokenizer, block_size: int, settings: SamplingSettings,
-                 constrained: bool = False, ing_lm=None, ing_tokenizer=None, batch_prompts: int = 32,
-                 recipe_tokens: int = 384, device: str = "cpu", reuse_prefix: bool = False):
+    def __init__(self, system: str, lm, tokenizer, block_size: int, settings: SamplingSettings, *,
+                 batch_prompts: int, recipe_tokens: int, reuse_prefix: bool, constrained: bool = False,
+                 ing_lm=None, ing_tokenizer=None, device: str = "cpu"):
         if SYSTEMS.get(system) is None:
             raise ValueError(f"{system!r} is not a model system; choose from "
                              f"{', '.join(s for s, v in SYSTEMS.items() if v)}")
@@ -232,7 +232,7 @@ class Rewriter:
                 continue
             jobs.append((ids, stable_seed(state.task.seed, state.task.id, "ing", state.step), None))
             owners.append(k)
-        greedy = SamplingSettings(top_k=1, candidates=1, max_new_tokens=48)
+        greedy = SamplingSettings(top_k=1, top_p=1.0, temperature=1.0, candidates=1, max_new_tokens=48)
         for k, result in zip(owners, self._sample(jobs, greedy, self.ing_lm, "ing_predictor", self.ing_tokenizer)):
             prompts[k] = parse_ingredients(self.decode(result.tokens[0], self.ing_tokenizer))
         return prompts

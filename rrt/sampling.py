@@ -20,13 +20,19 @@ GUARD_TRIES = 24
 
 @dataclass
 class SamplingSettings:
-    """Decoding settings: the paper's top-k 40, nucleus 1, temperature 1, ten candidates."""
+    """Decoding settings: top-k, nucleus, temperature, candidates per step and new tokens per step."""
 
-    top_k: int = 40
-    top_p: float = 1.0
-    temperature: float = 1.0
-    candidates: int = 10
-    max_new_tokens: int = 64
+    top_k: int
+    top_p: float
+    temperature: float
+    candidates: int
+    max_new_tokens: int
+
+    @classmethod
+    def from_config(cls, values: dict, **changes) -> "SamplingSettings":
+        """Decoding from a `rewrite` or `serve` block (its max_step_tokens), with any changes."""
+        merged = {"max_new_tokens": values.get("max_step_tokens"), **values, **changes}
+        return cls(**{k: merged[k] for k in ("top_k", "top_p", "temperature", "candidates", "max_new_tokens")})
 
 
 @dataclass

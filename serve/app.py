@@ -26,7 +26,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from ray import serve
 from starlette.exceptions import HTTPException
 
-from rrt.config import load_config, section
+from rrt.config import ConfigError, Settings, load_settings
 from rrt.lexicon import CONSTRAINTS
 from serve.schema import ApiError, Limits, RewriteRequest, parse_request, read_body, response
 
@@ -50,11 +50,17 @@ async def internal_error(request: Request, err: Exception):
     return JSONResponse({"error": "internal error"}, status_code=500)
 
 
+def checked_settings(config_path: str | None = None, overrides: dict | None = None) -> Settings:
+    """The checked config with `serve` overrides (model, port, host) applied; a bad one is a ServeConfigError."""
+    try:
+        return load_settings(config_path, None, {"serve": overrides or {}})
+    except ConfigError as err:
+        raise ServeConfigError(str(err)) from None
+
+
 def serve_settings(config_path: str | None = None, overrides: dict | None = None) -> dict:
-    """The `serve` block of ray_config.yaml with overrides (model, port, ...) applied."""
-    settings = dict(section(load_config(config_path), "serve"))
-    settings.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return settings
+    """The `serve` block of the checked config, overrides applied."""
+    return checked_settings(config_path, overrides).serve.model_dump()
 
 
 class Rewriter:
@@ -65,8 +71,8 @@ class Rewriter:
 
         from rrt.loading import build_rewriter, load_model
 
-        self.device = "cuda" if settings.get("num_gpus") and torch.cuda.is_available() else "cpu"
-        torch.set_num_threads(max(1, int(settings.get("cpus_per_replica", 1))))
+        self.device = "cuda" if settings["num_gpus"] and torch.cuda.is_available() else "cpu"
+        torch.set_num_threads(max(1, int(settings["cpus_per_replica"])))
         loaded = load_model(model, self.device)
         self.model = {"path": os.path.basename(os.path.dirname(os.path.abspath(model))) or model,
                       "variant": loaded.meta.get("variant"), "base": loaded.meta.get("model"),
@@ -76,10 +82,10 @@ class Rewriter:
         self._make = lambda candidates, constrained: build_rewriter(loaded, settings, candidates, constrained)
         self._lock = asyncio.Lock()
         self._waiting: list[tuple[list[RewriteRequest], asyncio.Future]] = []
-        batch = settings.get("batch") or {}
-        self.max_batch = int(batch.get("max_batch_size", 8))
+        batch = settings["batch"]
+        self.max_batch = int(batch["max_batch_size"])
         self._batched.set_max_batch_size(self.max_batch)
-        self._batched.set_batch_wait_timeout_s(float(batch.get("batch_wait_timeout_s", 0.05)))
+        self._batched.set_batch_wait_timeout_s(float(batch["batch_wait_timeout_s"]))
         # The first rewrite loads the dictionary and lexicons (seconds): pay it before taking traffic.
         self._run([RewriteRequest({"title": "Toast", "ingredients": ["1 tbsp butter"], "steps": ["Toast the bread."]},
                                   ["vegan"], candidates=1, received=time.time())])
@@ -214,11 +220,11 @@ class Gateway:
 
     def __init__(self, rewriter, settings: dict, key: str | None = None):
         self.rewriter = rewriter
-        self.limits = Limits(**(settings.get("limits") or {}))
-        self.timeout = float(settings.get("request_timeout_s", 60))
-        self.body_timeout = float(settings.get("body_timeout_s", 10))
+        self.limits = Limits(**settings["limits"])
+        self.timeout = float(settings["request_timeout_s"])
+        self.body_timeout = float(settings["body_timeout_s"])
         self.key = key
-        host, port = str(settings.get("host", "127.0.0.1")), int(settings.get("port", 8000))
+        host, port = str(settings["host"]), int(settings["port"])
         # A loopback service answers only to its own names: a web page the operator visits can
         # reach 127.0.0.1 through a DNS name it controls (rebinding), which the Host header shows.
         names = {"127.0.0.1", "localhost", "[::1]", host if ":" not in host else f"[{host.strip('[]')}]"}
@@ -317,28 +323,32 @@ class Gateway:
 def build_app(args: dict):
     """The Serve application: `serve run serve.app:build_app model=DIR [config=ray_config.yaml]
     [host=H port=P]` (host and port as the HTTP proxy listens: the app checks requests against them)."""
-    settings = serve_settings(args.get("config"), {k: args.get(k) for k in ("model", "host", "port")})
-    model = settings.get("model")
+    # `serve run` passes its arguments as text.
+    port = args.get("port")
+    settings = serve_settings(args.get("config"), {"model": args.get("model"), "host": args.get("host"),
+                                                   "port": int(port) if isinstance(port, str) and port.isdigit()
+                                                   else port})
+    model = settings["model"]
     if not model or not os.path.exists(os.path.join(model, "config.json")):
         raise ServeConfigError(f"model folder not found or not an exported model: {model!r} (pass model=DIR)")
     key = api_key()
-    check_exposure(str(settings.get("host", "127.0.0.1")), key, bool(settings.get("allow_no_key", False)))
+    check_exposure(str(settings["host"]), key, bool(settings["allow_no_key"]))
     if not key:
         log.warning("rrt serve: no API key (RRT_API_KEY): anyone who can reach %s may use the service",
-                    settings.get("host", "127.0.0.1"))
-    scaling = settings.get("autoscaling") or {}
-    ongoing, queued = int(settings.get("max_ongoing_requests", 32)), int(settings.get("max_queued_requests", 128))
+                    settings["host"])
+    scaling = settings["autoscaling"]
+    ongoing, queued = int(settings["max_ongoing_requests"]), int(settings["max_queued_requests"])
     rewriter = serve.deployment(
         Rewriter, name="Rewriter", autoscaling_config=scaling, max_ongoing_requests=ongoing,
         max_queued_requests=queued,
-        ray_actor_options={"num_cpus": float(settings.get("cpus_per_replica", 1)),
-                           "num_gpus": float(settings.get("num_gpus", 0))},
+        ray_actor_options={"num_cpus": float(settings["cpus_per_replica"]),
+                           "num_gpus": float(settings["num_gpus"])},
     ).bind(os.path.abspath(model), settings)
     # The gateway only waits on the rewriter: it must admit more than every replica plus the
     # queue holds, or the proxy queues requests in front of it (no batching, no 503 from us).
     # Requests still sending their body take slots of their own (`reading_slots`), each for at
     # most body_timeout_s, so clients that trickle a body cannot crowd out /healthz or the API.
-    admitted = ongoing * int(scaling.get("max_replicas", 1)) + queued + int(settings.get("reading_slots", 1024))
+    admitted = ongoing * int(scaling["max_replicas"]) + queued + int(settings["reading_slots"])
     gateway = serve.deployment(Gateway, name="Gateway", num_replicas=1, max_ongoing_requests=admitted,
                                ray_actor_options={"num_cpus": 0.1}).bind(rewriter, settings, key)
     return gateway
@@ -353,30 +363,30 @@ def run(model: str, port: int | None = None, host: str | None = None, config: st
     configuration that must not start is one `rrt serve: error:` line and exit status 2."""
     import ray
 
-    settings = serve_settings(config, {"model": model, "port": port, "host": host})
-    ray_settings = dict(section(load_config(config), "ray"))
     try:
+        checked = checked_settings(config, {"model": model, "port": port, "host": host})
+        settings, ray_settings = checked.serve.model_dump(), checked.ray.model_dump()
         # On exit the service stops every Serve app of its Ray, so that Ray must be its own.
-        if ray_settings.get("address") or os.environ.get("RAY_ADDRESS"):
+        if ray_settings["address"] or os.environ.get("RAY_ADDRESS"):
             raise ServeConfigError("rrt serve starts a Ray of its own and never joins another (RAY_ADDRESS or "
                                    "ray.address is set); to serve on a cluster, `serve deploy serve/config.yaml`")
-        app = build_app({"model": model, "config": config, "host": settings.get("host"), "port": settings.get("port")})
+        app = build_app({"model": model, "config": config, "host": settings["host"], "port": settings["port"]})
     except ServeConfigError as err:
         print(f"rrt serve: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
     # address="local" starts a new Ray: without it, ray.init joins the latest `ray start` cluster.
-    ray.init(address="local", include_dashboard=False, num_cpus=ray_settings.get("num_cpus"),
-             object_store_memory=ray_settings.get("object_store_memory"))
+    ray.init(address="local", include_dashboard=False, num_cpus=ray_settings["num_cpus"],
+             object_store_memory=ray_settings["object_store_memory"])
     # SIGTERM (a supervisor, `kill`) stops as cleanly as Ctrl-C: no Ray process is left behind.
     # SIGINT is handled explicitly too: a shell starts background jobs with it ignored, and
     # `kill -INT` must still stop the service.
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    where = f"{settings.get('host', '127.0.0.1')}:{settings.get('port', 8000)}"
+    where = f"{settings['host']}:{settings['port']}"
     try:
         # The proxy's own limit covers a whole request: its body, then the rewrite.
-        limit = float(settings.get("request_timeout_s", 60)) + float(settings.get("body_timeout_s", 10)) + 5
-        serve.start(http_options={"host": settings.get("host", "127.0.0.1"), "port": int(settings.get("port", 8000)),
+        limit = float(settings["request_timeout_s"]) + float(settings["body_timeout_s"]) + 5
+        serve.start(http_options={"host": settings["host"], "port": int(settings["port"]),
                                   "request_timeout_s": limit})
         serve.run(app, name="rrt", route_prefix="/")
         print(f"rrt serve: http://{where}/ (model {model}); Ctrl-C stops", flush=True)

@@ -11,24 +11,13 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rrt.clean import clean_text
+from rrt.config import Limits
 from rrt.lexicon import CONSTRAINTS
 from rrt.paper_format import BOS, PaperFormatError, parse_line, parse_recipe_parts
 from rrt.recipe import Recipe
 from rrt.tagger import parse_constraints, tag_recipe
 
 MAX_NESTING = 8
-
-
-@dataclass
-class Limits:
-    """How big a request may be (ray_config.yaml `serve.limits`)."""
-
-    body_bytes: int = 64 * 1024
-    steps: int = 60
-    step_chars: int = 2000
-    candidates: int = 10
-    ingredients: int = 100
-    line_chars: int = 500
 
 
 class ApiError(Exception):

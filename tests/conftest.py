@@ -13,14 +13,30 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rrt.config import load_config
+from rrt.config import load_config, load_settings
+from rrt.loading import ENGINE_KEYS
 from rrt.recipe import Recipe
+from rrt.rewriter import Rewriter
+from rrt.sampling import SamplingSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample" / "recipes.jsonl"
 SHARED_DATA = Path(os.environ.get("RRT_SHARED_DATA", ROOT.parent / "shared" / "data"))
 WEB_RECIPES = SHARED_DATA / "web_recipes" / "recipes.jsonl"
 PAPER_SAMPLE = SHARED_DATA / "paper_sample"
+
+DECODING = load_settings().rewrite.model_dump()
+
+
+def sampling(**changes) -> SamplingSettings:
+    """Decoding settings from ray_config.yaml's rewrite block, with a test's changes."""
+    return SamplingSettings.from_config(DECODING, **changes)
+
+
+def make_rewriter(system: str, lm, tokenizer, block: int, settings: SamplingSettings, **changes) -> Rewriter:
+    """A Rewriter with ray_config.yaml's engine settings, with a test's changes."""
+    return Rewriter(system, lm, tokenizer, block, settings, **{**{k: DECODING[k] for k in ENGINE_KEYS}, **changes})
+
 
 needs_shared_data = pytest.mark.skipif(
     not WEB_RECIPES.exists() or not PAPER_SAMPLE.exists(),

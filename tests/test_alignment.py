@@ -10,6 +10,7 @@ import pytest
 
 from conftest import ROOT, SAMPLE, WEB_RECIPES, needs_shared_data
 from rrt.alignment import AlignSettings, TranslationTable, align_steps, kept_links, train_translation_table
+from rrt.config import load_settings
 from rrt.dish import dish_key
 from rrt.lexicon import CONSTRAINTS
 from rrt.link_labels import load_labels
@@ -17,6 +18,9 @@ from rrt.pairing import PairSettings
 from rrt.loaders import read_recipes
 from rrt.synthetic_pairs import link_accuracy, perturbed_pair
 
+ALIGNMENT, DATA = load_settings().alignment.model_dump(), load_settings().data.model_dump()
+# The HMM as first built: its posterior alone, no bound on a source step's links.
+OLD = AlignSettings.from_config(ALIGNMENT, calibrated=False, max_fanout=0)
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "hot_cocoa_pair.json").read_text())
 
 
@@ -34,7 +38,7 @@ def corpus():
 
 def test_hot_cocoa_links_get_the_papers_verdicts(corpus):
     table, _ = corpus
-    scores, _ = align_steps(FIXTURE["source"]["steps"], FIXTURE["target"]["steps"], table)
+    scores, _ = align_steps(FIXTURE["source"]["steps"], FIXTURE["target"]["steps"], table, OLD)
     assert scores.shape == (5, 7)
     for i, j in FIXTURE["expected"]["high"]:
         assert scores[i, j] >= 50, (i, j, scores[i, j])
@@ -46,7 +50,7 @@ def test_hot_cocoa_links_get_the_papers_verdicts(corpus):
 
 def test_scores_are_posteriors_per_target_step(corpus):
     table, _ = corpus
-    scores, loglik = align_steps(FIXTURE["source"]["steps"], FIXTURE["target"]["steps"], table)
+    scores, loglik = align_steps(FIXTURE["source"]["steps"], FIXTURE["target"]["steps"], table, OLD)
     assert np.allclose(scores.sum(axis=0), 100.0) and np.isfinite(loglik)
 
 
@@ -54,7 +58,7 @@ def test_substituted_and_perturbed_recipes_align_back(corpus):
     table, synthetic = corpus
     right = total = 0
     for source, target, truth in synthetic:
-        scores, _ = align_steps(source, target, table)
+        scores, _ = align_steps(source, target, table, OLD)
         a, b = link_accuracy(scores, truth)
         right, total = right + a, total + b
     assert total > 400 and right / total >= 0.90, right / total
@@ -69,7 +73,7 @@ def test_table_round_trips(tmp_path, corpus):
 
 def test_empty_sides_do_not_crash(corpus):
     table, _ = corpus
-    scores, loglik = align_steps([], ["Stir."], table)
+    scores, loglik = align_steps([], ["Stir."], table, OLD)
     assert scores.shape == (0, 1) and loglik == float("-inf")
 
 
@@ -89,8 +93,8 @@ def test_calibrated_scores_favour_the_step_that_does_the_same_job(corpus):
     source = ["Preheat the oven to 350F.", "Whisk the milk, eggs and sugar.", "Bake for 30 minutes."]
     target = ["Whisk the oat milk, flax and sugar.", "Preheat the oven to 350F.", "Bake for 30 minutes.",
               "Let it cool."]
-    posterior, _ = align_steps(source, target, corpus[0])
-    scores = calibrated_scores(source, target, posterior, corpus[0], AlignSettings(), weights)
+    posterior, _ = align_steps(source, target, corpus[0], OLD)
+    scores = calibrated_scores(source, target, posterior, corpus[0], OLD, weights)
     assert scores.shape == (3, 4) and ((scores >= 0) & (scores <= 100)).all()
     assert scores[0].argmax() == 1 and scores[1].argmax() == 0 and scores[2].argmax() == 2
     assert scores[:, 3].max() < 50   # nothing in the source is "let it cool"
@@ -114,8 +118,8 @@ def test_a_target_step_made_of_two_source_steps_links_both(corpus):
               "Bake for 30 minutes."]
     target = ["Preheat the oven to 350F.", "Beat the vegan butter, sugar, flax eggs and vanilla.",
               "Bake for 30 minutes."]
-    posterior, _ = align_steps(source, target, corpus[0])
-    scores = calibrated_scores(source, target, posterior, corpus[0], AlignSettings(), load_link_model())
+    posterior, _ = align_steps(source, target, corpus[0], OLD)
+    scores = calibrated_scores(source, target, posterior, corpus[0], OLD, load_link_model())
     merged = scores[1:3, 1]
     # The forward HMM gives each target step one source step; the reverse reading sees both.
     assert posterior[1:3, 1].min() < 50 and merged.min() >= 50, (posterior[:, 1], scores[:, 1])
@@ -140,8 +144,8 @@ def test_pairs_only_join_recipes_of_one_dish():
     assert dish_similarity(grilled, vegan_grilled) > 0.4 > 0.21 > dish_similarity(grilled, mac)
     table = train_translation_table([(grilled["steps"], vegan_grilled["steps"])])
     unlike: list[dict] = []
-    pairs = pair_dish([grilled, mac, vegan_grilled], ["vegan"], table, PairSettings(min_dish_similarity=0.21),
-                      AlignSettings(), unlike)
+    pairs = pair_dish([grilled, mac, vegan_grilled], ["vegan"], table, PairSettings.from_config(DATA, min_dish_similarity=0.21, title_extra_words=None),
+                      OLD, unlike)
     assert [(p["source_id"], p["target_id"]) for p in pairs] == [("a", "c")]
     assert [(u["source_id"], u["target_id"]) for u in unlike] == [("a", "b")] and unlike[0]["similarity"] < 0.21
 
@@ -156,9 +160,9 @@ def test_links_on_hand_labelled_real_pairs_beat_the_old_aligner():
     corpus = bench.read_corpus(str(WEB_RECIPES))
     pairs = [pair for path in bench.LABELS for pair in load_labels(path, corpus)]
     assert len(pairs) >= 60
-    align = AlignSettings(max_fanout=3, calibrated=True)
-    dishes = PairSettings(min_dish_similarity=0.21, title_extra_words=1)
-    old = bench.measure(pairs, corpus, False, AlignSettings(), dishes)
+    align = AlignSettings.from_config(ALIGNMENT, max_fanout=3, calibrated=True)
+    dishes = PairSettings.from_config(DATA, min_dish_similarity=0.21, title_extra_words=1)
+    old = bench.measure(pairs, corpus, False, OLD, dishes)
     new = bench.measure(pairs, corpus, True, align, dishes)
     # The new figures come from a link model that never saw the pair it scores.
     assert new["precision"] >= 0.8 and new["precision"] > old["precision"] + 0.2, (old, new)

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 from rrt.batching import bucket_batches, fit_block, pad_batch, token_budget_chunks, tokenize_table
+from rrt.config import load_settings
 from rrt.formats import contextual, no_source
 from rrt.models import build_model, special_tokens, train_tiny_tokenizer
 from rrt.optim import deepspeed_config, lr_factor, resolve_precision
@@ -103,13 +104,15 @@ def test_precision_and_deepspeed_config():
     assert resolve_precision("auto", cuda=False, bf16_supported=False) == "fp32"
     assert resolve_precision("auto", cuda=True, bf16_supported=False) == "fp16"  # V100
     assert resolve_precision("auto", cuda=True, bf16_supported=True) == "bf16"
-    config = deepspeed_config({"zero_stage": 2, "micro_batch": 4, "grad_accum": 2}, "fp16")
+    block = load_settings().train.deepspeed.model_dump()
+    config = deepspeed_config({**block, "zero_stage": 2, "micro_batch": 4, "grad_accum": 2}, "fp16")
     assert config["zero_optimization"]["stage"] == 2 and config["fp16"]["enabled"]
     assert config["train_micro_batch_size_per_gpu"] == 4 and config["gradient_accumulation_steps"] == 2
-    assert "fp16" not in deepspeed_config({}, "fp32") and "bf16" not in deepspeed_config({}, "fp32")
-    zero = deepspeed_config({"bucket_size": 5.0e6}, "fp32")["zero_optimization"]
+    assert "fp16" not in deepspeed_config(block, "fp32") and "bf16" not in deepspeed_config(block, "fp32")
+    zero = deepspeed_config({**block, "bucket_size": 5.0e6}, "fp32")["zero_optimization"]
     assert zero["reduce_bucket_size"] == zero["allgather_bucket_size"] == 5_000_000
-    assert deepspeed_config({}, "fp32")["zero_optimization"]["reduce_bucket_size"] == 500_000_000
+    cluster = load_settings(profile="v100x64").train.deepspeed.model_dump()
+    assert deepspeed_config(cluster, "fp16")["zero_optimization"]["reduce_bucket_size"] == 500_000_000
 
 
 def test_lr_schedule_warms_up_then_decays_to_the_floor():

@@ -10,13 +10,15 @@ import time
 import pytest
 import torch
 
-from conftest import needs_dictionary
+from conftest import make_rewriter, needs_dictionary, sampling
 from rrt import finetune
+from rrt.config import load_settings
 from rrt.models import (PAD, build_model, export_model, init_added_embeddings, load_exported, load_tokenizer,
                         pad_vocabulary, special_tokens, token_meaning)
 from rrt.paper_format import BOS, END_INST, EOS, INST
 from serve.local import PRETRAINED_BOS, PRETRAINED_EOS, tiny_pretrained
 
+LORA = load_settings().train.lora.model_dump()
 LINE = ("<|startoftext|> <src:non-vegan> Pancakes <endoftitle> 2 eggs <ing> 1 cup milk <endofings> "
         "Whisk the eggs and milk. <inst> Fry in butter. <endofinst> <tgt:vegan> Whisk the flax and oat milk. "
         "<inst> Fry in oil. <endofinst> <|endoftext|>")
@@ -171,7 +173,7 @@ def test_lora_merges_into_a_plain_llama_with_the_same_logits(bases, tmp_path):
 
     tok, lm, new = fine_tunable(bases["llama"])
     before = {name: p.detach().clone() for name, p in lm.named_parameters()}
-    peft_lm = finetune.prepare(lm, "lora", new)
+    peft_lm = finetune.prepare(lm, "lora", new, lora=LORA)
     assert type(peft_lm).__module__.startswith("peft")
     counts = finetune.parameter_counts(peft_lm)
     assert 0 < counts["trainable_parameters"] < counts["parameters"] / 2
@@ -206,7 +208,7 @@ def test_lora_merges_into_a_plain_llama_with_the_same_logits(bases, tmp_path):
 def test_padding_rows_stay_masked_under_every_method(bases, method):
     tok, lm, new = fine_tunable(bases["llama"], pad_to=64)
     assert lm.get_input_embeddings().weight.shape[0] % 64 == 0 and new.stop == len(tok) < 896
-    trained = finetune.prepare(lm, method, new, trainable_layers=1)
+    trained = finetune.prepare(lm, method, new, trainable_layers=1, lora=LORA)
     with torch.no_grad():
         logits = trained(input_ids=torch.tensor([tok.encode(LINE, add_special_tokens=False)])).logits
     assert torch.isfinite(logits[..., :new.stop]).all()
@@ -240,8 +242,9 @@ def test_the_training_engine_steps_and_keeps_the_pretrained_rows(bases, world_of
     # As train_func pads: LoRA trains on the tokenizer's own rows (see the test above).
     tok, lm, new = fine_tunable(bases["llama"], pad_to=1 if method == "lora" else 64)
     before = lm.get_input_embeddings().weight.detach().clone()
-    lm = finetune.prepare(lm, method, new, trainable_layers=1)
-    ds = {"zero_stage": 2, "lr": 1e-2, "weight_decay": 0.1, "micro_batch": 2, "warmup_steps": 0, "bucket_size": 5e6}
+    lm = finetune.prepare(lm, method, new, trainable_layers=1, lora=LORA)
+    ds = {**load_settings().train.deepspeed.model_dump(), "zero_stage": 2, "lr": 1e-2, "weight_decay": 0.1,
+          "micro_batch": 2, "warmup_steps": 0, "bucket_size": 5e6}
     engine, schedule = build_engine(lm, ds, "fp32", 4, torch.device("cpu"))
     ids = torch.tensor([tok.encode(LINE, add_special_tokens=False)] * 2)
     for _ in range(2):
@@ -284,7 +287,7 @@ def _prompts(tok):
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_shared_prefill_greedy_candidates_match_generate_on_each_prompt(models, family):
-    from rrt.sampling import SamplingSettings, sample_candidates
+    from rrt.sampling import sample_candidates
 
     lm, tok = models[family]
     prompts = _prompts(tok)
@@ -292,7 +295,7 @@ def test_shared_prefill_greedy_candidates_match_generate_on_each_prompt(models, 
     stops = {tok.convert_tokens_to_ids(t) for t in (INST, END_INST, EOS)}
     # Random weights would stop on a stop token at once about as often as not; the stop set
     # is kept for the comparison but made rare by the length: 12 tokens either way.
-    settings = SamplingSettings(top_k=1, candidates=3, max_new_tokens=12)
+    settings = sampling(top_k=1, candidates=3, max_new_tokens=12)
     results = sample_candidates(lm, prompts, [1, 2, 3], stops, tok.pad_token_id, settings)
     lengths = []
     for prompt, result in zip(prompts, results):
@@ -310,13 +313,13 @@ def test_shared_prefill_greedy_candidates_match_generate_on_each_prompt(models, 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_a_kept_prefix_changes_nothing(models, family):
-    from rrt.sampling import SamplingSettings, sample_candidates
+    from rrt.sampling import sample_candidates
 
     lm, tok = models[family]
     stops = {tok.convert_tokens_to_ids(t) for t in (INST, END_INST, EOS)}
     end = tok.convert_tokens_to_ids(END_INST)
     first, second = _prompts(tok)[1:]
-    greedy = SamplingSettings(top_k=1, candidates=2, max_new_tokens=8)
+    greedy = sampling(top_k=1, candidates=2, max_new_tokens=8)
     kept = sample_candidates(lm, [first], [1], stops, tok.pad_token_id, greedy, keep=[first.index(end)])[0].prefix
     assert second[:len(kept.ids)] == kept.ids
     fresh = sample_candidates(lm, [second, first], [2, 1], stops, tok.pad_token_id, greedy)
@@ -327,11 +330,10 @@ def test_a_kept_prefix_changes_nothing(models, family):
 @needs_dictionary
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_the_rewriter_rewrites_every_step(models, family):
-    from rrt.rewriter import Rewriter, RewriteTask
-    from rrt.sampling import SamplingSettings
+    from rrt.rewriter import RewriteTask
 
     lm, tok = models[family]
-    records = Rewriter("contextual", lm, tok, 256, SamplingSettings(candidates=2, max_new_tokens=8)).rewrite(
+    records = make_rewriter("contextual", lm, tok, 256, sampling(candidates=2, max_new_tokens=8)).rewrite(
         [RewriteTask("a", ["vegan"], SOURCE, 5)])
     assert len(records[0]["steps"]) == len(records[0]["rewrite"]["steps"]) == 3
     assert all(len(entry["candidates"]) == 2 for entry in records[0]["steps"])

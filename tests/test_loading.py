@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import DECODING
 from rrt.loading import VARIANT_SYSTEMS, build_rewriter, load_model
 from rrt.rewriter import SYSTEMS
 from serve.local import tiny_model
 
-SETTINGS = {"top_k": 5, "top_p": 0.9, "temperature": 0.7, "max_step_tokens": 12, "batch_prompts": 3}
+SETTINGS = {**DECODING, "top_k": 5, "top_p": 0.9, "temperature": 0.7, "max_step_tokens": 12, "batch_prompts": 3}
 
 
 @pytest.fixture(scope="module")

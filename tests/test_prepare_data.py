@@ -131,7 +131,7 @@ def test_other_settings_into_the_same_folder_are_refused(prepared):
 @pytest.mark.parametrize("args,message", [
     (["--input", "/nonexistent/recipes.jsonl"], "no such file"),
     (["--constraints", "keto"], "unknown constraint"),
-    (["--limit", "0"], "--limit must be a positive"),
+    (["--limit", "0"], "data.limit must be >= 1 (got 0)"),
     (["--profile", "nope"], "unknown profile"),
 ])
 def test_bad_settings_fail_with_one_line_before_any_work(tmp_path, args, message):

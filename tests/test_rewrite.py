@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, job_env, needs_dictionary, needs_shared_data, run_script
+from conftest import ROOT, job_env, make_rewriter, needs_dictionary, needs_shared_data, run_script, sampling
 from rrt.selection import RULES
 from rrt.recipe import Recipe
 from rrt.tagger import tag_recipe, text_violations
@@ -131,7 +131,7 @@ def test_rule_based_and_retrieval_rewrite_the_same_sample(prepared, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--system", "contextual"], "needs --model"),
     (["--system", "contextual", "--model", "/nonexistent"], "holds no exported model"),
-    (["--system", "rule_based", "--num-recipes", "0"], "num-recipes must be a whole number >= 1"),
+    (["--system", "rule_based", "--num-recipes", "0"], "rewrite.num_recipes must be >= 1 (got 0)"),
     (["--system", "rule_based", "--constraint", "keto"], "unknown constraint 'keto'"),
 ])
 def test_bad_settings_are_one_line_before_ray_starts(prepared, tmp_path, args, message):
@@ -142,11 +142,10 @@ def test_bad_settings_are_one_line_before_ray_starts(prepared, tmp_path, args, m
 
 def test_one_step_empty_step_and_overlong_step_recipes_are_rewritten_and_counted(trained_contextual):
     from rrt.models import load_exported
-    from rrt.rewriter import Rewriter, RewriteTask
-    from rrt.sampling import SamplingSettings
+    from rrt.rewriter import RewriteTask
 
     lm, tok = load_exported(str(trained_contextual[0] / "model"), "cpu")
-    rewriter = Rewriter("contextual", lm, tok, 256, SamplingSettings(candidates=2, max_new_tokens=16))
+    rewriter = make_rewriter("contextual", lm, tok, 256, sampling(candidates=2, max_new_tokens=16))
     base = {"title": "Cheese Toast", "ingredients": ["2 slices bread", "1 cup cheddar cheese"]}
     tasks = [RewriteTask("one", ["vegan"], {**base, "steps": ["Melt the cheese on the bread."]}),
              RewriteTask("empty", ["vegan"], {**base, "steps": ["Toast the bread.", "", "Serve."]}),

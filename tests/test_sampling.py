@@ -4,13 +4,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import SAMPLE, needs_dictionary
+from conftest import SAMPLE, make_rewriter, needs_dictionary, sampling
 from rrt import formats
 from rrt.loaders import read_recipes
 from rrt.models import build_model, train_tiny_tokenizer
 from rrt.paper_format import END_INST, EOS, INST
 from rrt.prompts import fit_prompt, parse_ingredients, parse_recipe, protected_span, step_prompt
-from rrt.sampling import SamplingSettings, sample_candidates
+from rrt.sampling import sample_candidates
 
 SOURCE = {"title": "Pancakes", "ingredients": ["2 eggs", "1 cup milk"],
           "steps": ["Whisk the eggs and milk.", "Fry in butter.", "Serve warm."]}
@@ -93,7 +93,7 @@ def test_shared_prefill_greedy_candidates_match_generate_on_each_prompt(tiny):
     lm, tok = tiny
     prompts = _prompts(tok)
     stops = {tok.convert_tokens_to_ids(t) for t in (INST, END_INST, EOS)}
-    settings = SamplingSettings(top_k=1, candidates=3, max_new_tokens=12)
+    settings = sampling(top_k=1, candidates=3, max_new_tokens=12)
     results = sample_candidates(lm, prompts, [1, 2, 3], stops, tok.pad_token_id, settings)
     for prompt, result in zip(prompts, results):
         with torch.no_grad():
@@ -110,7 +110,7 @@ def test_candidates_depend_on_their_seed_not_on_their_batch(tiny):
     lm, tok = tiny
     prompts = _prompts(tok)
     stops = {tok.convert_tokens_to_ids(t) for t in (INST, END_INST, EOS)}
-    settings = SamplingSettings(candidates=4, max_new_tokens=10)
+    settings = sampling(candidates=4, max_new_tokens=10)
     together = sample_candidates(lm, prompts, [7, 8, 9], stops, tok.pad_token_id, settings)
     alone = sample_candidates(lm, prompts[1:2], [8], stops, tok.pad_token_id, settings)
     assert together[1].tokens == alone[0].tokens
@@ -143,7 +143,7 @@ def test_the_guard_keeps_every_candidate_free_of_violations(tiny):
     biased = _Biased(lm, boost).eval()
     prompts = _prompts(tok)
     stops = {tok.convert_tokens_to_ids(t) for t in (INST, END_INST, EOS)}
-    settings = SamplingSettings(candidates=6, max_new_tokens=24)
+    settings = sampling(candidates=6, max_new_tokens=24)
 
     def violations(results, final_check: bool) -> int:
         texts = [guard_text(tok.decode(t), ["vegan"]) if final_check else tok.decode(t)
@@ -164,12 +164,12 @@ def test_the_guard_keeps_every_candidate_free_of_violations(tiny):
 @pytest.mark.parametrize("system", ["contextual", "contextual_rule", "contextual_gpt2", "no_context", "no_source",
                                     "end_to_end"])
 def test_every_model_system_rewrites_a_batch_into_whole_records(tiny, system):
-    from rrt.rewriter import Rewriter, RewriteTask
+    from rrt.rewriter import RewriteTask
     from rrt.selection import RULES
 
     lm, tok = tiny
     extra = {"ing_lm": lm, "ing_tokenizer": tok} if system == "contextual_gpt2" else {}
-    rewriter = Rewriter(system, lm, tok, 256, SamplingSettings(candidates=3, max_new_tokens=8), recipe_tokens=24,
+    rewriter = make_rewriter(system, lm, tok, 256, sampling(candidates=3, max_new_tokens=8), recipe_tokens=24,
                         **extra)
     tasks = [RewriteTask("a", ["vegan"], SOURCE, 5), RewriteTask("b", ["dairy-free", "nut-free"],
                                                                    {**SOURCE, "steps": SOURCE["steps"][:1]}, 5)]
@@ -187,7 +187,7 @@ def test_every_model_system_rewrites_a_batch_into_whole_records(tiny, system):
             for entry in row["steps"]:
                 assert len(entry["candidates"]) == 3 and set(entry["candidates"][0]["scores"]) == set(RULES) | {"total"}
     assert rewriter.stats["steps_sampled"] == (2 if system == "end_to_end" else 4)
-    again = Rewriter(system, lm, tok, 256, SamplingSettings(candidates=3, max_new_tokens=8), recipe_tokens=24,
+    again = make_rewriter(system, lm, tok, 256, sampling(candidates=3, max_new_tokens=8), recipe_tokens=24,
                      **extra).rewrite(tasks[:1])
     assert again[0]["rewrite"] == records[0]["rewrite"]   # seeded: the same recipe gives the same rewrite
 
@@ -200,7 +200,7 @@ def test_a_kept_prefix_skips_its_prefill_and_changes_nothing(tiny):
     end = tok.convert_tokens_to_ids(END_INST)
     first, second = _prompts(tok)[:2]   # steps 1 and 2 of the same recipe: the second repeats the source
     keep = first.index(end)
-    greedy = SamplingSettings(top_k=1, candidates=2, max_new_tokens=10)
+    greedy = sampling(top_k=1, candidates=2, max_new_tokens=10)
     # The first prompt runs alone and hands back its source part, to be reused by the second.
     kept = sample_candidates(lm, [first], [1], stops, tok.pad_token_id, greedy, keep=[keep])[0].prefix
     assert isinstance(kept, Prefix) and kept.ids == first[:keep] and second[:keep] == kept.ids
@@ -218,10 +218,10 @@ def test_a_kept_prefix_skips_its_prefill_and_changes_nothing(tiny):
 
 @needs_dictionary
 def test_the_rewriter_gives_the_same_rewrite_with_and_without_prefix_reuse(tiny):
-    from rrt.rewriter import Rewriter, RewriteTask
+    from rrt.rewriter import RewriteTask
 
     lm, tok = tiny
     tasks = [RewriteTask("a", ["vegan"], SOURCE, 5), RewriteTask("b", ["vegan"], {**SOURCE, "title": "Crepes"}, 5)]
-    runs = [Rewriter("contextual", lm, tok, 256, SamplingSettings(top_k=1, candidates=2, max_new_tokens=8),
+    runs = [make_rewriter("contextual", lm, tok, 256, sampling(top_k=1, candidates=2, max_new_tokens=8),
                      reuse_prefix=reuse).rewrite(tasks) for reuse in (True, False)]
     assert [r["rewrite"] for r in runs[0]] == [r["rewrite"] for r in runs[1]]

@@ -133,13 +133,15 @@ def test_an_empty_split_or_bad_config_value_is_one_line(tmp_path):
     assert done.returncode == 2 and "the train split of contextual" in done.stderr and "is empty" in done.stderr
     config = quick_train_config(tmp_path, loss_on="sometimes")
     done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
-    assert done.returncode == 2 and done.stderr.strip() == "train_contextual: error: train.loss_on must be all or target"
+    assert done.returncode == 2 and done.stderr.strip() == (
+        "train_contextual: error: train.loss_on must be one of target, all (got 'sometimes')")
     config = quick_train_config(tmp_path, allocator="hoard")
     done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
     assert done.returncode == 2 and "train.allocator must be one of tcmalloc, system" in done.stderr
     config = quick_train_config(tmp_path, finetune="adapters")
     done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
-    assert done.returncode == 2 and done.stderr.strip() == "train_contextual: error: train.finetune must be one of full, freeze, lora"
+    assert done.returncode == 2 and done.stderr.strip() == (
+        "train_contextual: error: train.finetune must be one of full, freeze, lora (got 'adapters')")
     assert not (tmp_path / "out").exists()
     shutil.rmtree(data)
 

@@ -29,16 +29,16 @@ sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
 
-from rrt.alignment import (LINK_FEATURES, LINK_MODEL, AlignSettings, align_steps, fit_link_model,  # noqa: E402
+from rrt.corpus.alignment import (LINK_FEATURES, LINK_MODEL, AlignSettings, align_steps, fit_link_model,  # noqa: E402
                            kept_links, link_features, link_probability, train_translation_table)
-from rrt.clean import clean_lines, clean_text  # noqa: E402
+from rrt.recipes.clean import clean_lines, clean_text  # noqa: E402
 from rrt.config import load_settings  # noqa: E402
-from rrt.dish import dish_key  # noqa: E402
-from rrt.link_labels import LinkCounts, line_index, load_labels  # noqa: E402
-from rrt.pairing import PairSettings, dish_likeness  # noqa: E402
-from rrt.recipe import Recipe  # noqa: E402
-from rrt.step_kinds import split_method  # noqa: E402
-from rrt.tagger import parse_constraints, tag_recipe  # noqa: E402
+from rrt.corpus.dish import dish_key  # noqa: E402
+from rrt.corpus.link_labels import LinkCounts, line_index, load_labels  # noqa: E402
+from rrt.corpus.pairing import PairSettings, dish_likeness  # noqa: E402
+from rrt.recipes.recipe import Recipe  # noqa: E402
+from rrt.recipes.step_kinds import split_method  # noqa: E402
+from rrt.recipes.tagger import parse_constraints, tag_recipe  # noqa: E402
 
 SHARED = os.environ.get("RRT_SHARED_DATA") or os.path.join(os.path.dirname(ROOT), "shared", "data")
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "alignment")

@@ -22,10 +22,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from rrt import finetune  # noqa: E402
-from rrt.batching import pad_batch, tokenize_table  # noqa: E402
+from rrt.modelling import finetune  # noqa: E402
+from rrt.modelling.batching import pad_batch, tokenize_table  # noqa: E402
 from rrt.config import load_settings  # noqa: E402
-from rrt.models import build_model, load_tokenizer, pad_vocabulary  # noqa: E402
+from rrt.modelling.models import build_model, load_tokenizer, pad_vocabulary  # noqa: E402
 
 
 def rows(data: str, split: str, tokenizer, block: int, count: int, seed: int) -> list:
@@ -64,7 +64,7 @@ def run_method(args, method: str, layers: int, train_rows: list, dev_batches: li
     """Fine-tune one method for --steps steps; its speed, size and dev loss."""
     import torch
 
-    from rrt.optim import lr_factor
+    from rrt.modelling.optim import lr_factor
 
     train = load_settings(args.config).train
     ds = train.deepspeed

@@ -29,9 +29,9 @@ import psutil
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from rrt.lexicon import CONSTRAINTS  # noqa: E402
-from rrt.loaders import read_recipes  # noqa: E402
-from rrt.substitutions import substitute_recipe  # noqa: E402
+from rrt.recipes.lexicon import CONSTRAINTS  # noqa: E402
+from rrt.recipes.loaders import read_recipes  # noqa: E402
+from rrt.recipes.substitutions import substitute_recipe  # noqa: E402
 
 WEB = os.path.join(os.path.dirname(ROOT), "shared", "data", "web_recipes", "recipes.jsonl")
 DISH_SIZE = 6

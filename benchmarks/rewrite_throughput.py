@@ -25,11 +25,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from rrt.config import load_settings  # noqa: E402
-from rrt.loading import build_rewriter, load_model  # noqa: E402
-from rrt.prompts import STOPS, step_prompt  # noqa: E402
-from rrt.rewriter import Rewriter, RewriteTask, step_context  # noqa: E402
-from rrt.sampling import SamplingSettings  # noqa: E402
-from rrt.selection import select_best  # noqa: E402
+from rrt.modelling.loading import build_rewriter, load_model  # noqa: E402
+from rrt.modelling.prompts import STOPS, step_prompt  # noqa: E402
+from rrt.modelling.rewriter import Rewriter, RewriteTask, step_context  # noqa: E402
+from rrt.modelling.sampling import SamplingSettings  # noqa: E402
+from rrt.modelling.selection import select_best  # noqa: E402
 
 
 def load_tasks(data: str, count: int) -> list[RewriteTask]:

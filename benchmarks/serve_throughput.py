@@ -26,9 +26,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from rrt.config import load_settings  # noqa: E402
-from rrt.lexicon import CONSTRAINTS  # noqa: E402
-from rrt.loaders import read_recipes  # noqa: E402
-from serve.local import SAMPLE, LocalService, free_port, tiny_model, write_config  # noqa: E402
+from rrt.recipes.lexicon import CONSTRAINTS  # noqa: E402
+from rrt.recipes.loaders import read_recipes  # noqa: E402
+from testing.local_service import SAMPLE, LocalService, free_port, tiny_model, write_config  # noqa: E402
 
 
 def sample_requests(count: int, candidates: int) -> list[dict]:

@@ -20,9 +20,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from rrt.loaders import read_recipes  # noqa: E402
-from rrt.recipe import Recipe  # noqa: E402
-from rrt.tagger import parse_constraints, tag_recipe  # noqa: E402
+from rrt.recipes.loaders import read_recipes  # noqa: E402
+from rrt.recipes.recipe import Recipe  # noqa: E402
+from rrt.recipes.tagger import parse_constraints, tag_recipe  # noqa: E402
 
 SHARED = os.environ.get("RRT_SHARED_DATA") or os.path.join(os.path.dirname(ROOT), "shared", "data")
 

@@ -8,7 +8,7 @@ example to the block size (same model, data, steps and hardware).
 CPU mode runs jobs/train.py (Ray Data tokenization, length-bucketed batches, Ray Train +
 DeepSpeed ZeRO-2) with one worker and with two, and the baseline Trainer in this process.
 The baseline model is GPT-2 as Hugging Face builds it; ours is the same shape and weights from
-rrt.models, computing the same functions more cheaply: GPT-2's tanh GELU as one fused kernel,
+rrt.modelling.models, computing the same functions more cheaply: GPT-2's tanh GELU as one fused kernel,
 fused AdamW and an LM head padded to 64 rows (their logits -inf).
 Speed is useful (non-padding) tokens per second, measured after the first steps so start-up
 is not counted. Each variant in --variants (default: contextual and no_context) gets its own
@@ -39,12 +39,12 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 import pyarrow.dataset as pads  # noqa: E402
 
-from rrt.batching import bucket_batches, pad_batch, tokenize_table  # noqa: E402
+from rrt.modelling.batching import bucket_batches, pad_batch, tokenize_table  # noqa: E402
 from rrt.config import load_config  # noqa: E402
-from rrt.finetune import parameter_counts  # noqa: E402
-from rrt.models import (fused_gelu, pad_vocabulary, special_tokens,  # noqa: E402
+from rrt.modelling.finetune import parameter_counts  # noqa: E402
+from rrt.modelling.models import (fused_gelu, pad_vocabulary, special_tokens,  # noqa: E402
                         tiny_config, train_tiny_tokenizer)
-from rrt.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops  # noqa: E402
+from rrt.modelling.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
 WARMUP_STEPS = 5
@@ -154,7 +154,7 @@ def bench_config(shape: dict, steps: int) -> str:
     return path
 
 
-# GPT-2's own vocabulary; the real run adds our special tokens to it (rrt.models.load_tokenizer).
+# GPT-2's own vocabulary; the real run adds our special tokens to it (rrt.modelling.models.load_tokenizer).
 GPT2_VOCAB = 50257
 
 
@@ -241,7 +241,7 @@ def engine_step(model, device, ds: dict, total_steps: int):
     import torch
 
     from jobs.train_worker import build_engine
-    from rrt.optim import resolve_precision
+    from rrt.modelling.optim import resolve_precision
 
     for key, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29531", "RANK": "0", "LOCAL_RANK": "0",
                        "WORLD_SIZE": "1"}.items():

@@ -31,14 +31,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pyarrow as pa  # noqa: E402
 
-from jobs.launch import JobError, parquet_files, start_ray, write_json_atomic  # noqa: E402
+from runtime.cluster import start_ray  # noqa: E402
+from runtime.parquet import parquet_files  # noqa: E402
+from runtime.runs import JobError, write_json_atomic  # noqa: E402
 from rrt.config import ConfigError, load_settings  # noqa: E402
-from rrt.metrics import (food_vocabulary, names_from_lines, read_foods, recipe_measures,  # noqa: E402
+from rrt.evaluation.metrics import (food_vocabulary, names_from_lines, read_foods, recipe_measures,  # noqa: E402
                          summarise)
-from rrt.models import META_FILE, read_meta  # noqa: E402
-from rrt.paper_format import END_INGS  # noqa: E402
-from rrt.report import metrics_markdown, per_constraint_markdown, plot_metrics, render_report  # noqa: E402
-from rrt.tagger import parse_constraints  # noqa: E402
+from rrt.modelling.models import META_FILE, read_meta  # noqa: E402
+from rrt.recipes.paper_format import END_INGS  # noqa: E402
+from rrt.evaluation.report import metrics_markdown, per_constraint_markdown, plot_metrics, render_report  # noqa: E402
+from rrt.recipes.tagger import parse_constraints  # noqa: E402
 
 MEASURE_KEYS = ("obeying", "mentions", "empty", "rouge_l_recall")
 
@@ -117,7 +119,7 @@ def check_lm(folder: str) -> int:
     """The LM's block size; a folder that is not an exported causal LM is a JobError."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from rrt.metrics import lm_block_size
+    from rrt.modelling.models import lm_block_size
 
     if not os.path.isdir(folder) or not os.path.isfile(os.path.join(folder, "config.json")):
         raise JobError(f"LM folder not found or not a model export (no config.json): {folder}")
@@ -208,7 +210,7 @@ class StepScorer:
     def __init__(self, lm_dir: str, block: int, batch_size: int, use_gpu: bool, threads: int):
         import torch
 
-        from rrt.loading import load_model
+        from rrt.modelling.loading import load_model
 
         torch.set_num_threads(max(1, threads))
         self.device = "cuda" if use_gpu and torch.cuda.is_available() else "cpu"
@@ -217,7 +219,7 @@ class StepScorer:
         self.block, self.batch_size = block, batch_size
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        from rrt.metrics import step_nll
+        from rrt.evaluation.metrics import step_nll
 
         rows = batch.to_pylist()
         scores = step_nll(self.lm, self.tokenizer, rows, self.block, self.batch_size, self.device)

@@ -28,18 +28,19 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.dataset as pads  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from jobs.launch import (JobError, claim_output, count_rows, parquet_files, start_ray,  # noqa: E402
-                         write_json_atomic)
-from rrt.alignment import AlignSettings, TranslationTable, train_translation_table  # noqa: E402
+from runtime.cluster import start_ray  # noqa: E402
+from runtime.parquet import count_rows, parquet_files  # noqa: E402
+from runtime.runs import JobError, claim_output, write_json_atomic  # noqa: E402
+from rrt.corpus.alignment import AlignSettings, TranslationTable, train_translation_table  # noqa: E402
 from rrt.config import ConfigError, load_settings  # noqa: E402
-from rrt.formats import PAIR_VARIANTS  # noqa: E402
-from rrt.loaders import InputError, LoadReport, expand_inputs, read_recipes  # noqa: E402
-from rrt.loaders.source import is_remote  # noqa: E402
-from rrt.pairing import PairSettings, cap_dish, pair_dish, recipe_rows, step_pair_rows, valid_column  # noqa: E402
-from rrt.recipe import Reject  # noqa: E402
-from rrt.recipe_table import recipe_row  # noqa: E402
-from rrt.step_kinds import KINDS  # noqa: E402
-from rrt.tagger import parse_constraints  # noqa: E402
+from rrt.corpus.formats import PAIR_VARIANTS  # noqa: E402
+from rrt.recipes.loaders import InputError, LoadReport, expand_inputs, read_recipes  # noqa: E402
+from rrt.recipes.loaders.source import is_remote  # noqa: E402
+from rrt.corpus.pairing import PairSettings, cap_dish, pair_dish, recipe_rows, step_pair_rows, valid_column  # noqa: E402
+from rrt.recipes.recipe import Reject  # noqa: E402
+from rrt.corpus.recipe_table import recipe_row  # noqa: E402
+from rrt.recipes.step_kinds import KINDS  # noqa: E402
+from rrt.recipes.tagger import parse_constraints  # noqa: E402
 
 SPLITS = ("train", "dev", "test")
 LINK = pa.struct([("source_step", pa.int64()), ("target_steps", pa.list_(pa.int64())),

@@ -31,12 +31,13 @@ import pyarrow.dataset as pads
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jobs.launch import (JobError, claim_output, count_rows, read_manifest, start_ray,  # noqa: E402
-                         write_json_atomic)
+from runtime.cluster import start_ray  # noqa: E402
+from runtime.parquet import count_rows  # noqa: E402
+from runtime.runs import JobError, claim_output, read_manifest, write_json_atomic  # noqa: E402
 from rrt.config import ConfigError, load_settings  # noqa: E402
-from rrt.lexicon import CONSTRAINTS  # noqa: E402
-from rrt.rewriter import SYSTEMS  # noqa: E402
-from rrt.tagger import parse_constraints  # noqa: E402
+from rrt.recipes.lexicon import CONSTRAINTS  # noqa: E402
+from rrt.modelling.rewriter import SYSTEMS  # noqa: E402
+from rrt.recipes.tagger import parse_constraints  # noqa: E402
 
 REWRITES = "rewrites.jsonl"
 
@@ -138,7 +139,7 @@ def rewrite_keys(rows: list[dict], forced: str | None = None) -> list[tuple[str,
     """(recipe id, constraint) for every recipe that breaks a constraint which another recipe of
     its dish obeys (a version of the dish exists, so Retrieval has one to find). With `forced`
     ("vegan" or "vegan,nut-free"), only that constraint: recipes breaking any part of it."""
-    from rrt.pairing import valid_column
+    from rrt.corpus.pairing import valid_column
 
     obeyed: dict[str, set[str]] = {}
     for row in rows:
@@ -170,7 +171,7 @@ def dropped_warning(missing: list[str], shown: int = 5) -> str | None:
 def plan_tasks(ray_data, settings: dict) -> tuple[list[dict], list[str]]:
     """The seeded sample of (source recipe, constraints) to rewrite, each with its source recipe
     (and, for Retrieval, the recipe it retrieves), and the sampled ids whose source is missing."""
-    from rrt.pairing import valid_column
+    from rrt.corpus.pairing import valid_column
 
     data, split = settings["data"], settings["split"]
     flags = [valid_column(c) for c in CONSTRAINTS]
@@ -193,8 +194,8 @@ def plan_tasks(ray_data, settings: dict) -> tuple[list[dict], list[str]]:
 
 def attach_retrieved(ray_data, data: str, tasks: list[dict], seed: int) -> None:
     """Give each task a recipe of its dish that obeys all its constraints (any split)."""
-    from rrt.baselines import pick_retrieval
-    from rrt.pairing import valid_column
+    from rrt.evaluation.baselines import pick_retrieval
+    from rrt.corpus.pairing import valid_column
 
     flags = [valid_column(c) for c in CONSTRAINTS]
     pool = _rows(ray_data, os.path.join(data, "recipes"), ["id", "dish", *flags], "dish",

@@ -9,7 +9,7 @@ import json
 
 import pyarrow as pa
 
-from rrt.rewriter import RewriteTask
+from rrt.modelling.rewriter import RewriteTask
 
 _LINES = pa.list_(pa.string())
 TASK_SCHEMA = pa.schema([
@@ -49,7 +49,7 @@ def _table(records: list[dict]) -> pa.Table:
 
 def rewrite_baseline(batch: pa.Table, system: str) -> pa.Table:
     """Ray Data task: Rule-Based or Retrieval rewrites of a batch of tasks."""
-    from rrt.baselines import retrieval, rule_based
+    from rrt.evaluation.baselines import retrieval, rule_based
 
     rewrite = rule_based if system == "rule_based" else retrieval
     return _table([rewrite(task) for task in _tasks(batch)])
@@ -61,7 +61,7 @@ class RewriteBatch:
     def __init__(self, settings: dict):
         import torch
 
-        from rrt.loading import build_rewriter, load_model
+        from rrt.modelling.loading import build_rewriter, load_model
 
         device = "cuda" if settings["use_gpu"] and torch.cuda.is_available() else "cpu"
         threads = settings["torch_threads"] or max(1, int(settings["cpus_per_actor"]))

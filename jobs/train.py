@@ -26,13 +26,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pyarrow.dataset as pads  # noqa: E402
 
-from jobs.launch import (JobError, allocator_env, claim_output, count_rows,  # noqa: E402
-                         parquet_files, read_jsonl, start_ray, write_json_atomic)
-from rrt import finetune  # noqa: E402
+from runtime.cluster import allocator_env, start_ray  # noqa: E402
+from runtime.parquet import count_rows, parquet_files  # noqa: E402
+from runtime.runs import JobError, claim_output, read_jsonl, write_json_atomic  # noqa: E402
+from rrt.modelling import finetune  # noqa: E402
 from rrt.config import ConfigError, load_settings  # noqa: E402
-from rrt.formats import VARIANTS  # noqa: E402
-from rrt.models import TINY, load_tokenizer  # noqa: E402
-from rrt.pretrained import PresetError  # noqa: E402
+from rrt.corpus.formats import VARIANTS  # noqa: E402
+from rrt.modelling.models import TINY, load_tokenizer  # noqa: E402
+from rrt.modelling.pretrained import PresetError  # noqa: E402
 
 TOKENIZER_TEXTS = 50_000  # training texts the tiny tokenizer learns from
 
@@ -141,7 +142,7 @@ def prepare_tokenizer(settings: dict):
 
 def token_dataset(ray_data, settings: dict, split: str, tokenizer_json: str, limit: int | None = None):
     """A Ray Dataset of token rows for one split, tokenized by streaming CPU tasks."""
-    from rrt.batching import tokenize_table
+    from rrt.modelling.batching import tokenize_table
 
     dataset = ray_data.read_parquet(_split_dir(settings["data"], settings["variant"], split)).select_columns(["text"])
     if limit:
@@ -235,7 +236,7 @@ def steady_mean(values: list[float]) -> float | None:
 
 def write_stats(settings: dict, config: dict, seconds: float, train_rows: int) -> dict:
     """train_stats.json: steps, examples kept/cut/too long, speed, padding and MFU of this run."""
-    from rrt.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops
+    from rrt.modelling.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops
 
     output = settings["output"]
     with open(os.path.join(output, "worker_stats.json"), encoding="utf-8") as handle:

@@ -15,12 +15,12 @@ import time
 
 import numpy as np
 
-from jobs.launch import read_jsonl, write_atomic, write_json_atomic
-from rrt.batching import Batch, bucket_batches
-from rrt import finetune
-from rrt.models import build_model, export_model, pad_vocabulary, trim_vocabulary
-from rrt.optim import deepspeed_config, lr_factor, resolve_precision
-from rrt.speed import loaded_allocator
+from runtime.runs import read_jsonl, write_atomic, write_json_atomic
+from rrt.modelling.batching import Batch, bucket_batches
+from rrt.modelling import finetune
+from rrt.modelling.models import build_model, export_model, pad_vocabulary, trim_vocabulary
+from rrt.modelling.optim import deepspeed_config, lr_factor, resolve_precision
+from rrt.modelling.speed import loaded_allocator
 
 STATE_FILE = "train_state.{rank}.json"  # one per worker: each keeps its own example counts
 

@@ -27,7 +27,8 @@ from ray import serve
 from starlette.exceptions import HTTPException
 
 from rrt.config import ConfigError, Settings, load_settings
-from rrt.lexicon import CONSTRAINTS
+from rrt.recipes.lexicon import CONSTRAINTS
+from runtime.cluster import start_local_ray
 from serve.schema import ApiError, Limits, RewriteRequest, parse_request, read_body, response
 
 PAGE = Path(__file__).with_name("page.html")
@@ -69,7 +70,7 @@ class Rewriter:
     def __init__(self, model: str, settings: dict):
         import torch
 
-        from rrt.loading import build_rewriter, load_model
+        from rrt.modelling.loading import build_rewriter, load_model
 
         self.device = "cuda" if settings["num_gpus"] and torch.cuda.is_available() else "cpu"
         torch.set_num_threads(max(1, int(settings["cpus_per_replica"])))
@@ -92,7 +93,7 @@ class Rewriter:
 
     def _run(self, requests: list[RewriteRequest]) -> list[dict]:
         """The engine over one batch (grouped by its settings), answers built: runs in a thread."""
-        from rrt.rewriter import RewriteTask
+        from rrt.modelling.rewriter import RewriteTask
 
         started = time.time()
         out: dict[int, dict] = {}
@@ -374,9 +375,7 @@ def run(model: str, port: int | None = None, host: str | None = None, config: st
     except ServeConfigError as err:
         print(f"rrt serve: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
-    # address="local" starts a new Ray: without it, ray.init joins the latest `ray start` cluster.
-    ray.init(address="local", include_dashboard=False, num_cpus=ray_settings["num_cpus"],
-             object_store_memory=ray_settings["object_store_memory"])
+    start_local_ray(ray_settings)
     # SIGTERM (a supervisor, `kill`) stops as cleanly as Ctrl-C: no Ray process is left behind.
     # SIGINT is handled explicitly too: a shell starts background jobs with it ignored, and
     # `kill -INT` must still stop the service.

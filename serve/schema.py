@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from rrt.clean import clean_text
+from rrt.recipes.clean import clean_text
 from rrt.config import Limits
-from rrt.lexicon import CONSTRAINTS
-from rrt.paper_format import BOS, PaperFormatError, parse_line, parse_recipe_parts
-from rrt.recipe import Recipe
-from rrt.tagger import parse_constraints, tag_recipe
+from rrt.recipes.lexicon import CONSTRAINTS
+from rrt.recipes.paper_format import BOS, PaperFormatError, parse_line, parse_recipe_parts
+from rrt.recipes.recipe import Recipe
+from rrt.recipes.tagger import parse_constraints, tag_recipe
 
 MAX_NESTING = 8
 

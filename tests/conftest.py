@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from rrt.config import load_config, load_settings
-from rrt.loading import ENGINE_KEYS
-from rrt.recipe import Recipe
-from rrt.rewriter import Rewriter
-from rrt.sampling import SamplingSettings
+from rrt.modelling.loading import ENGINE_KEYS
+from rrt.recipes.recipe import Recipe
+from rrt.modelling.rewriter import Rewriter
+from rrt.modelling.sampling import SamplingSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample" / "recipes.jsonl"
@@ -46,7 +46,7 @@ needs_shared_data = pytest.mark.skipif(
 
 def dictionary_missing() -> str:
     """Why the English dictionary behind candidate selection cannot load ("" when it can)."""
-    from rrt.selection import DictionaryMissing, is_english
+    from rrt.modelling.selection import DictionaryMissing, is_english
 
     try:
         is_english("stir")

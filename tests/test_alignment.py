@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, SAMPLE, WEB_RECIPES, needs_shared_data
-from rrt.alignment import AlignSettings, TranslationTable, align_steps, kept_links, train_translation_table
+from rrt.corpus.alignment import AlignSettings, TranslationTable, align_steps, kept_links, train_translation_table
 from rrt.config import load_settings
-from rrt.dish import dish_key
-from rrt.lexicon import CONSTRAINTS
-from rrt.link_labels import load_labels
-from rrt.pairing import PairSettings
-from rrt.loaders import read_recipes
-from rrt.synthetic_pairs import link_accuracy, perturbed_pair
+from rrt.corpus.dish import dish_key
+from rrt.recipes.lexicon import CONSTRAINTS
+from rrt.corpus.link_labels import load_labels
+from rrt.corpus.pairing import PairSettings
+from rrt.recipes.loaders import read_recipes
+from testing.synthetic_pairs import link_accuracy, perturbed_pair
 
 ALIGNMENT, DATA = load_settings().alignment.model_dump(), load_settings().data.model_dump()
 # The HMM as first built: its posterior alone, no bound on a source step's links.
@@ -86,7 +86,7 @@ def test_one_source_step_keeps_at_most_max_fanout_targets():
 
 
 def test_calibrated_scores_favour_the_step_that_does_the_same_job(corpus):
-    from rrt.alignment import LINK_FEATURES, calibrated_scores, load_link_model
+    from rrt.corpus.alignment import LINK_FEATURES, calibrated_scores, load_link_model
 
     weights = load_link_model()
     assert len(weights) == len(LINK_FEATURES)
@@ -101,7 +101,7 @@ def test_calibrated_scores_favour_the_step_that_does_the_same_job(corpus):
 
 
 def test_steps_that_do_the_same_job_share_kinds_of_work():
-    from rrt.cooking_actions import action_overlap, step_actions
+    from rrt.corpus.cooking_actions import action_overlap, step_actions
 
     named = step_actions("Whisk together the dry ingredients.")
     listed = step_actions("In a large bowl whisk the flour, baking powder, salt and brown sugar together.")
@@ -112,7 +112,7 @@ def test_steps_that_do_the_same_job_share_kinds_of_work():
 
 
 def test_a_target_step_made_of_two_source_steps_links_both(corpus):
-    from rrt.alignment import LINK_FEATURES, calibrated_scores, load_link_model
+    from rrt.corpus.alignment import LINK_FEATURES, calibrated_scores, load_link_model
 
     source = ["Preheat the oven to 350F.", "Cream the butter and sugar.", "Beat in the eggs and vanilla.",
               "Bake for 30 minutes."]
@@ -127,8 +127,8 @@ def test_a_target_step_made_of_two_source_steps_links_both(corpus):
 
 
 def test_pairs_only_join_recipes_of_one_dish():
-    from rrt.dish import dish_similarity
-    from rrt.pairing import pair_dish
+    from rrt.corpus.dish import dish_similarity
+    from rrt.corpus.pairing import pair_dish
 
     def recipe(rid, title, ingredients, steps, vegan):
         return {"id": rid, "title": title, "ingredients": ingredients, "steps": steps, "split": "train",

@@ -7,12 +7,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from rrt.batching import bucket_batches, fit_block, pad_batch, token_budget_chunks, tokenize_table
+from rrt.modelling.batching import bucket_batches, fit_block, pad_batch, token_budget_chunks, tokenize_table
 from rrt.config import load_settings
-from rrt.formats import contextual, no_source
-from rrt.models import build_model, special_tokens, train_tiny_tokenizer
-from rrt.optim import deepspeed_config, lr_factor, resolve_precision
-from rrt.speed import estimate_mfu, gpu_peak_flops
+from rrt.corpus.formats import contextual, no_source
+from rrt.modelling.models import build_model, special_tokens, train_tiny_tokenizer
+from rrt.modelling.optim import deepspeed_config, lr_factor, resolve_precision
+from rrt.modelling.speed import estimate_mfu, gpu_peak_flops
 
 TITLE, INGS = "Hot Cocoa", ["2 cups milk", "3 tbsp cocoa", "2 tbsp sugar"]
 SOURCE = ["Warm the milk in a pan.", "Whisk in the cocoa and sugar.", "Pour into mugs and serve."]
@@ -136,7 +136,7 @@ def test_built_models_use_the_fused_tanh_gelu_which_equals_gpt2s_own():
     import torch
     from transformers.activations import ACT2FN
 
-    from rrt.models import build_model
+    from rrt.modelling.models import build_model
 
     lm = build_model("tiny", 300, {"n_layer": 1, "n_head": 2, "n_embd": 16})
     assert lm.config.activation_function == "gelu_pytorch_tanh"

@@ -12,7 +12,7 @@ from test_loaders import _bad_inputs
 
 
 def rrt(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rrt.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=120)
 
 
 def test_help_lists_every_command():
@@ -97,7 +97,7 @@ def test_show_of_a_missing_or_empty_run_is_one_error_line(tmp_path):
 
 
 def rrt_in(stdin: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rrt.cli", *args], input=stdin, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "cli", *args], input=stdin, capture_output=True, text=True,
                           timeout=120)
 
 
@@ -117,7 +117,7 @@ def _broken_inputs(tmp_path) -> list[str]:
 
 
 def test_a_bad_record_or_input_costs_only_itself_in_every_command(tmp_path, capsys):
-    from rrt import cli
+    from cli import main as cli
 
     inputs = _broken_inputs(tmp_path)
     for command in RECIPE_READERS:
@@ -147,7 +147,7 @@ def test_commands_compose_through_standard_input():
 
 
 def test_every_recipe_reader_documents_standard_input(capsys):
-    from rrt import cli
+    from cli import main as cli
 
     for name in [c[0] for c in RECIPE_READERS] + ["align"]:
         with pytest.raises(SystemExit):
@@ -156,7 +156,7 @@ def test_every_recipe_reader_documents_standard_input(capsys):
 
 
 def test_no_input_from_a_terminal_is_one_error_line(monkeypatch, capsys):
-    from rrt import cli
+    from cli import main as cli
 
     class Terminal:
         def isatty(self) -> bool:

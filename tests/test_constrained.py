@@ -7,11 +7,11 @@ import random
 import pytest
 
 from conftest import SAMPLE
-from rrt.constrained import Verdict, ViolationGuard, guard_text, term_last_words
-from rrt.loaders import read_recipes
-from rrt.models import train_tiny_tokenizer
-from rrt.paper_format import END_INST, INST
-from rrt.tagger import parse_constraints, text_violations
+from rrt.modelling.constrained import Verdict, ViolationGuard, guard_text, term_last_words
+from rrt.recipes.loaders import read_recipes
+from rrt.modelling.models import train_tiny_tokenizer
+from rrt.recipes.paper_format import END_INST, INST
+from rrt.recipes.tagger import parse_constraints, text_violations
 
 
 @pytest.fixture(scope="module")

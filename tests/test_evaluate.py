@@ -6,7 +6,7 @@ import json
 import pytest
 
 from conftest import run_script
-from rrt.report import recipe_html
+from rrt.evaluation.report import recipe_html
 from test_metrics import export_tiny_lm
 
 SOURCE = {"id": "r1", "title": "Mac & Cheese <Deluxe>",

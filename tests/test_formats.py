@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from rrt.dish import dish_key, split_of
-from rrt.formats import PAIR_VARIANTS, RECIPE_VARIANTS, parse_text
-from rrt.pairing import recipe_rows, step_pair_rows
+from rrt.corpus.dish import dish_key, split_of
+from rrt.corpus.formats import PAIR_VARIANTS, RECIPE_VARIANTS, parse_text
+from rrt.corpus.pairing import recipe_rows, step_pair_rows
 
 
 def test_dish_key_meets_versions_of_a_dish():
@@ -78,7 +78,7 @@ def test_recipe_variants_parse_back(variant):
 
 
 def test_titles_agree_only_when_they_name_one_dish():
-    from rrt.dish import title_core, titles_agree
+    from rrt.corpus.dish import title_core, titles_agree
 
     assert title_core("Crispy Salmon Tacos") == title_core("Vegan Tofu Tacos") == {"taco"}
     assert titles_agree("Emeril's Famous Banana Cream Pie", "Vegan Banana Cream Pie")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from rrt.ingredients import ingredient_name, recipe_ingredients, step_ingredients
+from rrt.recipes.ingredients import ingredient_name, recipe_ingredients, step_ingredients
 
 
 @pytest.mark.parametrize("line,name", [

@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from conftest import ROOT, SAMPLE
-from jobs.launch import (LOCK_FILE, JobError, check_replaceable, claim_output, read_jsonl, read_manifest,
-                         write_json_atomic)
+from runtime.runs import (LOCK_FILE, JobError, check_replaceable, claim_output, read_jsonl, read_manifest,
+                          write_json_atomic)
 
 
 def manifest(folder) -> dict:
@@ -192,7 +192,7 @@ def test_resume_reads_ids_holding_unicode_line_breaks(tmp_path):
 def test_a_folder_held_by_another_run_is_refused_until_that_run_ends(tmp_path):
     out = tmp_path / "run"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from jobs.launch import claim_output; "
+        [sys.executable, "-c", "import sys; from runtime.runs import claim_output; "
          f"claim_output({str(out)!r}, 'rewrite', 'r1', {{}}, False); print('claimed', flush=True); sys.stdin.read()"],
         cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from rrt.clean import clean_text
-from rrt.loaders import LoadReport, detect_format, expand_inputs, read_recipes
-from rrt.loaders.paper_text import read_paper_pairs
-from rrt.loaders.source import InputError
+from rrt.recipes.clean import clean_text
+from rrt.recipes.loaders import LoadReport, detect_format, expand_inputs, read_recipes
+from rrt.recipes.loaders.paper_text import read_paper_pairs
+from rrt.recipes.loaders.source import InputError
 
 TITLE, INGS, STEPS = "Hot Cocoa", ["2 cups milk", "2 tablespoons cocoa"], ["Warm the milk.", "Whisk in the cocoa."]
 
@@ -229,7 +229,7 @@ def _row(title: str) -> str:
 
 
 def test_an_unclosed_quote_is_one_reject_and_the_rows_after_it_still_load(tmp_path):
-    from rrt.loaders.csv_records import MAX_FIELD_CHARS
+    from rrt.recipes.loaders.csv_records import MAX_FIELD_CHARS
 
     path = tmp_path / "r.csv"
     # Without a field limit the open quote swallows every row after it, whole, into one field.
@@ -241,8 +241,8 @@ def test_an_unclosed_quote_is_one_reject_and_the_rows_after_it_still_load(tmp_pa
 
 
 def test_a_line_past_the_row_bound_is_rejected_without_being_read_whole(tmp_path):
-    from rrt.loaders.csv_records import MAX_FIELD_CHARS
-    from rrt.loaders.source import MAX_LINE_BYTES
+    from rrt.recipes.loaders.csv_records import MAX_FIELD_CHARS
+    from rrt.recipes.loaders.source import MAX_LINE_BYTES
 
     path = tmp_path / "r.csv"
     fields = ",".join(["y" * (MAX_FIELD_CHARS - 1)] * (MAX_LINE_BYTES // MAX_FIELD_CHARS + 1))

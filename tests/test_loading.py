@@ -1,12 +1,12 @@
-"""One model loader for the rewrite job, the evaluation job and the service (rrt/loading.py)."""
+"""One model loader for the rewrite job, the evaluation job and the service (rrt/modelling/loading.py)."""
 from __future__ import annotations
 
 import pytest
 
 from conftest import DECODING
-from rrt.loading import VARIANT_SYSTEMS, build_rewriter, load_model
-from rrt.rewriter import SYSTEMS
-from serve.local import tiny_model
+from rrt.modelling.loading import VARIANT_SYSTEMS, build_rewriter, load_model
+from rrt.modelling.rewriter import SYSTEMS
+from testing.local_service import tiny_model
 
 SETTINGS = {**DECODING, "top_k": 5, "top_p": 0.9, "temperature": 0.7, "max_step_tokens": 12, "batch_prompts": 3}
 

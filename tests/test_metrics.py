@@ -5,11 +5,12 @@ import math
 
 import pytest
 
-from rrt.formats import no_source
-from rrt.metrics import (adherence_counts, encode_recipe, fit_block, food_mentions, food_vocabulary, lm_block_size,
-                         mention_verdicts, percent, perplexity, read_foods, rouge_l_recall, step_nll, summarise,
-                         trigram_diversity)
-from rrt.paper_format import END_INGS
+from rrt.corpus.formats import no_source
+from rrt.evaluation.metrics import (adherence_counts, encode_recipe, fit_block, food_mentions, food_vocabulary,
+                                    mention_verdicts, percent, perplexity, read_foods, rouge_l_recall, step_nll,
+                                    summarise, trigram_diversity)
+from rrt.modelling.models import lm_block_size
+from rrt.recipes.paper_format import END_INGS
 
 RECIPES = [
     {"title": "Butter Cake", "ingredients": ["1 cup butter", "2 cups flour", "1 cup sugar"],
@@ -22,7 +23,7 @@ RECIPES = [
 
 def tiny_lm(vocab_texts: list[str] | None = None, n_positions: int = 256, seed: int = 0):
     """A one-layer GPT-2 and its BPE tokenizer, trained on nothing but these texts' vocabulary."""
-    from rrt.models import build_model, train_tiny_tokenizer
+    from rrt.modelling.models import build_model, train_tiny_tokenizer
 
     texts = vocab_texts or [no_source(r["title"], r["ingredients"], r["steps"]) for r in RECIPES]
     tokenizer = train_tiny_tokenizer(texts * 5, 1000)
@@ -33,7 +34,7 @@ def tiny_lm(vocab_texts: list[str] | None = None, n_positions: int = 256, seed: 
 
 def export_tiny_lm(folder) -> None:
     """An exported untrained No-Source LM (enough for plumbing tests)."""
-    from rrt.models import export_model
+    from rrt.modelling.models import export_model
 
     lm, tokenizer = tiny_lm()
     export_model(lm, tokenizer, str(folder), {"variant": "no_source", "block_size": 256})

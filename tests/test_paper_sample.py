@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from conftest import PAPER_SAMPLE, needs_shared_data
-from rrt.loaders import LoadReport, expand_inputs, read_recipes
-from rrt.loaders.paper_text import StepPair, read_paper_pairs, read_step_pairs
-from rrt.recipe import RecipePair
+from rrt.recipes.loaders import LoadReport, expand_inputs, read_recipes
+from rrt.recipes.loaders.paper_text import StepPair, read_paper_pairs, read_step_pairs
+from rrt.recipes.recipe import RecipePair
 
 
 @needs_shared_data

@@ -11,11 +11,11 @@ import pyarrow.dataset as pads
 import pytest
 
 from conftest import SAMPLE, needs_shared_data, run_script
-from rrt.formats import PAIR_VARIANTS, VARIANTS, parse_text
-from rrt.lexicon import CONSTRAINTS
-from rrt.loaders import LoadReport, expand_inputs, read_recipes
-from rrt.pairing import valid_column
-from rrt.step_kinds import KINDS
+from rrt.corpus.formats import PAIR_VARIANTS, VARIANTS, parse_text
+from rrt.recipes.lexicon import CONSTRAINTS
+from rrt.recipes.loaders import LoadReport, expand_inputs, read_recipes
+from rrt.corpus.pairing import valid_column
+from rrt.recipes.step_kinds import KINDS
 
 
 

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from conftest import needs_dictionary, needs_shared_data, quick_train_config, run_script
-from serve.local import tiny_llama
+from testing.local_service import tiny_llama
 
 pytestmark = [pytest.mark.slow, pytest.mark.shared_data, needs_shared_data, needs_dictionary]
 

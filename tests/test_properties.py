@@ -13,10 +13,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from rrt.lexicon import CATEGORIES, CONSTRAINTS, NEGATIONS, SYNONYMS
-from rrt.loaders import LoadReport, read_recipes
-from rrt.recipe import Recipe
-from rrt.tagger import normalise_term, tag_recipe
+from rrt.recipes.lexicon import CATEGORIES, CONSTRAINTS, NEGATIONS, SYNONYMS
+from rrt.recipes.loaders import LoadReport, read_recipes
+from rrt.recipes.recipe import Recipe
+from rrt.recipes.tagger import normalise_term, tag_recipe
 
 # Derandomized: the same examples on every run, so a failure in CI is never a matter of luck.
 FAST = settings(max_examples=200, deadline=None, derandomize=True, database=None,

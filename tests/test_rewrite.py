@@ -11,9 +11,9 @@ import time
 import pytest
 
 from conftest import ROOT, job_env, make_rewriter, needs_dictionary, needs_shared_data, run_script, sampling
-from rrt.selection import RULES
-from rrt.recipe import Recipe
-from rrt.tagger import tag_recipe, text_violations
+from rrt.modelling.selection import RULES
+from rrt.recipes.recipe import Recipe
+from rrt.recipes.tagger import tag_recipe, text_violations
 
 pytestmark = [pytest.mark.slow, needs_shared_data, needs_dictionary]
 
@@ -141,8 +141,8 @@ def test_bad_settings_are_one_line_before_ray_starts(prepared, tmp_path, args, m
 
 
 def test_one_step_empty_step_and_overlong_step_recipes_are_rewritten_and_counted(trained_contextual):
-    from rrt.models import load_exported
-    from rrt.rewriter import RewriteTask
+    from rrt.modelling.models import load_exported
+    from rrt.modelling.rewriter import RewriteTask
 
     lm, tok = load_exported(str(trained_contextual[0] / "model"), "cpu")
     rewriter = make_rewriter("contextual", lm, tok, 256, sampling(candidates=2, max_new_tokens=16))
@@ -163,8 +163,8 @@ def test_one_step_empty_step_and_overlong_step_recipes_are_rewritten_and_counted
 
 def test_the_sample_is_every_recipe_whose_dish_has_a_version_obeying_the_constraint():
     from jobs.rewrite import rewrite_keys
-    from rrt.lexicon import CONSTRAINTS
-    from rrt.pairing import valid_column
+    from rrt.recipes.lexicon import CONSTRAINTS
+    from rrt.corpus.pairing import valid_column
 
     def row(rid, dish, *obeys):
         return {"id": rid, "dish": dish, **{valid_column(c): c in obeys for c in CONSTRAINTS}}
@@ -179,8 +179,8 @@ def test_the_sample_is_every_recipe_whose_dish_has_a_version_obeying_the_constra
 
 
 def test_lines_that_are_not_steps_keep_their_place_with_the_guides_stand_ins():
-    from rrt.baselines import rule_based
-    from rrt.rewriter import RewriteTask
+    from rrt.evaluation.baselines import rule_based
+    from rrt.modelling.rewriter import RewriteTask
 
     source = {"title": "Beef Stew", "ingredients": ["1 lb beef", "1 onion"],
               "steps": ["Brown the beef.", "Simmer with the onion for 2 hours."],

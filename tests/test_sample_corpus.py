@@ -4,9 +4,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from conftest import SAMPLE
-from rrt.lexicon import CONSTRAINTS
-from rrt.loaders import LoadReport, read_recipes
-from rrt.tagger import tag_recipe
+from rrt.recipes.lexicon import CONSTRAINTS
+from rrt.recipes.loaders import LoadReport, read_recipes
+from rrt.recipes.tagger import tag_recipe
 
 
 def _dish(recipe_id: str) -> str:

@@ -5,12 +5,12 @@ import pytest
 import torch
 
 from conftest import SAMPLE, make_rewriter, needs_dictionary, sampling
-from rrt import formats
-from rrt.loaders import read_recipes
-from rrt.models import build_model, train_tiny_tokenizer
-from rrt.paper_format import END_INST, EOS, INST
-from rrt.prompts import fit_prompt, parse_ingredients, parse_recipe, protected_span, step_prompt
-from rrt.sampling import sample_candidates
+from rrt.corpus import formats
+from rrt.recipes.loaders import read_recipes
+from rrt.modelling.models import build_model, train_tiny_tokenizer
+from rrt.recipes.paper_format import END_INST, EOS, INST
+from rrt.modelling.prompts import fit_prompt, parse_ingredients, parse_recipe, protected_span, step_prompt
+from rrt.modelling.sampling import sample_candidates
 
 SOURCE = {"title": "Pancakes", "ingredients": ["2 eggs", "1 cup milk"],
           "steps": ["Whisk the eggs and milk.", "Fry in butter.", "Serve warm."]}
@@ -135,8 +135,8 @@ class _Biased(torch.nn.Module):
 
 
 def test_the_guard_keeps_every_candidate_free_of_violations(tiny):
-    from rrt.constrained import ViolationGuard, guard_text
-    from rrt.tagger import text_violations
+    from rrt.modelling.constrained import ViolationGuard, guard_text
+    from rrt.recipes.tagger import text_violations
 
     lm, tok = tiny
     boost = sorted({i for w in (" eggs", " egg", " milk", " butter", " cheese") for i in tok.encode(w)})
@@ -164,8 +164,8 @@ def test_the_guard_keeps_every_candidate_free_of_violations(tiny):
 @pytest.mark.parametrize("system", ["contextual", "contextual_rule", "contextual_gpt2", "no_context", "no_source",
                                     "end_to_end"])
 def test_every_model_system_rewrites_a_batch_into_whole_records(tiny, system):
-    from rrt.rewriter import RewriteTask
-    from rrt.selection import RULES
+    from rrt.modelling.rewriter import RewriteTask
+    from rrt.modelling.selection import RULES
 
     lm, tok = tiny
     extra = {"ing_lm": lm, "ing_tokenizer": tok} if system == "contextual_gpt2" else {}
@@ -193,7 +193,7 @@ def test_every_model_system_rewrites_a_batch_into_whole_records(tiny, system):
 
 
 def test_a_kept_prefix_skips_its_prefill_and_changes_nothing(tiny):
-    from rrt.sampling import Prefix
+    from rrt.modelling.sampling import Prefix
 
     lm, tok = tiny
     stops = {tok.convert_tokens_to_ids(t) for t in (INST, END_INST, EOS)}
@@ -218,7 +218,7 @@ def test_a_kept_prefix_skips_its_prefill_and_changes_nothing(tiny):
 
 @needs_dictionary
 def test_the_rewriter_gives_the_same_rewrite_with_and_without_prefix_reuse(tiny):
-    from rrt.rewriter import RewriteTask
+    from rrt.modelling.rewriter import RewriteTask
 
     lm, tok = tiny
     tasks = [RewriteTask("a", ["vegan"], SOURCE, 5), RewriteTask("b", ["vegan"], {**SOURCE, "title": "Crepes"}, 5)]

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from rrt.selection import (RULES, StepContext, capitalised, clean_chars, dictionary_words, ends_with_punctuation,
+from rrt.modelling.selection import (RULES, StepContext, capitalised, clean_chars, dictionary_words, ends_with_punctuation,
                            ingredient_overlap, is_english, no_violation, recipe_words, score_candidate, select_best,
                            short, step_context)
 from conftest import make_recipe, needs_dictionary
@@ -212,7 +212,7 @@ def test_selection_is_fast_enough_for_a_batch(vegan_ctx):
 def test_missing_dictionary_names_the_packages(monkeypatch):
     import enchant
 
-    from rrt import selection
+    from rrt.modelling import selection
 
     def no_dictionary(tag):
         raise enchant.errors.DictNotFoundError(f"Dictionary for language '{tag}' could not be found")

@@ -23,9 +23,9 @@ import pytest
 import requests
 
 from conftest import ROOT, SAMPLE, needs_dictionary
-from rrt.lexicon import CONSTRAINTS
-from rrt.loaders import read_recipes
-from serve.local import LocalService, free_port, tiny_export, tiny_llama, tiny_model, write_config
+from rrt.recipes.lexicon import CONSTRAINTS
+from rrt.recipes.loaders import read_recipes
+from testing.local_service import LocalService, free_port, tiny_export, tiny_llama, tiny_model, write_config
 
 pytestmark = [pytest.mark.slow, needs_dictionary]
 

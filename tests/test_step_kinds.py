@@ -6,10 +6,10 @@ import json
 import pytest
 
 from conftest import ROOT, WEB_RECIPES, make_recipe, needs_shared_data
-from rrt.clean import clean_recipe
-from rrt.link_labels import load_labels
-from rrt.recipe import Reject
-from rrt.step_kinds import classify, line_kind, split_method
+from rrt.recipes.clean import clean_recipe
+from rrt.corpus.link_labels import load_labels
+from rrt.recipes.recipe import Reject
+from rrt.recipes.step_kinds import classify, line_kind, split_method
 
 LABELS = ROOT / "tests" / "fixtures" / "alignment" / "real_pairs.jsonl"
 

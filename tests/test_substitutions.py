@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 
 from conftest import SAMPLE, WEB_RECIPES, make_recipe, needs_shared_data
-from rrt.lexicon import CONSTRAINTS
-from rrt.loaders import read_recipes
-from rrt.substitutions import match_case, substitute_recipe
-from rrt.tagger import tag_recipe
+from rrt.recipes.lexicon import CONSTRAINTS
+from rrt.recipes.loaders import read_recipes
+from rrt.recipes.substitutions import match_case, substitute_recipe
+from rrt.recipes.tagger import tag_recipe
 
 
 @pytest.mark.parametrize("line,constraint,expected", [

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from conftest import SAMPLE, WEB_RECIPES, make_recipe, needs_shared_data
-from rrt.lexicon import CONSTRAINTS
-from rrt.loaders import read_recipes
-from rrt.tagger import parse_constraints, tag_recipe, text_violations
+from rrt.recipes.lexicon import CONSTRAINTS
+from rrt.recipes.loaders import read_recipes
+from rrt.recipes.tagger import parse_constraints, tag_recipe, text_violations
 
 # (ingredient line, constraint, expected validity): exceptions and their violating twins.
 TRICKY = [
@@ -164,7 +164,7 @@ def test_web_recipes_tagged_by_their_site_are_valid(constraint):
 
 
 def test_a_training_target_names_no_forbidden_food_even_as_optional():
-    from rrt.recipe_table import recipe_row
+    from rrt.corpus.recipe_table import recipe_row
 
     tacos = make_recipe(["8 corn tortillas", "1 tbsp fish sauce (optional)", "1 cup cabbage"],
                         steps=["Warm the tortillas.", "Season the cabbage with lime and fish sauce."], title="Tacos")
@@ -178,7 +178,7 @@ def test_a_training_target_names_no_forbidden_food_even_as_optional():
 def test_tagging_a_step_of_many_mentions_is_linear(monkeypatch):
     """A 2,000-character step of 400 mentions ("milk/milk/...") once took seconds: each mention
     read back to the start of its line and compared its "or" segments with every other's."""
-    import rrt.tagger as tagger
+    import rrt.recipes.tagger as tagger
 
     read, words = [], [0]
 

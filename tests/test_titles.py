@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 
 from conftest import make_recipe
-from rrt.lexicon import CONSTRAINTS
-from rrt.substitutions import substitute_recipe
-from rrt.tagger import tag_recipe, text_violations
-from rrt.titles import is_title_case, name_diet, title_case, title_stand_in
+from rrt.recipes.lexicon import CONSTRAINTS
+from rrt.recipes.substitutions import substitute_recipe
+from rrt.recipes.tagger import tag_recipe, text_violations
+from rrt.recipes.titles import is_title_case, name_diet, title_case, title_stand_in
 
 # (source title, ingredient lines, constraints, rewritten title, an ingredient line the guide must write)
 TITLES = [

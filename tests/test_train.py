@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from conftest import needs_shared_data, quick_train_config, run_script
-from jobs.launch import allocator_env
-from rrt.formats import parse_text
-from rrt.paper_format import END_INST, EOS
+from runtime.cluster import allocator_env
+from rrt.corpus.formats import parse_text
+from rrt.recipes.paper_format import END_INST, EOS
 
 METRIC_KEYS = {"step", "epoch", "train_loss", "eval_loss", "lr", "tokens_per_s", "padding_fraction",
                "data_wait_fraction"}
@@ -154,7 +154,7 @@ def test_the_allocator_is_preloaded_by_soname_and_keeps_an_earlier_preload(monke
     assert env["LD_PRELOAD"].startswith("libtcmalloc_minimal.so")  # each node's loader finds its own copy
     monkeypatch.setenv("LD_PRELOAD", "libother.so")
     assert allocator_env("tcmalloc")["LD_PRELOAD"].endswith(":libother.so")
-    probe = [sys.executable, "-c", "from rrt.speed import loaded_allocator; print(loaded_allocator())"]
+    probe = [sys.executable, "-c", "from rrt.modelling.speed import loaded_allocator; print(loaded_allocator())"]
     ran = subprocess.run(probe, env={**os.environ, **env}, capture_output=True, text=True, check=True)
     assert ran.stdout.strip() == "tcmalloc"
     plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}

@@ -5,7 +5,7 @@ import json
 
 import torch
 
-from rrt.models import build_model, pad_vocabulary, trim_vocabulary
+from rrt.modelling.models import build_model, pad_vocabulary, trim_vocabulary
 
 SHAPE = {"n_layer": 2, "n_head": 2, "n_embd": 32}
 

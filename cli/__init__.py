@@ -1,0 +1,1 @@
+"""The `rrt` command: the library's tools and the service, from one entry point."""

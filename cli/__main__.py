@@ -1,0 +1,4 @@
+"""`python -m cli`: the same as the `rrt` command."""
+from cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,286 @@
+"""`rrt`: command-line tools over recipe corpora.
+
+    rrt convert corpus.csv --rejects rejects.jsonl > recipes.jsonl
+    rrt tag --constraint vegan,nut-free recipes.jsonl
+    rrt substitute --constraint vegan recipes.jsonl | rrt tag --constraint vegan
+    rrt ingredients recipes.jsonl
+    rrt survey --constraint all data/sample/recipes.jsonl
+    rrt align source.json target.json [--table out/prepared/translation_table.npz]
+    rrt serve --model out/demo/contextual/model [--port 8000]
+    rrt show out/demo/rewrites/contextual_rule_constrained --recipes 3
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Callable, Iterator
+
+from tqdm import tqdm
+
+from rrt import __version__
+from rrt.recipes.ingredients import recipe_ingredients
+from rrt.recipes.lexicon import CONSTRAINTS
+from rrt.recipes.loaders import FORMATS, InputError, LoadReport, expand_inputs, read_recipes
+from rrt.recipes.loaders.source import STDIN
+from rrt.recipes.recipe import Recipe, Reject
+from rrt.recipes.substitutions import substitute_recipe
+from rrt.recipes.survey import format_survey, survey
+from rrt.recipes.tagger import parse_constraints, tag_recipe
+
+
+INPUTS_HELP = ("inputs: files, globs or folders (paper text, JSON, JSONL, CSV; .gz too); '-' reads standard "
+               "input, and so does giving none while input is piped in")
+STDIN_NOTE = ("Every command that reads recipes also reads what `rrt convert` and `rrt substitute` write, "
+              "so they pipe into each other: rrt substitute --constraint vegan r.jsonl | rrt tag --constraint vegan")
+
+
+class CliError(Exception):
+    """An error to print as one line, then exit 2."""
+
+
+def input_specs(files: list[str]) -> list[str]:
+    """The inputs named on the command line; none means standard input, when it is not a terminal."""
+    if files:
+        return files
+    if sys.stdin is None or sys.stdin.isatty():
+        raise CliError("no input: name FILE(s), or pipe recipes in (FILE '-' is standard input)")
+    return [STDIN]
+
+
+def _recipes(args: argparse.Namespace, report: LoadReport) -> Iterator[Recipe]:
+    paths = expand_inputs(input_specs(args.files))
+    recipes = read_recipes(paths, report, fmt=args.format)
+    return tqdm(recipes, desc="recipes", unit=" recipes", disable=not sys.stderr.isatty(), file=sys.stderr)
+
+
+def _open_rejects(args: argparse.Namespace, report: LoadReport):
+    if not args.rejects:
+        report.on_reject = _warn_file_level
+        return None
+    handle = open(args.rejects, "w", encoding="utf-8")
+
+    def sink(item: Reject) -> None:
+        handle.write(json.dumps(item.to_dict(), ensure_ascii=False) + "\n")
+        _warn_file_level(item)
+
+    report.on_reject = sink
+    return handle
+
+
+def _warn_file_level(item: Reject) -> None:
+    if item.reason == "unreadable_file":
+        print(f"rrt: warning: {item.detail}", file=sys.stderr)
+
+
+def _emit(row: dict) -> None:
+    sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def _constraints(args: argparse.Namespace) -> list[str]:
+    try:
+        return parse_constraints(args.constraint)
+    except ValueError as err:
+        raise CliError(str(err)) from None
+
+
+def cmd_convert(args: argparse.Namespace, recipes: Iterator[Recipe]) -> None:
+    """Normalised recipes as JSONL."""
+    for recipe in recipes:
+        _emit(recipe.to_dict())
+
+
+def cmd_tag(args: argparse.Namespace, recipes: Iterator[Recipe]) -> None:
+    """Validity and violations per constraint."""
+    constraints = _constraints(args)
+    for recipe in recipes:
+        _emit(tag_recipe(recipe, constraints).to_dict())
+
+
+def cmd_substitute(args: argparse.Namespace, recipes: Iterator[Recipe]) -> None:
+    """Recipes rewritten by the substitution guide."""
+    constraints = _constraints(args)
+    for recipe in recipes:
+        result = substitute_recipe(recipe, constraints)
+        out = result.recipe
+        _emit({"id": recipe.id, "constraints": constraints,
+               "recipe": {"title": out.title, "ingredients": out.ingredients, "steps": out.steps},
+               "substitutions": [s.to_dict() for s in result.substitutions]})
+
+
+def cmd_ingredients(args: argparse.Namespace, recipes: Iterator[Recipe]) -> None:
+    """Ingredient names per line and ingredients per step."""
+    for recipe in recipes:
+        found = recipe_ingredients(recipe.ingredients, recipe.steps)
+        _emit({"id": recipe.id,
+               "ingredients": [{"line": line, "name": name} for line, name in zip(recipe.ingredients, found["names"])],
+               "steps": found["steps"]})
+
+
+def cmd_survey(args: argparse.Namespace, recipes: Iterator[Recipe]) -> None:
+    """Per-constraint summary table (and survey.json in --output)."""
+    constraints = _constraints(args)
+    result = survey(recipes, constraints)
+    print(format_survey(result))
+    if args.output:
+        os.makedirs(args.output, exist_ok=True)
+        path = os.path.join(args.output, "survey.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(result, handle, indent=2)
+        print(f"wrote {path}")
+
+
+def cmd_align(args: argparse.Namespace) -> None:
+    """Print the step alignment table of two recipes."""
+    from rrt.corpus.alignment import AlignSettings, TranslationTable, alignment_table, kept_links
+    from rrt.corpus.alignment import train_translation_table
+
+    recipes = []
+    for path in (args.source, args.target):
+        found = next(read_recipes(expand_inputs([path]), LoadReport()), None)
+        if found is None:
+            raise CliError(f"no usable recipe in {path}")
+        recipes.append(found)
+    source, target = recipes
+    if args.table:
+        try:
+            table = TranslationTable.load(args.table)
+        except (OSError, ValueError, KeyError) as err:
+            raise CliError(f"cannot read translation table {args.table}: {err}") from None
+    else:
+        # No corpus table: learn one from this pair alone (identity-biased EM).
+        table = train_translation_table([(source.steps, target.steps)])
+    from rrt.config import load_settings
+    from rrt.corpus.pairing import link_scores
+
+    # The pipeline's own scoring (ray_config.yaml alignment), so what this shows is what it keeps.
+    settings = AlignSettings.from_config(load_settings(overrides={"alignment": {"link_threshold": args.threshold}})
+                                         .alignment.model_dump())
+    scores, loglik = link_scores({"steps": source.steps}, {"steps": target.steps}, table, settings)
+    print(f"{source.title}  ->  {target.title}   (per-word log-likelihood {loglik:.3f})")
+    print(alignment_table(source.steps, target.steps, scores))
+    print("\nkept links (source step -> target steps @ scores):")
+    for link in kept_links(scores, settings.link_threshold, settings.max_fanout):
+        print(f"  s{link.source_step} -> " + ", ".join(f"t{j} @ {s:.1f}" for j, s in zip(link.target_steps, link.scores)))
+
+
+COMMANDS: dict[str, tuple[Callable, str]] = {
+    "convert": (cmd_convert, "write normalised recipes as JSONL to stdout"),
+    "tag": (cmd_tag, "tag recipes with the seven dietary constraints"),
+    "substitute": (cmd_substitute, "rewrite recipes with the substitution guide"),
+    "ingredients": (cmd_ingredients, "ingredient names per line and ingredients per step"),
+    "survey": (cmd_survey, "per-constraint summary: valid, invalid, repaired by the guide"),
+}
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the Ray Serve app in the foreground (Ray is imported only here)."""
+    if not os.path.exists(os.path.join(args.model, "config.json")):
+        raise CliError(f"{args.model} holds no exported model (config.json); pass <train output>/model")
+    from serve.app import run
+
+    run(args.model, args.port, args.host, args.config)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Print rewritten recipes, source beside rewrite."""
+    from rrt.evaluation.side_by_side import read_rewrites, side_by_side
+
+    try:
+        records = read_rewrites(args.rewrites)
+        shown = [side_by_side(record, args.width) for record, _ in zip(records, range(args.recipes))]
+    except (OSError, ValueError, KeyError) as err:
+        raise CliError(f"cannot read rewrites from {args.rewrites}: {err}") from None
+    if not shown:
+        raise CliError(f"{args.rewrites} holds no rewritten recipe")
+    print("\n\n".join(shown))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with one subcommand per tool."""
+    parser = argparse.ArgumentParser(prog="rrt", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument("--version", action="version", version=f"rrt {__version__}")
+    subs = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    align = subs.add_parser("align", help="print the step alignment table of two recipes",
+                            description="Align the steps of two recipes (any readable format; the first "
+                                        "recipe of each file) and print every link's score, 0-100.")
+    align.add_argument("source", help="the recipe to rewrite ('-': standard input)")
+    align.add_argument("target", help="the recipe that obeys the constraint ('-': standard input)")
+    align.add_argument("--table", help="translation_table.npz from prepare_data (default: learn from the pair)")
+    align.add_argument("--threshold", type=float, help="keep links scoring at least this (default: alignment.link_threshold)")
+    align.set_defaults(func=None)
+    served = subs.add_parser("serve", help="serve a trained rewriter over HTTP (Ray Serve) until Ctrl-C",
+                             description="Start Ray Serve with the rewriter app: POST /v1/rewrite, GET / (page).")
+    served.add_argument("--model", required=True, help="an exported model folder (<train output>/model)")
+    served.add_argument("--port", type=int, help="HTTP port (default: serve.port, 8000)")
+    served.add_argument("--host", help="address to bind (default: serve.host, 127.0.0.1)")
+    served.add_argument("--config", help="config file (default: ray_config.yaml)")
+    served.set_defaults(func=None)
+    show = subs.add_parser("show", help="print rewritten recipes, source beside rewrite",
+                           description="Print the first recipes of a rewrite run (jobs/rewrite.py output), "
+                                       "source on the left, rewrite on the right.")
+    show.add_argument("rewrites", help="a rewrite run folder or its rewrites.jsonl")
+    show.add_argument("--recipes", type=int, default=3, help="how many recipes to print (default 3)")
+    show.add_argument("--width", type=int, help="characters per column (default: half the terminal)")
+    show.set_defaults(func=None)
+    for name, (func, help_text) in COMMANDS.items():
+        description = f"{help_text[0].upper()}{help_text[1:]}. {STDIN_NOTE}"
+        sub = subs.add_parser(name, help=help_text, description=description)
+        sub.add_argument("files", nargs="*", metavar="FILE", help=INPUTS_HELP)
+        sub.add_argument("--format", choices=FORMATS, help="skip detection and read every input as this")
+        sub.add_argument("--rejects", metavar="PATH",
+                         help="write every dropped record (location, reason) to this JSONL file")
+        if name in ("tag", "substitute", "survey"):
+            default = "all" if name != "substitute" else None
+            sub.add_argument("--constraint", default=default, required=default is None,
+                             help=f"'all' or a comma list of: {', '.join(CONSTRAINTS)}")
+        if name == "survey":
+            sub.add_argument("--output", metavar="DIR", help="also write survey.json into DIR")
+        sub.set_defaults(func=func)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `rrt` console script."""
+    args = build_parser().parse_args(argv)
+    report = LoadReport()
+    handle = None
+    try:
+        if getattr(args, "constraint", None):
+            args.constraint = ",".join(_constraints(args))  # fail on a bad name before reading
+        if args.command == "align":
+            cmd_align(args)
+            return 0
+        if args.command == "serve":
+            return cmd_serve(args)
+        if args.command == "show":
+            return cmd_show(args)
+        handle = _open_rejects(args, report)
+        args.func(args, _recipes(args, report))
+    except (CliError, InputError) as err:
+        print(f"rrt: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        if isinstance(err, BrokenPipeError):
+            sys.stderr.close()  # reader went away (| head): not an error
+            return 0
+        print(f"rrt: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rrt: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if handle is not None:
+            handle.close()
+    hint = "" if args.rejects or not report.rejected else " (keep them with --rejects PATH)"
+    print(f"rrt: {report.summary()}{hint}", file=sys.stderr)
+    return 1 if report.kept == 0 and report.rejected else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

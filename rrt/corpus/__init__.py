@@ -1,0 +1,1 @@
+"""The aligned corpus: dish keys, step alignment, pairing and the training formats."""

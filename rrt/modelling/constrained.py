@@ -1,0 +1,138 @@
+"""Constrained decoding: make it impossible for a sampled step to name a forbidden food.
+
+The engine keeps, per row, the step text written so far (free of completed violations),
+samples a token and asks the guard about `text + piece(token)`:
+
+    guard = ViolationGuard(tokenizer, ["vegan", "nut-free"], stop_ids={eos_id, inst_id})
+    verdict = guard.check(text, token_id)
+    Verdict.OK            -> accept the token
+    Verdict.BAN_TOKEN     -> a violation ends inside this token's piece: ban it, resample
+    Verdict.BAN_WORD_END  -> the violating word is already written and this token would end
+                             it: ban every id in `guard.word_end_ids` for this row, so only a
+                             letter can follow ("egg" -> "eggplant", "butter" -> "buttery")
+
+A violation is what `rrt.recipes.tagger.text_violations` reports, so its harmless mentions stay
+allowed ("eggplant", "nutmeg", "coconut milk", "peanut butter" for dairy-free). It counts
+only once its last word is complete: followed by a non-word character (the tagger's `\\w`
+boundary) or by a stop or other special token, which ends the step. "Add the eg" and
+"Add the egg" (before "plant") are fine.
+
+Limits, by design:
+- Exceptions decided by the words that FOLLOW a term are blocked conservatively: once
+  "egg" is complete, "egg replacer", "egg-free", "oyster crackers" or "butter substitute"
+  can no longer be written; the model must word it another way.
+- A byte-level token holding part of a multi-byte character reads as U+FFFD, so a term
+  spelled through such fragments ("crème" as "cr", 0xC3, 0xA8, "me") is invisible here.
+  Run `guard_text` on the finally decoded text as the last resort.
+
+Cost: pieces and word-end flags are computed once per tokenizer; the tagger runs only when
+a token ends a word that is the last word of some lexicon term (about one token in twenty).
+"""
+from __future__ import annotations
+
+import enum
+import re
+from typing import Iterable
+
+from rrt.recipes.lexicon import CATEGORIES, CONSTRAINT_CATEGORIES
+from rrt.recipes.tagger import normalise_term, parse_constraints, text_violations
+
+_WORD = re.compile(r"\w+")
+
+
+class Verdict(str, enum.Enum):
+    """What the engine does with a sampled token."""
+
+    OK = "ok"
+    BAN_TOKEN = "ban_token"
+    BAN_WORD_END = "ban_word_end"
+
+
+def _word_char(char: str) -> bool:
+    # Python's `\w`, the boundary the tagger's term patterns use.
+    return char.isalnum() or char == "_"
+
+
+def _forms(word: str) -> set[str]:
+    # The plural forms the tagger's term patterns accept.
+    forms = {word, word + "s", word + "es"}
+    if word.endswith("y"):
+        forms.add(word[:-1] + "ies")
+    return forms
+
+
+def term_last_words(constraints: Iterable[str]) -> frozenset[str]:
+    """Lowercase last words (with plurals) of every lexicon term the constraints forbid."""
+    words: set[str] = set()
+    for cat in {c for con in constraints for c in CONSTRAINT_CATEGORIES[con]}:
+        for term in CATEGORIES[cat].terms:
+            last = _WORD.findall(normalise_term(term))
+            if last:
+                words |= _forms(last[-1])
+    return frozenset(words)
+
+
+class ViolationGuard:
+    """Per-token verdicts that keep a sampled step free of the constraints' forbidden foods."""
+
+    def __init__(self, tokenizer, constraints: str | Iterable[str], stop_ids: set[int], vocab_size: int | None = None):
+        self.constraints = parse_constraints(constraints)
+        self.stop_ids = set(stop_ids)
+        vocab = max(len(tokenizer), vocab_size or 0)  # a model's padded vocabulary may be larger
+        specials = set(tokenizer.all_special_ids) | {i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
+        self._ends_text = self.stop_ids | specials  # a special token ends the step text it follows
+        # The backend decoder turns byte-level symbols into text without HF's space clean-up.
+        pieces = tokenizer.backend_tokenizer.decode_batch([[i] for i in range(len(tokenizer))], skip_special_tokens=False)
+        self._ends_text |= set(range(len(tokenizer), vocab))  # ids with no text: treat like specials
+        pieces += [""] * (vocab - len(tokenizer))
+        self._pieces = ["" if i in self._ends_text else p for i, p in enumerate(pieces)]
+        self._word_end = [i in self._ends_text or not _word_char(p[:1] or "x") for i, p in enumerate(self._pieces)]
+        self._crosses = [i in self._ends_text or not all(map(_word_char, p)) for i, p in enumerate(self._pieces)]
+        self.word_end_ids: list[int] = [i for i in range(vocab) if self._word_end[i]]
+        self._last_words = term_last_words(self.constraints)
+
+    def piece(self, token_id: int) -> str:
+        """Decoded text of one token ('' for special and stop tokens)."""
+        return self._pieces[token_id]
+
+    def ends_word(self, token_id: int) -> bool:
+        """Whether this token ends the word in progress (it starts with a non-word character)."""
+        return self._word_end[token_id]
+
+    def check(self, text: str, token_id: int) -> Verdict:
+        """Verdict on appending this token to a step text that has no completed violation."""
+        if not self._crosses[token_id]:
+            return Verdict.OK  # letters only: no word is completed, nothing new can be judged
+        complete = token_id in self._ends_text
+        candidate = text + self._pieces[token_id]
+        if not self._completes_term_word(text, candidate, complete):
+            return Verdict.OK
+        found = [m for m in text_violations(candidate, self.constraints) if complete or m.end < len(candidate)]
+        if not found:
+            return Verdict.OK
+        if self._word_end[token_id] and any(m.end == len(text) for m in found):
+            return Verdict.BAN_WORD_END
+        return Verdict.BAN_TOKEN
+
+    def _completes_term_word(self, text: str, candidate: str, complete: bool) -> bool:
+        # The words this token completes: the one in progress at the end of `text`, and any
+        # finished inside the piece. Only a term's last word can complete a violation.
+        start = len(text)
+        while start and _word_char(text[start - 1]):
+            start -= 1
+        stop = len(candidate)
+        if not complete:
+            while stop > start and _word_char(candidate[stop - 1]):
+                stop -= 1  # the word still open at the end is not complete yet
+        return any(w.lower() in self._last_words for w in _WORD.findall(candidate, start, stop))
+
+
+def guard_text(text: str, constraints: str | Iterable[str]) -> str:
+    """The text cut just before its first violation (all of it when it has none)."""
+    constraints = parse_constraints(constraints)
+    while True:
+        found = text_violations(text, constraints)
+        if not found:
+            return text
+        # Cutting can expose a term an exception covered ("goat cheese" -> "goat"): cut again.
+        text = text[:min(m.start for m in found)].rstrip()

@@ -1,0 +1,255 @@
+"""Model presets: the offline `tiny` GPT-2 with a BPE tokenizer trained on the corpus, a
+pretrained model that a package ships (`smollm2-135m`, rrt.modelling.pretrained), or any Hugging Face
+name or local path (`gpt2-medium`); each with every special token of the paper. Any causal LM
+works (GPT-2, Llama, ...); what is GPT-2-specific applies only to GPT-2.
+
+The same functions build the tokenizer on the driver, the model on each training worker
+and the export (`save_pretrained` plus `rrt_meta.json`) at the end of a run.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterable
+
+from rrt.recipes.lexicon import CONSTRAINTS
+from rrt.recipes.paper_format import (BOS, END_INGS, END_INST, END_PROMPT, END_TITLE, EOS, ING, INST, NO_INGS,
+                              STRUCTURE_TOKENS, TAG_PATTERN, constraint_tokens)
+
+PAD = "<pad>"
+TINY = "tiny"
+META_FILE = "rrt_meta.json"
+# What each marker of the paper's format stands for, in words a pretrained model has read.
+_MEANINGS = {BOS: "Recipe:\n", EOS: "\n\nThe end.\n", END_TITLE: "\n\nIngredients:\n", ING: "\n-",
+             END_INGS: "\n\nInstructions:\n", INST: "\n", END_INST: "\n\n", END_PROMPT: "\nStep:",
+             NO_INGS: "none", PAD: " "}
+
+
+def special_tokens() -> list[str]:
+    """Every special token the formats use: structure tokens, padding, both tags per constraint."""
+    return [PAD] + STRUCTURE_TOKENS + constraint_tokens(list(CONSTRAINTS))
+
+
+def _added(token: str):
+    from tokenizers import AddedToken
+
+    # Absorbing the spaces around a tag keeps " <inst> " one token instead of three.
+    return AddedToken(token, lstrip=True, rstrip=True, special=True, normalized=False)
+
+
+def _wrap(backend, name_or_path: str | None = None):
+    from transformers import PreTrainedTokenizerFast
+
+    extras = [t for t in special_tokens() if t not in (BOS, EOS, PAD)]
+    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=BOS, eos_token=EOS, pad_token=PAD,
+                                   unk_token=EOS, extra_special_tokens=extras,
+                                   name_or_path=name_or_path or TINY)
+
+
+def train_tiny_tokenizer(texts: Iterable[str], vocab_size: int):
+    """A byte-level BPE tokenizer trained on these texts (no download), as a HF fast tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[_added(t) for t in special_tokens()],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    backend.train_from_iterator(texts, trainer)
+    return _wrap(backend)
+
+
+def add_special_tokens(tokenizer):
+    """Give a pretrained tokenizer the paper's tokens as BOS, EOS, padding and extra specials."""
+    extras = [_added(t) for t in special_tokens() if t not in (BOS, EOS, PAD)]
+    tokenizer.add_special_tokens({"bos_token": _added(BOS), "eos_token": _added(EOS), "pad_token": _added(PAD),
+                                  "extra_special_tokens": extras})
+    # The formats write BOS themselves; a tokenizer that also prepends one (Llama's) would double
+    # it. Transformers 5 keeps that BOS in the backend's post-processor, not only in a flag.
+    for flag in ("add_bos_token", "add_eos_token"):
+        if getattr(tokenizer, flag, False):
+            setattr(tokenizer, flag, False)
+    if tokenizer("x")["input_ids"] != tokenizer("x", add_special_tokens=False)["input_ids"]:
+        from tokenizers.processors import TemplateProcessing
+
+        tokenizer.backend_tokenizer.post_processor = TemplateProcessing(single="$A:0", pair="$A:0 $B:1")
+    return tokenizer
+
+
+def load_tokenizer(model: str, texts: Iterable[str] | None = None, vocab_size: int = 4000):
+    """The tokenizer of a preset: trained for `tiny`, else loaded and given the special tokens."""
+    if model == TINY:
+        if texts is None:
+            raise ValueError("the tiny preset trains its tokenizer and needs training texts")
+        return train_tiny_tokenizer(texts, vocab_size)
+    from transformers import AutoTokenizer
+
+    from rrt.modelling.pretrained import resolve
+
+    return add_special_tokens(AutoTokenizer.from_pretrained(resolve(model)))
+
+
+def token_meaning(token: str) -> str:
+    """Plain words for what one of our added tokens marks: a tag reads as a heading."""
+    if token in _MEANINGS:
+        return _MEANINGS[token]
+    match = TAG_PATTERN.fullmatch(token)
+    if match is None:
+        return token
+    role, non, constraint = match.groups()
+    diet = constraint.replace("-", " ")
+    if role in ("src", "source"):
+        return f"\n\nRecipe{' (not ' + diet + ')' if non else ' (' + diet + ')'}:\n"
+    return f"\n\n{'Not ' + diet if non else diet.capitalize()} version:\n"
+
+
+def init_added_embeddings(lm, tokenizer, first_added: int) -> int:
+    """Start each token from `first_added` on at the mean embedding of the words that say what it
+    marks (`token_meaning`), in the input and (when untied) the output embeddings.
+
+    A new row at the mean of all embeddings (the library's default) means nothing to the
+    pretrained model: it cannot tell a step boundary from the source/target switch and almost
+    never predicts a stop. Words it already knows give every marker its role from step 0, so a
+    short fine-tuning learns the task instead of the markers. Returns the rows set."""
+    import torch
+
+    tables = [lm.get_input_embeddings().weight]
+    output = lm.get_output_embeddings()
+    if output is not None and output.weight.data_ptr() != tables[0].data_ptr():
+        tables.append(output.weight)
+    done = 0
+    with torch.no_grad():
+        for row in range(first_added, min(len(tokenizer), tables[0].shape[0])):
+            words = token_meaning(tokenizer.convert_ids_to_tokens(row))
+            pieces = [i for i in tokenizer(words, add_special_tokens=False)["input_ids"] if i < first_added]
+            if not pieces:
+                continue
+            for table in tables:
+                table[row] = table[pieces].mean(dim=0)
+            done += 1
+    return done
+
+
+def fused_gelu(config):
+    """GPT-2's tanh GELU as torch's one fused kernel instead of HF's seven element-wise ops: the same
+    function (equal to float rounding), faster training steps on CPU (benchmarks/RESULTS.md), fewer
+    kernels on GPU."""
+    if getattr(config, "activation_function", None) == "gelu_new":
+        config.activation_function = "gelu_pytorch_tanh"
+    return config
+
+
+def tiny_config(vocab_size: int, tiny: dict[str, Any] | None = None, pad_token_id: int | None = None):
+    """The tiny preset's GPT-2 config as Hugging Face defines it (layer shape from `train.tiny`)."""
+    from transformers import GPT2Config
+
+    # The shape comes from `train.tiny`; what a caller leaves out is GPT2Config's own.
+    shape = {k: v for k, v in (tiny or {}).items() if k not in ("vocab_size", "lr")}
+    return GPT2Config(vocab_size=vocab_size, pad_token_id=pad_token_id, **shape)
+
+
+def build_model(model: str, vocab_size: int, tiny: dict[str, Any] | None = None, seed: int = 0,
+                pad_token_id: int | None = None, tokenizer=None):
+    """A causal LM: a fresh tiny GPT-2, or pretrained weights with embeddings resized for new
+    tokens (started from their meaning when `tokenizer` is given)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, GPT2LMHeadModel
+
+    from rrt.modelling.pretrained import resolve
+
+    torch.manual_seed(seed)
+    if model == TINY:
+        return GPT2LMHeadModel(fused_gelu(tiny_config(vocab_size, tiny, pad_token_id)))
+    path = resolve(model)
+    lm = AutoModelForCausalLM.from_pretrained(path, config=fused_gelu(AutoConfig.from_pretrained(path)),
+                                              dtype=torch.float32)
+    known = lm.get_input_embeddings().weight.shape[0]
+    if known != vocab_size:
+        lm.resize_token_embeddings(vocab_size)
+        if tokenizer is not None and vocab_size > known:
+            init_added_embeddings(lm, tokenizer, known)
+    if pad_token_id is not None:
+        lm.config.pad_token_id = pad_token_id
+    return lm
+
+
+def pad_vocabulary(lm, multiple: int) -> int:
+    """Grow the embedding and tied LM head to a multiple of `multiple` rows, whose logits are -inf
+    on every forward, so the model computes the same function faster. Returns the live vocabulary."""
+    live = lm.get_input_embeddings().weight.shape[0]
+    if multiple <= 1 or live % multiple == 0:
+        return live
+    # An LM head whose row count is no multiple of the SIMD width or tile (e.g. 8,010, or GPT-2's
+    # 50,282) writes misaligned logit rows, off the CPU's SIMD width and the GPU's tensor-core tiles.
+    lm.resize_token_embeddings(live, pad_to_multiple_of=multiple, mean_resizing=False)
+    lm.rrt_live_vocab = live
+    mask_padding_rows(lm)
+    return live
+
+
+def mask_padding_rows(lm, wrapper=None) -> None:
+    """(Re)hook the -inf mask of a padded vocabulary onto the module that computes the logits now:
+    the LM head, or the wrapper a fine-tuning library put around it (call again after wrapping)."""
+    import torch
+
+    live = getattr(lm, "rrt_live_vocab", None)
+    if live is None:
+        return
+
+    def mask(module, inputs, logits):
+        """-inf logits for the padding rows: softmax gives them 0, so every gradient there is 0 too."""
+        with torch.no_grad():
+            logits[..., live:] = float("-inf")
+
+    if getattr(lm, "rrt_vocab_mask", None) is not None:
+        lm.rrt_vocab_mask.remove()
+    lm.rrt_vocab_mask = (wrapper or lm).get_output_embeddings().register_forward_hook(mask)
+
+
+def trim_vocabulary(lm, live: int) -> None:
+    """Undo `pad_vocabulary` before an export: the saved model has exactly the tokenizer's rows."""
+    handle = getattr(lm, "rrt_vocab_mask", None)
+    if handle is None:
+        return
+    handle.remove()
+    del lm.rrt_vocab_mask, lm.rrt_live_vocab
+    lm.resize_token_embeddings(live, mean_resizing=False)
+
+
+def export_model(lm, tokenizer, folder: str, meta: dict[str, Any]) -> None:
+    """Save weights, config, tokenizer and `rrt_meta.json` so `from_pretrained(folder)` loads all."""
+    os.makedirs(folder, exist_ok=True)
+    lm.config.bos_token_id = tokenizer.bos_token_id
+    lm.config.eos_token_id = tokenizer.eos_token_id
+    lm.config.pad_token_id = tokenizer.pad_token_id
+    lm.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    with open(os.path.join(folder, META_FILE), "w", encoding="utf-8") as handle:
+        json.dump({**meta, "special_tokens": special_tokens()}, handle, indent=2)
+
+
+def load_exported(folder: str, device: str = "cpu", half_on_gpu: bool = True):
+    """An exported model (fp16 on GPU unless `half_on_gpu` is off) and its tokenizer, in eval
+    mode on `device`."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    dtype = torch.float16 if half_on_gpu and device.startswith("cuda") else torch.float32
+    lm = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
+    return lm, tokenizer
+
+
+def read_meta(folder: str) -> dict[str, Any]:
+    """The `rrt_meta.json` of an exported model."""
+    with open(os.path.join(folder, META_FILE), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def lm_block_size(config, meta: dict | None = None) -> int:
+    """The longest text the LM reads: its `n_positions`, or the block it was trained at if smaller."""
+    sizes = [s for s in (getattr(config, "n_positions", None), getattr(config, "max_position_embeddings", None),
+                         (meta or {}).get("block_size")) if isinstance(s, int) and s > 0]
+    if not sizes:
+        raise ValueError("cannot tell the LM's block size (no n_positions and no block_size in rrt_meta.json)")
+    return min(sizes)

@@ -1,0 +1,329 @@
+"""Document-level rewriting: every recipe of a batch advances one step per round.
+
+For step n a recipe's prompt holds its source context and its own best rewrites of steps
+1..n-1; the prompts of all recipes in the batch are sampled together (`rrt.modelling.sampling`), ten
+candidates each, and the best candidate by the selection rules becomes step n. Title and
+ingredient lines are rewritten by the substitution guide. The records written here are the
+lines of `rewrites.jsonl`.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+from rrt.recipes.ingredients import ingredient_name, step_ingredients
+from rrt.recipes.paper_format import END_INST, INST
+from rrt.modelling.prompts import (SPECIAL_NAMES, STOPS, fit_prompt, parse_ingredients, parse_recipe, protected_span,
+                         recipe_prompt, step_prompt)
+from rrt.recipes.recipe import Recipe
+from rrt.modelling.sampling import Prefix, SamplingSettings, sample_candidates
+from rrt.modelling.selection import StepContext, score_candidate, select_best, source_word_set
+from rrt.recipes.substitutions import substitute_recipe
+
+# system -> the training variant of its model; None for the two systems without a model.
+SYSTEMS = {"rule_based": None, "retrieval": None, "no_source": "no_source", "end_to_end": "end_to_end",
+           "no_context": "no_context", "contextual": "contextual", "contextual_rule": "contextual_ing",
+           "contextual_gpt2": "contextual_ing"}
+
+
+def stable_seed(*keys) -> int:
+    """A seed from any keys that is the same in every process and run."""
+    return int.from_bytes(hashlib.sha256("\x1f".join(map(str, keys)).encode()).digest()[:8], "little")
+
+
+@dataclass
+class RewriteTask:
+    """One recipe to rewrite: its id, constraints, source recipe and base seed."""
+
+    id: str
+    constraints: list[str]
+    source: dict
+    seed: int = 0
+    retrieved: dict | None = None
+
+
+@dataclass
+class RecipeState:
+    """A recipe part-way through its rewrite: the steps chosen so far and their records."""
+
+    task: RewriteTask
+    rewritten: dict
+    substitutions: list[dict]
+    names: list[str]
+    words: frozenset
+    done: list[str] = field(default_factory=list)
+    entries: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    step: int = 0
+    guide_steps: list[str] = field(default_factory=list)
+    prefix: Prefix | None = None     # the source context so far, prefilled once (contextual formats)
+
+    @property
+    def finished(self) -> bool:
+        """Every source step has its rewrite."""
+        return self.step >= len(self.task.source["steps"])
+
+
+def guide_rewrite(source: dict, constraints: list[str]) -> tuple[dict, list[dict]]:
+    """The substitution guide's whole-recipe rewrite and its substitutions (record form)."""
+    recipe = Recipe("", source["title"], list(source["ingredients"]), list(source["steps"]))
+    result = substitute_recipe(recipe, constraints)
+    subs = [{"field": s.field, "index": s.index, "original": s.from_text, "replacement": s.to_text,
+             "constraint": s.constraint} for s in result.substitutions]
+    return {"title": result.recipe.title, "ingredients": result.recipe.ingredients,
+            "steps": result.recipe.steps}, subs
+
+
+def step_context(state: RecipeState, n: int) -> StepContext:
+    """What the selection rules need to judge candidates for source step n."""
+    return StepContext(constraints=state.task.constraints, source_step=state.task.source["steps"][n],
+                       ingredient_names=state.names, source_words=state.words)
+
+
+def scored_entry(text: str, ctx: StepContext, source_step: int | None, note: str = "") -> dict:
+    """A step written without sampling (guide, retrieval, fallback), scored like any candidate."""
+    entry = {"source_step": source_step, "candidates": [{"text": text, "scores": score_candidate(text, ctx)}],
+             "chosen": 0}
+    return {**entry, "note": note} if note else entry
+
+
+def carried_lines(task: RewriteTask) -> list[dict]:
+    """The source's method lines that are not steps (headers, notes, storage tips), each before
+    the step it preceded, with the guide's stand-ins for any forbidden food they name: they are
+    not rewritten by a model, but a section keeps its heading."""
+    lines = list(task.source.get("non_steps") or [])
+    if not lines:
+        return []
+    source = Recipe("", task.source["title"], list(task.source["ingredients"]), [line["text"] for line in lines])
+    guided = substitute_recipe(source, task.constraints).recipe.steps
+    return [{**line, "text": text} for line, text in zip(lines, guided)]
+
+
+def record(task: RewriteTask, system: str, constrained: bool, rewrite: dict, entries: list[dict],
+           substitutions: list[dict], notes: list[str]) -> dict:
+    """One line of rewrites.jsonl."""
+    source = {"id": task.id, **{k: task.source[k] for k in ("title", "ingredients", "steps")}}
+    carried = carried_lines(task)
+    if carried:
+        source["non_steps"] = list(task.source["non_steps"])
+        rewrite = {**rewrite, "non_steps": carried}
+    return {"id": task.id, "constraint": ",".join(task.constraints), "system": system, "constrained": constrained,
+            "source": source, "rewrite": rewrite, "steps": entries, "substitutions": substitutions, "notes": notes}
+
+
+class Rewriter:
+    """A trained model (and, for Contextual + GPT-2 prompt, the next-ingredient model) that
+    rewrites batches of recipes with best-of-N selection."""
+
+    def __init__(self, system: str, lm, tokenizer, block_size: int, settings: SamplingSettings, *,
+                 batch_prompts: int, recipe_tokens: int, reuse_prefix: bool, constrained: bool = False,
+                 ing_lm=None, ing_tokenizer=None, device: str = "cpu"):
+        if SYSTEMS.get(system) is None:
+            raise ValueError(f"{system!r} is not a model system; choose from "
+                             f"{', '.join(s for s, v in SYSTEMS.items() if v)}")
+        if system == "contextual_gpt2" and ing_lm is None:
+            raise ValueError("contextual_gpt2 needs the next-ingredient model (--ing-model)")
+        self.system, self.variant = system, SYSTEMS[system]
+        self.lm, self.tokenizer, self.block = lm, tokenizer, block_size
+        self.settings, self.constrained = settings, constrained
+        self.ing_lm, self.ing_tokenizer = ing_lm, ing_tokenizer
+        self.batch_prompts, self.recipe_tokens, self.device = batch_prompts, recipe_tokens, device
+        self.reuse_prefix = reuse_prefix
+        self.special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}
+        self.stats = {"steps_sampled": 0, "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0,
+                      "guard_stops": 0, "candidates": 0, "sampling_s": 0.0}
+        self._guards: dict[tuple, object] = {}
+
+    def _stop_ids(self, variant: str, tokenizer) -> set[int]:
+        return {tokenizer.convert_tokens_to_ids(t) for t in STOPS[variant]}
+
+    def _guard(self, constraints: list[str]):
+        if not self.constrained:
+            return None
+        key = tuple(constraints)
+        if key not in self._guards:
+            from rrt.modelling.constrained import ViolationGuard
+
+            self._guards[key] = ViolationGuard(self.tokenizer, list(constraints),
+                                               self._stop_ids(self.variant, self.tokenizer))
+        return self._guards[key]
+
+    def decode(self, ids: list[int], tokenizer=None) -> str:
+        """Generated token ids as text, special tokens kept (the selection rules penalise them)."""
+        tok = tokenizer or self.tokenizer
+        return tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False).strip()
+
+    def _sample(self, jobs: list[tuple], settings: SamplingSettings, lm=None, variant: str | None = None,
+                tokenizer=None) -> list:
+        """Sample every (prompt ids, seed, guard[, prefix, keep]) job, in length-sorted chunks."""
+        lm, tokenizer = lm or self.lm, tokenizer or self.tokenizer
+        stops = self._stop_ids(variant or self.variant, tokenizer)
+        order = sorted(range(len(jobs)), key=lambda i: len(jobs[i][0]))
+        out: list = [None] * len(jobs)
+        started = time.perf_counter()
+        for lo in range(0, len(order), self.batch_prompts):
+            chunk = order[lo: lo + self.batch_prompts]
+            guards = [jobs[i][2] for i in chunk]
+            prefixes = [jobs[i][3] if len(jobs[i]) > 3 else None for i in chunk]
+            keep = [jobs[i][4] if len(jobs[i]) > 4 else 0 for i in chunk]
+            results = sample_candidates(lm, [jobs[i][0] for i in chunk], [jobs[i][1] for i in chunk], stops,
+                                        tokenizer.pad_token_id, settings, guards=guards, device=self.device,
+                                        prefixes=prefixes, keep=keep)
+            for i, result in zip(chunk, results):
+                out[i] = result
+        self.stats["sampling_s"] += time.perf_counter() - started
+        return out
+
+    def prompt_ids(self, text: str, variant: str, tokenizer=None) -> list[int] | None:
+        """A prompt's token ids fitted to the block (room left for the new text); None if it cannot fit."""
+        tok = tokenizer or self.tokenizer
+        special = self.special if tok is self.tokenizer else {n: tok.convert_tokens_to_ids(n) for n in SPECIAL_NAMES}
+        ids = tok.encode(text, add_special_tokens=False)
+        head, tail, steps_from = protected_span(variant, ids, special)
+        max_new = self.recipe_tokens if variant == "end_to_end" else self.settings.max_new_tokens
+        return fit_prompt(ids, head, tail, self.block - max_new, steps_from, {special[INST]})
+
+    def _prefix_end(self, ids: list[int]) -> int:
+        """Where the part of a prompt the next step's prompt starts with ends (0: none).
+
+        In the contextual formats the next prompt repeats the source up to this step's end,
+        then adds the next source step; that much is prefilled once and reused."""
+        if self.variant not in ("contextual", "contextual_ing") or not self.reuse_prefix:
+            return 0
+        end = self.special[END_INST]
+        return next((i for i, t in enumerate(ids) if t == end), 0)
+
+    def _finish(self, text: str, state: RecipeState) -> str:
+        """A candidate's final text; constrained, a word left open at the end is checked too."""
+        if not self.constrained:
+            return text
+        from rrt.modelling.constrained import guard_text
+
+        return guard_text(text, state.task.constraints)
+
+    def start(self, task: RewriteTask) -> RecipeState:
+        """A recipe's rewrite state: guide-rewritten title and ingredients, no steps yet."""
+        rewritten, subs = guide_rewrite(task.source, task.constraints)
+        state = RecipeState(task, {"title": rewritten["title"], "ingredients": rewritten["ingredients"], "steps": []},
+                       subs, [ingredient_name(line) for line in rewritten["ingredients"]], source_word_set(task.source))
+        state.guide_steps = rewritten["steps"]
+        if not task.source["steps"]:
+            state.notes.append("the source recipe has no steps")
+            self.stats["recipes_without_steps"] += 1
+        return state
+
+    def _ingredient_prompts(self, states: list[RecipeState]) -> dict[int, list[str]]:
+        """The ingredients each recipe's next step should use (rule method or predictor model)."""
+        prompts: dict[int, list[str]] = {}
+        if self.system == "contextual_rule":
+            for k, state in enumerate(states):
+                # Source step's ingredients, named as in the guide-rewritten ingredient list.
+                mentioned = step_ingredients(state.task.source["steps"][state.step],
+                                             [ingredient_name(x) for x in state.task.source["ingredients"]])
+                prompts[k] = [state.names[m.index] for m in mentioned]
+            return prompts
+        jobs, owners = [], []
+        for k, state in enumerate(states):
+            text = step_prompt("ing_predictor", state.task.source, state.step, state.done, "", state.rewritten)
+            ids = self.prompt_ids(text, "ing_predictor", self.ing_tokenizer)
+            if ids is None:
+                prompts[k] = []
+                continue
+            jobs.append((ids, stable_seed(state.task.seed, state.task.id, "ing", state.step), None))
+            owners.append(k)
+        greedy = SamplingSettings(top_k=1, top_p=1.0, temperature=1.0, candidates=1, max_new_tokens=48)
+        for k, result in zip(owners, self._sample(jobs, greedy, self.ing_lm, "ing_predictor", self.ing_tokenizer)):
+            prompts[k] = parse_ingredients(self.decode(result.tokens[0], self.ing_tokenizer))
+        return prompts
+
+    def _round(self, states: list[RecipeState]) -> None:
+        """Rewrite the next step of every unfinished recipe."""
+        live = [s for s in states if not s.finished]
+        ing_prompts = self._ingredient_prompts(live) if self.variant == "contextual_ing" else {}
+        jobs, owners = [], []
+        for k, state in enumerate(live):
+            n, source = state.step, state.task.source
+            ctx = step_context(state, n)
+            if not source["steps"][n].strip():
+                state.entries.append(scored_entry("", ctx, n, "empty source step"))
+                self.stats["empty_steps"] += 1
+                continue
+            # The models learned one tag per example: the first constraint picks it, and the
+            # selection rules (and the guard) hold the rewrite to all of them.
+            text = step_prompt(self.variant, source, n, state.done, state.task.constraints[0], state.rewritten, ing_prompts.get(k))
+            ids = self.prompt_ids(text, self.variant)
+            if ids is None:
+                state.entries.append(scored_entry(state.guide_steps[n], ctx, n,
+                                                  "source step longer than the block: rule-based rewrite"))
+                self.stats["steps_fallback"] += 1
+                continue
+            seed = stable_seed(state.task.seed, state.task.id, ",".join(state.task.constraints), n)
+            jobs.append((ids, seed, self._guard(state.task.constraints), state.prefix, self._prefix_end(ids)))
+            owners.append(state)
+        for state, result in zip(owners, self._sample(jobs, self.settings)):
+            state.prefix = result.prefix
+            texts = [self._finish(self.decode(t), state) for t in result.tokens]
+            ctx = step_context(state, state.step)
+            chosen, scores = select_best(texts, ctx)
+            state.entries.append({"source_step": state.step, "chosen": chosen,
+                                  "candidates": [{"text": t, "scores": s, "ended": e}
+                                                 for t, s, e in zip(texts, scores, result.ended)]})
+            self.stats["steps_sampled"] += 1
+            self.stats["candidates"] += len(texts)
+            self.stats["guard_stops"] += result.ended.count("guard")
+        for state in live:
+            entry = state.entries[-1]
+            state.done.append(entry["candidates"][entry["chosen"]]["text"])
+            state.step += 1
+
+    def _end_to_end(self, states: list[RecipeState]) -> None:
+        """End-to-End: N whole target recipes per source, the best by its steps' mean score."""
+        jobs, owners = [], []
+        for state in states:
+            if not state.task.source["steps"]:
+                continue
+            ids = self.prompt_ids(recipe_prompt(state.task.source, state.task.constraints[0]), "end_to_end")
+            if ids is None:
+                state.notes.append("source recipe longer than the block: rule-based rewrite")
+                state.done = list(state.guide_steps)
+                self.stats["steps_fallback"] += len(state.done)
+                continue
+            jobs.append((ids, stable_seed(state.task.seed, state.task.id, ",".join(state.task.constraints)),
+                         self._guard(state.task.constraints)))
+            owners.append(state)
+        settings = SamplingSettings(self.settings.top_k, self.settings.top_p, self.settings.temperature,
+                                    self.settings.candidates, self.recipe_tokens)
+        for state, result in zip(owners, self._sample(jobs, settings)):
+            ctx = StepContext(state.task.constraints, " ".join(state.task.source["steps"]), state.names, state.words)
+            recipes = [parse_recipe(self._finish(self.decode(t), state)) for t in result.tokens]
+            candidates = []
+            for generated, ended in zip(recipes, result.ended):
+                step_scores = [score_candidate(s, ctx)["total"] for s in generated["steps"]] or [0.0]
+                candidates.append({"text": "\n".join(generated["steps"]), "recipe": generated, "ended": ended,
+                                   "scores": {"total": round(sum(step_scores) / len(step_scores), 4)}})
+            chosen = min(range(len(candidates)), key=lambda i: (-candidates[i]["scores"]["total"], i))
+            best = candidates[chosen]["recipe"]
+            state.entries.append({"source_step": None, "chosen": chosen, "candidates": candidates})
+            state.done = best["steps"]
+            if best["title"]:
+                state.rewritten["title"] = best["title"]
+            if best["ingredients"]:
+                state.rewritten["ingredients"] = best["ingredients"]
+            self.stats["steps_sampled"] += 1
+            self.stats["candidates"] += len(candidates)
+
+    def rewrite(self, tasks: list[RewriteTask]) -> list[dict]:
+        """Rewrite a batch of recipes; one record per task, in order."""
+        states = [self.start(task) for task in tasks]
+        if self.variant == "end_to_end":
+            self._end_to_end(states)
+        else:
+            while any(not s.finished for s in states):
+                self._round(states)
+        out = []
+        for state in states:
+            rewrite = {**state.rewritten, "steps": list(state.done)}
+            out.append(record(state.task, self.system, self.constrained, rewrite, state.entries,
+                              state.substitutions, state.notes))
+        return out

@@ -1,0 +1,219 @@
+"""Batched best-of-N sampling with a shared prefill: the rewriter's decoding engine.
+
+Every prompt is run through the model once; its key-value cache is then copied to the N
+candidates, which sample token by token (top-k, top-p, temperature) until a stop token.
+A candidate that stops leaves the batch at once, so no step is computed for finished rows.
+Each candidate draws from its own seeded stream, so a recipe's samples do not depend on
+which other recipes share its batch.
+
+With a `guard` (rrt.modelling.constrained.ViolationGuard) a sampled token that would complete a
+violating term is refused and the row resamples, so adherence holds by construction.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+GUARD_TRIES = 24
+
+
+@dataclass
+class SamplingSettings:
+    """Decoding settings: top-k, nucleus, temperature, candidates per step and new tokens per step."""
+
+    top_k: int
+    top_p: float
+    temperature: float
+    candidates: int
+    max_new_tokens: int
+
+    @classmethod
+    def from_config(cls, values: dict, **changes) -> "SamplingSettings":
+        """Decoding from a `rewrite` or `serve` block (its max_step_tokens), with any changes."""
+        merged = {"max_new_tokens": values.get("max_step_tokens"), **values, **changes}
+        return cls(**{k: merged[k] for k in ("top_k", "top_p", "temperature", "candidates", "max_new_tokens")})
+
+
+@dataclass
+class Prefix:
+    """The key-value tensors of a prompt's first tokens, kept so the next prompt that starts
+    with the same tokens skips their prefill (one [1, heads, length, dim] pair per layer)."""
+
+    ids: list[int]
+    layers: list[tuple] = field(default_factory=list)
+
+
+@dataclass
+class Sampled:
+    """One prompt's candidates: token ids (stop token excluded), why each ended, and the
+    prefix kept for the next prompt (when asked for)."""
+
+    tokens: list[list[int]] = field(default_factory=list)
+    ended: list[str] = field(default_factory=list)   # stop | length | guard
+    prefix: Prefix | None = None
+
+
+def _filtered_probs(logits, settings: SamplingSettings):
+    """Top-k token ids and their renormalised probabilities (top-p applied) per row."""
+    import torch
+
+    scaled = logits.float() / max(settings.temperature, 1e-6)
+    k = min(settings.top_k or scaled.shape[-1], scaled.shape[-1])
+    values, ids = torch.topk(scaled, k, dim=-1)
+    probs = torch.softmax(values, dim=-1)
+    if settings.top_p < 1.0:
+        # Keep the smallest head of the sorted list whose mass reaches top_p.
+        before = torch.cumsum(probs, dim=-1) - probs
+        probs = torch.where(before < settings.top_p, probs, torch.zeros_like(probs))
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    return ids, probs
+
+
+def _draw(ids: np.ndarray, probs: np.ndarray, u: float) -> int:
+    """Inverse-CDF draw of one token from a row's filtered distribution."""
+    cdf = np.cumsum(probs)
+    spot = int(np.searchsorted(cdf, u * cdf[-1], side="right"))
+    return int(ids[min(spot, len(ids) - 1)])
+
+
+def _guarded_draw(row_logits, settings, rng, guard, text: str) -> tuple[int | None, str]:
+    """A token the guard accepts for this row, resampling with bans; None when none is found."""
+    import torch
+
+    logits = row_logits.clone()
+    for _ in range(GUARD_TRIES):
+        ids, probs = _filtered_probs(logits[None], settings)
+        ids, probs = ids[0].numpy(), probs[0].numpy()
+        if not np.isfinite(probs).all() or probs.sum() <= 0:
+            return None, text
+        token = _draw(ids, probs, rng.random())
+        verdict = guard.check(text, token)
+        if verdict == "ok":
+            return token, text + guard.piece(token)
+        if verdict == "ban_word_end":
+            logits[torch.as_tensor(guard.word_end_ids, dtype=torch.long)] = float("-inf")
+        logits[token] = float("-inf")
+    return None, text
+
+
+def cache_argument(lm) -> str:
+    """The forward argument that takes the key-value cache (`cache` from transformers 5.2x on)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
+
+
+def _padded_prefixes(prefixes: list[Prefix | None], length: int):
+    """Per layer, the batch's prefix keys and values left-padded to one length."""
+    sample = next(p for p in prefixes if p)
+    for layer, (keys, values) in enumerate(sample.layers):
+        shape = (len(prefixes), keys.shape[1], length, keys.shape[3])
+        batch_k, batch_v = keys.new_zeros(shape), values.new_zeros(shape)
+        for row, prefix in enumerate(prefixes):
+            if prefix:
+                k, v = prefix.layers[layer]
+                batch_k[row, :, length - k.shape[2]:] = k[0]
+                batch_v[row, :, length - v.shape[2]:] = v[0]
+        yield batch_k, batch_v
+
+
+def _kept_prefix(cache, row: int, prompt: list[int], past: int, lp: int, tail_start: int, keep: int) -> Prefix:
+    """The first `keep` tokens of a prompt as a Prefix, cut from the batch cache after its prefill."""
+    import torch
+
+    layers = []
+    for layer in cache.layers:
+        parts = []
+        for tensor in (layer.keys, layer.values):
+            old = tensor[row, :, lp - past: lp - past + min(keep, past)]
+            new = tensor[row, :, lp + tail_start: lp + tail_start + max(0, keep - past)]
+            parts.append(torch.cat([old, new], dim=1)[None].clone())
+        layers.append(tuple(parts))
+    return Prefix(prompt[:keep], layers)
+
+
+def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: set[int], pad_id: int,
+                      settings: SamplingSettings, guards: list | None = None, device: str = "cpu",
+                      prefixes: list[Prefix | None] | None = None, keep: list[int] | None = None) -> list[Sampled]:
+    """N candidates for each prompt, from one prefill per prompt; each stops at a stop token.
+
+    `guards` holds one ViolationGuard (or None) per prompt for constrained decoding.
+    `prefixes` are earlier prompts' kept prefixes (their tokens skip the prefill); `keep[i]`
+    asks for prompt i's first tokens back as a Prefix (in `Sampled.prefix`)."""
+    import torch
+    from transformers import DynamicCache
+
+    n, count = settings.candidates, len(prompts)
+    guards = guards or [None] * count
+    plain = any(g is None for g in guards)
+    # A usable prefix is one the prompt really starts with; its tokens are not run again.
+    prefixes = [p if p is not None and len(p.ids) < len(q) and q[:len(p.ids)] == p.ids else None
+                for p, q in zip(prefixes or [None] * count, prompts)]
+    past = [len(p.ids) if p else 0 for p in prefixes]
+    tails = [q[k:] for q, k in zip(prompts, past)]
+    lp, width = max(past), max(len(t) for t in tails)
+    # Left padding of both parts puts every prompt's last token in the last column.
+    input_ids = torch.full((count, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((count, lp + width), dtype=torch.long)
+    positions = torch.zeros((count, width), dtype=torch.long)
+    for row, (tail, k) in enumerate(zip(tails, past)):
+        input_ids[row, width - len(tail):] = torch.as_tensor(tail)
+        mask[row, lp - k: lp] = 1
+        mask[row, lp + width - len(tail):] = 1
+        positions[row, width - len(tail):] = torch.arange(k, k + len(tail))
+    input_ids, mask, positions = input_ids.to(device), mask.to(device), positions.to(device)
+    cache, cache_kw = DynamicCache(), cache_argument(lm)
+    if lp:
+        for layer, (keys, values) in enumerate(_padded_prefixes(prefixes, lp)):
+            cache.update(keys.to(device), values.to(device), layer)
+    with torch.no_grad():
+        # Only the last position's logits are needed; the LM head over the whole prompt is not.
+        out = lm(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                 logits_to_keep=1, **{cache_kw: cache})
+    kept = [_kept_prefix(cache, row, prompts[row], past[row], lp, width - len(tails[row]), keep[row])
+            if keep and keep[row] else None for row in range(count)]
+    cache.batch_repeat_interleave(n)
+    logits = out.logits[:, -1, :].repeat_interleave(n, dim=0).float().cpu()
+    mask = mask.repeat_interleave(n, dim=0)
+    next_pos = positions[:, -1:].repeat_interleave(n, dim=0) + 1
+
+    results = [Sampled([[] for _ in range(n)], ["length"] * n, kept[row]) for row in range(count)]
+    rngs = [np.random.default_rng([seeds[i // n], i % n]) for i in range(count * n)]
+    texts = [""] * (count * n)
+    active = list(range(count * n))   # flat candidate index of each batch row
+    for _ in range(settings.max_new_tokens):
+        chosen, keep = [], []
+        if plain:
+            ids, probs = _filtered_probs(logits, settings)
+            ids, probs = ids.numpy(), probs.numpy()
+        for row, flat in enumerate(active):
+            guard = guards[flat // n]
+            if guard is None:
+                token = _draw(ids[row], probs[row], rngs[flat].random())
+            else:
+                token, texts[flat] = _guarded_draw(logits[row], settings, rngs[flat], guard, texts[flat])
+            sample = results[flat // n]
+            if token is None:
+                sample.ended[flat % n] = "guard"
+            elif token in stop_ids:
+                sample.ended[flat % n] = "stop"
+            else:
+                sample.tokens[flat % n].append(token)
+                chosen.append(token)
+                keep.append(row)
+        if not keep:
+            break
+        if len(keep) < len(active):
+            index = torch.as_tensor(keep, dtype=torch.long, device=device)
+            cache.batch_select_indices(index)
+            mask, next_pos = mask[index], next_pos[index]
+            active = [active[r] for r in keep]
+        mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=-1)
+        step_ids = torch.as_tensor(chosen, dtype=torch.long, device=device)[:, None]
+        with torch.no_grad():
+            out = lm(input_ids=step_ids, attention_mask=mask, position_ids=next_pos, use_cache=True,
+                     **{cache_kw: cache})
+        logits = out.logits[:, -1, :].float().cpu()
+        next_pos = next_pos + 1
+    return results

@@ -1,0 +1,180 @@
+"""Best-of-N selection: score the sampled rewrites of one recipe step by the paper's rules
+and keep the best.
+
+    ctx = step_context(source_recipe, step_index=2, constraints=["vegan"])
+    index, scores = select_best(candidates, ctx)   # scores[i]: every rule plus "total"
+
+Each rule scores a candidate in [0, 1] (1 = passes) and has a weight; the total is the
+weighted sum. `no_violation` weighs more than all other rules together, so a compliant
+candidate always beats a violating one. `dictionary_words` and `ingredient_overlap` are
+graded (fractions), the others pass or fail. An empty candidate is no rewrite at all and
+scores 0 on every rule, even `no_violation`, so it loses to any non-empty text. Ties go to
+the lowest index, so a selection is reproducible.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Callable, Iterable
+
+from rrt.recipes.ingredients import ingredient_name, step_ingredients
+from rrt.recipes.tagger import parse_constraints, text_violations
+
+MAX_CHARS = 100
+BAD_CHARS = frozenset("%*$#^=+")
+DICTIONARY_LANGUAGE = "en_US"
+DICTIONARY_PACKAGES = "libenchant-2-2 hunspell-en-us"
+_TAG = re.compile(r"<[^<>\s]*>|<\||\|>")  # whole special tokens and broken halves of `<|...|>`
+_SENTENCE_END = re.compile(r"[.!?…][)\]\"'’”]*$")
+_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")  # letters only: numbers are not dictionary words
+
+
+class DictionaryMissing(RuntimeError):
+    """The English dictionary behind `dictionary_words` is not installed."""
+
+
+@dataclass
+class StepContext:
+    """What a candidate step is judged against: constraints, the source step and the recipe."""
+
+    constraints: list[str]
+    source_step: str
+    ingredient_names: list[str]
+    source_words: frozenset[str] = frozenset()
+
+    @functools.cached_property
+    def known_words(self) -> frozenset[str]:
+        """Words accepted besides the dictionary: the source recipe's and the ingredient names'."""
+        names = {w for name in self.ingredient_names for w in _WORD.findall(name)}
+        return frozenset(w.lower().replace("’", "'") for w in names | set(self.source_words))
+
+    @functools.cached_property
+    def source_ingredients(self) -> frozenset[int]:
+        """Indices of the ingredients the source step mentions (computed once per step)."""
+        return frozenset(m.index for m in step_ingredients(self.source_step, self.ingredient_names))
+
+
+@functools.cache
+def _english():
+    # One Dict per process: opening it loads the whole hunspell dictionary.
+    try:
+        import enchant
+    except ImportError as err:  # pyenchant says so when the enchant C library is absent
+        raise DictionaryMissing(f"pyenchant needs the enchant C library: apt-get install {DICTIONARY_PACKAGES}"
+                                f" ({err})") from err
+    try:
+        return enchant.Dict(DICTIONARY_LANGUAGE)
+    except enchant.errors.DictNotFoundError as err:
+        raise DictionaryMissing(f"no {DICTIONARY_LANGUAGE} dictionary for pyenchant:"
+                                f" apt-get install {DICTIONARY_PACKAGES} ({err})") from err
+
+
+@functools.cache
+def recipe_words() -> frozenset[str]:
+    """Cooking words that en_US lacks (rrt/data/recipe_words.txt): tahini, sauté, tempeh..."""
+    text = resources.files("rrt").joinpath("data", "recipe_words.txt").read_text(encoding="utf-8")
+    return frozenset(line.strip().lower() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
+@functools.lru_cache(maxsize=200_000)
+def is_english(word: str) -> bool:
+    """Whether a word is in the en_US dictionary or the recipe word list."""
+    return word.lower() in recipe_words() or _english().check(word)
+
+
+def no_violation(text: str, ctx: StepContext) -> float:
+    """1 when the text names no food its constraints forbid."""
+    return float(not text_violations(text, ctx.constraints))
+
+
+def short(text: str, ctx: StepContext) -> float:
+    """1 when the step is under MAX_CHARS characters."""
+    return float(len(text) < MAX_CHARS)
+
+
+def clean_chars(text: str, ctx: StepContext) -> float:
+    """1 when the step has none of `% * $ # ^ = +` and no leftover special token."""
+    return float(BAD_CHARS.isdisjoint(text) and not _TAG.search(text))
+
+
+def capitalised(text: str, ctx: StepContext) -> float:
+    """1 when the step starts (after spaces) with a capital letter."""
+    return float(text.lstrip()[:1].isupper())
+
+
+def ends_with_punctuation(text: str, ctx: StepContext) -> float:
+    """1 when the step ends like a sentence: . ! ? or … , perhaps before a closing quote or bracket."""
+    return float(bool(_SENTENCE_END.search(text.rstrip())))
+
+
+def dictionary_words(text: str, ctx: StepContext) -> float:
+    """Fraction of the step's words found in en_US, the recipe word list or the source recipe."""
+    words = [w.replace("’", "'") for w in _WORD.findall(text)]
+    if not words:
+        return 0.0
+    return sum(w.lower() in ctx.known_words or is_english(w) for w in words) / len(words)
+
+
+def ingredient_overlap(text: str, ctx: StepContext) -> float:
+    """Jaccard overlap of the ingredients the step mentions with those the source step mentions
+    (1 when the source step mentions none)."""
+    source = ctx.source_ingredients
+    if not source:
+        return 1.0
+    mentioned = {m.index for m in step_ingredients(text, ctx.ingredient_names)}
+    return len(source & mentioned) / len(source | mentioned)
+
+
+Rule = Callable[[str, StepContext], float]
+RULES: dict[str, tuple[Rule, float]] = {
+    "no_violation": (no_violation, 100.0),
+    "short": (short, 1.0),
+    "clean_chars": (clean_chars, 1.0),
+    "capitalised": (capitalised, 1.0),
+    "ends_with_punctuation": (ends_with_punctuation, 1.0),
+    "dictionary_words": (dictionary_words, 1.0),
+    "ingredient_overlap": (ingredient_overlap, 1.0),
+}
+
+
+def score_candidate(text: str, ctx: StepContext) -> dict[str, float]:
+    """Every rule's score for one candidate step, plus their weighted "total"."""
+    text = (text or "").strip()
+    scores = {name: round(float(rule(text, ctx)) if text else 0.0, 4) for name, (rule, _) in RULES.items()}
+    scores["total"] = round(sum(scores[name] * weight for name, (_, weight) in RULES.items()), 4)
+    return scores
+
+
+def select_best(candidates: list[str], ctx: StepContext) -> tuple[int, list[dict[str, float]]]:
+    """Index of the best candidate (highest total, then lowest index) and every candidate's scores."""
+    if not candidates:
+        raise ValueError("select_best needs at least one candidate")
+    scores = [score_candidate(text, ctx) for text in candidates]
+    best = max(range(len(scores)), key=lambda i: (scores[i]["total"], -i))
+    return best, scores
+
+
+def _parts(recipe: Any) -> tuple[str, list[str], list[str]]:
+    if isinstance(recipe, dict):
+        return recipe.get("title", ""), list(recipe.get("ingredients", [])), list(recipe.get("steps", []))
+    return recipe.title, list(recipe.ingredients), list(recipe.steps)
+
+
+def source_word_set(source_recipe: Any) -> frozenset[str]:
+    """Lowercase words of a whole source recipe, split as the dictionary rule splits them."""
+    title, ingredients, steps = _parts(source_recipe)
+    words = {w.lower() for line in [title, *ingredients, *steps] for w in _WORD.findall(line)}
+    return frozenset(w.replace("’", "'") for w in words)
+
+
+def step_context(source_recipe: Any, step_index: int, constraints: str | Iterable[str],
+                 ingredient_names: list[str] | None = None) -> StepContext:
+    """StepContext for one step of a Recipe (or a dict with title/ingredients/steps); ingredient
+    names default to the source recipe's own."""
+    title, ingredients, steps = _parts(source_recipe)
+    if ingredient_names is None:
+        ingredient_names = [ingredient_name(line) for line in ingredients]
+    return StepContext(parse_constraints(constraints), steps[step_index], list(ingredient_names),
+                       source_word_set(source_recipe))

@@ -1,0 +1,1 @@
+"""Recipes as records: reading, cleaning, the constraint lexicon and tagger, substitutions."""

@@ -1,0 +1,153 @@
+"""Read recipes from any supported corpus format, streaming, with every drop accounted for.
+
+    for recipe in read_recipes(["corpus.jsonl", "RAW_recipes.csv"], report):
+        ...
+    report.rejects  # every record that did not become a recipe, with location and reason
+"""
+from __future__ import annotations
+
+import csv
+import glob
+import os
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+
+from rrt.recipes.clean import clean_recipe
+from rrt.recipes.loaders.csv_records import is_csv_header, read_csv
+from rrt.recipes.loaders.json_records import Record, read_json_document, read_jsonl, record_problem, record_to_recipe
+from rrt.recipes.loaders.paper_text import read_paper_recipes
+from rrt.recipes.loaders.source import STDIN, InputError, head_bytes, is_remote
+from rrt.recipes.paper_format import BOS
+from rrt.recipes.recipe import Recipe, Reject
+
+FORMATS = ("paper", "jsonl", "json", "csv")
+DATA_SUFFIXES = (".txt", ".jsonl", ".ndjson", ".json", ".csv")  # what a folder contributes
+# What a whole input can fail with part-way (a truncated .gz is EOFError, a corrupt one
+# zlib.error, pyarrow's errors are OSError or ValueError); the inputs after it still load.
+_INPUT_FAILURES = (InputError, OSError, EOFError, zlib.error, csv.Error, ValueError)
+_READERS: dict[str, Callable[[str], Iterator[Record]]] = {
+    "paper": read_paper_recipes, "jsonl": read_jsonl, "json": read_json_document, "csv": read_csv,
+}
+
+
+@dataclass
+class LoadReport:
+    """Counts of what was read, kept and rejected (by reason), plus an optional reject sink."""
+
+    read: int = 0
+    kept: int = 0
+    rejected: Counter = field(default_factory=Counter)
+    on_reject: Callable[[Reject], None] | None = None
+
+    def reject(self, item: Reject) -> None:
+        """Count a reject and hand it to the sink."""
+        self.rejected[item.reason] += 1
+        if self.on_reject is not None:
+            self.on_reject(item)
+
+    def summary(self) -> str:
+        """One line: kept, rejected and why."""
+        reasons = ", ".join(f"{r}={n}" for r, n in self.rejected.most_common())
+        total = sum(self.rejected.values())
+        return f"{self.kept} recipes kept, {total} rejected" + (f" ({reasons})" if reasons else "")
+
+
+def detect_format(path: str) -> str:
+    """Guess an input's format from its name, then its first bytes."""
+    name = path.lower().removesuffix(".gz")
+    head = head_bytes(path)
+    if not head.strip():
+        raise InputError(f"empty file: {path}")
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if b"\x00" in head or sum(b < 9 or 13 < b < 32 for b in head) > len(head) // 20:
+        raise InputError(f"binary data, not a recipe corpus: {path}")
+    if text.startswith(BOS.encode()):
+        return "paper"
+    if name.endswith((".jsonl", ".ndjson")):
+        return "jsonl"
+    if name.endswith(".csv"):
+        return "csv"
+    if name.endswith(".txt") and b"<endoftitle>" in head:
+        return "paper"
+    if text[:1] in (b"{", b"["):
+        first_line = text.split(b"\n", 1)[0].strip()
+        # A .json file with one object per line is JSONL in disguise.
+        if text[:1] == b"{" and first_line.endswith(b"}") and b"\n{" in text:
+            return "jsonl"
+        return "json"
+    if is_csv_header(text.split(b"\n", 1)[0]):
+        return "csv"  # a CSV without its name (standard input) is known by its header
+    raise InputError(f"unrecognised format (expected paper text, JSON, JSONL or CSV): {path}")
+
+
+def expand_inputs(specs: Iterable[str]) -> list[str]:
+    """Files named by paths, globs or folders (folders: every file inside, sorted)."""
+    paths: list[str] = []
+    for spec in specs:
+        if is_remote(spec) or spec == STDIN:
+            paths.append(spec)
+        elif os.path.isdir(spec):
+            for root, _, files in sorted(os.walk(spec)):
+                paths += [os.path.join(root, f) for f in sorted(files)
+                          if f.lower().removesuffix(".gz").endswith(DATA_SUFFIXES)]
+        elif any(ch in spec for ch in "*?["):
+            matched = sorted(glob.glob(spec, recursive=True))
+            if not matched:
+                raise InputError(f"no files match {spec}")
+            paths += matched
+        elif os.path.exists(spec):
+            paths.append(spec)
+        else:
+            raise InputError(f"no such file: {spec}")
+    return paths
+
+
+def read_file_records(path: str, fmt: str | None = None) -> Iterator[Record]:
+    """Raw records of one file; a file-level problem becomes one Reject for the file (after
+    the records read before it)."""
+    try:
+        fmt = fmt or detect_format(path)
+        yield from _READERS[fmt](path)
+    except _INPUT_FAILURES as err:
+        yield path, Reject(path, "unreadable_file", _failure(path, err))
+
+
+def _failure(path: str, err: Exception) -> str:
+    if isinstance(err, InputError):
+        return str(err)[:300]
+    module = type(err).__module__.lstrip("_")
+    kind = type(err).__name__ if module == "builtins" else f"{module}.{type(err).__name__}"  # zlib.error
+    return f"{path}: {kind}: {err}"[:300]
+
+
+def _recipe(record: dict, where: str, fallback_id: str, stem: str) -> Recipe | Reject:
+    problem = record_problem(record)
+    if problem:
+        return Reject(where, "invalid_record", problem)
+    try:
+        recipe = record_to_recipe(record, fallback_id, stem)
+        return recipe if isinstance(recipe, Reject) else clean_recipe(recipe, where)
+    except Exception as err:  # a record is untrusted data: whatever it breaks costs it alone
+        return Reject(where, "invalid_record", f"{type(err).__name__}: {err}"[:200])
+
+
+def read_recipes(paths: Iterable[str], report: LoadReport | None = None,
+                 fmt: str | None = None) -> Iterator[Recipe]:
+    """Clean recipes from every input, in order; rejects go to the report."""
+    report = report if report is not None else LoadReport()
+    for path in paths:
+        stem = "stdin" if path == STDIN else os.path.basename(path)
+        for number, (where, record) in enumerate(read_file_records(path, fmt)):
+            report.read += 1
+            if isinstance(record, Reject):
+                report.reject(record)
+                continue
+            recipe = _recipe(record, where, f"{stem}:{number}", stem)
+            if isinstance(recipe, Reject):
+                recipe.location = where
+                report.reject(recipe)
+                continue
+            report.kept += 1
+            yield recipe

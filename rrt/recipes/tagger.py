@@ -1,0 +1,329 @@
+"""Dietary tagger: which constraints a recipe obeys, and every span that breaks one.
+
+A term counts as a violation unless something says it is not that food: an exception
+phrase around it ("coconut milk", a tool such as "cheese grater"), a shape, size or colour
+it lends its name to ("egg-shaped", "walnut-sized"), a plant-based modifier before it
+("vegan butter"), a "-free"/"substitute" after it, a negation before it ("in place of
+peanuts"), quotes around it ('Honey' Mustard), an offered alternative ("beef broth (or
+water)"), an "optional" on its ingredient line, or, in the title and steps, a reference to
+an ingredient line that names it in a harmless form (ingredients say "vegan butter", a step
+says "melt the butter"). A title term counts only when an ingredient line of the same
+food category is harmful too: "Parsnip Lobster Rolls" names a stand-in.
+"""
+from __future__ import annotations
+
+import bisect
+import functools
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Iterable
+
+from rrt.recipes.lexicon import (CATEGORIES, CONSTRAINT_CATEGORIES, CONSTRAINTS, LIKENESS_SUFFIXES, NEGATIONS,
+                         OPTIONAL_MARKERS, SAFE_ALTERNATIVES, SUFFIX_NEUTRALISERS, SYNONYMS, Category)
+from rrt.recipes.recipe import Recipe
+
+_CLAUSE_BREAK = re.compile(r"[.,;:()!?\[\]/]")
+_WORD = re.compile(r"[\w'’-]+")
+_STOP = {"and", "or", "with", "plus", "&", "then", "into", "on", "in", "over", "of", "to", "for"}
+_QUOTES = "'\"‘’“”"
+STRONG_WINDOW = 3
+LOOKBACK = 160   # characters before a term that can hold what makes it harmless
+_FIELD_ORDER = {"title": 0, "ingredients": 1, "steps": 2}
+_LETTERS = re.compile(r"[^\W\d_]+")
+_ALTERNATIVE = re.compile(r"\bor\b|/", re.I)
+_CUT_WORD = re.compile(r"^[\w'’-]+")
+_SAFE_ALTERNATIVE = re.compile(r"\b(?:" + "|".join(re.escape(a) for a in SAFE_ALTERNATIVES) + r")\b")
+_LIKENESS = re.compile(r"-(?:" + "|".join(LIKENESS_SUFFIXES) + r")\b", re.I)
+_NEGATED = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in NEGATIONS) + r")(?:\s+[\w'/½¼¾-]+){0,2}\s+$", re.I)
+
+
+@dataclass
+class Mention:
+    """One occurrence of a lexicon term in a text, harmless or not."""
+
+    category: str
+    term: str
+    start: int
+    end: int
+    neutral: bool
+    why: str = ""
+
+
+@dataclass
+class Violation:
+    """A span that breaks a constraint: its term, where it is and the line it is on."""
+
+    term: str
+    field: str
+    index: int
+    text: str
+    span: tuple[int, int]
+    category: str
+
+    def to_dict(self) -> dict:
+        """JSON form used by `rrt tag`."""
+        out = asdict(self)
+        out["span"] = list(self.span)
+        return out
+
+
+@dataclass
+class TagResult:
+    """Validity per constraint and the violations behind every `False`."""
+
+    id: str
+    valid: dict[str, bool] = field(default_factory=dict)
+    violations: dict[str, list[Violation]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """JSON form printed by `rrt tag`."""
+        return {
+            "id": self.id,
+            "valid": self.valid,
+            "violations": {c: [v.to_dict() for v in vs] for c, vs in self.violations.items() if vs},
+        }
+
+
+def _phrase_pattern(phrase: str) -> str:
+    words = [re.escape(w) for w in re.split(r"[\s-]+", phrase.strip())]
+    body = r"[\s-]+".join(words)
+    if phrase[-1:].isalpha():
+        body += r"(?:s|es)?" if not phrase.endswith("y") else r"(?:s|es)?|" + body[:-1] + "ies"
+        body = f"(?:{body})"
+    return body
+
+
+def _alternation(phrases: Iterable[str]) -> re.Pattern | None:
+    ordered = sorted(set(phrases), key=len, reverse=True)
+    if not ordered:
+        return None
+    return re.compile(r"(?<!\w)(?:" + "|".join(_phrase_pattern(p) for p in ordered) + r")(?!\w)", re.I)
+
+
+def normalise_term(text: str) -> str:
+    """Lowercase, single-spaced form of a phrase (the key terms are compared by)."""
+    return re.sub(r"[\s-]+", " ", text.lower()).strip()
+
+
+class _CategoryMatcher:
+    def __init__(self, category: Category):
+        self.category = category
+        self.terms = _alternation(category.terms)
+        self.exceptions = _alternation(category.exceptions)
+        self.modifiers = {normalise_term(m) for m in category.modifiers}
+        self.adjacent = {normalise_term(m) for m in category.adjacent}
+        self.dish_terms = {normalise_term(t) for t in category.dish_terms}
+        self.canonical: dict[str, str] = {}
+        for term in category.terms:
+            key = normalise_term(term)
+            for form in (key, key + "s", key + "es", key[:-1] + "ies" if key.endswith("y") else key):
+                self.canonical.setdefault(form, key)
+        # Cheap pre-check: a line none of whose words starts a term cannot match.
+        self.first_words = set()
+        for term in category.terms:
+            first = re.split(r"[\s-]+", normalise_term(term))[0]
+            self.first_words |= {first, first + "s", first + "es", first[:-1] + "ies"}
+        self.suffix = re.compile(r"[\s-]*(?:" + "|".join(SUFFIX_NEUTRALISERS) + r")\b", re.I)
+
+    def term_of(self, matched: str) -> str:
+        key = normalise_term(matched)
+        if key not in self.canonical:
+            # Case-insensitive matching folds more than lower() does ("ſalmon", "mİlk"): ask the patterns.
+            key = next((normalise_term(t) for t in self.category.terms
+                        if re.fullmatch(_phrase_pattern(t), matched, re.I)), key)
+        key = self.canonical.get(key, key)
+        return SYNONYMS.get(key, key)
+
+    def _modified(self, text: str, start: int, whole_title: bool = False) -> str:
+        # Negations, modifiers and glued prefixes sit within a few words of the term; reading
+        # only that far back keeps a line of many mentions linear (a whole clause would not).
+        before = text[max(0, start - LOOKBACK):start]
+        if start > LOOKBACK:
+            before = _CUT_WORD.sub("", before)
+        if _NEGATED.search(before):
+            return "negated"
+        # The hyphenated word the term ends ("non-dairy") counts as a modifier too.
+        glued = re.search(r"([\w'-]+)-$", before)
+        if glued:
+            word = _WORD.match(text, start)
+            joined = normalise_term(glued.group(1) + " " + (word.group(0) if word else ""))
+            if {normalise_term(glued.group(1)), joined} & (self.modifiers | self.adjacent):
+                return "modifier"
+        clause = _CLAUSE_BREAK.split(before)[-1].lower()
+        words = [normalise_term(w) for w in _WORD.findall(clause)]
+        if whole_title:
+            # "Vegan Butternut Squash Mac and Cheese": a title's diet word covers the dish.
+            grams = set(words) | {" ".join(words[i:i + 2]) for i in range(len(words) - 1)}
+            if grams & self.modifiers:
+                return "modifier"
+        words = words[-STRONG_WINDOW:]
+        if words and (words[-1] in self.adjacent or " ".join(words[-2:]) in self.adjacent):
+            return "modifier"
+        window: list[str] = []
+        for word in reversed(words):
+            if word in _STOP:
+                break
+            window.insert(0, word)
+        grams = set(window) | {" ".join(window[i:i + 2]) for i in range(len(window) - 1)}
+        return "modifier" if grams & self.modifiers else ""
+
+    def scan(self, text: str, whole_title: bool = False) -> list[Mention]:
+        if self.terms is None or not text or self.first_words.isdisjoint(_LETTERS.findall(text.lower())):
+            return []
+        matches = list(self.terms.finditer(text))
+        if not matches:
+            return []
+        shields = [m.span() for m in self.exceptions.finditer(text)] if self.exceptions else []
+        found = []
+        for match in matches:
+            start, end = match.span()
+            term = self.term_of(match.group(0))
+            why = ""
+            if any(a <= start and end <= b for a, b in shields):
+                why = "exception"
+            elif self.suffix.match(text, end):
+                why = "free_or_substitute"
+            elif _LIKENESS.match(text, end):
+                why = "likeness"
+            elif start > 0 and end < len(text) and text[start - 1] in _QUOTES and text[end] in _QUOTES:
+                why = "quoted"
+            else:
+                why = self._modified(text, start, whole_title)
+            previous = found[-1] if found else None
+            if not why and previous and previous.neutral and not text[previous.end:start].strip():
+                why = "compound"  # "cashew ricotta cheese": the head shares its modifier's fate
+            found.append(Mention(self.category.name, term, start, end, bool(why), why))
+        return found
+
+    def scan_field(self, text: str, field_name: str, lenient: bool = True) -> list[Mention]:
+        """Scan one recipe line; when lenient, offered alternatives are harmless, and so are
+        optional ingredient lines."""
+        mentions = self.scan(text, whole_title=field_name == "title")
+        if not lenient or not mentions:
+            return mentions
+        lowered = text.lower()
+        optional = field_name == "ingredients" and any(m in lowered for m in OPTIONAL_MARKERS)
+        offers = _Alternatives(text, mentions)
+        for mention in mentions:
+            if mention.neutral:
+                continue
+            if optional:
+                mention.neutral, mention.why = True, "optional"
+            elif offers.offered_besides(mention):
+                mention.neutral, mention.why = True, "alternative"
+                offers.now_harmless(mention)
+        return mentions
+
+
+class _Alternatives:
+    """The "or" and "/" segments of a line and which of them offer a harmless alternative (a
+    safe food, or a mention already harmless). Built once per line and updated as mentions turn
+    harmless, so a line of many mentions costs time linear in its length."""
+
+    def __init__(self, text: str, mentions: list[Mention]):
+        self.bounds = [0] + [m.end() for m in _ALTERNATIVE.finditer(text)] + [len(text) + 1]
+        self.harmless = [0] * (len(self.bounds) - 1)
+        for k, (start, end) in enumerate(zip(self.bounds, self.bounds[1:])):
+            words = normalise_term(re.sub(r"[^\w\s-]", " ", text[start:end]))
+            self.harmless[k] = int(_SAFE_ALTERNATIVE.search(words) is not None)
+        for mention in mentions:
+            if mention.neutral:
+                self.harmless[self._segment(mention)] += 1
+        self.offering = sum(1 for n in self.harmless if n)
+
+    def _segment(self, mention: Mention) -> int:
+        return bisect.bisect_right(self.bounds, mention.start) - 1
+
+    def offered_besides(self, mention: Mention) -> bool:
+        """Whether a segment other than the mention's own offers a harmless alternative."""
+        return self.offering - (1 if self.harmless[self._segment(mention)] else 0) > 0
+
+    def now_harmless(self, mention: Mention) -> None:
+        """Count a mention that has just turned harmless in its segment."""
+        k = self._segment(mention)
+        self.offering += not self.harmless[k]
+        self.harmless[k] += 1
+
+
+@functools.cache
+def _matcher(category: str) -> _CategoryMatcher:
+    return _CategoryMatcher(CATEGORIES[category])
+
+
+def parse_constraints(spec: str | Iterable[str]) -> list[str]:
+    """`all`, `vegan`, `vegan,nut-free` or a list → validated constraint names."""
+    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    names: list[str] = []
+    for item in (i.strip().lower() for i in items):
+        if item == "all":
+            names += [c for c in CONSTRAINTS if c not in names]
+        elif item in CONSTRAINTS:
+            names += [item] if item not in names else []
+        elif item:
+            raise ValueError(f"unknown constraint {item!r}; choose from: all, {', '.join(CONSTRAINTS)}")
+    if not names:
+        raise ValueError("no constraint given")
+    return names
+
+
+def scan_text(text: str, category: str) -> list[Mention]:
+    """Every mention of a category's terms in a text, each marked harmless or not."""
+    return _matcher(category).scan(text)
+
+
+def _fields(recipe: Recipe) -> list[tuple[str, int, str]]:
+    rows = [("title", 0, recipe.title)]
+    rows += [("ingredients", i, line) for i, line in enumerate(recipe.ingredients)]
+    rows += [("steps", i, line) for i, line in enumerate(recipe.steps)]
+    return rows
+
+
+def _head(term: str) -> str:
+    return term.rsplit(" ", 1)[-1]
+
+
+def category_violations(recipe: Recipe, category: str, lenient: bool = True) -> list[Violation]:
+    """Violations of one food category anywhere in a recipe (lenient: optional items and
+    offered alternatives do not count; the substitution guide replaces them all the same)."""
+    matcher = _matcher(category)
+    mentions = [(f, i, line, m) for f, i, line in _fields(recipe)
+                for m in matcher.scan_field(line, f, lenient)]
+    harmful = {m.term for f, _, _, m in mentions if f == "ingredients" and not m.neutral}
+    harmless = {m.term for f, _, _, m in mentions if f == "ingredients" and m.neutral}
+    harmful_heads, harmless_heads = {_head(t) for t in harmful}, {_head(t) for t in harmless}
+    out = []
+    for field_name, index, line, mention in mentions:
+        if mention.neutral:
+            continue
+        if field_name == "title" and not harmful:
+            continue  # a title names the dish; with no such ingredient it names a stand-in
+        if field_name != "ingredients":
+            if mention.term in matcher.dish_terms:
+                continue  # a dish name in a title or step is made from the listed ingredients
+            if _head(mention.term) in harmless_heads and _head(mention.term) not in harmful_heads:
+                continue  # refers back to an ingredient named in a harmless form
+        out.append(Violation(mention.term, field_name, index, line, (mention.start, mention.end), category))
+    return out
+
+
+def tag_recipe(recipe: Recipe, constraints: Iterable[str] = CONSTRAINTS, lenient: bool = True) -> TagResult:
+    """Validity of a recipe for each constraint, with the violations found. Strict
+    (`lenient=False`) also counts optional items and offered alternatives: a training target
+    must not name a forbidden food at all, or the rewriter learns to write it."""
+    result = TagResult(recipe.id)
+    cache: dict[str, list[Violation]] = {}
+    for constraint in constraints:
+        found = []
+        for cat in CONSTRAINT_CATEGORIES[constraint]:
+            if cat not in cache:
+                cache[cat] = category_violations(recipe, cat, lenient)
+            found += cache[cat]
+        result.violations[constraint] = sorted(found, key=lambda v: (_FIELD_ORDER[v.field], v.index, v.span))
+        result.valid[constraint] = not found
+    return result
+
+
+def text_violations(text: str, constraints: Iterable[str]) -> list[Mention]:
+    """Harmful mentions in a lone text (a generated step), for the given constraints."""
+    cats = {c for con in constraints for c in CONSTRAINT_CATEGORIES[con]}
+    return [m for cat in sorted(cats) for m in scan_text(text, cat) if not m.neutral]

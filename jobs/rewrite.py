@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from jobs.launch import (JobError, claim_output, count_rows, read_manifest, start_ray,  # noqa: E402
                          write_json_atomic)
 from rrt.config import ConfigError, load_config, section  # noqa: E402
+from rrt.kernels import DECODES  # noqa: E402
 from rrt.lexicon import CONSTRAINTS  # noqa: E402
 from rrt.rewriter import SYSTEMS  # noqa: E402
 from rrt.tagger import parse_constraints  # noqa: E402
@@ -98,6 +99,8 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         raise JobError("rewrite.top_p must be in (0, 1] and rewrite.temperature > 0")
     if rewrite.get("split") not in ("test", "dev"):
         raise JobError("rewrite.split must be test or dev")
+    if rewrite.get("decode", "auto") not in DECODES:
+        raise JobError(f"rewrite.decode must be one of {', '.join(DECODES)}")
     if rewrite.get("constraint"):
         try:
             rewrite["constraint"] = ",".join(parse_constraints(rewrite["constraint"]))
@@ -123,7 +126,7 @@ def fingerprint(settings: dict) -> str:
     """Hash of what makes two runs the same run; a rerun with another one is refused."""
     keep = {k: v for k, v in settings.items() if k not in ("output", "ray", "actors", "use_gpu", "batch_recipes",
                                                              "batch_prompts", "cpus_per_actor", "torch_threads",
-                                                             "reuse_prefix")}
+                                                             "reuse_prefix", "decode")}
     stats = os.path.join(settings["data"], "stats.json")
     keep["data_id"] = os.path.getmtime(stats) if os.path.exists(stats) else None
     return hashlib.sha1(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from rrt.ingredients import ingredient_name, step_ingredients
+from rrt.kernels import resolve_decode
 from rrt.paper_format import END_INST, INST
 from rrt.prompts import (SPECIAL_NAMES, STOPS, fit_prompt, parse_ingredients, parse_recipe, protected_span,
                          recipe_prompt, step_prompt)
@@ -118,7 +119,7 @@ class Rewriter:
 
     def __init__(self, system: str, lm, tokenizer, block_size: int, settings: SamplingSettings,
                  constrained: bool = False, ing_lm=None, ing_tokenizer=None, batch_prompts: int = 32,
-                 recipe_tokens: int = 384, device: str = "cpu", reuse_prefix: bool = False):
+                 recipe_tokens: int = 384, device: str = "cpu", reuse_prefix: bool = False, decode: str = "auto"):
         if SYSTEMS.get(system) is None:
             raise ValueError(f"{system!r} is not a model system; choose from "
                              f"{', '.join(s for s, v in SYSTEMS.items() if v)}")
@@ -130,6 +131,7 @@ class Rewriter:
         self.ing_lm, self.ing_tokenizer = ing_lm, ing_tokenizer
         self.batch_prompts, self.recipe_tokens, self.device = batch_prompts, recipe_tokens, device
         self.reuse_prefix = reuse_prefix
+        self.decode_on = resolve_decode(decode, device)   # rrt.kernels.DECODES
         self.special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}
         self.stats = {"steps_sampled": 0, "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0,
                       "guard_stops": 0, "candidates": 0, "sampling_s": 0.0}
@@ -169,7 +171,7 @@ class Rewriter:
             keep = [jobs[i][4] if len(jobs[i]) > 4 else 0 for i in chunk]
             results = sample_candidates(lm, [jobs[i][0] for i in chunk], [jobs[i][1] for i in chunk], stops,
                                         tokenizer.pad_token_id, settings, guards=guards, device=self.device,
-                                        prefixes=prefixes, keep=keep)
+                                        prefixes=prefixes, keep=keep, decode=self.decode_on)
             for i, result in zip(chunk, results):
                 out[i] = result
         self.stats["sampling_s"] += time.perf_counter() - started

@@ -29,8 +29,10 @@ import pyarrow.dataset as pads  # noqa: E402
 from jobs.launch import (ALLOCATORS, JobError, allocator_env, claim_output, count_rows,  # noqa: E402
                          parquet_files, read_jsonl, start_ray, write_json_atomic)
 from rrt import finetune  # noqa: E402
+from rrt.batching import BATCHINGS  # noqa: E402
 from rrt.config import ConfigError, load_config, section  # noqa: E402
 from rrt.formats import VARIANTS  # noqa: E402
+from rrt.kernels import ATTENTIONS, COMPILE_SETTINGS  # noqa: E402
 from rrt.models import TINY, load_tokenizer  # noqa: E402
 from rrt.pretrained import PresetError  # noqa: E402
 from rrt.optim import DEFAULT_BUCKET_SIZE, PRECISIONS, SCHEDULES  # noqa: E402
@@ -118,7 +120,9 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         (isinstance(train.get("epochs"), int) and train["epochs"] >= 1, "train.epochs must be >= 1"),
         (train.get("max_steps") is None or (isinstance(train["max_steps"], int) and train["max_steps"] >= 1),
          "train.max_steps must be null or >= 1"),
-        (train.get("batching", "tokens") in ("tokens", "examples"), "train.batching must be tokens or examples"),
+        (train.get("batching", "tokens") in BATCHINGS, f"train.batching must be one of {', '.join(BATCHINGS)}"),
+        (train.get("attention", "sdpa") in ATTENTIONS, f"train.attention must be one of {', '.join(ATTENTIONS)}"),
+        (train.get("compile", "auto") in COMPILE_SETTINGS, "train.compile must be auto, true or false"),
         (isinstance(train.get("pad_vocab_to", 64), int) and not isinstance(train.get("pad_vocab_to", 64), bool)
          and 1 <= train.get("pad_vocab_to", 64) <= 1024, "train.pad_vocab_to must be an integer 1-1024"),
         (train.get("allocator", "tcmalloc") in ALLOCATORS, f"train.allocator must be one of {', '.join(ALLOCATORS)}"),
@@ -210,11 +214,11 @@ def mean_tokens(settings: dict, tokenizer, sample: int = 2000) -> float:
 
 def plan_steps(settings: dict, train_rows: int, tokens_per_row: float | None = None) -> tuple[int, int]:
     """Optimizer steps per epoch and in all; too little data for one step is an error.
-    Token batches hold about micro_batch x block / (tokens per row) rows each."""
+    Token and packed batches hold about micro_batch x block / (tokens per row) rows each."""
     ds = settings["deepspeed"]
     micro, accum, world = int(ds.get("micro_batch", 8)), int(ds.get("grad_accum", 1)), settings["num_workers"]
     rows_per_batch = micro
-    if settings.get("batching", "tokens") == "tokens" and tokens_per_row:
+    if settings.get("batching", "tokens") in ("tokens", "packed") and tokens_per_row:
         rows_per_batch = max(micro, micro * settings["block"] / tokens_per_row)
     per_epoch = int(train_rows // (rows_per_batch * accum * world))
     if per_epoch == 0:
@@ -227,8 +231,10 @@ def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: st
     """Everything a worker needs, as one picklable dict."""
     ds = settings["deepspeed"]
     micro, world = int(ds.get("micro_batch", 8)), settings["num_workers"]
-    tokens = settings.get("batching", "tokens") == "tokens"
-    per_epoch, total = plan_steps(settings, train_rows, mean_tokens(settings, tokenizer) if tokens else None)
+    batching = settings.get("batching", "tokens")
+    tokens = batching == "tokens"
+    per_epoch, total = plan_steps(settings, train_rows, mean_tokens(settings, tokenizer)
+                                  if batching != "examples" else None)
     threads = settings.get("torch_threads") or max(1, (os.cpu_count() or 1) // world)
     return {
         "model": settings["model"], "tiny": settings.get("tiny") or {}, "seed": int(settings.get("seed", 13)),
@@ -237,6 +243,8 @@ def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: st
         "bucket_window": int(settings.get("bucket_window", 32)), "pad_id": tokenizer.pad_token_id,
         "shuffle_rows": int(settings.get("shuffle_rows", 0)),
         "token_budget": micro * settings["block"] if tokens else None,
+        "batching": batching, "block": settings["block"], "attention": settings.get("attention", "sdpa"),
+        "compile": settings.get("compile", "auto"),
         "loss_on": settings["loss_on"], "epochs": settings["epochs"], "max_steps": settings["max_steps"],
         "total_steps": total, "steps_per_epoch": per_epoch, "torch_threads": threads,
         "pad_vocab_to": int(settings.get("pad_vocab_to", 64)),

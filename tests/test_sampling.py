@@ -234,7 +234,8 @@ def test_the_rewriter_gives_the_same_rewrite_decoding_on_the_host_or_the_device(
     lm, tok = tiny
     tasks = [RewriteTask("a", ["vegan"], SOURCE, 5), RewriteTask("b", ["vegan"], {**SOURCE, "title": "Crepes"}, 5)]
     settings = SamplingSettings(top_k=40, candidates=4, max_new_tokens=12)
-    runs = [Rewriter("contextual", lm, tok, 256, settings, decode=decode).rewrite(tasks) for decode in ("host", "device")]
+    runs = [Rewriter("contextual", lm, tok, 256, settings, decode=decode).rewrite(tasks)
+            for decode in ("host", "device")]
     assert [r["steps"] for r in runs[0]] == [r["steps"] for r in runs[1]]
     # Constrained, every prompt has a guard, which checks each token's text on the host.
     guarded = Rewriter("contextual", lm, tok, 256, settings, constrained=True, decode="device")

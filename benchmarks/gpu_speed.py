@@ -344,9 +344,8 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results) -> 
     from rewrite_throughput import straightforward
 
     ensure_dictionary(recipes, results)
-    cuda = device.type == "cuda"
     lm = new_model(config, device, "sdpa", True).eval()
-    if cuda:
+    if device.type == "cuda":
         lm = lm.half()   # as rrt.models.load_exported serves a model on a GPU
     # Sampling stays inside the tokenizer's vocabulary, over the full-size LM head.
     from rrt.models import mask_padding_rows
@@ -382,7 +381,8 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results) -> 
         return steps / seconds
 
     # Warm-up: the kernels' first launches and the allocator's first blocks are not timed.
-    engine("device" if cuda else "host").rewrite(tasks[:1])
+    for decode in ("device", "host"):
+        engine(decode).rewrite(tasks[:1])
     loop_tasks = tasks[:args.generate_recipes]
     with torch.no_grad():
         loop = timed("generate loop", lambda: straightforward(engine("host"), loop_tasks, stops=[]), len(loop_tasks),

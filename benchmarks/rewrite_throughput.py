@@ -1,7 +1,7 @@
 """Rewriting throughput: our batched engine against the straightforward loop, same everything.
 
     python benchmarks/rewrite_throughput.py --model out/demo/contextual/model --data out/demo/prepared
-    python benchmarks/rewrite_throughput.py --model M --data D --recipes 32 --device cuda
+    python benchmarks/rewrite_throughput.py --model M --data D --recipes 32 --use-gpu
 
 Both rewrite the same recipes with the same model, prompts, sampling settings (top-k 40,
 ten candidates per step) and selection rules. The straightforward loop is the paper's way:
@@ -44,12 +44,14 @@ def load_tasks(data: str, count: int) -> list[RewriteTask]:
             for sid, c in keys if sid in recipes]
 
 
-def straightforward(rewriter: Rewriter, tasks: list[RewriteTask]) -> int:
-    """The paper's loop: per recipe, per step, one generate() call with ten return sequences."""
+def straightforward(rewriter: Rewriter, tasks: list[RewriteTask], stops: list[int] | None = None) -> int:
+    """The paper's loop: per recipe, per step, one generate() call with ten return sequences
+    (ending at the variant's stop tokens, or `stops` when given; [] runs every step to the end)."""
     import torch
 
     lm, tok, settings = rewriter.lm, rewriter.tokenizer, rewriter.settings
-    stops = [tok.convert_tokens_to_ids(t) for t in STOPS[rewriter.variant]]
+    if stops is None:
+        stops = [tok.convert_tokens_to_ids(t) for t in STOPS[rewriter.variant]]
     steps = 0
     for task in tasks:
         state = rewriter.start(task)
@@ -67,7 +69,7 @@ def straightforward(rewriter: Rewriter, tasks: list[RewriteTask]) -> int:
                                                                 device=rewriter.device),
                                       do_sample=True, top_k=settings.top_k, top_p=settings.top_p,
                                       temperature=settings.temperature, num_return_sequences=settings.candidates,
-                                      max_new_tokens=settings.max_new_tokens, eos_token_id=stops,
+                                      max_new_tokens=settings.max_new_tokens, eos_token_id=stops or None,
                                       pad_token_id=tok.pad_token_id)
                 texts = []
                 for row in out[:, len(ids):].tolist():
@@ -90,8 +92,13 @@ def main() -> None:
     parser.add_argument("--recipes", type=int, default=24, help="recipes to rewrite")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (CPU)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--use-gpu", action="store_true", help="both engines on the GPU (--device cuda)")
+    parser.add_argument("--decode", default="auto", help="ours: where tokens are drawn (rewrite.decode: auto, "
+                                                         "host, device)")
     parser.add_argument("--batch-prompts", type=int, default=64, help="prompts per forward pass (ours)")
     args = parser.parse_args()
+    if args.use_gpu:
+        args.device = "cuda"
     for path in (args.model, args.data):
         if not os.path.exists(path):
             raise SystemExit(f"{path} not found: run `make demo` first or pass --model/--data")
@@ -103,7 +110,7 @@ def main() -> None:
         raise SystemExit(f"{args.model} holds a {model.meta.get('variant')} model, which does not rewrite recipes")
     tasks = load_tasks(args.data, args.recipes)
     # The rewrite job's decoding (the paper's: top-k 40, ten candidates).
-    settings = {**load_settings().rewrite.model_dump(), "batch_prompts": args.batch_prompts}
+    settings = {**load_settings().rewrite.model_dump(), "batch_prompts": args.batch_prompts, "decode": args.decode}
     paper = SamplingSettings.from_config(settings)
     engines = {reuse: build_rewriter(model, {**settings, "reuse_prefix": reuse}, paper.candidates, False)
                for reuse in (False, True)}
@@ -117,7 +124,8 @@ def main() -> None:
         seconds = time.perf_counter() - started
         results[name] = steps / seconds
         print(json.dumps({"engine": name, "recipes": len(tasks), "steps": steps, "seconds": round(seconds, 2),
-                          "steps_per_s": round(steps / seconds, 3), "device": args.device}), flush=True)
+                          "steps_per_s": round(steps / seconds, 3), "device": args.device,
+                          "decode": engines[False].decode_on}), flush=True)
     print(json.dumps({"ratio_ours_over_straightforward": round(results["ours"] / results["straightforward"], 2),
                       "target": 3.0}))
 

@@ -164,11 +164,11 @@ def mean_tokens(settings: dict, tokenizer, sample: int = 2000) -> float:
 
 def plan_steps(settings: dict, train_rows: int, tokens_per_row: float | None = None) -> tuple[int, int]:
     """Optimizer steps per epoch and in all; too little data for one step is an error.
-    Token batches hold about micro_batch x block / (tokens per row) rows each."""
+    Token and packed batches hold about micro_batch x block / (tokens per row) rows each."""
     ds = settings["deepspeed"]
     micro, accum, world = ds["micro_batch"], ds["grad_accum"], settings["num_workers"]
     rows_per_batch = micro
-    if settings["batching"] == "tokens" and tokens_per_row:
+    if settings["batching"] in ("tokens", "packed") and tokens_per_row:
         rows_per_batch = max(micro, micro * settings["block"] / tokens_per_row)
     per_epoch = int(train_rows // (rows_per_batch * accum * world))
     if per_epoch == 0:
@@ -181,8 +181,10 @@ def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: st
     """Everything a worker needs, as one picklable dict."""
     ds = settings["deepspeed"]
     micro, world = ds["micro_batch"], settings["num_workers"]
-    tokens = settings["batching"] == "tokens"
-    per_epoch, total = plan_steps(settings, train_rows, mean_tokens(settings, tokenizer) if tokens else None)
+    batching = settings["batching"]
+    tokens = batching == "tokens"
+    per_epoch, total = plan_steps(settings, train_rows, mean_tokens(settings, tokenizer)
+                                  if batching != "examples" else None)
     threads = settings["torch_threads"] or max(1, (os.cpu_count() or 1) // world)
     return {
         "model": settings["model"], "tiny": settings["tiny"], "seed": settings["seed"],
@@ -191,6 +193,8 @@ def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: st
         "bucket_window": settings["bucket_window"], "pad_id": tokenizer.pad_token_id,
         "shuffle_rows": settings["shuffle_rows"],
         "token_budget": micro * settings["block"] if tokens else None,
+        "batching": batching, "block": settings["block"], "attention": settings["attention"],
+        "compile": settings["compile"],
         "loss_on": settings["loss_on"], "epochs": settings["epochs"], "max_steps": settings["max_steps"],
         "total_steps": total, "steps_per_epoch": per_epoch, "torch_threads": threads,
         "pad_vocab_to": settings["pad_vocab_to"],

@@ -16,22 +16,15 @@ import time
 import numpy as np
 
 from runtime.runs import read_jsonl, write_atomic, write_json_atomic
-from rrt.modelling.batching import Batch, bucket_batches
 from rrt.modelling import finetune
+from rrt.modelling.batching import bucket_batches
+from rrt.modelling.kernels import compile_model, resolve_compile
 from rrt.modelling.models import build_model, export_model, pad_vocabulary, trim_vocabulary
 from rrt.modelling.optim import deepspeed_config, lr_factor, resolve_precision
+from rrt.modelling.packing import packed_batches
 from rrt.modelling.speed import loaded_allocator
 
 STATE_FILE = "train_state.{rank}.json"  # one per worker: each keeps its own example counts
-
-
-def _tensors(batch: Batch, device) -> dict:
-    import torch
-
-    # No key/value cache: training never reads it back.
-    return {"input_ids": torch.from_numpy(batch.input_ids).to(device),
-            "attention_mask": torch.from_numpy(batch.attention_mask).to(device),
-            "labels": torch.from_numpy(batch.labels).to(device), "use_cache": False}
 
 
 def _rows(shard, counts: dict | None, shuffle: int = 0, seed: int = 0):
@@ -48,19 +41,25 @@ def _rows(shard, counts: dict | None, shuffle: int = 0, seed: int = 0):
                 yield np.asarray(ids), int(start)
 
 
+def _window_batches(window: list, cfg: dict, rng: random.Random):
+    """One window's micro-batches: packed rows, or length-sorted padded batches."""
+    if cfg["batching"] == "packed":
+        return packed_batches(window, cfg["micro_batch"], cfg["block"], cfg["pad_id"], cfg["loss_on"], rng)
+    return bucket_batches(window, cfg["micro_batch"], cfg["pad_id"], cfg["loss_on"], rng, cfg["token_budget"])
+
+
 def micro_batches(shard, cfg: dict, seed: int, counts: dict | None, shuffle: int = 0):
-    """Low-padding micro-batches from a shard: windows of rows sorted by length, shuffled."""
+    """Low-padding micro-batches from a shard: windows of rows sorted by length (or packed), shuffled."""
     rng = random.Random(seed)
     size = cfg["micro_batch"] * cfg["bucket_window"]
     window: list = []
     for row in _rows(shard, counts, shuffle, seed):
         window.append(row)
         if len(window) == size:
-            yield from bucket_batches(window, cfg["micro_batch"], cfg["pad_id"], cfg["loss_on"], rng,
-                                      cfg["token_budget"])
+            yield from _window_batches(window, cfg, rng)
             window = []
     if window:
-        yield from bucket_batches(window, cfg["micro_batch"], cfg["pad_id"], cfg["loss_on"], rng, cfg["token_budget"])
+        yield from _window_batches(window, cfg, rng)
 
 
 def _new_window() -> dict:
@@ -98,7 +97,7 @@ def evaluate(engine, dev_shard, cfg: dict, rank: int, world: int, device) -> flo
         for index, batch in enumerate(micro_batches(dev_shard, cfg, 0, None)):
             if index % world != rank:
                 continue
-            inputs = _tensors(batch, device)
+            inputs = batch.inputs(device)
             counted = int((inputs["labels"][:, 1:] != -100).sum())
             loss_sum += float(engine.module(**inputs).loss) * counted
             tokens += counted
@@ -174,7 +173,7 @@ def train_func(cfg: dict) -> None:
     device = ray.train.torch.get_device()
     tokenizer = PreTrainedTokenizerFast.from_pretrained(cfg["tokenizer_dir"])
     lm = build_model(cfg["model"], len(tokenizer), cfg["tiny"], cfg["seed"], tokenizer.pad_token_id,
-                     tokenizer)
+                     tokenizer, cfg["attention"])
     live_vocab = pad_vocabulary(lm, cfg["pad_vocab_to"])
     padded_vocab = lm.get_input_embeddings().weight.shape[0]
     lm = finetune.prepare(lm, cfg["finetune"], range(finetune.new_tokens_from(tokenizer), live_vocab),
@@ -184,6 +183,8 @@ def train_func(cfg: dict) -> None:
     cuda = device.type == "cuda"
     precision = resolve_precision(cfg["precision"], cuda, cuda and torch.cuda.is_bf16_supported())
     total = cfg["total_steps"]
+    if resolve_compile(cfg["compile"], device.type):
+        compile_model(lm)
     engine, schedule = build_engine(lm, cfg["deepspeed"], precision, total, device)
     state = _restore(engine, cfg["output"], rank)
     train_shard, dev_shard = ray.train.get_dataset_shard("train"), ray.train.get_dataset_shard("dev")
@@ -218,7 +219,7 @@ def train_func(cfg: dict) -> None:
             waited = time.perf_counter() - started
             if not _all_have(batch is not None, device):
                 break
-            loss = engine(**_tensors(batch, device)).loss
+            loss = engine(**batch.inputs(device)).loss
             engine.backward(loss)
             engine.step()
             ran += 1

@@ -133,7 +133,9 @@ class TrainSettings(Section):
     cpus_per_worker: Positive
     torch_threads: Count | None
     tokenize_cpus: Positive
-    batching: Literal["tokens", "examples"]
+    batching: Literal["tokens", "examples", "packed"]
+    attention: Literal["sdpa", "eager"]
+    compile: Literal["auto"] | bool
     pad_vocab_to: Annotated[int, Field(ge=1, le=1024)]
     allocator: Literal["tcmalloc", "system"]
     shuffle_rows: Whole
@@ -158,6 +160,7 @@ class Decoding(Section):
     recipe_tokens: Count
     batch_prompts: Count
     reuse_prefix: bool
+    decode: Literal["auto", "host", "device"]
 
 
 class RewriteSettings(Decoding):

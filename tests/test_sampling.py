@@ -225,3 +225,18 @@ def test_the_rewriter_gives_the_same_rewrite_with_and_without_prefix_reuse(tiny)
     runs = [make_rewriter("contextual", lm, tok, 256, sampling(top_k=1, candidates=2, max_new_tokens=8),
                      reuse_prefix=reuse).rewrite(tasks) for reuse in (True, False)]
     assert [r["rewrite"] for r in runs[0]] == [r["rewrite"] for r in runs[1]]
+
+
+@needs_dictionary
+def test_the_rewriter_gives_the_same_rewrite_decoding_on_the_host_or_the_device(tiny):
+    from rrt.modelling.rewriter import RewriteTask
+
+    lm, tok = tiny
+    tasks = [RewriteTask("a", ["vegan"], SOURCE, 5), RewriteTask("b", ["vegan"], {**SOURCE, "title": "Crepes"}, 5)]
+    settings = sampling(top_k=40, candidates=4, max_new_tokens=12)
+    runs = [make_rewriter("contextual", lm, tok, 256, settings, decode=decode).rewrite(tasks)
+            for decode in ("host", "device")]
+    assert [r["steps"] for r in runs[0]] == [r["steps"] for r in runs[1]]
+    # Constrained, every prompt has a guard, which checks each token's text on the host.
+    guarded = make_rewriter("contextual", lm, tok, 256, settings, constrained=True, decode="device")
+    assert guarded.decode_on == "device" and guarded.rewrite(tasks[:1])[0]["rewrite"]["steps"]

@@ -142,6 +142,12 @@ def test_an_empty_split_or_bad_config_value_is_one_line(tmp_path):
     done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
     assert done.returncode == 2 and done.stderr.strip() == (
         "train_contextual: error: train.finetune must be one of full, freeze, lora (got 'adapters')")
+    config = quick_train_config(tmp_path, batching="rows")
+    done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
+    assert done.returncode == 2 and "train.batching must be one of tokens, examples, packed" in done.stderr
+    config = quick_train_config(tmp_path, attention="flash")
+    done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
+    assert done.returncode == 2 and "train.attention must be one of sdpa, eager" in done.stderr
     assert not (tmp_path / "out").exists()
     shutil.rmtree(data)
 

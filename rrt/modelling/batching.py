@@ -23,6 +23,7 @@ HEAD_TOKENS = {"contextual": 2, "contextual_ing": 2, "no_context": 2, "end_to_en
                "no_source": 0}
 TOKEN_SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("target_start", pa.int32()),
                           ("length", pa.int32()), ("truncated", pa.bool_())])
+# train.batching: token-budget buckets, a fixed number of examples, or packed rows (rrt.modelling.packing).
 _BACKENDS: dict[str, object] = {}
 
 
@@ -85,13 +86,25 @@ def tokenize_table(batch: pa.Table, tokenizer_json: str, variant: str, block: in
 
 @dataclass
 class Batch:
-    """One micro-batch: padded arrays and how much of it is real tokens."""
+    """One micro-batch: padded arrays and how much of it is real tokens. A packed batch
+    (rrt.modelling.packing) has position ids instead of an attention mask."""
 
     input_ids: np.ndarray
-    attention_mask: np.ndarray
+    attention_mask: np.ndarray | None
     labels: np.ndarray
     real_tokens: int
     total_tokens: int
+    position_ids: np.ndarray | None = None
+
+    def inputs(self, device) -> dict:
+        """The model's keyword arguments as tensors on `device` (no key/value cache: training
+        never reads one back)."""
+        import torch
+
+        arrays = {"input_ids": self.input_ids, "attention_mask": self.attention_mask, "labels": self.labels,
+                  "position_ids": self.position_ids}
+        tensors = {k: torch.from_numpy(v).to(device, non_blocking=True) for k, v in arrays.items() if v is not None}
+        return {**tensors, "use_cache": False}
 
 
 def pad_batch(examples: list[tuple[np.ndarray, int]], pad_id: int, loss_on: str, multiple: int = 8) -> Batch:

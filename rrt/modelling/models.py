@@ -149,20 +149,22 @@ def tiny_config(vocab_size: int, tiny: dict[str, Any] | None = None, pad_token_i
 
 
 def build_model(model: str, vocab_size: int, tiny: dict[str, Any] | None = None, seed: int = 0,
-                pad_token_id: int | None = None, tokenizer=None):
+                pad_token_id: int | None = None, tokenizer=None, attention: str = "sdpa"):
     """A causal LM: a fresh tiny GPT-2, or pretrained weights with embeddings resized for new
-    tokens (started from their meaning when `tokenizer` is given)."""
+    tokens (started from their meaning when `tokenizer` is given); attention by `attention`
+    (train.attention)."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, GPT2LMHeadModel
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     from rrt.modelling.pretrained import resolve
 
     torch.manual_seed(seed)
     if model == TINY:
-        return GPT2LMHeadModel(fused_gelu(tiny_config(vocab_size, tiny, pad_token_id)))
+        return AutoModelForCausalLM.from_config(fused_gelu(tiny_config(vocab_size, tiny, pad_token_id)),
+                                                attn_implementation=attention)
     path = resolve(model)
     lm = AutoModelForCausalLM.from_pretrained(path, config=fused_gelu(AutoConfig.from_pretrained(path)),
-                                              dtype=torch.float32)
+                                              dtype=torch.float32, attn_implementation=attention)
     known = lm.get_input_embeddings().weight.shape[0]
     if known != vocab_size:
         lm.resize_token_embeddings(vocab_size)

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from rrt.recipes.ingredients import ingredient_name, step_ingredients
+from rrt.modelling.kernels import resolve_decode
 from rrt.recipes.paper_format import END_INST, INST
 from rrt.modelling.prompts import (SPECIAL_NAMES, STOPS, fit_prompt, parse_ingredients, parse_recipe, protected_span,
                          recipe_prompt, step_prompt)
@@ -117,7 +118,7 @@ class Rewriter:
     rewrites batches of recipes with best-of-N selection."""
 
     def __init__(self, system: str, lm, tokenizer, block_size: int, settings: SamplingSettings, *,
-                 batch_prompts: int, recipe_tokens: int, reuse_prefix: bool, constrained: bool = False,
+                 batch_prompts: int, recipe_tokens: int, reuse_prefix: bool, decode: str, constrained: bool = False,
                  ing_lm=None, ing_tokenizer=None, device: str = "cpu"):
         if SYSTEMS.get(system) is None:
             raise ValueError(f"{system!r} is not a model system; choose from "
@@ -130,6 +131,7 @@ class Rewriter:
         self.ing_lm, self.ing_tokenizer = ing_lm, ing_tokenizer
         self.batch_prompts, self.recipe_tokens, self.device = batch_prompts, recipe_tokens, device
         self.reuse_prefix = reuse_prefix
+        self.decode_on = resolve_decode(decode, device)
         self.special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}
         self.stats = {"steps_sampled": 0, "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0,
                       "guard_stops": 0, "candidates": 0, "sampling_s": 0.0}
@@ -169,7 +171,7 @@ class Rewriter:
             keep = [jobs[i][4] if len(jobs[i]) > 4 else 0 for i in chunk]
             results = sample_candidates(lm, [jobs[i][0] for i in chunk], [jobs[i][1] for i in chunk], stops,
                                         tokenizer.pad_token_id, settings, guards=guards, device=self.device,
-                                        prefixes=prefixes, keep=keep)
+                                        prefixes=prefixes, keep=keep, decode=self.decode_on)
             for i, result in zip(chunk, results):
                 out[i] = result
         self.stats["sampling_s"] += time.perf_counter() - started

@@ -135,18 +135,20 @@ def _kept_prefix(cache, row: int, prompt: list[int], past: int, lp: int, tail_st
 
 def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: set[int], pad_id: int,
                       settings: SamplingSettings, guards: list | None = None, device: str = "cpu",
-                      prefixes: list[Prefix | None] | None = None, keep: list[int] | None = None) -> list[Sampled]:
+                      prefixes: list[Prefix | None] | None = None, keep: list[int] | None = None,
+                      decode: str = "host") -> list[Sampled]:
     """N candidates for each prompt, from one prefill per prompt; each stops at a stop token.
 
     `guards` holds one ViolationGuard (or None) per prompt for constrained decoding.
     `prefixes` are earlier prompts' kept prefixes (their tokens skip the prefill); `keep[i]`
-    asks for prompt i's first tokens back as a Prefix (in `Sampled.prefix`)."""
+    asks for prompt i's first tokens back as a Prefix (in `Sampled.prefix`). `decode` is
+    where tokens are drawn (rewrite.decode): both ways draw the same tokens; guarded
+    prompts always decode on the host, which checks each token's text."""
     import torch
     from transformers import DynamicCache
 
     n, count = settings.candidates, len(prompts)
     guards = guards or [None] * count
-    plain = any(g is None for g in guards)
     # A usable prefix is one the prompt really starts with; its tokens are not run again.
     prefixes = [p if p is not None and len(p.ids) < len(q) and q[:len(p.ids)] == p.ids else None
                 for p, q in zip(prefixes or [None] * count, prompts)]
@@ -174,25 +176,72 @@ def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: 
     kept = [_kept_prefix(cache, row, prompts[row], past[row], lp, width - len(tails[row]), keep[row])
             if keep and keep[row] else None for row in range(count)]
     cache.batch_repeat_interleave(n)
-    logits = out.logits[:, -1, :].repeat_interleave(n, dim=0).float().cpu()
-    mask = mask.repeat_interleave(n, dim=0)
-    next_pos = positions[:, -1:].repeat_interleave(n, dim=0) + 1
-
+    state = _Decoding(lm, cache, cache_kw, out.logits[:, -1, :].repeat_interleave(n, dim=0),
+                      mask.repeat_interleave(n, dim=0), positions[:, -1:].repeat_interleave(n, dim=0) + 1,
+                      [np.random.default_rng([seeds[i // n], i % n]) for i in range(count * n)], device)
     results = [Sampled([[] for _ in range(n)], ["length"] * n, kept[row]) for row in range(count)]
-    rngs = [np.random.default_rng([seeds[i // n], i % n]) for i in range(count * n)]
-    texts = [""] * (count * n)
-    active = list(range(count * n))   # flat candidate index of each batch row
+    if decode == "device" and all(g is None for g in guards):
+        _decode_on_device(state, results, stop_ids, settings)
+    else:
+        _decode_on_host(state, results, stop_ids, settings, guards)
+    return results
+
+
+@dataclass
+class _Decoding:
+    """The decode loop's state after the shared prefill: one batch row per candidate."""
+
+    lm: object
+    cache: object
+    cache_kw: str
+    logits: object          # [rows, vocab] of the last step
+    mask: object            # [rows, seen tokens]
+    next_pos: object        # [rows, 1]
+    rngs: list              # one seeded stream per candidate (flat index)
+    device: str
+
+    def forward(self, step_ids) -> None:
+        """Advance every row by its token; the mask and positions grow with it."""
+        import torch
+
+        self.mask = torch.cat([self.mask, torch.ones((self.mask.shape[0], 1), dtype=self.mask.dtype,
+                                                     device=self.mask.device)], dim=-1)
+        with torch.no_grad():
+            out = self.lm(input_ids=step_ids, attention_mask=self.mask, position_ids=self.next_pos,
+                          use_cache=True, **{self.cache_kw: self.cache})
+        self.logits = out.logits[:, -1, :]
+        self.next_pos = self.next_pos + 1
+
+    def select(self, rows: list[int]) -> None:
+        """Keep only these batch rows (finished candidates leave)."""
+        import torch
+
+        index = torch.as_tensor(rows, dtype=torch.long, device=self.mask.device)
+        self.cache.batch_select_indices(index)
+        self.mask, self.next_pos, self.logits = self.mask[index], self.next_pos[index], self.logits[index]
+
+
+def _decode_on_host(state: _Decoding, results: list[Sampled], stop_ids: set[int], settings: SamplingSettings,
+                    guards: list) -> None:
+    """Draw each token on the host; a candidate leaves the batch the step it stops."""
+    import torch
+
+    n = settings.candidates
+    plain = any(g is None for g in guards)
+    texts = [""] * len(state.rngs)
+    active = list(range(len(state.rngs)))   # flat candidate index of each batch row
+    logits = state.logits.float().cpu()
     for _ in range(settings.max_new_tokens):
-        chosen, keep = [], []
+        chosen, kept = [], []
         if plain:
             ids, probs = _filtered_probs(logits, settings)
             ids, probs = ids.numpy(), probs.numpy()
         for row, flat in enumerate(active):
             guard = guards[flat // n]
             if guard is None:
-                token = _draw(ids[row], probs[row], rngs[flat].random())
+                token = _draw(ids[row], probs[row], state.rngs[flat].random())
             else:
-                token, texts[flat] = _guarded_draw(logits[row], settings, rngs[flat], guard, texts[flat])
+                token, texts[flat] = _guarded_draw(logits[row], settings, state.rngs[flat], guard, texts[flat])
             sample = results[flat // n]
             if token is None:
                 sample.ended[flat % n] = "guard"
@@ -201,19 +250,59 @@ def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: 
             else:
                 sample.tokens[flat % n].append(token)
                 chosen.append(token)
-                keep.append(row)
-        if not keep:
+                kept.append(row)
+        if not kept:
             break
-        if len(keep) < len(active):
-            index = torch.as_tensor(keep, dtype=torch.long, device=device)
-            cache.batch_select_indices(index)
-            mask, next_pos = mask[index], next_pos[index]
-            active = [active[r] for r in keep]
-        mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=-1)
-        step_ids = torch.as_tensor(chosen, dtype=torch.long, device=device)[:, None]
-        with torch.no_grad():
-            out = lm(input_ids=step_ids, attention_mask=mask, position_ids=next_pos, use_cache=True,
-                     **{cache_kw: cache})
-        logits = out.logits[:, -1, :].float().cpu()
-        next_pos = next_pos + 1
-    return results
+        if len(kept) < len(active):
+            state.select(kept)
+            active = [active[r] for r in kept]
+        state.forward(torch.as_tensor(chosen, dtype=torch.long, device=state.device)[:, None])
+        logits = state.logits.float().cpu()
+
+
+SYNC_EVERY = 8   # device decoding: tokens between the host's checks for finished candidates
+
+
+def _decode_on_device(state: _Decoding, results: list[Sampled], stop_ids: set[int],
+                      settings: SamplingSettings) -> None:
+    """Draw every token on the model's device from numbers pre-drawn from each candidate's own
+    stream (the same numbers, in the same order, as the host draws), so no step waits for the
+    host; every SYNC_EVERY tokens the finished candidates leave the batch."""
+    import torch
+
+    n, steps, device = settings.candidates, settings.max_new_tokens, state.device
+    flat_rows = len(state.rngs)
+    # float32, as the host's draw multiplies them (NumPy keeps a Python float times a float32 in float32).
+    uniforms = torch.as_tensor(np.array([rng.random(steps) for rng in state.rngs], dtype=np.float32),
+                               device=device)
+    stops = torch.as_tensor(sorted(stop_ids) or [-1], dtype=torch.long, device=device)
+    tokens = torch.full((flat_rows, steps), -1, dtype=torch.long, device=device)
+    active = torch.arange(flat_rows, device=device)
+    stopped = torch.zeros(flat_rows, dtype=torch.bool, device=device)
+    for step in range(steps):
+        ids, probs = _filtered_probs(state.logits, settings)
+        # The host's inverse-CDF draw (`_draw`): the float32 running sum against u x its total.
+        cdf = torch.cumsum(probs, dim=-1)
+        target = (uniforms[active, step] * cdf[:, -1])[:, None]
+        spot = torch.searchsorted(cdf, target, right=True).clamp_(max=ids.shape[-1] - 1)
+        token = ids.gather(-1, spot)[:, 0]
+        tokens[active, step] = token
+        stopped = stopped | torch.isin(token, stops)
+        if step == steps - 1:
+            break
+        if (step + 1) % SYNC_EVERY == 0:
+            going = (~stopped).nonzero()[:, 0]
+            if going.numel() == 0:
+                break
+            if going.numel() < stopped.numel():
+                state.select(going.tolist())
+                active, stopped, token = active[going], stopped[going], token[going]
+        state.forward(token[:, None])
+    for flat, row in enumerate(tokens.cpu().tolist()):
+        sample = results[flat // n]
+        row = [t for t in row if t >= 0]
+        cut = next((i for i, t in enumerate(row) if t in stop_ids), None)
+        if cut is not None:
+            sample.ended[flat % n] = "stop"
+            row = row[:cut]
+        sample.tokens[flat % n] = row

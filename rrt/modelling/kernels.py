@@ -1,0 +1,32 @@
+"""Which kernels run the model: the attention implementation, torch.compile for training, and
+where the rewriter's decode loop samples. Each setting has an `auto` that picks by device;
+every choice computes the same function (tests/test_gpu_paths.py)."""
+from __future__ import annotations
+
+# The choices (rrt.config): train.attention is PyTorch's fused scaled-dot-product kernels (sdpa:
+# flash or memory-efficient on a GPU) or the library's plain matrix products (eager); rewrite.decode
+# `host` samples each token on the CPU from the logits (finished candidates leave the batch at
+# once), `device` samples on the model's device from pre-drawn numbers and checks for finished
+# candidates every few tokens, so the host never waits on the GPU per token.
+
+
+def resolve_compile(setting, device_type: str) -> bool:
+    """`auto`: compile on a GPU (fused element-wise kernels, fewer launches), not on CPU (compile
+    time there outweighs a short run's gain)."""
+    if setting == "auto":
+        return device_type == "cuda"
+    return bool(setting)
+
+
+def compile_model(lm) -> None:
+    """Compile the model's forward in place (its state dict keeps its names, so checkpoints
+    and the export are unchanged)."""
+    lm.compile()
+
+
+def resolve_decode(setting: str, device: str) -> str:
+    """`auto`: device sampling on a GPU, host sampling on CPU (where dropping finished rows
+    every token is the cheaper way)."""
+    if setting == "auto":
+        return "device" if str(device).startswith("cuda") else "host"
+    return setting

@@ -1,0 +1,167 @@
+"""The GPU paths compute the same function as the plain model, proved on CPU with tiny models:
+packed rows against padded batches (GPT-2 and Llama), fused against plain attention, the
+compiled model against the eager one, and device decoding against host decoding."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from rrt.modelling.batching import pad_batch
+from rrt.modelling.kernels import resolve_compile, resolve_decode
+from rrt.modelling.models import build_model, pad_vocabulary
+from rrt.modelling.packing import pack_rows, packed_batch, packed_batches
+from rrt.modelling.sampling import SamplingSettings, sample_candidates
+
+VOCAB, PAD = 300, 0
+GPT2_SHAPE = {"n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 128}
+
+
+def _gpt2(attention: str = "sdpa", seed: int = 5):
+    lm = build_model("tiny", VOCAB, GPT2_SHAPE, seed=seed, pad_token_id=PAD, attention=attention)
+    return lm.eval()   # dropout off: both sides must see the same function
+
+
+def _llama(attention: str = "sdpa", seed: int = 5):
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                         pad_token_id=PAD, bos_token_id=1, eos_token_id=2)
+    return AutoModelForCausalLM.from_config(config, attn_implementation=attention).eval()
+
+
+def _examples(count: int = 9, seed: int = 0) -> list[tuple[np.ndarray, int]]:
+    """Examples of varied lengths (5-40 tokens), each with a target start inside it."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        length = int(rng.integers(5, 41))
+        out.append((rng.integers(3, VOCAB, size=length), int(rng.integers(1, length))))
+    return out
+
+
+def _run(lm, inputs: dict):
+    """Logits, loss and every parameter's gradient of one forward and backward."""
+    lm.zero_grad(set_to_none=True)
+    out = lm(**inputs)
+    out.loss.backward()
+    grads = {name: p.grad.detach().clone() for name, p in lm.named_parameters() if p.grad is not None}
+    return out.logits.detach(), out.loss.detach(), grads
+
+
+def _example_logits(batch_logits, rows, examples):
+    """Each example's logits, found where packing placed it (by identity)."""
+    where = {}
+    for r, row in enumerate(rows):
+        at = 0
+        for ids, _ in row:
+            where[id(ids)] = (r, at)
+            at += len(ids)
+    return [batch_logits[where[id(ids)][0], where[id(ids)][1]:where[id(ids)][1] + len(ids)] for ids, _ in examples]
+
+
+def _assert_same(want, got, atol=1e-5):
+    (w_logits, w_loss, w_grads), (g_logits, g_loss, g_grads) = want, got
+    for a, b in zip(w_logits, g_logits):
+        torch.testing.assert_close(a, b, atol=atol, rtol=1e-4)
+    torch.testing.assert_close(w_loss, g_loss, atol=atol, rtol=1e-5)
+    assert w_grads.keys() == g_grads.keys()
+    for name in w_grads:
+        torch.testing.assert_close(w_grads[name], g_grads[name], atol=atol, rtol=1e-4, msg=name)
+
+
+def _padded_run(lm, examples, loss_on):
+    batch = pad_batch(examples, PAD, loss_on)
+    logits, loss, grads = _run(lm, batch.inputs("cpu"))
+    return [logits[i, :len(ids)] for i, (ids, _) in enumerate(examples)], loss, grads
+
+
+def _packed_run(lm, examples, loss_on, width=64):
+    rows = pack_rows(examples, width)
+    batch = packed_batch(rows, PAD, loss_on, width)
+    logits, loss, grads = _run(lm, batch.inputs("cpu"))
+    return _example_logits(logits, rows, examples), loss, grads
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("loss_on", ["all", "target"])
+def test_packed_rows_compute_what_padded_batches_do(family, attention, loss_on):
+    build = _gpt2 if family == "gpt2" else _llama
+    examples = _examples()
+    lm = build(attention)
+    _assert_same(_padded_run(lm, examples, loss_on), _packed_run(lm, examples, loss_on))
+
+
+def test_packing_without_restarted_positions_is_a_different_function():
+    """The control: rows with one running position (no example boundaries) attend across
+    examples, so the equality above cannot hold by accident."""
+    examples = _examples()
+    lm = _gpt2()
+    rows = pack_rows(examples, 64)
+    batch = packed_batch(rows, PAD, "all", 64)
+    batch.position_ids = np.tile(np.arange(64), (len(rows), 1))
+    logits, loss, _ = _run(lm, batch.inputs("cpu"))
+    want_logits, want_loss, _ = _padded_run(lm, examples, "all")
+    got = _example_logits(logits, rows, examples)
+    assert any(not torch.allclose(a, b, atol=1e-3) for a, b in zip(want_logits, got))
+    assert not torch.allclose(want_loss, loss, atol=1e-4)
+
+
+def test_packed_rows_hold_every_token_once_and_no_cross_example_label():
+    examples = _examples(40, seed=1)
+    rows = pack_rows(examples, 64)
+    assert all(sum(len(ids) for ids, _ in row) <= 64 for row in rows)
+    assert sorted(id(ids) for row in rows for ids, _ in row) == sorted(id(ids) for ids, _ in examples)
+    batch = packed_batch(rows, PAD, "all", 64)
+    assert batch.attention_mask is None and batch.real_tokens == sum(len(ids) for ids, _ in examples)
+    starts = batch.position_ids == 0
+    assert (batch.labels[starts] == -100).all()   # no example's first token is a target of the one before
+    padded = pad_batch(examples, PAD, "all")
+    assert (batch.labels[:, 1:] != -100).sum() == (padded.labels[:, 1:] != -100).sum()
+    batches = list(packed_batches(examples, 3, 64, PAD, "all", random.Random(0)))
+    assert sum(b.real_tokens for b in batches) == batch.real_tokens
+    assert {b.input_ids.shape[1] for b in batches} == {64} and max(b.input_ids.shape[0] for b in batches) == 3
+
+
+def test_fused_attention_computes_what_plain_attention_does():
+    examples = _examples()
+    for build in (_gpt2, _llama):
+        _assert_same(_padded_run(build("eager"), examples, "all"), _padded_run(build("sdpa"), examples, "all"))
+
+
+def test_compiled_model_computes_what_the_eager_one_does():
+    pytest.importorskip("torch._inductor")
+    examples = _examples()
+    eager, compiled = _gpt2(), _gpt2()
+    for lm in (eager, compiled):
+        pad_vocabulary(lm, 64)   # the -inf hook on padding rows must survive compilation
+    compiled.compile()
+    _assert_same(_packed_run(eager, examples, "all"), _packed_run(compiled, examples, "all"), atol=1e-4)
+    assert list(compiled.state_dict()) == list(eager.state_dict())   # checkpoints keep their names
+
+
+def test_auto_settings_pick_by_device():
+    assert resolve_compile("auto", "cuda") and not resolve_compile("auto", "cpu") and resolve_compile(True, "cpu")
+    assert resolve_decode("auto", "cuda:0") == "device" and resolve_decode("auto", "cpu") == "host"
+    assert resolve_decode("host", "cuda") == "host"
+
+
+@pytest.mark.parametrize("top_p", [1.0, 0.9])
+def test_device_decoding_draws_the_tokens_host_decoding_does(top_p):
+    lm = _gpt2(seed=7)
+    rng = np.random.default_rng(3)
+    prompts = [list(rng.integers(3, VOCAB, size=int(rng.integers(4, 30)))) for _ in range(5)]
+    # Common tokens as stops, so candidates end at different steps and leave the batch.
+    stops = {int(t) for t in rng.integers(3, VOCAB, size=12)}
+    settings = SamplingSettings(top_k=40, top_p=top_p, temperature=1.0, candidates=4, max_new_tokens=20)
+    seeds = [11, 12, 13, 14, 15]
+    host = sample_candidates(lm, prompts, seeds, stops, PAD, settings, decode="host")
+    device = sample_candidates(lm, prompts, seeds, stops, PAD, settings, decode="device")
+    assert [s.tokens for s in host] == [s.tokens for s in device]
+    assert [s.ended for s in host] == [s.ended for s in device]
+    assert {e for s in host for e in s.ended} == {"stop", "length"}   # both ways of ending were exercised

@@ -15,8 +15,9 @@ Training rows, each a fresh model, fused AdamW, clipping 1.0, loss on every toke
   bucketed     our length-sorted token-budget batches (train.batching: tokens), sdpa, fused GELU
   packed       examples end to end in rows of the block (train.batching: packed), sdpa, fused GELU
   packed+compile   the same, torch.compile'd (train.compile)
-  engine       jobs/train_worker.build_engine (DeepSpeed ZeRO-2, bf16 weights) on packed batches, compiled
-               when that row was faster; micro-batch 64 and 8 (timed after the rewrite rows)
+  engine       jobs/train_worker.build_engine on packed batches, compiled when that row was faster:
+               torch (train.engine: torch: autocast, fused AdamW) and deepspeed (ZeRO-2, bf16 weights);
+               micro-batch 64 and 8 (timed after the rewrite rows; --sections engine runs them alone)
 Rewrite rows (fp16, top-k 40, ten candidates, every candidate runs to max_step_tokens):
   generate loop   one generate(num_return_sequences=10) per recipe step (the paper's way)
   ours, host / device decode   rrt.modelling.rewriter.Rewriter with rewrite.decode host / device
@@ -176,10 +177,9 @@ def autocast_step(model, device):
     return step
 
 
-def engine_step(model, device, micro: int, steps: int):
-    """Our training step: the DeepSpeed engine jobs/train_worker.py builds (v100x64's block, bf16
-    where the GPU has it), one process."""
-    import deepspeed
+def engine_step(model, device, micro: int, steps: int, kind: str):
+    """Our training step: the engine jobs/train_worker.py builds (`kind` deepspeed or torch;
+    v100x64's optimizer block, bf16 where the GPU has it), one process."""
     import torch
 
     from jobs.train_worker import build_engine
@@ -189,12 +189,15 @@ def engine_step(model, device, micro: int, steps: int):
                        "WORLD_SIZE": "1"}.items():
         os.environ.setdefault(key, value)
     cuda = device.type == "cuda"
-    if not torch.distributed.is_initialized():
+    if kind == "deepspeed" and not torch.distributed.is_initialized():
+        import deepspeed
+
         deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo")
     precision = resolve_precision("auto", cuda, cuda and torch.cuda.is_bf16_supported())
-    ds = {"zero_stage": 2, "micro_batch": micro, "grad_accum": 1, "lr": 5e-5, "warmup_steps": 5,
-          "schedule": "linear", "min_lr_ratio": 0.0, "bucket_size": 5e8, "gradient_clipping": 1.0}
-    engine, _ = build_engine(model, ds, precision, steps, device)
+    from rrt.config import load_settings
+
+    ds = {**load_settings(profile="v100x64").train.deepspeed.model_dump(), "micro_batch": micro}
+    engine, _ = build_engine(model, ds, precision, steps, device, kind)
 
     def step(inputs: dict) -> None:
         """Forward, backward and update through the engine."""
@@ -277,11 +280,11 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
     speeds: dict[str, float] = {}
 
     def run(label: str, kind: str, micro: int, attention: str | None, fused: bool, compiled: bool,
-            engine: bool = False) -> None:
+            engine: str | None = None) -> None:
         need = COMPILE_RESERVE_S[device.type] if compiled else args.row_s
         if results.left() < need + args.reserve_s:
             return results.skip("train", label, f"budget: {results.left():.0f}s left")
-        if engine:
+        if engine == "deepspeed":
             try:
                 import deepspeed  # noqa: F401
             except Exception as err:  # noqa: BLE001 - any failure to load it means no engine rows
@@ -293,7 +296,8 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
             compile_model(model)
         started = time.perf_counter()
         try:
-            step = engine_step(model, device, micro, args.steps + WARMUP) if engine else autocast_step(model, device)
+            step = (engine_step(model, device, micro, args.steps + WARMUP, engine) if engine
+                    else autocast_step(model, device))
             speed, timed = time_steps(step, batches, args.steps, device, args.row_s)
         except Exception as err:  # noqa: BLE001 - one failed row is recorded; the others still run
             results.add({"section": "train", "row": label, "failed": f"{type(err).__name__}: {str(err)[:300]}"})
@@ -318,19 +322,28 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
         return None
 
     micro = args.micro_batch
-    run("padded", "padded", micro, None, False, False)
-    run("packed", "packed", micro, "sdpa", True, False)
-    if not args.no_compile:
-        run("packed+compile", "packed", micro, "sdpa", True, True)
-    run("bucketed", "bucketed", micro, "sdpa", True, False)
+    if "train" in args.sections.split(","):
+        run("padded", "padded", micro, None, False, False)
+        run("packed", "packed", micro, "sdpa", True, False)
+        if not args.no_compile:
+            run("packed+compile", "packed", micro, "sdpa", True, True)
+        run("bucketed", "bucketed", micro, "sdpa", True, False)
+    else:
+        run("padded", "padded", micro, None, False, False)
+    # Without the plain compiled row (--sections engine), the engines run compiled unless --no-compile.
+    compiled = (speeds["packed+compile"] > speeds.get("packed", 0) if "packed+compile" in speeds
+                else not args.no_compile)
+    kinds = [k for k in args.engines.split(",") if k and not (k == "deepspeed" and args.no_deepspeed)]
     if args.no_deepspeed:
-        results.skip("train", "engine", "--no-deepspeed")
-        return []
-    compiled = speeds.get("packed+compile", 0) > speeds.get("packed", 0)
-    label = "engine, packed" + ("+compile" if compiled else "")
+        results.skip("train", "engine deepspeed", "--no-deepspeed")
+    timed_later = []
     # Micro-batch 8 is the v100x64 profile's, where DeepSpeed's per-step host work showed most.
-    return [lambda: run(f"{label}, micro {micro}", "packed", micro, "sdpa", True, compiled, engine=True),
-            lambda: run(f"{label}, micro 8", "packed", 8, "sdpa", True, compiled, engine=True)]
+    for size in (micro, 8):
+        for kind in kinds:
+            label = f"engine {kind}, packed{'+compile' if compiled else ''}, micro {size}"
+            timed_later.append(lambda label=label, size=size, kind=kind: run(label, "packed", size, "sdpa", True,
+                                                                             compiled, engine=kind))
+    return timed_later
 
 
 def rewrite_rows(args, device, config, tokenizer, recipes, results: Results) -> None:
@@ -471,8 +484,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=25, help="timed steps per training row (after warm-up)")
     parser.add_argument("--recipes", type=int, default=16, help="recipes our engine rewrites")
     parser.add_argument("--generate-recipes", type=int, default=4, help="recipes the generate loop rewrites")
-    parser.add_argument("--sections", default="train,rewrite", help="comma list: train, rewrite")
+    parser.add_argument("--sections", default="train,rewrite", help="comma list: train, rewrite, engine (the DeepSpeed rows alone)")
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled row")
+    parser.add_argument("--engines", default="torch,deepspeed",
+                        help="comma list of training engines timed (train.engine): torch, deepspeed")
     parser.add_argument("--no-deepspeed", action="store_true",
                         help="skip the engine rows (as if DeepSpeed were absent)")
     args = parser.parse_args()
@@ -496,7 +511,7 @@ def main() -> None:
     sections = set(args.sections.split(","))
     check_packing(device, results)
     engine_rows = []
-    if "train" in sections:
+    if sections & {"train", "engine"}:
         engine_rows = train_rows(args, device, config, rows, tokenizer.pad_token_id, results)
     if "rewrite" in sections:
         with torch.no_grad():

@@ -93,8 +93,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads (CPU)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--use-gpu", action="store_true", help="both engines on the GPU (--device cuda)")
-    parser.add_argument("--decode", default="auto", help="ours: where tokens are drawn (rewrite.decode: auto, "
-                                                         "host, device)")
+    parser.add_argument("--decode", choices=("host", "device"),
+                        help="ours: where tokens are drawn (default: rewrite.decode)")
     parser.add_argument("--batch-prompts", type=int, default=64, help="prompts per forward pass (ours)")
     args = parser.parse_args()
     if args.use_gpu:
@@ -110,7 +110,8 @@ def main() -> None:
         raise SystemExit(f"{args.model} holds a {model.meta.get('variant')} model, which does not rewrite recipes")
     tasks = load_tasks(args.data, args.recipes)
     # The rewrite job's decoding (the paper's: top-k 40, ten candidates).
-    settings = {**load_settings().rewrite.model_dump(), "batch_prompts": args.batch_prompts, "decode": args.decode}
+    settings = {**load_settings().rewrite.model_dump(), "batch_prompts": args.batch_prompts}
+    settings["decode"] = args.decode or settings["decode"]
     paper = SamplingSettings.from_config(settings)
     engines = {reuse: build_rewriter(model, {**settings, "reuse_prefix": reuse}, paper.candidates, False)
                for reuse in (False, True)}

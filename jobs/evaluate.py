@@ -57,7 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--data", help="prepared data folder whose recipes/ give the food vocabulary "
                                        "(default: the runs' settings.data)")
     parser.add_argument("--config", help="config file (default: ray_config.yaml)")
-    parser.add_argument("--profile", help="config profile, e.g. local or v100x64")
+    parser.add_argument("--profile", help="config profile: local, v100x64 (a V100 cluster) or hopper (one H100/H200)")
     parser.add_argument("--batch-size", type=int, help="recipes per LM forward pass (default: evaluate.batch_size)")
     parser.add_argument("--scorers", type=int, help="LM actors (default: evaluate.scorers)")
     parser.add_argument("--use-gpu", action="store_true", default=None, help="one GPU per LM actor")

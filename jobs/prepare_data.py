@@ -84,7 +84,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--input", help="comma list of files, globs, folders or URIs (default: data.inputs)")
     parser.add_argument("--output", help="output folder (default: data.output)")
     parser.add_argument("--config", help="config file (default: ray_config.yaml)")
-    parser.add_argument("--profile", help="config profile, e.g. local or v100x64")
+    parser.add_argument("--profile", help="config profile: local, v100x64 (a V100 cluster) or hopper (one H100/H200)")
     parser.add_argument("--constraints", help="'all' or a comma list (default: data.constraints)")
     parser.add_argument("--limit", type=int, help="read at most N clean recipes")
     parser.add_argument("--dish-key", choices=("title", "head"), help="dish key level (default: data.dish_key)")

@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--use-gpu", action="store_true", default=None, help="one GPU per actor")
     parser.add_argument("--batch-recipes", type=int, help="recipes an actor rewrites together")
     parser.add_argument("--config", help="config file (default: ray_config.yaml)")
-    parser.add_argument("--profile", help="config profile: local or v100x64")
+    parser.add_argument("--profile", help="config profile: local, v100x64 (a V100 cluster) or hopper (one H100/H200)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier run of this job in --output (any other folder is refused)")
     return parser

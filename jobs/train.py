@@ -47,7 +47,7 @@ def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
     parser.add_argument("--data", help="prepare_data output folder (default: train.data)")
     parser.add_argument("--output", help="run folder (default: train.output)")
     parser.add_argument("--config", help="config file (default: ray_config.yaml)")
-    parser.add_argument("--profile", help="config profile: local or v100x64")
+    parser.add_argument("--profile", help="config profile: local, v100x64 (a V100 cluster) or hopper (one H100/H200)")
     parser.add_argument("--model", help="smollm2-135m (pretrained, offline), tiny (from scratch, tests), "
                                         "a Hugging Face name (gpt2-medium) or a local path")
     parser.add_argument("--num-workers", type=int, help="Ray Train workers (one per GPU on a cluster)")
@@ -115,7 +115,7 @@ def fingerprint(settings: dict) -> str:
     """Hash of what makes two runs the same run (data folder state, variant, model, shapes)."""
     stats = os.path.join(settings["data"], "stats.json")
     data_id = os.path.getmtime(stats) if os.path.exists(stats) else None
-    keep = {k: settings[k] for k in ("variant", "model", "tiny", "block", "loss_on", "deepspeed", "seed",
+    keep = {k: settings[k] for k in ("variant", "model", "tiny", "block", "loss_on", "deepspeed", "engine", "seed",
                                           "num_workers", "finetune", "trainable_layers", "lora")}
     blob = json.dumps({"data": settings["data"], "data_id": data_id, **keep}, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
@@ -194,7 +194,7 @@ def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: st
         "shuffle_rows": settings["shuffle_rows"],
         "token_budget": micro * settings["block"] if tokens else None,
         "batching": batching, "block": settings["block"], "attention": settings["attention"],
-        "compile": settings["compile"],
+        "compile": settings["compile"], "engine": settings["engine"],
         "loss_on": settings["loss_on"], "epochs": settings["epochs"], "max_steps": settings["max_steps"],
         "total_steps": total, "steps_per_epoch": per_epoch, "torch_threads": threads,
         "pad_vocab_to": settings["pad_vocab_to"],

@@ -18,6 +18,7 @@ import numpy as np
 from runtime.runs import read_jsonl, write_atomic, write_json_atomic
 from rrt.modelling import finetune
 from rrt.modelling.batching import bucket_batches
+from rrt.modelling.engine import TorchEngine
 from rrt.modelling.kernels import compile_model, resolve_compile
 from rrt.modelling.models import build_model, export_model, pad_vocabulary, trim_vocabulary
 from rrt.modelling.optim import deepspeed_config, lr_factor, resolve_precision
@@ -127,6 +128,8 @@ def _restore(engine, output: str, rank: int) -> dict:
             with open(os.path.join(folder, STATE_FILE.format(rank=rank)), encoding="utf-8") as handle:
                 state = json.load(handle)
     if rank == 0:
+        if checkpoint is not None:
+            print(f"train: resumed from the checkpoint of step {state['step']}", flush=True)
         # Without a checkpoint the run starts over and logs step 0 again, so no earlier row is kept.
         trim_metrics(output, state["step"] if checkpoint is not None else -1)
     return state
@@ -143,10 +146,10 @@ def _checkpoint(engine, state: dict, metrics: dict, rank: int) -> None:
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(folder))
 
 
-def build_engine(lm, ds: dict, precision: str, total_steps: int, device):
-    """The DeepSpeed engine and LR schedule of a run: AdamW (no decay on biases and norms) with
-    warmup and decay, wrapped by `deepspeed.initialize` with the config block's ZeRO settings."""
-    import deepspeed
+def build_engine(lm, ds: dict, precision: str, total_steps: int, device, kind: str = "deepspeed"):
+    """The engine and LR schedule of a run: AdamW (no decay on biases and norms) with warmup and
+    decay, wrapped by `deepspeed.initialize` with the config block's ZeRO settings, or by our
+    plain PyTorch engine (`kind` torch)."""
     import torch
 
     groups = finetune.optimizer_groups(lm, ds["weight_decay"])
@@ -155,6 +158,11 @@ def build_engine(lm, ds: dict, precision: str, total_steps: int, device):
                                   betas=(0.9, 0.95), fused=device.type in ("cuda", "cpu"))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(
         s, ds["warmup_steps"], total_steps, ds["schedule"], ds["min_lr_ratio"]))
+    if kind == "torch":
+        return TorchEngine(lm.to(device), optimizer, schedule, precision, ds["grad_accum"],
+                           ds["gradient_clipping"], device), schedule
+    import deepspeed
+
     engine, _, _, _ = deepspeed.initialize(model=lm.to(device), optimizer=optimizer, lr_scheduler=schedule,
                                            config=deepspeed_config(ds, precision))
     return engine, schedule
@@ -185,7 +193,7 @@ def train_func(cfg: dict) -> None:
     total = cfg["total_steps"]
     if resolve_compile(cfg["compile"], device.type):
         compile_model(lm)
-    engine, schedule = build_engine(lm, cfg["deepspeed"], precision, total, device)
+    engine, schedule = build_engine(lm, cfg["deepspeed"], precision, total, device, cfg["engine"])
     state = _restore(engine, cfg["output"], rank)
     train_shard, dev_shard = ray.train.get_dataset_shard("train"), ray.train.get_dataset_shard("dev")
     metrics_path = os.path.join(cfg["output"], "metrics.jsonl")

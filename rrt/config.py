@@ -147,6 +147,7 @@ class TrainSettings(Section):
     keep_checkpoints: Count
     max_failures: Whole
     seed: int
+    engine: Literal["deepspeed", "torch"]
     deepspeed: DeepSpeedSettings
 
 
@@ -160,7 +161,7 @@ class Decoding(Section):
     recipe_tokens: Count
     batch_prompts: Count
     reuse_prefix: bool
-    decode: Literal["auto", "host", "device"]
+    decode: Literal["host", "device"]
 
 
 class RewriteSettings(Decoding):

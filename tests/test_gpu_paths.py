@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rrt.modelling.batching import pad_batch
-from rrt.modelling.kernels import resolve_compile, resolve_decode
+from rrt.modelling.kernels import resolve_compile
 from rrt.modelling.models import build_model, pad_vocabulary
 from rrt.modelling.packing import pack_rows, packed_batch, packed_batches
 from rrt.modelling.sampling import SamplingSettings, sample_candidates
@@ -147,8 +147,6 @@ def test_compiled_model_computes_what_the_eager_one_does():
 
 def test_auto_settings_pick_by_device():
     assert resolve_compile("auto", "cuda") and not resolve_compile("auto", "cpu") and resolve_compile(True, "cpu")
-    assert resolve_decode("auto", "cuda:0") == "device" and resolve_decode("auto", "cpu") == "host"
-    assert resolve_decode("host", "cuda") == "host"
 
 
 @pytest.mark.parametrize("top_p", [1.0, 0.9])

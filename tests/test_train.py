@@ -165,3 +165,23 @@ def test_the_allocator_is_preloaded_by_soname_and_keeps_an_earlier_preload(monke
     assert ran.stdout.strip() == "tcmalloc"
     plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     assert subprocess.run(probe, env=plain, capture_output=True, text=True, check=True).stdout.strip() == "system"
+
+
+@pytest.mark.slow
+@needs_shared_data
+def test_the_plain_torch_engine_trains_two_workers_and_resumes_from_its_checkpoint(prepared, tmp_path):
+    out = tmp_path / "run"
+    config = quick_train_config(tmp_path, engine="torch", checkpoint_interval=2, eval_interval=2, eval_examples=32)
+    args = ["--data", str(prepared[0]), "--output", str(out), "--num-workers", "2", "--config", config]
+    done = run_script("train_contextual.py", *args, "--max-steps", "4", timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first = [row for row in metrics(out) if row["eval_loss"] is not None]
+    assert [row["step"] for row in first] == [0, 2, 4] and first[-1]["eval_loss"] < first[0]["eval_loss"]
+    done = run_script("train_contextual.py", *args, "--max-steps", "6", "--resume", timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = metrics(out)
+    assert [row["step"] for row in rows] == sorted({row["step"] for row in rows}) and rows[-1]["step"] == 6
+    assert "resumed from the checkpoint of step 4" in done.stdout + done.stderr
+    stats = json.loads((out / "train_stats.json").read_text())
+    assert stats["world_size"] == 2 and stats["steps"] == 6
+    assert json.loads((out / "model" / "rrt_meta.json").read_text())["steps"] == 6

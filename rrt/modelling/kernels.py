@@ -1,6 +1,6 @@
-"""Which kernels run the model: the attention implementation, torch.compile for training, and
-where the rewriter's decode loop samples. Each setting has an `auto` that picks by device;
-every choice computes the same function (tests/test_gpu_paths.py)."""
+"""Which kernels run the model: the attention implementation and torch.compile for training, and
+where the rewriter's decode loop samples; every choice computes the same function
+(tests/test_gpu_paths.py)."""
 from __future__ import annotations
 
 # The choices (rrt.config): train.attention is PyTorch's fused scaled-dot-product kernels (sdpa:
@@ -23,10 +23,3 @@ def compile_model(lm) -> None:
     and the export are unchanged)."""
     lm.compile()
 
-
-def resolve_decode(setting: str, device: str) -> str:
-    """`auto`: device sampling on a GPU, host sampling on CPU (where dropping finished rows
-    every token is the cheaper way)."""
-    if setting == "auto":
-        return "device" if str(device).startswith("cuda") else "host"
-    return setting

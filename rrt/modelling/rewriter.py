@@ -13,7 +13,6 @@ import time
 from dataclasses import dataclass, field
 
 from rrt.recipes.ingredients import ingredient_name, step_ingredients
-from rrt.modelling.kernels import resolve_decode
 from rrt.recipes.paper_format import END_INST, INST
 from rrt.modelling.prompts import (SPECIAL_NAMES, STOPS, fit_prompt, parse_ingredients, parse_recipe, protected_span,
                          recipe_prompt, step_prompt)
@@ -131,7 +130,7 @@ class Rewriter:
         self.ing_lm, self.ing_tokenizer = ing_lm, ing_tokenizer
         self.batch_prompts, self.recipe_tokens, self.device = batch_prompts, recipe_tokens, device
         self.reuse_prefix = reuse_prefix
-        self.decode_on = resolve_decode(decode, device)
+        self.decode_on = decode
         self.special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}
         self.stats = {"steps_sampled": 0, "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0,
                       "guard_stops": 0, "candidates": 0, "sampling_s": 0.0}

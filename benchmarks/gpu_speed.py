@@ -47,6 +47,7 @@ from rrt.modelling.kernels import compile_model  # noqa: E402
 from rrt.modelling.models import fused_gelu, special_tokens  # noqa: E402
 from rrt.modelling.packing import packed_batches  # noqa: E402
 from rrt.modelling.speed import estimate_mfu, gpu_peak_flops  # noqa: E402
+from testing.timing import autocast_step, sync  # noqa: E402
 
 TODAY_BEST = 73_134        # useful tokens/s: our engine at micro-batch 64 on an H100 (benchmarks/RESULTS.md)
 GPT2_VOCAB = 50257
@@ -151,30 +152,8 @@ def new_model(config, device, attention: str | None, fused: bool):
         return AutoModelForCausalLM.from_config(config, **kwargs).train()
 
 
-def sync(device) -> None:
-    """Wait for queued GPU work, so a clock read after it counts that work."""
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
-def autocast_step(model, device):
-    """Forward under bf16 autocast, backward, clip, fused AdamW update."""
-    import torch
-
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
-
-    def step(inputs: dict) -> None:
-        """One optimizer step."""
-        with torch.autocast(device.type, dtype=torch.bfloat16):
-            loss = model(**inputs).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return step
 
 
 def engine_step(model, device, micro: int, steps: int, kind: str):

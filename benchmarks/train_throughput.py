@@ -45,6 +45,7 @@ from rrt.modelling.finetune import parameter_counts  # noqa: E402
 from rrt.modelling.models import (fused_gelu, pad_vocabulary, special_tokens,  # noqa: E402
                         tiny_config, train_tiny_tokenizer)
 from rrt.modelling.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops  # noqa: E402
+from testing.timing import autocast_step, sync  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
 WARMUP_STEPS = 5
@@ -185,12 +186,6 @@ def scheme_batches(scheme: str, rows, micro: int, block: int, pad_id: int, multi
     return batches
 
 
-def sync(device) -> None:
-    """Wait for the GPU's queued work, so a clock read after it counts that work."""
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 def batch_inputs(batch, device) -> dict:
@@ -216,22 +211,6 @@ def time_steps(step, batches: list, steps: int, device) -> float:
     return useful / (time.perf_counter() - started)
 
 
-def autocast_step(model, device):
-    """A plain training step as a Hugging Face user writes it: bf16 autocast, fused AdamW, clipping."""
-    import torch
-
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
-
-    def step(inputs: dict) -> None:
-        """Forward, backward, clip, update."""
-        with torch.autocast(device.type, dtype=torch.bfloat16):
-            loss = model(**inputs).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return step
 
 
 def engine_step(model, device, ds: dict, total_steps: int):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -306,24 +307,37 @@ _KINDS = {"int_type": "a whole number", "int_parsing": "a whole number", "float_
           "model_type": "a mapping", "list_type": "a list"}
 
 
-def _problem(err: ValidationError) -> str:
-    """The first validation error as one line naming the key: `train.epochs must be >= 1 (got 0)`."""
-    first = err.errors()[0]
-    key, kind, ctx = ".".join(str(part) for part in first["loc"]), first["type"], first.get("ctx") or {}
-    if kind == "extra_forbidden":
-        return f"unknown setting {key}"
-    if kind == "missing":
-        return f"setting {key} is missing"
+def _key(loc: tuple) -> str:
+    """A dotted key without the union branches pydantic adds to it (`literal['auto']`, `bool`)."""
+    branch = re.compile(r"^(literal\[.*\]|bool|int|float|str|none|function-.*)$")
+    return ".".join(str(part) for part in loc if not branch.match(str(part)))
+
+
+def _rule(error: dict) -> str:
+    """What one validation error asks for: `must be >= 1`, `must be one of a, b`."""
+    kind, ctx = error["type"], error.get("ctx") or {}
     if kind in _BOUNDS:
-        bound = next(iter(ctx.values()))
-        rule = f"must be {_BOUNDS[kind]} {bound}"
-    elif kind == "literal_error":
-        rule = "must be one of " + str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")
-    elif kind in _KINDS:
-        rule = f"must be {_KINDS[kind]}"
-    else:
-        message = first["msg"].removeprefix("Value error, ")
-        rule = ": " + message[0].lower() + message[1:]
+        return f"must be {_BOUNDS[kind]} {next(iter(ctx.values()))}"
+    if kind == "literal_error":
+        return "must be one of " + str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")
+    if kind in _KINDS:
+        return f"must be {_KINDS[kind]}"
+    message = error["msg"].removeprefix("Value error, ")
+    return ": " + message[0].lower() + message[1:]
+
+
+def _problem(err: ValidationError) -> str:
+    """The first validation error as one line naming the key: `train.epochs must be >= 1 (got 0)`;
+    a setting that takes one of several kinds lists what each would take."""
+    errors = err.errors()
+    first = errors[0]
+    key = _key(first["loc"])
+    if first["type"] == "extra_forbidden":
+        return f"unknown setting {key}"
+    if first["type"] == "missing":
+        return f"setting {key} is missing"
+    rules = list(dict.fromkeys(_rule(e) for e in errors if _key(e["loc"]) == key))
+    rule = " or ".join(r.removeprefix("must be ") if i else r for i, r in enumerate(rules))
     return f"{key}{'' if rule.startswith(':') else ' '}{rule} (got {first.get('input')!r})"
 
 

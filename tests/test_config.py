@@ -51,6 +51,7 @@ def test_every_profile_is_valid():
     ({"serve": {"limits": {"steps": "many"}}}, "serve.limits.steps must be a whole number (got 'many')"),
     ({"data": {"split": {"train": 0.9, "dev": 0.2}}}, "data.split: train + dev must be at most 1"),
     ({"train": {"block_size": {"sonnet": 256}}}, "train.block_size.sonnet.[key] must be one of contextual"),
+    ({"train": {"compile": "sometimes"}}, "train.compile must be one of auto or true or false (got 'sometimes')"),
 ])
 def test_a_bad_value_is_one_line_naming_its_key(overrides, line):
     with pytest.raises(ConfigError) as caught:

@@ -135,21 +135,26 @@ def test_an_empty_split_or_bad_config_value_is_one_line(tmp_path):
     done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
     assert done.returncode == 2 and done.stderr.strip() == (
         "train_contextual: error: train.loss_on must be one of target, all (got 'sometimes')")
-    config = quick_train_config(tmp_path, allocator="hoard")
-    done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
-    assert done.returncode == 2 and "train.allocator must be one of tcmalloc, system" in done.stderr
-    config = quick_train_config(tmp_path, finetune="adapters")
-    done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
-    assert done.returncode == 2 and done.stderr.strip() == (
-        "train_contextual: error: train.finetune must be one of full, freeze, lora (got 'adapters')")
-    config = quick_train_config(tmp_path, batching="rows")
-    done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
-    assert done.returncode == 2 and "train.batching must be one of tokens, examples, packed" in done.stderr
-    config = quick_train_config(tmp_path, attention="flash")
-    done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
-    assert done.returncode == 2 and "train.attention must be one of sdpa, eager" in done.stderr
     assert not (tmp_path / "out").exists()
     shutil.rmtree(data)
+
+
+@pytest.mark.parametrize("setting, line", [
+    ({"allocator": "hoard"}, "train.allocator must be one of tcmalloc, system (got 'hoard')"),
+    ({"finetune": "adapters"}, "train.finetune must be one of full, freeze, lora (got 'adapters')"),
+    ({"batching": "rows"}, "train.batching must be one of tokens, examples, packed (got 'rows')"),
+    ({"attention": "flash"}, "train.attention must be one of sdpa, eager (got 'flash')"),
+    ({"engine": "jax"}, "train.engine must be one of deepspeed, torch (got 'jax')"),
+    ({"compile": "sometimes"}, "train.compile must be one of auto"),
+])
+def test_each_bad_training_setting_is_named_before_any_work(tmp_path, setting, line):
+    from jobs.train import build_parser, settings_from
+    from runtime.runs import JobError
+
+    config = quick_train_config(tmp_path, **setting)
+    with pytest.raises(JobError) as caught:
+        settings_from(build_parser().parse_args(["--data", str(tmp_path), "--config", config]))
+    assert line in str(caught.value)
 
 
 def test_the_allocator_is_preloaded_by_soname_and_keeps_an_earlier_preload(monkeypatch):

@@ -7,6 +7,7 @@
     python jobs/rewrite.py --data out/prepared --system contextual_gpt2 --model out/train-ing/model \\
         --ing-model out/train-ingpred/model --output out/rewrite/contextual_gpt2
     python jobs/rewrite.py --data out/prepared --system rule_based --output out/rewrite/rule_based
+    python jobs/rewrite.py --data out/prepared --system ctrl --model ctrl --output out/rewrite/ctrl
     ray job submit --working-dir . -- python jobs/rewrite.py --profile v100x64 --data … --model … --output …
 
 Reads the split's recipe pairs and takes a fixed seeded sample of --num-recipes (source recipe,
@@ -36,10 +37,12 @@ from runtime.parquet import count_rows  # noqa: E402
 from runtime.runs import JobError, claim_output, read_manifest, write_json_atomic  # noqa: E402
 from rrt.config import ConfigError, load_settings  # noqa: E402
 from rrt.recipes.lexicon import CONSTRAINTS  # noqa: E402
+from rrt.modelling.controllable import CONTROLLABLE  # noqa: E402
 from rrt.modelling.rewriter import SYSTEMS  # noqa: E402
 from rrt.recipes.tagger import parse_constraints  # noqa: E402
 
 REWRITES = "rewrites.jsonl"
+ALL_SYSTEMS = (*SYSTEMS, *CONTROLLABLE)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,9 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", help="prepare_data output folder (default: rewrite.data)")
     parser.add_argument("--split", choices=("test", "dev"), help="which recipes to rewrite (default: test)")
-    parser.add_argument("--system", choices=tuple(SYSTEMS), help="the rewriting system")
+    parser.add_argument("--system", choices=ALL_SYSTEMS, help="the rewriting system")
     parser.add_argument("--output", help="run folder (default: rewrite.output)")
-    parser.add_argument("--model", help="the system's trained model folder (<train output>/model)")
+    parser.add_argument("--model", help="the system's trained model folder (<train output>/model); ctrl: a "
+                                        "CTRL folder or Hugging Face name (ctrl)")
     parser.add_argument("--ing-model", help="contextual_gpt2: the next-ingredient model folder")
     parser.add_argument("--num-recipes", type=int, help="(recipe, constraint) rewrites to make (default 1000)")
     parser.add_argument("--candidates", type=int, help="samples per step (default 10)")
@@ -68,9 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _model_folder(path: str | None, what: str) -> str:
+def _model_folder(path: str | None, what: str, named: bool = False) -> str:
+    """The model folder as an absolute path; with `named`, a Hugging Face name that is no local
+    path passes as it is (a cluster can download it)."""
     if not path:
         raise JobError(f"this system needs {what}")
+    if named and not os.path.exists(path) and not path.startswith((".", "/")):
+        return path
     if not os.path.exists(os.path.join(path, "config.json")):
         raise JobError(f"{path} holds no exported model (config.json); pass <train output>/model")
     return os.path.abspath(path)
@@ -87,8 +95,8 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         raise JobError(str(err)) from None
     rewrite, ray_cfg = config.rewrite.model_dump(), config.ray.model_dump()
     system = rewrite["system"]
-    if system not in SYSTEMS:
-        raise JobError(f"rewrite.system must be one of {', '.join(SYSTEMS)} (got {system!r})")
+    if system not in ALL_SYSTEMS:
+        raise JobError(f"rewrite.system must be one of {', '.join(ALL_SYSTEMS)} (got {system!r})")
     if rewrite["constraint"]:
         try:
             rewrite["constraint"] = ",".join(parse_constraints(rewrite["constraint"]))
@@ -100,7 +108,9 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
             raise JobError(f"{data}/{folder} not found: pass a jobs/prepare_data.py output folder as --data")
     if count_rows(os.path.join(data, "recipe_pairs")) == 0:
         raise JobError(f"{data} holds no recipe pairs to rewrite")
-    if SYSTEMS[system]:
+    if system in CONTROLLABLE:
+        rewrite["model"] = _model_folder(rewrite["model"], "--model (a CTRL folder or name)", named=True)
+    elif SYSTEMS[system]:
         rewrite["model"] = _model_folder(rewrite["model"], "--model (a trained model folder)")
         if system == "contextual_gpt2":
             rewrite["ing_model"] = _model_folder(rewrite["ing_model"], "--ing-model (the next-ingredient model)")
@@ -248,7 +258,7 @@ def run(settings: dict, overwrite: bool) -> dict:
     import ray.data
     from tqdm import tqdm
 
-    from jobs.rewrite_actor import RewriteBatch, rewrite_baseline, task_table
+    from jobs.rewrite_actor import ControlledBatch, RewriteBatch, rewrite_baseline, task_table
 
     resumed = claim_output(settings["output"], "rewrite", fingerprint(settings), settings, overwrite)
     start_ray(settings["ray"])
@@ -272,11 +282,12 @@ def run(settings: dict, overwrite: bool) -> dict:
         # Small runs still give every actor a share; a block per batch.
         batch = max(1, min(settings["batch_recipes"], -(-len(todo) // settings["actors"])))
         ds = ray.data.from_arrow([table.slice(i, batch) for i in range(0, table.num_rows, batch)])
-        if SYSTEMS[settings["system"]] is None:
+        if settings["system"] not in CONTROLLABLE and SYSTEMS[settings["system"]] is None:
             ds = ds.map_batches(rewrite_baseline, batch_size=batch, batch_format="pyarrow",
                                 fn_kwargs={"system": settings["system"]}, udf_modifying_row_count=False)
         else:
-            ds = ds.map_batches(RewriteBatch, fn_constructor_kwargs={"settings": settings},
+            actor = ControlledBatch if settings["system"] in CONTROLLABLE else RewriteBatch
+            ds = ds.map_batches(actor, fn_constructor_kwargs={"settings": settings},
                                 batch_size=batch, batch_format="pyarrow", udf_modifying_row_count=False,
                                 compute=ray.data.ActorPoolStrategy(size=min(settings["actors"], len(todo))),
                                 num_gpus=1 if settings["use_gpu"] else 0, num_cpus=settings["cpus_per_actor"])

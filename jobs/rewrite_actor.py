@@ -55,6 +55,32 @@ def rewrite_baseline(batch: pa.Table, system: str) -> pa.Table:
     return _table([rewrite(task) for task in _tasks(batch)])
 
 
+class ControlledBatch:
+    """Ray Data actor: loads a controllable baseline's LM (CTRL) once, then rewrites batches."""
+
+    def __init__(self, settings: dict):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from rrt.modelling.controllable import ControlledRewriter, ControlSettings
+
+        device = "cuda" if settings["use_gpu"] and torch.cuda.is_available() else "cpu"
+        torch.set_num_threads(settings["torch_threads"] or max(1, int(settings["cpus_per_actor"])))
+        lm = AutoModelForCausalLM.from_pretrained(settings["model"],
+                                                  dtype=torch.float16 if device == "cuda" else torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(settings["model"])
+        control = ControlSettings(**settings["ctrl"], max_new_tokens=settings["max_step_tokens"])
+        self.seed = int(settings["seed"])
+        self.rewriter = ControlledRewriter(settings["system"], lm.to(device).eval(), tokenizer, control, device)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        """Rewrite every task of the batch, one recipe after another."""
+        tasks = _tasks(batch)
+        for task in tasks:
+            task.seed = self.seed
+        return _table(self.rewriter.rewrite(tasks))
+
+
 class RewriteBatch:
     """Ray Data actor: loads the system's model(s) once, then rewrites batches of recipes."""
 

@@ -165,6 +165,15 @@ class Decoding(Section):
     decode: Literal["host", "device"]
 
 
+class ControlBlock(Section):
+    """The controllable baselines' sampling (the paper's repository's CTRL settings)."""
+
+    control_code: str
+    temperature: Positive
+    top_k: Count
+    repetition_penalty: Positive
+
+
 class RewriteSettings(Decoding):
     """jobs/rewrite.py: which system rewrites which recipes, and how."""
 
@@ -184,6 +193,7 @@ class RewriteSettings(Decoding):
     cpus_per_actor: Positive
     torch_threads: Count | None
     batch_recipes: Count
+    ctrl: ControlBlock
 
 
 class EvaluateSettings(Section):

@@ -78,6 +78,26 @@ def tiny_pretrained(folder: str, family: str = "llama", vocab_size: int = 800, s
     return folder
 
 
+def tiny_ctrl(folder: str, seed: int = 0) -> str:
+    """A tiny random-weight CTRL (Hugging Face's CTRLLMHeadModel) saved to folder, with a byte-level
+    BPE trained on the sample's text standing in for CTRL's own tokenizer (built offline)."""
+    import torch
+    from transformers import CTRLConfig, CTRLLMHeadModel
+
+    from rrt.modelling.models import train_tiny_tokenizer
+    from rrt.recipes.loaders import read_recipes
+
+    texts = ["Links " + " \n ".join([r.title, *r.ingredients, *(f"{n}. {s}" for n, s in enumerate(r.steps, 1))])
+             for r in read_recipes([str(SAMPLE)])]
+    tok = train_tiny_tokenizer(texts, 600)
+    torch.manual_seed(seed)
+    lm = CTRLLMHeadModel(CTRLConfig(vocab_size=len(tok), n_positions=256, n_embd=32, dff=64, n_layer=1, n_head=2,
+                                    pad_token_id=tok.pad_token_id))
+    lm.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
 def tiny_llama(folder: str) -> str:
     """A tiny random-weight `pretrained` Llama folder (see tiny_pretrained)."""
     return tiny_pretrained(folder, "llama")

@@ -199,6 +199,36 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bow(args: argparse.Namespace) -> int:
+    """Write PPLM's bags of words, one per constraint, from a prepared corpus's recipes."""
+    import pyarrow.parquet as pq
+
+    from rrt.corpus.bow import build_bags, recipe_words, write_bags
+    from rrt.corpus.pairing import valid_column
+    from runtime.parquet import parquet_files
+
+    files = parquet_files(os.path.join(args.data, "recipes"))
+    if not files:
+        raise CliError(f"{args.data}/recipes holds no Parquet files: pass a jobs/prepare_data.py output folder")
+    constraints = list(CONSTRAINTS)
+    columns = ["title", "ingredients", "steps", *(valid_column(c) for c in constraints)]
+
+    def recipes():
+        """Each recipe's words and validity, a file at a time."""
+        for path in files:
+            for row in pq.read_table(path, columns=columns).to_pylist():
+                yield (recipe_words(row["title"], row["ingredients"], row["steps"]),
+                       {c: bool(row[valid_column(c)]) for c in constraints})
+
+    try:
+        bags = build_bags(recipes(), constraints, args.min_count)
+    except (KeyError, ValueError) as err:
+        raise CliError(f"cannot read the recipes of {args.data}: {err}") from None
+    write_bags(bags, args.output)
+    print(f"rrt bow: {', '.join(f'{c} {len(w)}' for c, w in bags.items())} words in {args.output}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one subcommand per tool."""
     parser = argparse.ArgumentParser(prog="rrt", description=__doc__.split("\n\n")[0],
@@ -228,6 +258,14 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--recipes", type=int, default=3, help="how many recipes to print (default 3)")
     show.add_argument("--width", type=int, help="characters per column (default: half the terminal)")
     show.set_defaults(func=None)
+    bow = subs.add_parser("bow", help="write PPLM's bag of words per constraint from a prepared corpus",
+                          description="Words seen in at least --min-count recipes that fit a constraint and in "
+                                      "none that break it, one <constraint>.txt per constraint (the paper's rule; "
+                                      "rewrite.pplm.bow takes the folder).")
+    bow.add_argument("--data", required=True, help="a jobs/prepare_data.py output folder (reads recipes/)")
+    bow.add_argument("--output", required=True, help="folder for the word lists")
+    bow.add_argument("--min-count", type=int, default=5, help="recipes a word must appear in (default 5)")
+    bow.set_defaults(func=None)
     for name, (func, help_text) in COMMANDS.items():
         description = f"{help_text[0].upper()}{help_text[1:]}. {STDIN_NOTE}"
         sub = subs.add_parser(name, help=help_text, description=description)
@@ -260,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_serve(args)
         if args.command == "show":
             return cmd_show(args)
+        if args.command == "bow":
+            return cmd_bow(args)
         handle = _open_rejects(args, report)
         args.func(args, _recipes(args, report))
     except (CliError, InputError) as err:

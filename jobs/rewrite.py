@@ -8,6 +8,7 @@
         --ing-model out/train-ingpred/model --output out/rewrite/contextual_gpt2
     python jobs/rewrite.py --data out/prepared --system rule_based --output out/rewrite/rule_based
     python jobs/rewrite.py --data out/prepared --system ctrl --model ctrl --output out/rewrite/ctrl
+    python jobs/rewrite.py --data out/prepared --system pplm --model out/train-ns/model --output out/rewrite/pplm
     ray job submit --working-dir . -- python jobs/rewrite.py --profile v100x64 --data … --model … --output …
 
 Reads the split's recipe pairs and takes a fixed seeded sample of --num-recipes (source recipe,
@@ -37,6 +38,7 @@ from runtime.parquet import count_rows  # noqa: E402
 from runtime.runs import JobError, claim_output, read_manifest, write_json_atomic  # noqa: E402
 from rrt.config import ConfigError, load_settings  # noqa: E402
 from rrt.recipes.lexicon import CONSTRAINTS  # noqa: E402
+from rrt.corpus.bow import PAPER, load_bag  # noqa: E402
 from rrt.modelling.controllable import CONTROLLABLE  # noqa: E402
 from rrt.modelling.rewriter import SYSTEMS  # noqa: E402
 from rrt.recipes.tagger import parse_constraints  # noqa: E402
@@ -108,8 +110,16 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
             raise JobError(f"{data}/{folder} not found: pass a jobs/prepare_data.py output folder as --data")
     if count_rows(os.path.join(data, "recipe_pairs")) == 0:
         raise JobError(f"{data} holds no recipe pairs to rewrite")
-    if system in CONTROLLABLE:
+    if system == "ctrl":
         rewrite["model"] = _model_folder(rewrite["model"], "--model (a CTRL folder or name)", named=True)
+    elif system == "pplm":
+        rewrite["model"] = _model_folder(rewrite["model"], "--model (the No-Source LM folder PPLM steers)")
+        bow = rewrite["pplm"]["bow"]
+        try:
+            load_bag(bow, list(CONSTRAINTS))
+        except FileNotFoundError as err:
+            raise JobError(f"rewrite.pplm.bow: {err} (paper, or a folder written by `rrt bow`)") from None
+        rewrite["pplm"]["bow"] = bow if bow == PAPER else os.path.abspath(bow)
     elif SYSTEMS[system]:
         rewrite["model"] = _model_folder(rewrite["model"], "--model (a trained model folder)")
         if system == "contextual_gpt2":

@@ -56,29 +56,55 @@ def rewrite_baseline(batch: pa.Table, system: str) -> pa.Table:
 
 
 class ControlledBatch:
-    """Ray Data actor: loads a controllable baseline's LM (CTRL) once, then rewrites batches."""
+    """Ray Data actor: loads a controllable baseline's LM (CTRL, or the No-Source LM that PPLM
+    steers) once, then rewrites batches, one recipe after another."""
 
     def __init__(self, settings: dict):
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from rrt.modelling.controllable import ControlledRewriter, ControlSettings
+        from rrt.modelling.controllable import ControlSettings, ctrl_writer
+        from rrt.modelling.pplm import PplmSettings
 
-        device = "cuda" if settings["use_gpu"] and torch.cuda.is_available() else "cpu"
+        self.device = "cuda" if settings["use_gpu"] and torch.cuda.is_available() else "cpu"
         torch.set_num_threads(settings["torch_threads"] or max(1, int(settings["cpus_per_actor"])))
-        lm = AutoModelForCausalLM.from_pretrained(settings["model"],
-                                                  dtype=torch.float16 if device == "cuda" else torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(settings["model"])
-        control = ControlSettings(**settings["ctrl"], max_new_tokens=settings["max_step_tokens"])
-        self.seed = int(settings["seed"])
-        self.rewriter = ControlledRewriter(settings["system"], lm.to(device).eval(), tokenizer, control, device)
+        self.system, self.seed, self.writers = settings["system"], int(settings["seed"]), {}
+        if self.system == "pplm":
+            from rrt.modelling.loading import load_model
+
+            # Gradients flow through the key-value history: fp32 on a GPU too.
+            self.model = load_model(settings["model"], self.device, half_on_gpu=False)
+            block = dict(settings["pplm"])
+            self.bow, length = block.pop("bow"), block.pop("length")
+            self.steer = PplmSettings(**block, max_new_tokens=length)
+        else:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            half = torch.float16 if self.device == "cuda" else torch.float32
+            lm = AutoModelForCausalLM.from_pretrained(settings["model"], dtype=half).to(self.device).eval()
+            control = ControlSettings(**settings["ctrl"], max_new_tokens=settings["max_step_tokens"])
+            self.writers[None] = ctrl_writer(lm, AutoTokenizer.from_pretrained(settings["model"]), control,
+                                             self.device)
+
+    def _writer(self, constraints: list[str]):
+        """CTRL's writer, or PPLM's steered by the bags of these constraints (made once per set)."""
+        key = None if self.system != "pplm" else tuple(constraints)
+        if key not in self.writers:
+            from rrt.corpus.bow import load_bag
+            from rrt.modelling.controllable import pplm_writer
+
+            self.writers[key] = pplm_writer(self.model.lm, self.model.tokenizer, self.steer,
+                                            load_bag(self.bow, list(constraints)), self.device)
+        return self.writers[key]
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        """Rewrite every task of the batch, one recipe after another."""
-        tasks = _tasks(batch)
-        for task in tasks:
+        """Rewrite every task of the batch."""
+        from rrt.modelling.controllable import ControlledRewriter
+
+        records = []
+        for task in _tasks(batch):
             task.seed = self.seed
-        return _table(self.rewriter.rewrite(tasks))
+            records += ControlledRewriter(self.system, self._writer(task.constraints)).rewrite([task])
+        return _table(records)
 
 
 class RewriteBatch:

@@ -174,6 +174,21 @@ class ControlBlock(Section):
     repetition_penalty: Positive
 
 
+class PplmBlock(Section):
+    """PPLM's bag of words, perturbation and sampling."""
+
+    bow: str
+    step_size: Positive
+    iterations: Whole
+    window: Whole
+    gamma: float
+    kl_scale: Annotated[float, Field(ge=0)]
+    gm_scale: Share
+    temperature: Positive
+    top_k: Count
+    length: Count
+
+
 class RewriteSettings(Decoding):
     """jobs/rewrite.py: which system rewrites which recipes, and how."""
 
@@ -194,6 +209,7 @@ class RewriteSettings(Decoding):
     torch_threads: Count | None
     batch_recipes: Count
     ctrl: ControlBlock
+    pplm: PplmBlock
 
 
 class EvaluateSettings(Section):

@@ -260,6 +260,7 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
 
     def run(label: str, kind: str, micro: int, attention: str | None, fused: bool, compiled: bool,
             engine: str | None = None) -> None:
+        """Time one training row (a fresh model, its batches, its step) and record it."""
         need = COMPILE_RESERVE_S[device.type] if compiled else args.row_s
         if results.left() < need + args.reserve_s:
             return results.skip("train", label, f"budget: {results.left():.0f}s left")
@@ -349,6 +350,7 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results) -> 
     settings = SamplingSettings(top_k=40, top_p=1.0, temperature=1.0, candidates=10, max_new_tokens=64)
 
     def engine(decode: str) -> Rewriter:
+        """Our rewriter drawing tokens on the host or the device, every candidate run to the limit."""
         rewriter = Rewriter("contextual", lm, tokenizer, BLOCK, settings, batch_prompts=64, recipe_tokens=384,
                             reuse_prefix=False, decode=decode, device=str(device))
         rewriter._stop_ids = lambda variant, tok: set()   # random weights: every candidate runs to the limit

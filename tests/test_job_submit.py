@@ -1,4 +1,5 @@
-"""`ray job submit` against a `ray start --head` cluster (the session's) runs the training job, as in the README."""
+"""`ray job submit` against a `ray start --head` cluster (the session's) runs the training job, as in the README,
+on two workers with the plain PyTorch engine."""
 from __future__ import annotations
 
 import json
@@ -21,8 +22,9 @@ def test_ray_job_submit_runs_train_contextual(ray_cluster, prepared, tmp_path):
     out = tmp_path / "run"
     # Without --no-wait the client follows the job to its end, printing its logs.
     command = ["job", "submit", "--working-dir", ".", "--", "python", "jobs/train_contextual.py",
-               "--data", str(prepared[0]), "--output", str(out), "--max-steps", "6", "--num-workers", "1",
-               "--config", quick_train_config(tmp_path)]
+               "--data", str(prepared[0]), "--output", str(out), "--max-steps", "6", "--num-workers", "2",
+               # The plain PyTorch engine here (DDP over two workers); the other training tests run DeepSpeed.
+               "--config", quick_train_config(tmp_path, engine="torch", checkpoint_interval=3)]
     deadline = time.time() + 240
     while True:  # the job agent needs a few seconds after `ray start` (a minute or more on busy cores)
         submitted = _ray(*command, env=env, timeout=900)
@@ -43,3 +45,9 @@ def test_ray_job_submit_runs_train_contextual(ray_cluster, prepared, tmp_path):
     assert os.path.exists(driver_log)
     assert json.loads((out / "model" / "rrt_meta.json").read_text())["steps"] == 6
     assert (out / "metrics.jsonl").exists() and (out / "loss.png").exists()
+    assert json.loads((out / "train_stats.json").read_text())["world_size"] == 2
+    # Each checkpoint Ray keeps holds rank 0's weights, optimizer and schedule and every rank's state
+    # (tests/test_engine.py resumes from such a folder to the same weights).
+    checkpoints = [p for p in (out / "ray").iterdir() if p.name.startswith("checkpoint_") and p.is_dir()]
+    assert len(checkpoints) == 2 and all((c / "ds" / "engine.pt").exists() for c in checkpoints)
+    assert all((c / "train_state.1.json").exists() for c in checkpoints)

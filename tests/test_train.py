@@ -170,23 +170,3 @@ def test_the_allocator_is_preloaded_by_soname_and_keeps_an_earlier_preload(monke
     assert ran.stdout.strip() == "tcmalloc"
     plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     assert subprocess.run(probe, env=plain, capture_output=True, text=True, check=True).stdout.strip() == "system"
-
-
-@pytest.mark.slow
-@needs_shared_data
-def test_the_plain_torch_engine_trains_two_workers_and_checkpoints_for_ray(prepared, tmp_path):
-    out = tmp_path / "run"
-    config = quick_train_config(tmp_path, engine="torch", checkpoint_interval=2, eval_interval=2, eval_examples=32)
-    args = ["--data", str(prepared[0]), "--output", str(out), "--num-workers", "2", "--config", config]
-    done = run_script("train_contextual.py", *args, "--max-steps", "4", timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    evals = [row for row in metrics(out) if row["eval_loss"] is not None]
-    assert [row["step"] for row in evals] == [0, 2, 4] and evals[-1]["eval_loss"] < evals[0]["eval_loss"]
-    stats = json.loads((out / "train_stats.json").read_text())
-    assert stats["world_size"] == 2 and stats["steps"] == 4
-    # Each checkpoint Ray keeps holds rank 0's weights, optimizer and schedule and every rank's state
-    # (tests/test_engine.py resumes from such a folder to the same weights).
-    checkpoints = sorted(p for p in (out / "ray").iterdir() if p.name.startswith("checkpoint_") and p.is_dir())
-    assert checkpoints and all((c / "ds" / "engine.pt").exists() for c in checkpoints)
-    assert all((c / "train_state.1.json").exists() for c in checkpoints)
-    assert json.loads((out / "model" / "rrt_meta.json").read_text())["steps"] == 4

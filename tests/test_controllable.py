@@ -164,26 +164,26 @@ def test_the_rewrite_job_runs_ctrl_and_evaluate_scores_it(prepared, ctrl, tmp_pa
 @pytest.mark.slow
 @needs_shared_data
 @needs_dictionary
-def test_rrt_bow_builds_lists_that_the_rewrite_job_steers_pplm_with(prepared, no_source, tmp_path):
+def test_rrt_bow_builds_lists_that_the_rewrite_job_takes_for_pplm(prepared, no_source, tmp_path):
     from cli.main import main as rrt
+    from jobs.rewrite import build_parser, settings_from
+    from jobs.rewrite_actor import ControlledBatch, task_table
+    from runtime.runs import JobError
 
     assert rrt(["bow", "--data", str(prepared[0]), "--output", str(tmp_path / "bow"), "--min-count", "3"]) == 0
     vegan = (tmp_path / "bow" / "vegan.txt").read_text().split()
     assert vegan and not {"butter", "milk", "egg", "chicken"} & set(vegan)
+    args = ["--data", str(prepared[0]), "--system", "pplm", "--model", no_source.folder, "--output", str(tmp_path / "o")]
     config = tmp_path / "pplm.yaml"
     config.write_text(f"rewrite: {{pplm: {{bow: {tmp_path / 'bow'}, length: 6}}}}\n")
-    out = tmp_path / "rewrite"
-    done = run_script("rewrite.py", "--data", str(prepared[0]), "--system", "pplm", "--model", no_source.folder,
-                      "--config", str(config), "--output", str(out), "--num-recipes", "2", "--actors", "1",
-                      timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = [json.loads(line) for line in (out / "rewrites.jsonl").read_text().splitlines()]
-    assert len(rows) == 2 and all(r["system"] == "pplm" for r in rows)
-    assert all(len(r["rewrite"]["steps"]) == len(r["source"]["steps"]) for r in rows)
-    run = json.loads((out / "run.json").read_text())
-    assert run["settings"]["pplm"]["bow"] == str(tmp_path / "bow")
+    settings = settings_from(build_parser().parse_args([*args, "--config", str(config)]))
+    assert settings["pplm"]["bow"] == str(tmp_path / "bow") and settings["pplm"]["length"] == 6
+    # The job's actor, in this process: the No-Source LM steered by the corpus's vegan bag.
+    actor = ControlledBatch(settings)
+    table = task_table([{"id": "a", "constraints": ["vegan"], "source": SOURCE}])
+    rows = [json.loads(r) for r in actor(table).column("record").to_pylist()]
+    assert rows[0]["system"] == "pplm" and len(rows[0]["rewrite"]["steps"]) == 3
     bad = tmp_path / "bad.yaml"
     bad.write_text(f"rewrite: {{pplm: {{bow: {tmp_path / 'none'}}}}}\n")
-    done = run_script("rewrite.py", "--data", str(prepared[0]), "--system", "pplm", "--model", no_source.folder,
-                      "--config", str(bad), "--output", str(tmp_path / "refused"), timeout=120)
-    assert done.returncode == 2 and "rewrite.pplm.bow" in done.stderr and "Traceback" not in done.stderr
+    with pytest.raises(JobError, match="rewrite.pplm.bow"):
+        settings_from(build_parser().parse_args([*args, "--config", str(bad)]))

@@ -33,7 +33,6 @@ import argparse
 import copy
 import json
 import os
-import random
 import sys
 import time
 
@@ -42,12 +41,10 @@ sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
 
-from rrt.modelling.batching import bucket_batches, pad_batch  # noqa: E402
 from rrt.modelling.kernels import compile_model  # noqa: E402
 from rrt.modelling.models import fused_gelu, special_tokens  # noqa: E402
-from rrt.modelling.packing import packed_batches  # noqa: E402
 from rrt.modelling.speed import estimate_mfu, gpu_peak_flops  # noqa: E402
-from testing.timing import autocast_step, sync  # noqa: E402
+from testing.timing import autocast_step, scheme_batches, sync  # noqa: E402
 
 TODAY_BEST = 73_134        # useful tokens/s: our engine at micro-batch 64 on an H100 (benchmarks/RESULTS.md)
 GPT2_VOCAB = 50257
@@ -187,24 +184,6 @@ def engine_step(model, device, micro: int, steps: int, kind: str):
     return step
 
 
-def make_batches(kind: str, rows, micro: int, pad_id: int) -> list:
-    """The batches of one scheme: padded to the block, length-bucketed, or packed."""
-    rng = random.Random(0)
-    order = list(rows)
-    rng.shuffle(order)
-    if kind == "padded":
-        return [pad_batch(order[i:i + micro], pad_id, "all", multiple=BLOCK)
-                for i in range(0, len(order) - micro + 1, micro)]
-    batches = []
-    for i in range(0, len(order), micro * 32):
-        window = order[i:i + micro * 32]
-        if kind == "packed":
-            batches += packed_batches(window, micro, BLOCK, pad_id, "all", rng)
-        else:
-            batches += bucket_batches(window, micro, pad_id, "all", rng, token_budget=micro * BLOCK)
-    # A window's last batch is short; timing full batches keeps every step the same kind of work.
-    full = [b for b in batches if b.input_ids.shape[0] == micro] if kind == "packed" else batches
-    return full or batches
 
 
 def time_steps(step, batches: list, steps: int, device, cap_s: float) -> tuple[float, int]:
@@ -269,7 +248,7 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
                 import deepspeed  # noqa: F401
             except Exception as err:  # noqa: BLE001 - any failure to load it means no engine rows
                 return results.skip("train", label, f"deepspeed does not import: {str(err).splitlines()[0][:120]}")
-        batches = make_batches(kind, rows, micro, pad_id)
+        batches = scheme_batches(kind, rows, micro, BLOCK, pad_id)
         model = new_model(config, device, attention, fused)
         parameters = sum(p.numel() for p in model.parameters())
         if compiled:

@@ -26,7 +26,6 @@ import copy
 import glob
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -39,13 +38,13 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 import pyarrow.dataset as pads  # noqa: E402
 
-from rrt.modelling.batching import bucket_batches, pad_batch, tokenize_table  # noqa: E402
+from rrt.modelling.batching import pad_batch, tokenize_table  # noqa: E402
 from rrt.config import load_config  # noqa: E402
 from rrt.modelling.finetune import parameter_counts  # noqa: E402
 from rrt.modelling.models import (fused_gelu, pad_vocabulary, special_tokens,  # noqa: E402
                         tiny_config, train_tiny_tokenizer)
 from rrt.modelling.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops  # noqa: E402
-from testing.timing import autocast_step, sync  # noqa: E402
+from testing.timing import autocast_step, scheme_batches, sync  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
 WARMUP_STEPS = 5
@@ -169,21 +168,6 @@ def model_shape(model_name: str) -> tuple[dict, int | None]:
         return shapes[model_name], GPT2_VOCAB + len(special_tokens())
     config = AutoConfig.from_pretrained(model_name)
     return {k: getattr(config, k) for k in ("n_layer", "n_head", "n_embd")}, None
-
-
-def scheme_batches(scheme: str, rows, micro: int, block: int, pad_id: int, multiple: int) -> list:
-    """The baseline's batches (every example padded to the block) or ours (length-bucketed, token budget)."""
-    rng = random.Random(0)
-    order = list(rows)
-    rng.shuffle(order)
-    if scheme == "padded":
-        return [pad_batch(order[i:i + micro], pad_id, "all", multiple=block)
-                for i in range(0, len(order) - micro + 1, micro)]
-    batches = []
-    for i in range(0, len(order), micro * 32):
-        batches.extend(bucket_batches(order[i:i + micro * 32], micro, pad_id, "all", rng,
-                                      token_budget=micro * block, multiple=multiple))
-    return batches
 
 
 

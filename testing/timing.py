@@ -27,3 +27,31 @@ def autocast_step(model, device):
         optimizer.zero_grad(set_to_none=True)
 
     return step
+
+
+def scheme_batches(scheme: str, rows, micro: int, block: int, pad_id: int, multiple: int = 8) -> list:
+    """The batches of one scheme over shuffled rows: `padded` (every example padded to the block,
+    the baseline's), `bucketed` (length-sorted windows cut by a token budget, widths rounded up to
+    `multiple`) or `packed` (examples end to end in rows of the block, full batches only)."""
+    import random
+
+    from rrt.modelling.batching import bucket_batches, pad_batch
+    from rrt.modelling.packing import packed_batches
+
+    rng = random.Random(0)
+    order = list(rows)
+    rng.shuffle(order)
+    if scheme == "padded":
+        return [pad_batch(order[i:i + micro], pad_id, "all", multiple=block)
+                for i in range(0, len(order) - micro + 1, micro)]
+    batches = []
+    for i in range(0, len(order), micro * 32):
+        window = order[i:i + micro * 32]
+        if scheme == "packed":
+            batches += packed_batches(window, micro, block, pad_id, "all", rng)
+        else:
+            batches += bucket_batches(window, micro, pad_id, "all", rng, token_budget=micro * block,
+                                      multiple=multiple)
+    # A window's last packed batch is short; timing full batches keeps every step the same kind of work.
+    full = [b for b in batches if b.input_ids.shape[0] == micro] if scheme == "packed" else batches
+    return full or batches

@@ -101,13 +101,13 @@ def test_steering_raises_the_bag_of_words_probability_of_the_same_lm(no_source):
     with torch.no_grad():
         lm(input_ids=torch.tensor([ids[:-1]]), use_cache=True, **{kw: cache})
     targets = bow_targets(word_token_ids(tok, load_bag("paper", ["vegan"])), [])
-    steered, plain = steered_probs(lm, _layers(cache), ids[-1], targets, PplmSettings(**_PPLM, max_new_tokens=1), kw)
+    steered, plain, _ = steered_probs(lm, _layers(cache), ids[-1], targets, PplmSettings(**_PPLM, max_new_tokens=1), kw)
     assert float(steered[targets].sum()) > float(plain[targets].sum()) > 0
     stronger = PplmSettings(**{**_PPLM, "step_size": 0.1}, max_new_tokens=1)
-    steered, _ = steered_probs(lm, _layers(cache), ids[-1], targets, stronger, kw)
+    steered, _, _ = steered_probs(lm, _layers(cache), ids[-1], targets, stronger, kw)
     assert float(steered[targets].sum()) > 1.3 * float(plain[targets].sum())
     # No iterations: the distribution is the LM's own.
-    same, _ = steered_probs(lm, _layers(cache), ids[-1], targets, PplmSettings(**{**_PPLM, "iterations": 0},
+    same, _, _ = steered_probs(lm, _layers(cache), ids[-1], targets, PplmSettings(**{**_PPLM, "iterations": 0},
                                                                                   max_new_tokens=1), kw)
     assert torch.allclose(same, plain)
 

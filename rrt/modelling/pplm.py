@@ -62,17 +62,18 @@ def _cache(layers: list[tuple]):
 
 
 def steered_probs(lm, history: list[tuple], last: int, targets: list[int], settings: PplmSettings, cache_kw: str):
-    """(steered next-token probabilities, unsteered ones) after `last`, given the key-value
-    history of the text before it."""
+    """(steered next-token probabilities, unsteered ones, the history extended by `last`) after
+    `last`, given the key-value history of the text before it (empty for a one-token prompt)."""
     import torch
 
-    device = history[0][0].device
-    token = torch.tensor([[last]], device=device)
+    token = torch.tensor([[last]], device=next(lm.parameters()).device)
+    extended = _cache(history)
     with torch.no_grad():
-        plain = lm(input_ids=token, use_cache=True, **{cache_kw: _cache([(k.clone(), v.clone()) for k, v in history])})
+        plain = lm(input_ids=token, use_cache=True, **{cache_kw: extended})
     unsteered = torch.softmax(plain.logits[0, -1].float() / settings.temperature, dim=-1)
-    if not targets or settings.iterations == 0:
-        return unsteered, unsteered
+    if not targets or settings.iterations == 0 or not history:
+        return unsteered, unsteered, _layers(extended)
+    device = token.device
     length = history[0][0].shape[2]
     mask = torch.zeros(1, 1, length, 1, device=device)
     mask[:, :, length - settings.window if 0 < settings.window < length else 0:] = 1
@@ -97,7 +98,7 @@ def steered_probs(lm, history: list[tuple], last: int, targets: list[int], setti
         logits = lm(input_ids=token, use_cache=True, **{cache_kw: _cache(layers)}).logits[0, -1].float()
         steered = torch.softmax(logits / settings.temperature, dim=-1)
         fused = steered ** settings.gm_scale * unsteered ** (1 - settings.gm_scale)
-    return fused / fused.sum(), unsteered
+    return fused / fused.sum(), unsteered, _layers(extended)
 
 
 def generate(lm, prompt: list[int], words: list[tuple[int, ...]], stop_ids: set[int], settings: PplmSettings,
@@ -111,28 +112,19 @@ def generate(lm, prompt: list[int], words: list[tuple[int, ...]], stop_ids: set[
     cache_kw = cache_argument(lm)
     generator = torch.Generator(device="cpu").manual_seed(seed)
     ids = list(prompt)
-    history = None
+    cache = _cache([])
     if len(ids) > 1:
-        cache = _cache([])
         with torch.no_grad():
             lm(input_ids=torch.tensor([ids[:-1]], device=device), use_cache=True, **{cache_kw: cache})
-        history = _layers(cache)
+    history = _layers(cache)
     out: list[int] = []
     for _ in range(settings.max_new_tokens):
-        if history is None:
-            with torch.no_grad():
-                probs = torch.softmax(lm(input_ids=torch.tensor([ids], device=device)).logits[0, -1].float()
-                                      / settings.temperature, dim=-1)
-        else:
-            probs, _ = steered_probs(lm, history, ids[-1], bow_targets(words, out), settings, cache_kw)
+        # The unsteered pass over the last token also extends the history for the next one.
+        probs, _, history = steered_probs(lm, history, ids[-1], bow_targets(words, out), settings, cache_kw)
         top = torch.topk(probs.cpu(), min(settings.top_k, probs.shape[-1]))
         token = int(top.indices[torch.multinomial(top.values / top.values.sum(), 1, generator=generator)])
         if token in stop_ids:
             break
         out.append(token)
-        cache = _cache(history or [])
-        with torch.no_grad():
-            lm(input_ids=torch.tensor([[ids[-1]]], device=device), use_cache=True, **{cache_kw: cache})
-        history = _layers(cache)
         ids.append(token)
     return out

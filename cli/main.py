@@ -8,6 +8,8 @@
     rrt align source.json target.json [--table out/prepared/translation_table.npz]
     rrt serve --model out/demo/contextual/model [--port 8000]
     rrt show out/demo/rewrites/contextual_rule_constrained --recipes 3
+    rrt judge create --study out/study --rewrites out/demo/rewrites/contextual_rule,out/demo/rewrites/rule_based
+    rrt judge serve --study out/study     (then: rrt judge report --study out/study)
 """
 from __future__ import annotations
 
@@ -229,6 +231,127 @@ def cmd_bow(args: argparse.Namespace) -> int:
     return 0
 
 
+def _judge_settings(args: argparse.Namespace) -> dict:
+    """The judge block of the config with this command's flags over it."""
+    from rrt.config import ConfigError, load_settings
+
+    flags = {key: getattr(args, key, None) for key in ("study", "recipes", "judges", "judges_per_item", "seed",
+                                                       "host", "port", "best", "human_rewrites", "public_url")}
+    if getattr(args, "fish_free", False):
+        flags["fish_free"] = True
+    try:
+        return load_settings(args.config, overrides={"judge": flags}).judge.model_dump()
+    except ConfigError as err:
+        raise CliError(str(err)) from None
+
+
+def cmd_judge(args: argparse.Namespace) -> int:
+    """The human study: create, extend, add judges, print links, serve, report, export."""
+    from judge import study as studies
+    from judge.store import Study, StudyError
+
+    settings = _judge_settings(args)
+    folder = settings["study"]
+    try:
+        if args.action == "create":
+            folders = [f.strip() for f in args.rewrites.split(",") if f.strip()]
+            if not folders:
+                raise CliError("--rewrites names no folder")
+            out = studies.create_study(folder, folders, settings, settings["best"])
+            print(f"rrt judge: study in {folder}: {out['recipes']} recipes ({', '.join(f'{c} {n}' for c, n in out['per_constraint'].items())}), "
+                  f"systems {', '.join(out['systems'])} (best: {out['best']}), {out['assignments']} assignments "
+                  f"to {out['judges']} judges, seed {out['seed']}; {folder}/create.json")
+        elif args.action == "extend":
+            out = studies.extend_study(folder, args.rewrites)
+            missing = f" ({out['missing']} of the study's recipes not in that run)" if out["missing"] else ""
+            print(f"rrt judge: added {out['system']} on {out['items']} recipes{missing}: {out['assignments']} "
+                  f"new assignments")
+        elif args.action == "add-judges":
+            names = [n.strip() for n in args.names.split(",") if n.strip()] if args.names else None
+            study = Study(folder)
+            if not names:
+                if not args.count:
+                    raise CliError("give --count N or --names a,b")
+                names = studies.judge_names(args.count, len(study.judges()) + 1)
+            out = study.add_judges(names, rebalance=not args.no_rebalance)
+            print(f"rrt judge: added {', '.join(out['judges'])}; {out['moved']} unstarted tasks moved to them")
+            _print_links(study, settings)
+        elif args.action == "links":
+            _print_links(Study(folder), settings)
+        elif args.action == "serve":
+            from judge.app import run
+
+            run(folder, settings["host"], settings["port"], settings["max_chars"], settings["public_url"])
+        elif args.action == "report":
+            output = args.output or os.path.join(folder, "report")
+            report = studies.write_report(Study(folder), output)
+            with open(os.path.join(output, "report.md"), encoding="utf-8") as handle:
+                print(handle.read(), end="")
+            print(f"rrt judge: report.md, report.json, report.html{', head_to_head.png' if report['head_to_head'] else ''}"
+                  f" in {output}")
+        elif args.action == "export":
+            output = args.output or os.path.join(folder, "export")
+            out = studies.export_study(Study(folder), output)
+            print(f"rrt judge: {out['judgments']} judgments to {output}/judgments.jsonl; {out['human_rewrites']} "
+                  f"hand rewrites to {output}/human (jobs/evaluate.py --rewrites {output}/human,...)")
+    except StudyError as err:
+        raise CliError(str(err)) from None
+    return 0
+
+
+def _print_links(study, settings: dict) -> None:
+    base = (settings["public_url"] or f"http://{settings['host']}:{settings['port']}").rstrip("/")
+    for person in study.judges():
+        print(f"  {person['name']}: {base}/#t={person['token']}")
+    print(f"  admin: {base}/admin#t={study.meta()['admin_token']}")
+
+
+def _judge_parser(subs) -> None:
+    judge = subs.add_parser("judge", help="human evaluation: a judging site, its study database and report",
+                            description="Run the paper's human evaluation on your systems: create a study from "
+                                        "rewrite runs, serve it to judges, then report. Defaults: the judge block "
+                                        "of ray_config.yaml.")
+    actions = judge.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(name: str, help_text: str, description: str):
+        sub = actions.add_parser(name, help=help_text, description=description)
+        sub.add_argument("--study", help="the study folder (default: judge.study)")
+        sub.add_argument("--config", help="config file (default: ray_config.yaml)")
+        sub.set_defaults(func=None)
+        return sub
+
+    create = action("create", "create a study from rewrite runs",
+                    "Sample recipes every run rewrote (equal shares per constraint), plan ratings, head-to-head "
+                    "pairs (the best system against each other) and hand rewrites, assign them blind and balanced.")
+    create.add_argument("--rewrites", required=True, help="comma list of jobs/rewrite.py output folders")
+    create.add_argument("--best", help="the system compared with each other one (default: the first run)")
+    create.add_argument("--recipes", type=int, help="recipes rated (default: judge.recipes, 150)")
+    create.add_argument("--judges", type=int, help="judges to create (default: judge.judges)")
+    create.add_argument("--judges-per-item", type=int, help="judges per rating and pair (default: judge.judges_per_item)")
+    create.add_argument("--human-rewrites", type=int, help="recipes rewritten by hand (default: judge.human_rewrites)")
+    create.add_argument("--fish-free", action="store_true", help="sample fish-free recipes too")
+    create.add_argument("--seed", type=int, help="the seed of the sample, sides and order (default: judge.seed)")
+    extend = action("extend", "add a system to a study, keeping its judgments",
+                    "Rate a new run's rewrites of the study's recipes and compare it with the best system.")
+    extend.add_argument("--rewrites", required=True, help="one jobs/rewrite.py output folder")
+    add = action("add-judges", "add judges (unstarted tasks move to them)", "Add judges and print their links.")
+    add.add_argument("--count", type=int, help="how many judges (named judge-NN)")
+    add.add_argument("--names", help="comma list of judge names")
+    add.add_argument("--no-rebalance", action="store_true", help="leave every assignment where it is")
+    action("links", "print every judge's link and the admin link", "Print the links of the judges and the admin.")
+    serve = action("serve", "serve the judging site until Ctrl-C", "Serve the study's judging site (uvicorn).")
+    serve.add_argument("--host", help="address to bind (default: judge.host)")
+    serve.add_argument("--port", type=int, help="HTTP port (default: judge.port)")
+    serve.add_argument("--public-url", help="the links' base URL (default: http://host:port)")
+    report = action("report", "write the human tables, chart and agreement",
+                    "Mean ± 95% CI per question per system, head-to-head wins/ties/losses (PNG), Krippendorff's "
+                    "alpha, per-judge counts and times: report.md, report.json, report.html.")
+    report.add_argument("--output", help="folder (default: <study>/report)")
+    export = action("export", "export judgments and the hand rewrites (system human)",
+                    "judgments.jsonl, and human/rewrites.jsonl + run.json for jobs/evaluate.py.")
+    export.add_argument("--output", help="folder (default: <study>/export)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one subcommand per tool."""
     parser = argparse.ArgumentParser(prog="rrt", description=__doc__.split("\n\n")[0],
@@ -266,6 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
     bow.add_argument("--output", required=True, help="folder for the word lists")
     bow.add_argument("--min-count", type=int, default=5, help="recipes a word must appear in (default 5)")
     bow.set_defaults(func=None)
+    _judge_parser(subs)
     for name, (func, help_text) in COMMANDS.items():
         description = f"{help_text[0].upper()}{help_text[1:]}. {STDIN_NOTE}"
         sub = subs.add_parser(name, help=help_text, description=description)
@@ -300,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_show(args)
         if args.command == "bow":
             return cmd_bow(args)
+        if args.command == "judge":
+            return cmd_judge(args)
         handle = _open_rejects(args, report)
         args.func(args, _recipes(args, report))
     except (CliError, InputError) as err:

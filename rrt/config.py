@@ -267,6 +267,32 @@ class ServeSettings(Decoding):
     limits: Limits
 
 
+class JudgeSettings(Section):
+    """rrt judge: the human study (sample, judges, assignments) and its web app."""
+
+    study: str
+    recipes: Count
+    fish_free: bool
+    judges: Count
+    judges_per_item: Count
+    majority: Count
+    best: str | None
+    human_rewrites: Whole
+    human_constraint: Literal["dairy-free", "nut-free", "egg-free", "vegan", "vegetarian", "alcohol-free", "fish-free"]
+    rewriters_per_recipe: Count
+    seed: int
+    host: str
+    port: Annotated[int, Field(ge=0, le=65535)]
+    public_url: str | None
+    max_chars: Count
+
+    @model_validator(mode="after")
+    def _fits(self) -> "JudgeSettings":
+        if self.majority > self.judges_per_item:
+            raise ValueError("majority must be at most judges_per_item")
+        return self
+
+
 class RaySettings(Section):
     """Where Ray runs and how a local one is started."""
 
@@ -287,6 +313,7 @@ class Settings(Section):
     rewrite: RewriteSettings
     evaluate: EvaluateSettings
     serve: ServeSettings
+    judge: JudgeSettings
     ray: RaySettings
 
 

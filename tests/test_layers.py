@@ -16,7 +16,8 @@ MAY_IMPORT = {
     "runtime": {"rrt", "runtime"},
     "jobs": {"rrt", "runtime", "jobs"},
     "serve": {"rrt", "runtime", "serve"},
-    "cli": {"rrt", "runtime", "serve", "cli"},
+    "judge": {"rrt", "runtime", "judge"},
+    "cli": {"rrt", "runtime", "serve", "judge", "cli"},
     "testing": {"rrt", "runtime", "serve", "testing"},
 }
 

@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rrt-installed
-SYSTEM_PACKAGES := libenchant-2-2 hunspell-en-us libtcmalloc-minimal4 chromium
+SYSTEM_PACKAGES := libenchant-2-2 hunspell-en-us libtcmalloc-minimal4 chromium chromium-driver
 # Root installs directly; otherwise only a sudo that asks no password (a prompt would stop make).
 SUDO := $(shell if [ "$$(id -u)" = 0 ]; then :; elif sudo -n true 2>/dev/null; then echo sudo; else echo none; fi)
 PYTEST_ARGS ?=
@@ -15,7 +15,7 @@ help:  ## list the targets
 
 setup: system-packages $(STAMP)  ## create .venv and install everything (idempotent)
 
-system-packages:  ## apt-install the spell-check libraries, tcmalloc (training workers) and chromium (the page test) when missing
+system-packages:  ## apt-install the spell-check libraries, tcmalloc (training workers), chromium and its driver (the page tests) when missing
 	@if dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1; then :; \
 	elif [ "$(SUDO)" = none ] || ! command -v apt-get >/dev/null; then \
 		echo "make: skipping system packages ($(SYSTEM_PACKAGES)): not root, no password-less sudo or no apt-get; the tests that need them skip"; \

@@ -11,6 +11,7 @@ import os
 import random
 import secrets
 import sqlite3
+import threading
 import time
 from contextlib import contextmanager
 from typing import Iterator
@@ -82,6 +83,9 @@ def connect(path: str) -> sqlite3.Connection:
     conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA journal_mode=WAL")
+    # In WAL mode NORMAL still survives a crash of the app (a commit is in the log before it returns);
+    # only a power cut can take the last commits, and it spares an fsync per answer.
+    conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA busy_timeout=30000")
     return conn
@@ -133,6 +137,7 @@ class Study:
     def __init__(self, folder: str, create: bool = False):
         self.folder = folder
         self.path = os.path.join(folder, DB_FILE)
+        self._local, self._lock, self._opened = threading.local(), threading.Lock(), []
         if not create and not os.path.isfile(self.path):
             raise StudyError(f"no study in {folder} (no {DB_FILE}): create one with rrt judge create")
         if create:
@@ -141,16 +146,30 @@ class Study:
             with self.connection() as conn:
                 migrate(conn)
         except sqlite3.DatabaseError as err:
+            self.close()
             raise StudyError(f"{self.path} is not a study database: {err}") from None
+        except StudyError:
+            self.close()
+            raise
 
     @contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:
-        """A connection of its own for one call (threads of the web app never share one)."""
-        conn = connect(self.path)
-        try:
-            yield conn
-        finally:
-            conn.close()
+        """This thread's connection (threads of the web app never share one); kept open, because the
+        last connection to close checkpoints the whole log."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = connect(self.path)
+            with self._lock:
+                self._opened.append(conn)
+        yield conn
+
+    def close(self) -> None:
+        """Close every connection this study opened."""
+        with self._lock:
+            for conn in self._opened:
+                conn.close()
+            self._opened.clear()
+        self._local = threading.local()
 
     @contextmanager
     def writing(self) -> Iterator[sqlite3.Connection]:
@@ -285,25 +304,31 @@ class Study:
         return {**summary, "system": system, "items": len(covered), "missing": len(rated) - len(covered)}
 
     def add_judges(self, names: list[str], rebalance: bool) -> dict:
-        """New judges; with `rebalance`, unstarted assignments move to them until loads are even."""
+        """New judges; with `rebalance`, unstarted assignments move to them until their open loads
+        reach the others'."""
         moved = 0
         with self.writing() as conn:
             self._add_judges(conn, names)
             if rebalance:
-                moved = self._rebalance(conn)
+                moved = self._rebalance(conn, names)
         return {"judges": names, "moved": moved}
 
     @staticmethod
-    def _rebalance(conn) -> int:
-        """Move unstarted assignments from the most to the least open-loaded judge (never a task the
-        receiver already holds) until open loads differ by at most one."""
+    def _rebalance(conn, names: list[str]) -> int:
+        """Move unstarted assignments from the judge with the most open tasks to the new judge with the
+        fewest (never a task the receiver already holds) until those differ by at most one."""
+        new = {r[0] for r in conn.execute(f"SELECT id FROM judges WHERE name IN ({','.join('?' * len(names))})",
+                                          names)}
         moved = 0
         while True:
             open_load = {r["id"]: r["n"] for r in conn.execute(
                 "SELECT j.id, COUNT(a.id) AS n FROM judges j LEFT JOIN assignments a ON a.judge = j.id "
                 "AND a.finished_at IS NULL GROUP BY j.id")}
-            high = max(open_load, key=lambda j: (open_load[j], -j))
-            low = min(open_load, key=lambda j: (open_load[j], j))
+            givers = [j for j in open_load if j not in new]
+            if not givers or not new:
+                return moved
+            high = max(givers, key=lambda j: (open_load[j], -j))
+            low = min(new, key=lambda j: (open_load[j], j))
             if open_load[high] - open_load[low] <= 1:
                 return moved
             row = conn.execute(

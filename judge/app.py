@@ -175,9 +175,17 @@ def app_from_env() -> FastAPI:
 
 def run(folder: str, host: str, port: int, max_chars: int, public_url: str | None) -> None:
     """Serve the study until Ctrl-C, after printing the judges' links and the admin link."""
+    import socket
+
     import uvicorn
 
     app = build_app(folder, max_chars)
+    with socket.socket() as probe:  # a taken port is one error line, not uvicorn's exit
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            raise OSError(f"cannot serve on {host}:{port}: {err.strerror}") from None
     base = (public_url or f"http://{host}:{port}").rstrip("/")
     study: Study = app.state.study
     print(f"study {folder}: {len(study.judges())} judges, systems {', '.join(study.systems())}", flush=True)

@@ -25,6 +25,7 @@ QUESTIONS = {
 COMPARE_QUESTION = "Which is better overall?"
 CHOICES = ("left", "right", "same")
 KINDS = ("rate", "compare", "rewrite")
+TASK_NAMES = {"rate": "rating (four questions)", "compare": "head to head", "rewrite": "hand rewrite"}
 RATING_RANGE = (1, 5)
 # Two-sided 95%: the normal quantile; a system has hundreds of ratings per question.
 Z95 = 1.959963984540054
@@ -238,6 +239,10 @@ def report_markdown(report: dict) -> str:
     lines += ["", "## Agreement (Krippendorff's alpha)", "", "| judgment | alpha |", "| --- | --- |"]
     lines += [f"| {QUESTIONS[q][0]} (ordinal) | {_number(a)} |" for q, a in alphas["ratings"].items()]
     lines += [f"| head to head (nominal) | {_number(alphas['head_to_head'])} |"]
+    if report.get("tasks"):
+        lines += ["", "## Tasks", "", "| task | assigned | done | median s/task |", "| --- | --- | --- | --- |"]
+        lines += [f"| {TASK_NAMES[k]} | {r['assigned']} | {r['done']} | {_number(r['median_s'], 1)} |"
+                  for k, r in report["tasks"].items()]
     lines += ["", "## Judges", "", "| judge | assigned | done | median s/task | mean s/task |",
               "| --- | --- | --- | --- | --- |"]
     lines += [f"| {j} | {r['assigned']} | {r['done']} | {_number(r['median_s'], 1)} | {_number(r['mean_s'], 1)} |"

@@ -11,6 +11,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -52,15 +53,9 @@ class Site:
         return self.links[name].split("#t=", 1)[1]
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """12 recipes, three systems, 50 judges (5 per rating and pair), 4 hand rewrites, served on a free port."""
-    tmp = tmp_path_factory.mktemp("judge")
-    runs = write_runs(str(SAMPLE), str(tmp / "runs"))
-    folder = str(tmp / "study")
-    assert rrt(["judge", "create", "--study", folder, "--rewrites", ",".join(runs.values()), "--recipes", "12",
-                "--judges", str(JUDGES), "--human-rewrites", "4"]) == 0
-    port = free_port()
+def start_site(folder: str, port: int) -> tuple[subprocess.Popen, dict, str]:
+    """`rrt judge serve` in a child process: the process, each judge's link and the admin token, once
+    it answers."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen([sys.executable, "-m", "cli", "judge", "serve", "--study", folder, "--port", str(port)],
                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -74,24 +69,36 @@ def site(tmp_path_factory):
         if link.startswith("http"):
             links[name] = link
     assert admin, "".join(lines)
-    url = f"http://127.0.0.1:{port}"
     threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()  # keep the pipe drained
     deadline = time.monotonic() + 30
     while True:
         try:
-            if requests.get(f"{url}/healthz", timeout=2).ok:
-                break
+            if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).ok:
+                return process, links, admin
         except requests.ConnectionError:
             pass
         assert time.monotonic() < deadline and process.poll() is None, "the judging site did not start"
         time.sleep(0.1)
-    yield Site(folder, process, url, links, admin)
-    process.terminate()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """12 recipes, three systems, 50 judges (5 per rating and pair), 4 hand rewrites, served on a free port."""
+    tmp = tmp_path_factory.mktemp("judge")
+    runs = write_runs(str(SAMPLE), str(tmp / "runs"))
+    folder = str(tmp / "study")
+    assert rrt(["judge", "create", "--study", folder, "--rewrites", ",".join(runs.values()), "--recipes", "12",
+                "--judges", str(JUDGES), "--human-rewrites", "4"]) == 0
+    port = free_port()
+    process, links, admin = start_site(folder, port)
+    served = Site(folder, process, f"http://127.0.0.1:{port}", links, admin)
+    yield served
+    served.process.terminate()
     try:
-        process.wait(timeout=10)
+        served.process.wait(timeout=10)
     except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+        served.process.kill()
+        served.process.wait()
 
 
 def auth(token: str | None) -> dict:
@@ -348,3 +355,15 @@ def test_the_report_of_the_simulated_study(site, capsys):
     assert rrt(["judge", "export", "--study", site.folder, "--output", str(ARTIFACTS / "judge_export")]) == 0
     human = (ARTIFACTS / "judge_export" / "human" / "rewrites.jsonl").read_text().splitlines()
     assert len(human) == 4 and all(json.loads(line)["system"] == "human" for line in human)
+
+
+def test_a_killed_server_loses_no_judgment(site):
+    admin = auth(site.admin)
+    before = requests.get(f"{site.url}/api/admin/export", headers=admin, timeout=30).json()
+    assert before["judgments"]
+    site.process.send_signal(signal.SIGKILL)
+    site.process.wait(timeout=10)
+    site.process, links, _ = start_site(site.folder, int(site.url.rsplit(":", 1)[1]))
+    assert links == site.links  # the same personal links after a restart
+    after = requests.get(f"{site.url}/api/admin/export", headers=admin, timeout=30).json()
+    assert after == before

@@ -12,7 +12,8 @@ import pytest
 from conftest import SAMPLE
 from cli.main import main as rrt
 from judge.store import SCHEMA_VERSION, AnswerError, Study, StudyError, connect, migrate
-from judge.study import build_report, create_study, export_study, extend_study, read_system, write_report
+from judge.study import (build_report, create_study, export_study, extend_study, read_system, study_constraints,
+                         write_report)
 from rrt.config import load_settings
 from rrt.evaluation.human import (QUESTIONS, Z95, agreement, alpha, assign, head_to_head, human_table, judge_times,
                                   mean_ci, pair_outcome, plan_tasks, report_markdown, sample_items)
@@ -70,6 +71,7 @@ def test_create_answer_extend_export(tmp_path, runs):
     folder = str(tmp_path / "study")
     out = create_study(folder, [runs["guide"], runs["short"], runs["copy"]], small())
     assert out["recipes"] == 12 and set(out["per_constraint"].values()) == {2} and "fish-free" not in out["per_constraint"]
+    assert "fish-free" in study_constraints(True) and "fish-free" not in study_constraints(SETTINGS["fish_free"])
     assert json.loads((tmp_path / "study" / "create.json").read_text())["seed"] == SETTINGS["seed"]
     assert out["tasks"] == {"rate": 36, "compare": 24, "rewrite": 3}
     assert out["assignments"] == (36 + 24) * 5 + 3

@@ -122,8 +122,8 @@ def build_app(folder: str, max_chars: int) -> FastAPI:
 
     @app.put("/api/tasks/{task_id}/answers/{question}")
     async def answer(task_id: int, question: str, request: Request, who: dict = Depends(judge)) -> dict:
-        body = await request.body()
-        if len(body) > max_chars + 1024:
+        declared = request.headers.get("content-length", "0")
+        if not declared.isdigit() or int(declared) > max_chars + 1024 or len(await request.body()) > max_chars + 1024:
             raise Refused(413, f"an answer is at most {max_chars} characters")
         try:
             value = (await request.json())["value"]

@@ -86,7 +86,7 @@ def create_study(folder: str, rewrite_folders: list[str], settings: dict, best: 
     rewritten = pool[:settings["human_rewrites"]]
     study = Study(folder, create=True)
     summary = study.populate(records, origins, rated, rewritten, judge_names(settings["judges"]),
-                             best=best if len(records) > 1 else None, judges_per_item=settings["judges_per_item"],
+                             best=best, judges_per_item=settings["judges_per_item"],
                              rewriters_per_item=settings["rewriters_per_recipe"], majority=settings["majority"],
                              seed=settings["seed"], settings=settings)
     shares = {c: sum(k[1] == c for k in rated) for c in constraints}

@@ -232,3 +232,10 @@ def test_the_report_files_of_a_study(tmp_path, runs):
     markdown = (tmp_path / "report" / "report.md").read_text()
     assert "| guide | 5.00 ± 0.00 |" in markdown and report_markdown(build_report(study)) == markdown
     assert all(j["done"] == j["assigned"] for j in report["judges"].values())
+
+
+def test_a_study_of_one_system_gets_head_to_head_pairs_when_a_second_joins(tmp_path, runs):
+    folder = str(tmp_path / "study")
+    first = create_study(folder, [runs["guide"]], small(recipes=4, judges=5, human_rewrites=0))
+    assert first["tasks"] == {"rate": 4, "compare": 0, "rewrite": 0} and first["best"] == "guide"
+    assert extend_study(folder, runs["copy"])["tasks"] == {"rate": 4, "compare": 4, "rewrite": 0}

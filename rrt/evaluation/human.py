@@ -258,17 +258,18 @@ def plot_head_to_head(results: dict[str, dict], best: str, path: str) -> None:
     import matplotlib.pyplot as plt
 
     others = list(results)
-    figure, axis = plt.subplots(figsize=(7, 0.6 * max(len(others), 1) + 1.6))
+    figure, axis = plt.subplots(figsize=(7, 0.6 * max(len(others), 1) + 2))
     left = [0] * len(others)
     for key, colour, label in (("wins", "#2a8a3e", f"{best} wins"), ("ties", "#bbbbbb", "tie"),
                                ("losses", "#c0392b", f"{best} loses")):
         values = [results[o][key] for o in others]
-        axis.barh(range(len(others)), values, left=left, color=colour, label=label)
+        bars = axis.barh(range(len(others)), values, left=left, color=colour, label=label)
+        axis.bar_label(bars, labels=[str(v) if v else "" for v in values], label_type="center", fontsize=8)
         left = [a + b for a, b in zip(left, values)]
     axis.set_yticks(range(len(others)), [f"vs {o}" for o in others])
     axis.set_xlabel("items")
     axis.invert_yaxis()
-    axis.legend(loc="lower right", fontsize=8)
+    axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3, fontsize=8, frameon=False)
     axis.set_title(f"Head to head: {best}")
     figure.tight_layout()
     figure.savefig(path, dpi=100)

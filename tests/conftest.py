@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -207,10 +209,11 @@ def _steps(out) -> list[int]:
 
 
 @pytest.fixture(scope="session")
-def trained_contextual(prepared, tmp_path_factory):
+def trained_contextual(request, prepared, tmp_path_factory):
     """One two-worker Contextual Rewriter run on the prepared real data, made the hard way: 20 steps
     with one worker process killed past the step-10 checkpoint, a rerun refused without --resume,
-    then resumed to 30 steps. (folder, the resumed run's result, what happened before it)."""
+    then resumed to 30 steps by `ray job submit`, as the README submits jobs to a cluster.
+    (folder, the resumed job (its id, status and logs), what happened before it)."""
     folder = tmp_path_factory.mktemp("train")
     out = folder / "run"
     args = ["--data", str(prepared[0]), "--output", str(out), "--num-workers", "2",
@@ -236,9 +239,44 @@ def trained_contextual(prepared, tmp_path_factory):
     first = {"killed": killed, "returncode": job.returncode, "output": first_output, "steps": _steps(out),
              "stats": json.loads((out / "train_stats.json").read_text()) if (out / "train_stats.json").exists() else {}}
     first["refused"] = run_script("train_contextual.py", *args, "--max-steps", "30")
-    done = run_script("train_contextual.py", *args, "--max-steps", "30", "--resume")
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = submit_job(request.getfixturevalue("ray_cluster"), "jobs/train_contextual.py", *args, "--max-steps", "30",
+                      "--resume")
+    assert done.succeeded, done.status[-1000:] + done.logs[-4000:]
     return out, done, first
+
+
+@dataclass
+class SubmittedJob:
+    """A job run by `ray job submit`: its id, what `ray job status` and `ray job logs` said."""
+
+    job_id: str
+    status: str
+    logs: str
+
+    @property
+    def succeeded(self) -> bool:
+        """Whether Ray reports the job succeeded."""
+        return "' succeeded" in self.status.lower()  # "Job 'raysubmit_…' succeeded"
+
+
+def submit_job(cluster: "RayCluster", script: str, *args: str) -> SubmittedJob:
+    """Submit one jobs/ script to the session's Ray with `ray job submit --working-dir .` and follow it
+    to its end."""
+    env = {"RAY_ADDRESS": cluster.dashboard}   # the job client talks to the dashboard
+    command = ["job", "submit", "--working-dir", ".", "--", "python", script, *args]
+    deadline = time.time() + 240
+    while True:  # the job agent needs a few seconds after `ray start` (a minute or more on busy cores)
+        submitted = cluster.ray(*command, env=env, timeout=900)
+        said = submitted.stdout + submitted.stderr  # the Ray CLI logs to stderr
+        found = re.search(r"raysubmit_[A-Za-z0-9]+", said)  # the CLI wraps the id in colour codes
+        if found or time.time() > deadline:
+            break
+        time.sleep(3)
+    assert found, said[-2000:]
+    job_id = found.group(0)
+    status = cluster.ray("job", "status", job_id, env=env)
+    logs = cluster.ray("job", "logs", job_id, env=env)
+    return SubmittedJob(job_id, status.stdout + status.stderr, logs.stdout + logs.stderr)
 
 
 def quick_train_config(folder, **train) -> str:

@@ -14,7 +14,8 @@ from testing.local_service import tiny_llama
 
 pytestmark = [pytest.mark.slow, pytest.mark.shared_data, needs_shared_data, needs_dictionary]
 
-# freeze runs through build_engine in test_finetune.py; here LoRA goes all the way (merge, export).
+# freeze runs through build_engine in test_finetune.py; here LoRA goes all the way (merge, export), trained
+# by the plain PyTorch engine (the other training jobs under test run DeepSpeed).
 FINETUNE = "lora"
 
 
@@ -25,10 +26,12 @@ def done_ok(done, what: str) -> None:
 
 @pytest.fixture(scope="module")
 def tuned(prepared, tmp_path_factory):
-    """The Contextual Rewriter fine-tuned (FINETUNE) from a tiny Llama for 4 steps: (base, run folder, result)."""
+    """The Contextual Rewriter fine-tuned (FINETUNE) from a tiny Llama for 4 steps by the torch engine:
+    (base, run folder, result)."""
     folder = tmp_path_factory.mktemp("llama-chain")
     base = tiny_llama(str(folder / "base"))
-    config = quick_train_config(folder, model=base, finetune=FINETUNE, trainable_layers=1, eval_examples=16)
+    config = quick_train_config(folder, model=base, finetune=FINETUNE, trainable_layers=1, eval_examples=16,
+                                engine="torch", checkpoint_interval=2)
     out = folder / "run"
     done = run_script("train_contextual.py", "--data", str(prepared[0]), "--output", str(out), "--config", config,
                       "--model", base, "--finetune", FINETUNE, "--max-steps", "4", "--micro-batch", "2",
@@ -77,6 +80,11 @@ def test_the_run_exports_a_plain_llama_that_kept_the_pretrained_rows(tuned):
     evals = [json.loads(line)["eval_loss"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert all(math.isfinite(e) for e in evals if e is not None) and evals[-1] is not None
     assert "4 steps of contextual" in done.stdout
+    # The torch engine's checkpoints (step 2 and the end), as Ray keeps them: rank 0's weights, optimizer and
+    # schedule (tests/test_engine.py resumes from such a folder to the same weights), and the training state.
+    checkpoints = [p for p in (out / "ray").iterdir() if p.name.startswith("checkpoint_") and p.is_dir()]
+    assert len(checkpoints) == 2 and all((c / "ds" / "engine.pt").exists() for c in checkpoints), checkpoints
+    assert all((c / "train_state.0.json").exists() for c in checkpoints)
 
 
 def test_rewrite_and_evaluate_the_llama_export(tuned, rewritten, tmp_path):

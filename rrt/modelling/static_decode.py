@@ -66,7 +66,8 @@ def _capture(step, device):
     import torch
 
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    # thread_local: CUDA calls of other threads (a server's) do not break this thread's capture.
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
         step()
     return graph.replay
 
@@ -151,7 +152,9 @@ class StaticDecoder:
         body = lm.transformer
         width = self.heads * self.dim
         self.valid[:rows].index_fill_(1, self.col, True)
-        mask = self.valid[:rows, None, None, :]
+        # One additive mask for every layer, in place of a conversion of the boolean one in each.
+        mask = torch.zeros((rows, 1, 1, self.columns), dtype=self.keys[0].dtype, device=self.device).masked_fill_(
+            ~self.valid[:rows, None, None, :], float("-inf"))
         hidden = body.wte(self.tok[:rows, None]) + body.wpe(self.pos[:rows, None])
         for layer, block in enumerate(body.h):
             query, key, value = block.attn.c_attn(block.ln_1(hidden)).split(width, dim=2)

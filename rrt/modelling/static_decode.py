@@ -61,6 +61,18 @@ def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
+def _attention_kernels(device):
+    """On CUDA, attention by the memory-efficient kernel (it takes the mask) or plain matmuls: the
+    two whose capture in a graph is long established; elsewhere torch's own choice."""
+    import contextlib
+
+    if not str(device).startswith("cuda"):
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+
+
 def _capture(step, device):
     """A CUDA graph of one call of `step` (recorded, not run); returns its replay."""
     import torch
@@ -156,15 +168,17 @@ class StaticDecoder:
         mask = torch.zeros((rows, 1, 1, self.columns), dtype=self.keys[0].dtype, device=self.device).masked_fill_(
             ~self.valid[:rows, None, None, :], float("-inf"))
         hidden = body.wte(self.tok[:rows, None]) + body.wpe(self.pos[:rows, None])
-        for layer, block in enumerate(body.h):
-            query, key, value = block.attn.c_attn(block.ln_1(hidden)).split(width, dim=2)
-            query, key, value = (t.view(rows, 1, self.heads, self.dim).transpose(1, 2) for t in (query, key, value))
-            keys, values = self.keys[layer][:rows], self.values[layer][:rows]
-            keys.index_copy_(2, self.col, key)
-            values.index_copy_(2, self.col, value)
-            out = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask, scale=self.scales[layer])
-            hidden = block.attn.c_proj(out.transpose(1, 2).reshape(rows, 1, width)) + hidden
-            hidden = hidden + block.mlp(block.ln_2(hidden))
+        with _attention_kernels(self.device):
+            for layer, block in enumerate(body.h):
+                query, key, value = block.attn.c_attn(block.ln_1(hidden)).split(width, dim=2)
+                query, key, value = (t.view(rows, 1, self.heads, self.dim).transpose(1, 2)
+                                     for t in (query, key, value))
+                keys, values = self.keys[layer][:rows], self.values[layer][:rows]
+                keys.index_copy_(2, self.col, key)
+                values.index_copy_(2, self.col, value)
+                out = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask, scale=self.scales[layer])
+                hidden = block.attn.c_proj(out.transpose(1, 2).reshape(rows, 1, width)) + hidden
+                hidden = hidden + block.mlp(block.ln_2(hidden))
         logits = lm.get_output_embeddings()(body.ln_f(hidden))[:, -1, :]
         self.logits[:rows].copy_(logits)
         token = device_draw(logits, self.uniforms[:rows].index_select(1, self.step)[:, 0], self.settings)
@@ -277,9 +291,9 @@ def decode_static(lm, cache, first_logits, mask, positions, streams: list, resul
                 break
             smaller = min((b for b in _buckets(rows) if b >= len(live)), default=width)
             if smaller < width:
-                done = decoder.tokens[:width].tolist()
+                done, going = decoder.tokens[:width].tolist(), set(live)
                 for r in range(width):
-                    if flat[r] >= 0 and r not in live:
+                    if flat[r] >= 0 and r not in going:
                         finished[flat[r]] = done[r]
                 decoder.compact(live, smaller)
                 flat = [flat[r] for r in live] + [-1] * (smaller - len(live))

@@ -62,7 +62,7 @@ BLOCK = 256                # the Contextual block
 WARMUP = 4
 COMPILE_RESERVE_S = {"cuda": 150, "cpu": 60}   # time a compiled row needs at least, compilation included
 # rewrite rows: the least time left to start each (keys: the generate loop, decode steps, other rows)
-NEED_S = {"generate": 45, "ours": 20, "dynamic": 20, "static": 15, "graph": 10, "one": 25, "check": 10}
+NEED_S = {"section": 60, "generate": 45, "ours": 20, "dynamic": 20, "static": 15, "graph": 10, "one": 25, "check": 10}
 
 
 class Results:
@@ -327,6 +327,8 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from rewrite_throughput import straightforward
 
+    if results.left() < NEED_S["section"] + args.reserve_s:
+        return results.skip("rewrite", "every rewrite row", f"budget: {results.left():.0f}s left")
     ensure_dictionary(recipes, results)
     lm = new_model(config, device, "sdpa", True).eval()
     cuda = device.type == "cuda"

@@ -205,6 +205,9 @@ def test_static_and_graph_decoding_draw_the_tokens_host_decoding_does(top_p, mon
     # A candidate's tokens depend on its seed, not on the batch it runs in.
     alone = sample_candidates(lm, prompts[1:2], seeds[1:2], stops, PAD, settings, step="static")
     assert alone[0].tokens == host[1].tokens
+    made = static_decode.STATS["decoders"]
+    pair = sample_candidates(lm, prompts[3:], seeds[3:], stops, PAD, settings, step="graph")   # 8 rows of the 32
+    assert [s.tokens for s in pair] == [s.tokens for s in host[3:]] and static_decode.STATS["decoders"] == made
 
 
 def test_decode_step_auto_is_graph_on_cuda_for_gpt2_only():

@@ -30,7 +30,7 @@ EAGER_BEFORE_CAPTURE = 2   # eager steps of a new bucket before its capture (laz
 COLUMN_MULTIPLE = 64       # cache columns round up to this, so prompts of near lengths share one cache
 MIN_ROWS = 8               # the smallest bucket a batch shrinks to
 CACHE_SHARE = 0.4          # of the GPU's memory the kept caches may hold together
-CPU_DECODERS = 2           # caches kept per model on the host
+CPU_DECODERS = 3           # caches kept per model on the host
 GPU_DECODERS = 8           # and on a GPU (each also holds its graphs' memory)
 
 # Counts since the process started, for benchmarks and logs.
@@ -133,28 +133,28 @@ class StaticDecoder:
         self.warmed: dict[int, int] = {}
 
     def load(self, cache, first_logits, mask, positions, owner, uniforms) -> None:
-        """The prefill's cache, mask and positions copied to each candidate's row (`owner`: its prompt;
-        rows past the candidates copy prompt 0 and count as stopped); token 0 drawn."""
+        """The prefill's cache, mask and positions copied to the first rows, one per candidate (`owner`:
+        its prompt; rows past the candidates copy prompt 0 and count as stopped); token 0 drawn."""
         import torch
 
-        prefilled = mask.shape[1]
+        prefilled, rows = mask.shape[1], len(owner)
         index = torch.as_tensor(owner, dtype=torch.long, device=self.device)
         for layer, cached in enumerate(cache.layers):
-            self.keys[layer][:, :, :prefilled].copy_(cached.keys.index_select(0, index))
-            self.values[layer][:, :, :prefilled].copy_(cached.values.index_select(0, index))
-        self.valid.zero_()
-        self.valid[:, :prefilled].copy_(mask.index_select(0, index).bool())
-        self.pos.copy_(positions[:, -1].index_select(0, index) + 1)
+            self.keys[layer][:rows, :, :prefilled].copy_(cached.keys.index_select(0, index))
+            self.values[layer][:rows, :, :prefilled].copy_(cached.values.index_select(0, index))
+        self.valid[:rows].zero_()
+        self.valid[:rows, :prefilled].copy_(mask.index_select(0, index).bool())
+        self.pos[:rows].copy_(positions[:, -1].index_select(0, index) + 1)
         self.col.fill_(prefilled)
         self.step.fill_(1)
-        self.uniforms.copy_(uniforms)
-        self.tokens.fill_(-1)
+        self.uniforms[:rows].copy_(uniforms)
+        self.tokens[:rows].fill_(-1)
         logits = first_logits.index_select(0, index)
-        self.logits.copy_(logits)
-        token = device_draw(logits, self.uniforms[:, 0], self.settings)
-        self.tok.copy_(token)
-        self.tokens[:, 0].copy_(token)
-        self.stopped.copy_((token[:, None] == self.stops).any(-1))
+        self.logits[:rows].copy_(logits)
+        token = device_draw(logits, self.uniforms[:rows, 0], self.settings)
+        self.tok[:rows].copy_(token)
+        self.tokens[:rows, 0].copy_(token)
+        self.stopped[:rows].copy_((token[:, None] == self.stops).any(-1))
 
     def _step(self, lm, rows: int) -> None:
         """One token for the first `rows` rows, reading and writing only the fixed buffers."""
@@ -229,11 +229,15 @@ def _decoder(lm, rows: int, columns: int, steps: int, settings: SamplingSettings
     import torch
 
     kept = lm.__dict__.setdefault("rrt_static_decoders", OrderedDict())
-    key = (rows, columns, steps, settings.top_k, settings.top_p, settings.temperature, stops, str(dtype),
-           str(device), graph)
-    if key in kept:
+    shape = (columns, steps, settings.top_k, settings.top_p, settings.temperature, stops, str(dtype), str(device),
+             graph)
+    # A larger decoder of the same shape serves fewer rows with its smaller buckets' graphs.
+    fits = [key for key, d in kept.items() if key[1:] == shape and rows in _buckets(d.rows)]
+    if fits:
+        key = min(fits)
         kept.move_to_end(key)
         return kept[key]
+    key = (rows, *shape)
     cuda = str(device).startswith("cuda")
     config = lm.config
     need = 2 * config.n_layer * rows * columns * config.n_embd * torch.empty((), dtype=dtype).element_size()
@@ -274,7 +278,7 @@ def decode_static(lm, cache, first_logits, mask, positions, streams: list, resul
     owner = [min(r // n, count - 1) if r < flat_rows else 0 for r in range(rows)]
     decoder.load(cache, first_logits, mask, positions, owner, torch.as_tensor(uniforms, device=device))
     flat = list(range(flat_rows)) + [-1] * (rows - flat_rows)   # the candidate of each row (-1: padding)
-    decoder.stopped[flat_rows:] = True
+    decoder.stopped[flat_rows:rows] = True
     guarded = {f for f in range(flat_rows) if guards[f // n] is not None}
     checker = _GuardChecker(decoder, drawn, guards, stop_ids, settings, n) if guarded else None
     finished: dict[int, list[int]] = {}

@@ -205,6 +205,11 @@ def test_static_and_graph_decoding_draw_the_tokens_host_decoding_does(top_p, mon
     # A candidate's tokens depend on its seed, not on the batch it runs in.
     alone = sample_candidates(lm, prompts[1:2], seeds[1:2], stops, PAD, settings, step="static")
     assert alone[0].tokens == host[1].tokens
+    # A batch whose static cache would not fit decodes the dynamic way, the same tokens.
+    with monkeypatch.context() as patch:
+        patch.setattr(static_decode, "_decoder", lambda *a: (_ for _ in ()).throw(static_decode.NoRoom("full")))
+        assert [s.tokens for s in sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="static")] == [
+            s.tokens for s in host]
     made = static_decode.STATS["decoders"]
     pair = sample_candidates(lm, prompts[3:], seeds[3:], stops, PAD, settings, step="graph")   # 8 rows of the 32
     assert [s.tokens for s in pair] == [s.tokens for s in host[3:]] and static_decode.STATS["decoders"] == made

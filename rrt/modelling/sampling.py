@@ -181,13 +181,16 @@ def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: 
     rngs = [np.random.default_rng([seeds[i // n], i % n]) for i in range(count * n)]
     results = [Sampled([[] for _ in range(n)], ["length"] * n, kept[row]) for row in range(count)]
     if step in ("static", "graph"):
-        from rrt.modelling.static_decode import decode_static, supports
+        from rrt.modelling import static_decode
 
-    if step in ("static", "graph") and supports(lm):
-        with torch.no_grad():
-            decode_static(lm, cache, out.logits[:, -1, :], mask, positions, rngs, results, stop_ids, settings,
-                          guards, device, graph=step == "graph")
-        return results
+        try:
+            if static_decode.supports(lm):
+                with torch.no_grad():
+                    static_decode.decode_static(lm, cache, out.logits[:, -1, :], mask, positions, rngs, results,
+                                                stop_ids, settings, guards, device, graph=step == "graph")
+                return results
+        except static_decode.NoRoom:
+            static_decode.STATS["no_room"] += 1   # this batch decodes the dynamic way below
     cache.batch_repeat_interleave(n)
     state = _Decoding(lm, cache, cache_kw, out.logits[:, -1, :].repeat_interleave(n, dim=0),
                       mask.repeat_interleave(n, dim=0), positions[:, -1:].repeat_interleave(n, dim=0) + 1,

@@ -6,7 +6,7 @@ cache of C rows (candidates, padded to a bucket) x L columns (prompt + new token
 once per shape and kept with the model. One decode step reads and writes only such fixed
 buffers: the last token and its position, the column it writes (shared by every row: left
 padding ends every prompt in the same column), the valid-column mask, each candidate's
-pre-drawn numbers and the tokens so far. So on a GPU the whole step - 24 blocks, the LM head,
+pre-drawn numbers and the tokens so far. So on a GPU the whole step - every block, the LM head,
 top-k / top-p and the draw - is one graph replay, with no host work and no host sync per token.
 
 The same numbers are drawn in the same order as `rewrite.decode: host` draws them, so the tokens
@@ -14,7 +14,8 @@ are the host's (on CPU, token for token; on a GPU up to float rounding). Every S
 the host looks at which candidates stopped; when at most half the rows are live they move to
 the front and a graph of the smaller bucket takes over. A guarded prompt (ViolationGuard) is
 checked on the host after each step: the tokens are copied back, and only a token the guard
-refuses costs more (that row's logits come back and it redraws as the host would).
+refuses costs more (that row's logits come back and it redraws as the host would). A batch whose
+cache would take more than CACHE_SHARE of the GPU's memory is decoded the dynamic way (NoRoom).
 """
 from __future__ import annotations
 
@@ -34,7 +35,12 @@ CPU_DECODERS = 3           # caches kept per model on the host
 GPU_DECODERS = 8           # and on a GPU (each also holds its graphs' memory)
 
 # Counts since the process started, for benchmarks and logs.
-STATS = {"decoders": 0, "captures": 0, "capture_failures": 0, "replays": 0, "eager_steps": 0, "guard_redraws": 0}
+STATS = {"decoders": 0, "captures": 0, "capture_failures": 0, "replays": 0, "eager_steps": 0, "guard_redraws": 0,
+         "no_room": 0}
+
+
+class NoRoom(Exception):
+    """The static cache of a batch does not fit the memory it may take: decode it the dynamic way."""
 
 
 def supports(lm) -> bool:
@@ -242,13 +248,20 @@ def _decoder(lm, rows: int, columns: int, steps: int, settings: SamplingSettings
     config = lm.config
     need = 2 * config.n_layer * rows * columns * config.n_embd * torch.empty((), dtype=dtype).element_size()
     limit = CACHE_SHARE * torch.cuda.get_device_properties(device).total_memory if cuda else None
+    if limit is not None and need > limit:
+        raise NoRoom(f"a static cache of {rows} rows x {columns} columns needs {need / 2 ** 30:.1f} GiB")
     while kept and (len(kept) >= (CPU_DECODERS if limit is None else GPU_DECODERS)
                     or (limit is not None and sum(d.bytes for d in kept.values()) + need > limit)):
         kept.popitem(last=False)
         if cuda:
             torch.cuda.empty_cache()
+    try:
+        kept[key] = StaticDecoder(lm, rows, columns, steps, settings, stops, dtype, device, graph)
+    except torch.cuda.OutOfMemoryError as err:
+        kept.clear()
+        torch.cuda.empty_cache()
+        raise NoRoom(str(err).splitlines()[0]) from err
     STATS["decoders"] += 1
-    kept[key] = StaticDecoder(lm, rows, columns, steps, settings, stops, dtype, device, graph)
     return kept[key]
 
 

@@ -171,6 +171,7 @@ def _fake_capture(step, device):
 
 
 def _failed_capture(step, device):
+    """A capture that fails as CUDA's does when a step syncs with the host."""
     raise RuntimeError("operation not permitted when stream is capturing")
 
 

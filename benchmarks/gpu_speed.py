@@ -1,6 +1,7 @@
 """GPU speed in one command: training variants and the rewrite engine on one GPU, one table.
 
     python benchmarks/gpu_speed.py --out gpu_speed.jsonl                   # one H100/H200, under 7 minutes
+    python benchmarks/gpu_speed.py --sections rewrite --out rewrite.jsonl  # the rewrite rows alone, about 2 minutes
     python benchmarks/gpu_speed.py --model-shape tiny --device cpu --budget-s 150 --out /tmp/g.jsonl   # try it
 
 Needs no network and no Ray: the data are the bundled sample recipes (data/sample), made into
@@ -20,9 +21,15 @@ Training rows, each a fresh model, fused AdamW, clipping 1.0, loss on every toke
                micro-batch 64 and 8 (timed after the rewrite rows; --sections engine runs them alone)
 Rewrite rows (fp16, top-k 40, ten candidates, every candidate runs to max_step_tokens):
   generate loop   one generate(num_return_sequences=10) per recipe step (the paper's way)
-  ours, host / device decode   rrt.modelling.rewriter.Rewriter with rewrite.decode host / device
-  batching 8 vs 1 our engine given 8 recipes at once against one at a time (in-process; Ray
+  ours, host / device decode   rrt.modelling.rewriter.Rewriter on the growing cache
+                  (rewrite.decode_step: dynamic) with rewrite.decode host / device
+  ours, static cache (eager)   rewrite.decode_step: static (rrt.modelling.static_decode)
+  ours, static cache + CUDA graph   rewrite.decode_step: graph, a first run (its captures
+                  included) and a second; the rows carry static_decode.STATS (captures, replays)
+  check           the first step of every recipe sampled each way: the share of identical candidates
+  batching 8 vs 1 our fastest way given 8 recipes at once against one at a time (in-process; Ray
                   Serve's own batching is measured by serve_throughput.py)
+  ratio           our fastest way against the generate loop, printed last (target 10)
 Every result is appended to --out as a JSON line when measured, so a timeout keeps what ran;
 the Markdown table is printed at the end. Warm-up steps are not timed; the clock reads after
 torch.cuda.synchronize().
@@ -31,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib
 import json
 import os
 import sys
@@ -53,7 +61,8 @@ SHAPES = {"gpt2-medium": {"n_layer": 24, "n_head": 16, "n_embd": 1024},
 BLOCK = 256                # the Contextual block
 WARMUP = 4
 COMPILE_RESERVE_S = {"cuda": 150, "cpu": 60}   # time a compiled row needs at least, compilation included
-NEED_S = {"generate": 45, "ours": 20, "one": 25}   # rewrite rows: the least time left to start each
+# rewrite rows: the least time left to start each (keys: the generate loop, decode steps, other rows)
+NEED_S = {"section": 60, "generate": 45, "ours": 20, "dynamic": 20, "static": 15, "graph": 10, "one": 25, "check": 10}
 
 
 class Results:
@@ -245,7 +254,7 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
             return results.skip("train", label, f"budget: {results.left():.0f}s left")
         if engine == "deepspeed":
             try:
-                import deepspeed  # noqa: F401
+                importlib.import_module("deepspeed")
             except Exception as err:  # noqa: BLE001 - any failure to load it means no engine rows
                 return results.skip("train", label, f"deepspeed does not import: {str(err).splitlines()[0][:120]}")
         batches = scheme_batches(kind, rows, micro, BLOCK, pad_id)
@@ -305,19 +314,25 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
     return timed_later
 
 
-def rewrite_rows(args, device, config, tokenizer, recipes, results: Results) -> None:
-    """The generate loop against our engine (host and device decoding), then our batching 8 vs 1."""
+def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sections: set[str]) -> None:
+    """The generate loop against our engine (growing cache: host and device draws; static cache:
+    eager and graph-captured), a token check of the static paths, our batching 8 vs 1, and the
+    ratio against the generate loop last."""
     import torch
 
+    from rrt.modelling import static_decode
     from rrt.modelling.rewriter import Rewriter, RewriteTask
     from rrt.modelling.sampling import SamplingSettings
 
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from rewrite_throughput import straightforward
 
+    if results.left() < NEED_S["section"] + args.reserve_s:
+        return results.skip("rewrite", "every rewrite row", f"budget: {results.left():.0f}s left")
     ensure_dictionary(recipes, results)
     lm = new_model(config, device, "sdpa", True).eval()
-    if device.type == "cuda":
+    cuda = device.type == "cuda"
+    if cuda:
         lm = lm.half()   # as rrt.modelling.models.load_exported serves a model on a GPU
     # Sampling stays inside the tokenizer's vocabulary, over the full-size LM head.
     from rrt.modelling.models import mask_padding_rows
@@ -327,60 +342,124 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results) -> 
     tasks = [RewriteTask(r["id"], broken_constraints(r)[:1] or ["vegan"], r, seed=13) for r in recipes]
     tasks = tasks[:args.recipes]
     settings = SamplingSettings(top_k=40, top_p=1.0, temperature=1.0, candidates=10, max_new_tokens=64)
+    # (rewrite.decode, rewrite.decode_step) of each row of ours; graph only where CUDA is.
+    labels = {("host", "dynamic"): "ours, host decode", ("device", "dynamic"): "ours, device decode",
+              ("host", "static"): "ours, static cache (eager)", ("host", "graph"): "ours, static cache + CUDA graph"}
+    modes = [m for m in labels if m[1] != "graph" or cuda]
+    if not cuda:
+        results.skip("rewrite", labels[("host", "graph")], "needs CUDA")
 
-    def engine(decode: str) -> Rewriter:
-        """Our rewriter drawing tokens on the host or the device, every candidate run to the limit."""
+    def engine(decode: str, step: str = "dynamic") -> Rewriter:
+        """Our rewriter with this draw and decode step, every candidate run to the limit."""
         rewriter = Rewriter("contextual", lm, tokenizer, BLOCK, settings, batch_prompts=64, recipe_tokens=384,
-                            reuse_prefix=False, decode=decode, device=str(device))
+                            reuse_prefix=False, decode=decode, decode_step=step, device=str(device))
         rewriter._stop_ids = lambda variant, tok: set()   # random weights: every candidate runs to the limit
         return rewriter
 
-    def timed(label: str, work, recipes_used: int, need_s: float) -> float | None:
+    def steps_of(mode, batch) -> int:
+        """Rewritten steps of one rewrite of `batch` with this mode."""
+        return sum(len(r["rewrite"]["steps"]) for r in engine(*mode).rewrite(batch))
+
+    def timed(label: str, work, recipes_used: int, need_s: float, extra=None) -> float | None:
         """Rewritten steps/s of one run of `work`, or None when skipped or failed."""
         if results.left() < need_s + args.reserve_s:
             results.skip("rewrite", label, f"budget: {results.left():.0f}s left")
             return None
+        counts = dict(static_decode.STATS)
         sync(device)
         started = time.perf_counter()
         try:
             steps = work()
+            sync(device)
         except Exception as err:  # noqa: BLE001 - recorded, the other rows still run
             results.add({"section": "rewrite", "row": label, "failed": f"{type(err).__name__}: {str(err)[:300]}"})
             return None
-        sync(device)
         seconds = time.perf_counter() - started
-        results.add({"section": "rewrite", "row": label, "recipes": recipes_used, "steps": steps,
-                     "seconds": round(seconds, 2), "steps_per_s": round(steps / seconds, 3)})
+        row = {"section": "rewrite", "row": label, "recipes": recipes_used, "steps": steps,
+               "seconds": round(seconds, 2), "steps_per_s": round(steps / seconds, 3)}
+        if extra == "static":
+            row["static_decode"] = {k: v - counts[k] for k, v in static_decode.STATS.items() if v != counts[k]}
+            if row["static_decode"].get("capture_failures"):
+                row["note"] = "a capture failed: those steps ran eagerly"
+        results.add(row)
         return steps / seconds
 
+    if "rewrite" not in sections:   # the batching rows alone, with the fastest way expected
+        modes = [("host", "graph") if cuda else ("host", "dynamic")]
     # Warm-up: the kernels' first launches and the allocator's first blocks are not timed.
-    for decode in ("device", "host"):
-        engine(decode).rewrite(tasks[:1])
-    loop_tasks = tasks[:args.generate_recipes]
-    with torch.no_grad():
-        loop = timed("generate loop", lambda: straightforward(engine("host"), loop_tasks, stops=[]), len(loop_tasks),
-                     NEED_S["generate"])
-    speeds = {}
-    for decode in ("device", "host"):
-        speeds[decode] = timed(f"ours, {decode} decode",
-                               lambda: sum(len(r["rewrite"]["steps"]) for r in engine(decode).rewrite(tasks)),
-                               len(tasks), NEED_S["ours"])
-    best = max((s for s in speeds.values() if s), default=None)
-    if loop and best:
-        results.add({"section": "rewrite", "row": "ratio ours / generate loop", "ratio": round(best / loop, 2),
-                     "target": 10.0})
+    for mode in list(modes):
+        try:
+            engine(*mode).rewrite(tasks[:1])
+        except Exception as err:  # noqa: BLE001 - that row is dropped, the others still run
+            results.add({"section": "rewrite", "row": labels[mode], "failed": f"warm-up: {type(err).__name__}: "
+                                                                                f"{str(err)[:300]}"})
+            modes.remove(mode)
+    speeds: dict = {}
+    loop = None
+    if "rewrite" in sections:
+        loop_tasks = tasks[:args.generate_recipes]
+        with torch.no_grad():
+            loop = timed("generate loop", lambda: straightforward(engine("host"), loop_tasks, stops=[]),
+                         len(loop_tasks), NEED_S["generate"])
+        for mode in modes:
+            if mode[1] == "graph":
+                # The first run captures a graph for each new shape; the second replays them.
+                timed(labels[mode] + " (first run: captures)", lambda: steps_of(mode, tasks), len(tasks),
+                      NEED_S["graph"], "static")
+            speeds[mode] = timed(labels[mode], lambda: steps_of(mode, tasks), len(tasks),
+                                 NEED_S[mode[1]], "static" if mode[1] != "dynamic" else None)
+        if results.left() >= NEED_S["check"] + args.reserve_s:
+            try:
+                token_check(lm, tokenizer, settings, tasks, engine("host"), device, modes, results)
+            except Exception as err:  # noqa: BLE001 - recorded, the other rows still run
+                results.add({"section": "check", "row": "static decode tokens", "failed":
+                             f"{type(err).__name__}: {str(err)[:300]}"})
+    best = max(speeds, key=lambda m: speeds[m] or 0) if any(speeds.values()) else (modes or [("host", "dynamic")])[-1]
     batch = tasks[:8]
-    decode = max(speeds, key=lambda d: speeds[d] or 0)
     # Steps/s one recipe at a time does not depend on how many recipes, so fewer are timed.
-    one = timed("ours, 1 recipe at a time", lambda: sum(len(engine(decode).rewrite([t])[0]["rewrite"]["steps"])
-                                                         for t in batch[:4]), len(batch[:4]), NEED_S["one"])
-    eight = timed("ours, 8 recipes at once",
-                  lambda: sum(len(r["rewrite"]["steps"]) for r in engine(decode).rewrite(batch)), len(batch),
-                  NEED_S["ours"])
+    one = timed(f"{labels[best]}, 1 recipe at a time", lambda: sum(steps_of(best, [t]) for t in batch[:4]),
+                len(batch[:4]), NEED_S["one"])
+    eight = timed(f"{labels[best]}, 8 recipes at once", lambda: steps_of(best, batch), len(batch), NEED_S["ours"])
     if one and eight:
         results.add({"section": "serve", "row": "engine batching 8 vs 1 (in-process)", "ratio": round(eight / one, 2),
                      "target": 5.0,
                      "note": "Ray Serve is not on this machine; serve_throughput.py measures the service"})
+    if loop and speeds.get(best):
+        results.add({"section": "rewrite", "row": f"ratio {labels[best]} / generate loop",
+                     "ratio": round(speeds[best] / loop, 2), "target": 10.0})
+
+
+def token_check(lm, tokenizer, settings, tasks, rewriter, device, modes, results: Results) -> None:
+    """The first step of every task sampled by each decode step: how many candidates are the
+    same, token for token (on a GPU, fp16 rounding may part them after a while; the graph
+    replays the eager static step's kernels)."""
+    from rrt.modelling.prompts import step_prompt
+    from rrt.modelling.sampling import sample_candidates
+
+    prompts = []
+    for task in tasks:
+        state = rewriter.start(task)
+        ids = rewriter.prompt_ids(step_prompt("contextual", task.source, 0, [], task.constraints[0], state.rewritten),
+                                  "contextual")
+        if ids:
+            prompts.append(ids)
+    steps = [m[1] for m in modes if m[0] == "host"]
+    out = {step: sample_candidates(lm, prompts, list(range(len(prompts))), set(), tokenizer.pad_token_id, settings,
+                                   device=str(device), decode="host", step=step) for step in steps}
+
+    def same(a: str, b: str, first: int | None = None) -> float:
+        """Share of candidates whose tokens (the first `first`) agree between two decode steps."""
+        pairs = [(x[:first], y[:first]) for ra, rb in zip(out[a], out[b]) for x, y in zip(ra.tokens, rb.tokens)]
+        return round(sum(x == y for x, y in pairs) / len(pairs), 3)
+
+    row = {"section": "check", "row": "static decode tokens", "candidates": len(prompts) * settings.candidates,
+           "static = dynamic": same("static", "dynamic"), "static = dynamic, first 8": same("static", "dynamic", 8)}
+    note = f"identical to the growing-cache path: {row['static = dynamic']}"
+    if "graph" in out:
+        row["graph = static"] = same("graph", "static")
+        row["ok"] = row["graph = static"] >= 0.9
+        note += f"; graph = eager static: {row['graph = static']}"
+    results.add({**row, "note": note})
 
 
 class _WordList:
@@ -444,7 +523,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=25, help="timed steps per training row (after warm-up)")
     parser.add_argument("--recipes", type=int, default=16, help="recipes our engine rewrites")
     parser.add_argument("--generate-recipes", type=int, default=4, help="recipes the generate loop rewrites")
-    parser.add_argument("--sections", default="train,rewrite", help="comma list: train, rewrite, engine (the DeepSpeed rows alone)")
+    parser.add_argument("--sections", default="train,rewrite",
+                        help="comma list: train, rewrite (every rewrite row and the batching rows), serve (the "
+                             "batching rows alone), engine (the training engine rows)")
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled row")
     parser.add_argument("--engines", default="torch,deepspeed",
                         help="comma list of training engines timed (train.engine): torch, deepspeed")
@@ -473,12 +554,15 @@ def main() -> None:
     engine_rows = []
     if sections & {"train", "engine"}:
         engine_rows = train_rows(args, device, config, rows, tokenizer.pad_token_id, results)
-    if "rewrite" in sections:
+    if sections & {"rewrite", "serve"}:
         with torch.no_grad():
-            rewrite_rows(args, device, config, tokenizer, recipes, results)
+            rewrite_rows(args, device, config, tokenizer, recipes, results, sections)
     for row in engine_rows:
         row()
     print("\n" + table(results), flush=True)
+    # The ratios once more, the rewrite engine's against the generate loop last.
+    for r in sorted((r for r in results.rows if "ratio" in r), key=lambda r: r["section"] == "rewrite"):
+        print(f"{r['row']}: {r['ratio']} (target {r['target']})", flush=True)
     leaked = sorted(m for m in ("ray", "ftfy", "enchant", "rouge_score") if sys.modules.get(m) is not None)
     if leaked:
         print(f"note: imported {', '.join(leaked)}", file=sys.stderr)

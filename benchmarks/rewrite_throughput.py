@@ -96,6 +96,8 @@ def main() -> None:
     parser.add_argument("--decode", choices=("host", "device"),
                         help="ours: where tokens are drawn (default: rewrite.decode)")
     parser.add_argument("--batch-prompts", type=int, default=64, help="prompts per forward pass (ours)")
+    parser.add_argument("--decode-step", choices=("auto", "dynamic", "static", "graph"),
+                        help="ours: how a decode step runs (default: rewrite.decode_step; auto: graph on CUDA)")
     args = parser.parse_args()
     if args.use_gpu:
         args.device = "cuda"
@@ -112,6 +114,7 @@ def main() -> None:
     # The rewrite job's decoding (the paper's: top-k 40, ten candidates).
     settings = {**load_settings().rewrite.model_dump(), "batch_prompts": args.batch_prompts}
     settings["decode"] = args.decode or settings["decode"]
+    settings["decode_step"] = args.decode_step or settings["decode_step"]
     paper = SamplingSettings.from_config(settings)
     engines = {reuse: build_rewriter(model, {**settings, "reuse_prefix": reuse}, paper.candidates, False)
                for reuse in (False, True)}
@@ -126,7 +129,8 @@ def main() -> None:
         results[name] = steps / seconds
         print(json.dumps({"engine": name, "recipes": len(tasks), "steps": steps, "seconds": round(seconds, 2),
                           "steps_per_s": round(steps / seconds, 3), "device": args.device,
-                          "decode": engines[False].decode_on}), flush=True)
+                          "decode": engines[False].decode_on, "decode_step": engines[False].decode_step}),
+              flush=True)
     print(json.dumps({"ratio_ours_over_straightforward": round(results["ours"] / results["straightforward"], 2),
                       "target": 3.0}))
 

@@ -134,7 +134,7 @@ def fingerprint(settings: dict) -> str:
     """Hash of what makes two runs the same run; a rerun with another one is refused."""
     keep = {k: v for k, v in settings.items() if k not in ("output", "ray", "actors", "use_gpu", "batch_recipes",
                                                              "batch_prompts", "cpus_per_actor", "torch_threads",
-                                                             "reuse_prefix", "decode")}
+                                                             "reuse_prefix", "decode", "decode_step")}
     stats = os.path.join(settings["data"], "stats.json")
     keep["data_id"] = os.path.getmtime(stats) if os.path.exists(stats) else None
     return hashlib.sha1(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]

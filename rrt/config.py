@@ -163,6 +163,7 @@ class Decoding(Section):
     batch_prompts: Count
     reuse_prefix: bool
     decode: Literal["host", "device"]
+    decode_step: Literal["auto", "dynamic", "static", "graph"]
 
 
 class ControlBlock(Section):

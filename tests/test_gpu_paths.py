@@ -163,3 +163,66 @@ def test_device_decoding_draws_the_tokens_host_decoding_does(top_p):
     assert [s.tokens for s in host] == [s.tokens for s in device]
     assert [s.ended for s in host] == [s.ended for s in device]
     assert {e for s in host for e in s.ended} == {"stop", "length"}   # both ways of ending were exercised
+
+
+def _fake_capture(step, device):
+    """The CPU's stand-in for a CUDA graph: capturing runs nothing, each replay runs the step."""
+    return step
+
+
+def _failed_capture(step, device):
+    """A capture that fails as CUDA's does when a step syncs with the host."""
+    raise RuntimeError("operation not permitted when stream is capturing")
+
+
+@pytest.mark.parametrize("top_p", [1.0, 0.9])
+def test_static_and_graph_decoding_draw_the_tokens_host_decoding_does(top_p, monkeypatch):
+    from rrt.modelling import static_decode
+
+    lm = _gpt2(seed=7)
+    rng = np.random.default_rng(3)
+    prompts = [list(rng.integers(3, VOCAB, size=int(rng.integers(4, 30)))) for _ in range(5)]
+    stops = {int(t) for t in rng.integers(3, VOCAB, size=12)}
+    settings = SamplingSettings(top_k=40, top_p=top_p, temperature=1.0, candidates=4, max_new_tokens=20)
+    seeds = [11, 12, 13, 14, 15]
+    host = sample_candidates(lm, prompts, seeds, stops, PAD, settings, decode="host")
+    assert {e for s in host for e in s.ended} == {"stop", "length"}
+    stats = dict(static_decode.STATS)
+    runs = {"static": sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="static")}
+    # The graph path with a capture that replays the step: everything but the CUDA capture itself.
+    monkeypatch.setattr(static_decode, "_capture", _fake_capture)
+    runs["graph"] = sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="graph")
+    # 5 prompts run as 8 (32 rows); finished candidates move the batch down to 16 and 8 rows.
+    assert static_decode.STATS["captures"] - stats["captures"] >= 2
+    assert static_decode.STATS["replays"] > stats["replays"]
+    runs["graph again"] = sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="graph")   # kept graphs
+    monkeypatch.setattr(static_decode, "_capture", _failed_capture)
+    del lm.rrt_static_decoders   # new buffers, so the failing capture is tried: the step runs eagerly instead
+    with pytest.warns(UserWarning, match="capture failed"):
+        runs["failed capture"] = sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="graph")
+    for name, run in runs.items():
+        assert [s.tokens for s in run] == [s.tokens for s in host], name
+        assert [s.ended for s in run] == [s.ended for s in host], name
+    # A candidate's tokens depend on its seed, not on the batch it runs in.
+    alone = sample_candidates(lm, prompts[1:2], seeds[1:2], stops, PAD, settings, step="static")
+    assert alone[0].tokens == host[1].tokens
+    # A batch whose static cache would not fit decodes the dynamic way, the same tokens.
+    with monkeypatch.context() as patch:
+        patch.setattr(static_decode, "_decoder", lambda *a: (_ for _ in ()).throw(static_decode.NoRoom("full")))
+        assert [s.tokens for s in sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="static")] == [
+            s.tokens for s in host]
+    made = static_decode.STATS["decoders"]
+    pair = sample_candidates(lm, prompts[3:], seeds[3:], stops, PAD, settings, step="graph")   # 8 rows of the 32
+    assert [s.tokens for s in pair] == [s.tokens for s in host[3:]] and static_decode.STATS["decoders"] == made
+
+
+def test_decode_step_auto_is_graph_on_cuda_for_gpt2_only():
+    from rrt.modelling.static_decode import resolve_decode_step
+
+    gpt2, llama = _gpt2(), _llama()
+    assert resolve_decode_step("auto", gpt2, "cuda") == "graph" and resolve_decode_step("auto", gpt2, "cuda:0") == "graph"
+    assert resolve_decode_step("auto", gpt2, "cpu") == "dynamic" and resolve_decode_step("auto", llama, "cuda") == "dynamic"
+    assert resolve_decode_step("static", gpt2, "cpu") == "static"
+    for value, lm, device in (("static", llama, "cpu"), ("graph", gpt2, "cpu")):
+        with pytest.raises(ValueError):
+            resolve_decode_step(value, lm, device)

@@ -160,6 +160,39 @@ def test_the_guard_keeps_every_candidate_free_of_violations(tiny):
     assert sum(bool(text_violations(t, ["vegan"])) for t in raw) <= sum(r.ended.count("length") for r in held)
 
 
+def test_static_decoding_of_guarded_prompts_draws_the_host_tokens(tiny):
+    from rrt.modelling import static_decode
+    from rrt.modelling.constrained import ViolationGuard
+
+    lm, tok = tiny
+    stops = {tok.convert_tokens_to_ids(t) for t in (INST, END_INST, EOS)}
+    # Extra weight on forbidden foods (many refusals) and on one stop token (candidates end).
+    boost = torch.tensor(sorted({i for w in (" eggs", " egg", " milk", " butter") for i in tok.encode(w)}))
+    stop = tok.convert_tokens_to_ids(END_INST)
+
+    def biased(module, inputs, logits):
+        logits[..., boost] += 6.0
+        logits[..., stop] += 3.0
+
+    hook = lm.get_output_embeddings().register_forward_hook(biased)
+    try:
+        first, second, third = _prompts(tok)
+        kept = sample_candidates(lm, [first], [1], stops, tok.pad_token_id, sampling(candidates=1, max_new_tokens=2),
+                                 keep=[first.index(stop)])[0].prefix
+        guard = ViolationGuard(tok, ["vegan"], stops)
+        settings = sampling(candidates=5, max_new_tokens=20)
+        before = static_decode.STATS["guard_redraws"]
+        runs = [sample_candidates(lm, [second, third, first], [2, 3, 1], stops, tok.pad_token_id, settings,
+                                  guards=[guard, None, guard], prefixes=[kept, None, None], step=step)
+                for step in ("dynamic", "static")]
+    finally:
+        hook.remove()
+    assert [r.tokens for r in runs[0]] == [r.tokens for r in runs[1]]
+    assert [r.ended for r in runs[0]] == [r.ended for r in runs[1]]
+    assert {e for r in runs[0] for e in r.ended} >= {"stop", "length"}
+    assert static_decode.STATS["guard_redraws"] - before > 10
+
+
 @needs_dictionary
 @pytest.mark.parametrize("system", ["contextual", "contextual_rule", "contextual_gpt2", "no_context", "no_source",
                                     "end_to_end"])
@@ -228,15 +261,15 @@ def test_the_rewriter_gives_the_same_rewrite_with_and_without_prefix_reuse(tiny)
 
 
 @needs_dictionary
-def test_the_rewriter_gives_the_same_rewrite_decoding_on_the_host_or_the_device(tiny):
+def test_the_rewriter_gives_the_same_rewrite_decoding_on_the_host_the_device_or_the_static_cache(tiny):
     from rrt.modelling.rewriter import RewriteTask
 
     lm, tok = tiny
     tasks = [RewriteTask("a", ["vegan"], SOURCE, 5), RewriteTask("b", ["vegan"], {**SOURCE, "title": "Crepes"}, 5)]
     settings = sampling(top_k=40, candidates=4, max_new_tokens=12)
-    runs = [make_rewriter("contextual", lm, tok, 256, settings, decode=decode).rewrite(tasks)
-            for decode in ("host", "device")]
-    assert [r["steps"] for r in runs[0]] == [r["steps"] for r in runs[1]]
+    runs = [make_rewriter("contextual", lm, tok, 256, settings, decode=decode, decode_step=step).rewrite(tasks)
+            for decode, step in (("host", "dynamic"), ("device", "dynamic"), ("host", "static"))]
+    assert [r["steps"] for r in runs[0]] == [r["steps"] for r in runs[1]] == [r["steps"] for r in runs[2]]
     # Constrained, every prompt has a guard, which checks each token's text on the host.
     guarded = make_rewriter("contextual", lm, tok, 256, settings, constrained=True, decode="device")
     assert guarded.decode_on == "device" and guarded.rewrite(tasks[:1])[0]["rewrite"]["steps"]

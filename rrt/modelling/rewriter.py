@@ -18,6 +18,7 @@ from rrt.modelling.prompts import (SPECIAL_NAMES, STOPS, fit_prompt, parse_ingre
                          recipe_prompt, step_prompt)
 from rrt.recipes.recipe import Recipe
 from rrt.modelling.sampling import Prefix, SamplingSettings, sample_candidates
+from rrt.modelling.static_decode import resolve_decode_step
 from rrt.modelling.selection import StepContext, score_candidate, select_best, source_word_set
 from rrt.recipes.substitutions import substitute_recipe
 
@@ -117,7 +118,8 @@ class Rewriter:
     rewrites batches of recipes with best-of-N selection."""
 
     def __init__(self, system: str, lm, tokenizer, block_size: int, settings: SamplingSettings, *,
-                 batch_prompts: int, recipe_tokens: int, reuse_prefix: bool, decode: str, constrained: bool = False,
+                 batch_prompts: int, recipe_tokens: int, reuse_prefix: bool, decode: str, decode_step: str,
+                 constrained: bool = False,
                  ing_lm=None, ing_tokenizer=None, device: str = "cpu"):
         if SYSTEMS.get(system) is None:
             raise ValueError(f"{system!r} is not a model system; choose from "
@@ -131,6 +133,8 @@ class Rewriter:
         self.batch_prompts, self.recipe_tokens, self.device = batch_prompts, recipe_tokens, device
         self.reuse_prefix = reuse_prefix
         self.decode_on = decode
+        # static / graph where the model allows it (the next-ingredient model may fall back to dynamic).
+        self.decode_step = resolve_decode_step(decode_step, lm, device)
         self.special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}
         self.stats = {"steps_sampled": 0, "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0,
                       "guard_stops": 0, "candidates": 0, "sampling_s": 0.0}
@@ -170,7 +174,8 @@ class Rewriter:
             keep = [jobs[i][4] if len(jobs[i]) > 4 else 0 for i in chunk]
             results = sample_candidates(lm, [jobs[i][0] for i in chunk], [jobs[i][1] for i in chunk], stops,
                                         tokenizer.pad_token_id, settings, guards=guards, device=self.device,
-                                        prefixes=prefixes, keep=keep, decode=self.decode_on)
+                                        prefixes=prefixes, keep=keep, decode=self.decode_on,
+                                        step=self.decode_step)
             for i, result in zip(chunk, results):
                 out[i] = result
         self.stats["sampling_s"] += time.perf_counter() - started

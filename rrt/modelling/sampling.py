@@ -136,14 +136,17 @@ def _kept_prefix(cache, row: int, prompt: list[int], past: int, lp: int, tail_st
 def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: set[int], pad_id: int,
                       settings: SamplingSettings, guards: list | None = None, device: str = "cpu",
                       prefixes: list[Prefix | None] | None = None, keep: list[int] | None = None,
-                      decode: str = "host") -> list[Sampled]:
+                      decode: str = "host", step: str = "dynamic") -> list[Sampled]:
     """N candidates for each prompt, from one prefill per prompt; each stops at a stop token.
 
     `guards` holds one ViolationGuard (or None) per prompt for constrained decoding.
     `prefixes` are earlier prompts' kept prefixes (their tokens skip the prefill); `keep[i]`
     asks for prompt i's first tokens back as a Prefix (in `Sampled.prefix`). `decode` is
     where tokens are drawn (rewrite.decode): both ways draw the same tokens; guarded
-    prompts always decode on the host, which checks each token's text."""
+    prompts always decode on the host, which checks each token's text. `step` is how a decode
+    step runs (rewrite.decode_step, resolved): dynamic (the model's forward on a growing cache,
+    tokens drawn per `decode`), static or graph (rrt.modelling.static_decode: a preallocated cache,
+    tokens drawn on the device, the same tokens; graph captures the step on CUDA)."""
     import torch
     from transformers import DynamicCache
 
@@ -175,11 +178,23 @@ def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: 
                  logits_to_keep=1, **{cache_kw: cache})
     kept = [_kept_prefix(cache, row, prompts[row], past[row], lp, width - len(tails[row]), keep[row])
             if keep and keep[row] else None for row in range(count)]
+    rngs = [np.random.default_rng([seeds[i // n], i % n]) for i in range(count * n)]
+    results = [Sampled([[] for _ in range(n)], ["length"] * n, kept[row]) for row in range(count)]
+    if step in ("static", "graph"):
+        from rrt.modelling import static_decode
+
+        try:
+            if static_decode.supports(lm):
+                with torch.no_grad():
+                    static_decode.decode_static(lm, cache, out.logits[:, -1, :], mask, positions, rngs, results,
+                                                stop_ids, settings, guards, device, graph=step == "graph")
+                return results
+        except static_decode.NoRoom:
+            static_decode.STATS["no_room"] += 1   # this batch decodes the dynamic way below
     cache.batch_repeat_interleave(n)
     state = _Decoding(lm, cache, cache_kw, out.logits[:, -1, :].repeat_interleave(n, dim=0),
                       mask.repeat_interleave(n, dim=0), positions[:, -1:].repeat_interleave(n, dim=0) + 1,
-                      [np.random.default_rng([seeds[i // n], i % n]) for i in range(count * n)], device)
-    results = [Sampled([[] for _ in range(n)], ["length"] * n, kept[row]) for row in range(count)]
+                      rngs, device)
     if decode == "device" and all(g is None for g in guards):
         _decode_on_device(state, results, stop_ids, settings)
     else:
@@ -260,6 +275,18 @@ def _decode_on_host(state: _Decoding, results: list[Sampled], stop_ids: set[int]
         logits = state.logits.float().cpu()
 
 
+def device_draw(logits, uniforms, settings: SamplingSettings):
+    """One token per row drawn on the logits' device with the host's inverse-CDF draw (`_draw`):
+    the float32 running sum against u x its total, u being the row's float32 number."""
+    import torch
+
+    ids, probs = _filtered_probs(logits, settings)
+    cdf = torch.cumsum(probs, dim=-1)
+    target = (uniforms * cdf[:, -1])[:, None]
+    spot = torch.searchsorted(cdf, target, right=True).clamp_(max=ids.shape[-1] - 1)
+    return ids.gather(-1, spot)[:, 0]
+
+
 SYNC_EVERY = 8   # device decoding: tokens between the host's checks for finished candidates
 
 
@@ -280,12 +307,7 @@ def _decode_on_device(state: _Decoding, results: list[Sampled], stop_ids: set[in
     active = torch.arange(flat_rows, device=device)
     stopped = torch.zeros(flat_rows, dtype=torch.bool, device=device)
     for step in range(steps):
-        ids, probs = _filtered_probs(state.logits, settings)
-        # The host's inverse-CDF draw (`_draw`): the float32 running sum against u x its total.
-        cdf = torch.cumsum(probs, dim=-1)
-        target = (uniforms[active, step] * cdf[:, -1])[:, None]
-        spot = torch.searchsorted(cdf, target, right=True).clamp_(max=ids.shape[-1] - 1)
-        token = ids.gather(-1, spot)[:, 0]
+        token = device_draw(state.logits, uniforms[active, step], settings)
         tokens[active, step] = token
         stopped = stopped | torch.isin(token, stops)
         if step == steps - 1:

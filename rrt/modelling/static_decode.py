@@ -1,0 +1,401 @@
+"""The decode loop on a preallocated key-value cache, one GPT-2 step of fixed shapes, captured as
+a CUDA graph on a GPU (`rewrite.decode_step`: static | graph).
+
+The shared prefill stays as it is (rrt.modelling.sampling); its keys and values are copied into a
+cache of C rows (candidates, padded to a bucket) x L columns (prompt + new tokens), allocated
+once per shape and kept with the model. One decode step reads and writes only such fixed
+buffers: the last token and its position, the column it writes (shared by every row: left
+padding ends every prompt in the same column), the valid-column mask, each candidate's
+pre-drawn numbers and the tokens so far. So on a GPU the whole step - every block, the LM head,
+top-k / top-p and the draw - is one graph replay, with no host work and no host sync per token.
+
+The same numbers are drawn in the same order as `rewrite.decode: host` draws them, so the tokens
+are the host's (on CPU, token for token; on a GPU up to float rounding). Every SYNC_EVERY tokens
+the host looks at which candidates stopped; when at most half the rows are live they move to
+the front and a graph of the smaller bucket takes over. A guarded prompt (ViolationGuard) is
+checked on the host after each step: the tokens are copied back, and only a token the guard
+refuses costs more (that row's logits come back and it redraws as the host would). A batch whose
+cache would take more than CACHE_SHARE of the GPU's memory is decoded the dynamic way (NoRoom).
+"""
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict
+
+import numpy as np
+
+from rrt.modelling.sampling import SamplingSettings, Sampled, _guarded_draw, device_draw
+
+SYNC_EVERY = 8             # tokens between the host's looks at finished candidates (unguarded)
+EAGER_BEFORE_CAPTURE = 2   # eager steps of a new bucket before its capture (lazy kernels, cuBLAS workspaces)
+COLUMN_MULTIPLE = 64       # cache columns round up to this, so prompts of near lengths share one cache
+MIN_ROWS = 8               # the smallest bucket a batch shrinks to
+CACHE_SHARE = 0.4          # of the GPU's memory the kept caches may hold together
+CPU_DECODERS = 3           # caches kept per model on the host
+GPU_DECODERS = 8           # and on a GPU (each also holds its graphs' memory)
+
+# Counts since the process started, for benchmarks and logs.
+STATS = {"decoders": 0, "captures": 0, "capture_failures": 0, "replays": 0, "eager_steps": 0, "guard_redraws": 0,
+         "no_room": 0}
+
+
+class NoRoom(Exception):
+    """The static cache of a batch does not fit the memory it may take: decode it the dynamic way."""
+
+
+def supports(lm) -> bool:
+    """Whether the static step can run this model (GPT-2 family, self-attention only)."""
+    config = getattr(lm, "config", None)
+    return (getattr(config, "model_type", None) == "gpt2" and hasattr(lm, "transformer")
+            and not getattr(config, "add_cross_attention", False))
+
+
+def resolve_decode_step(value: str, lm, device: str) -> str:
+    """The decode step a setting means here: auto is graph on CUDA for GPT-2 models, else dynamic."""
+    cuda = str(device).startswith("cuda")
+    if value == "auto":
+        return "graph" if cuda and supports(lm) else "dynamic"
+    if value in ("static", "graph") and not supports(lm):
+        raise ValueError(f"decode_step {value} needs a GPT-2 family model (got {type(lm).__name__}); "
+                         "use dynamic or auto")
+    if value == "graph" and not cuda:
+        raise ValueError("decode_step graph needs a CUDA device; use static or auto on the CPU")
+    return value
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _attention_kernels(device):
+    """On CUDA, attention by the memory-efficient kernel (it takes the mask) or plain matmuls: the
+    two whose capture in a graph is long established; elsewhere torch's own choice."""
+    import contextlib
+
+    if not str(device).startswith("cuda"):
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+
+
+def _capture(step, device):
+    """A CUDA graph of one call of `step` (recorded, not run); returns its replay."""
+    import torch
+
+    graph = torch.cuda.CUDAGraph()
+    # thread_local: CUDA calls of other threads (a server's) do not break this thread's capture.
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        step()
+    return graph.replay
+
+
+def _warm(step, device) -> None:
+    """One eager step; on CUDA on a side stream, as a capture wants its warm-up."""
+    import torch
+
+    if str(device).startswith("cuda"):
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            step()
+        torch.cuda.current_stream().wait_stream(stream)
+    else:
+        step()
+
+
+class StaticDecoder:
+    """The fixed buffers of one (rows, columns, steps, sampling) shape, with a graph per bucket."""
+
+    def __init__(self, lm, rows: int, columns: int, steps: int, settings: SamplingSettings, stops: tuple,
+                 dtype, device, graph: bool):
+        import torch
+
+        config = lm.config
+        self.heads, self.layers = config.n_head, config.n_layer
+        self.dim = config.n_embd // self.heads
+        self.rows, self.columns, self.steps, self.settings = rows, columns, steps, settings
+        self.graph, self.device = graph, device
+        self.scales = []
+        for layer in range(self.layers):
+            scale = self.dim ** -0.5 if config.scale_attn_weights else 1.0
+            self.scales.append(scale / (layer + 1) if config.scale_attn_by_inverse_layer_idx else scale)
+        vocab = lm.get_output_embeddings().weight.shape[0]
+        shape = (rows, self.heads, columns, self.dim)
+        self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.layers)]
+        self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.layers)]
+        self.valid = torch.zeros((rows, columns), dtype=torch.bool, device=device)
+        self.tok = torch.zeros(rows, dtype=torch.long, device=device)       # the last token of each row
+        self.pos = torch.zeros(rows, dtype=torch.long, device=device)       # its position id
+        self.col = torch.zeros(1, dtype=torch.long, device=device)          # its cache column (every row)
+        self.step = torch.zeros(1, dtype=torch.long, device=device)         # the token index drawn next
+        self.uniforms = torch.zeros((rows, steps), dtype=torch.float32, device=device)
+        self.tokens = torch.full((rows, steps), -1, dtype=torch.long, device=device)
+        self.stopped = torch.zeros(rows, dtype=torch.bool, device=device)
+        self.logits = torch.zeros((rows, vocab), dtype=dtype, device=device)   # the last step's, for the guard
+        self.stops = torch.as_tensor(list(stops) or [-1], dtype=torch.long, device=device)
+        self.bytes = sum(t.numel() * t.element_size() for t in (*self.keys, *self.values, self.logits))
+        self.replays: dict[int, object] = {}
+        self.warmed: dict[int, int] = {}
+
+    def load(self, cache, first_logits, mask, positions, owner, uniforms) -> None:
+        """The prefill's cache, mask and positions copied to the first rows, one per candidate (`owner`:
+        its prompt; rows past the candidates copy prompt 0 and count as stopped); token 0 drawn."""
+        import torch
+
+        prefilled, rows = mask.shape[1], len(owner)
+        index = torch.as_tensor(owner, dtype=torch.long, device=self.device)
+        for layer, cached in enumerate(cache.layers):
+            self.keys[layer][:rows, :, :prefilled].copy_(cached.keys.index_select(0, index))
+            self.values[layer][:rows, :, :prefilled].copy_(cached.values.index_select(0, index))
+        self.valid[:rows].zero_()
+        self.valid[:rows, :prefilled].copy_(mask.index_select(0, index).bool())
+        self.pos[:rows].copy_(positions[:, -1].index_select(0, index) + 1)
+        self.col.fill_(prefilled)
+        self.step.fill_(1)
+        self.uniforms[:rows].copy_(uniforms)
+        self.tokens[:rows].fill_(-1)
+        logits = first_logits.index_select(0, index)
+        self.logits[:rows].copy_(logits)
+        token = device_draw(logits, self.uniforms[:rows, 0], self.settings)
+        self.tok[:rows].copy_(token)
+        self.tokens[:rows, 0].copy_(token)
+        self.stopped[:rows].copy_((token[:, None] == self.stops).any(-1))
+
+    def _step(self, lm, rows: int) -> None:
+        """One token for the first `rows` rows, reading and writing only the fixed buffers."""
+        import torch
+        import torch.nn.functional as F
+
+        body = lm.transformer
+        width = self.heads * self.dim
+        self.valid[:rows].index_fill_(1, self.col, True)
+        # One additive mask for every layer, in place of a conversion of the boolean one in each.
+        mask = torch.zeros((rows, 1, 1, self.columns), dtype=self.keys[0].dtype, device=self.device).masked_fill_(
+            ~self.valid[:rows, None, None, :], float("-inf"))
+        hidden = body.wte(self.tok[:rows, None]) + body.wpe(self.pos[:rows, None])
+        with _attention_kernels(self.device):
+            for layer, block in enumerate(body.h):
+                query, key, value = block.attn.c_attn(block.ln_1(hidden)).split(width, dim=2)
+                query, key, value = (t.view(rows, 1, self.heads, self.dim).transpose(1, 2)
+                                     for t in (query, key, value))
+                keys, values = self.keys[layer][:rows], self.values[layer][:rows]
+                keys.index_copy_(2, self.col, key)
+                values.index_copy_(2, self.col, value)
+                out = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask, scale=self.scales[layer])
+                hidden = block.attn.c_proj(out.transpose(1, 2).reshape(rows, 1, width)) + hidden
+                hidden = hidden + block.mlp(block.ln_2(hidden))
+        logits = lm.get_output_embeddings()(body.ln_f(hidden))[:, -1, :]
+        self.logits[:rows].copy_(logits)
+        token = device_draw(logits, self.uniforms[:rows].index_select(1, self.step)[:, 0], self.settings)
+        self.tok[:rows].copy_(token)
+        self.tokens[:rows].index_copy_(1, self.step, token[:, None])
+        self.stopped[:rows].logical_or_((token[:, None] == self.stops).any(-1))
+        self.pos[:rows].add_(1)
+        self.col.add_(1)
+        self.step.add_(1)
+
+    def advance(self, lm, rows: int, steps_left: int) -> None:
+        """One decode step of `rows` rows: a graph replay once the bucket has one, else eager (the
+        first steps of a bucket are eager and warm it up, then it is captured)."""
+        replay = self.replays.get(rows)
+        if replay is not None:
+            STATS["replays"] += 1
+            return replay()
+        step = lambda: self._step(lm, rows)  # noqa: E731
+        if self.graph and self.warmed.get(rows, 0) >= EAGER_BEFORE_CAPTURE and steps_left > 1:
+            try:
+                replay = _capture(step, self.device)
+            except Exception as err:  # noqa: BLE001 - any capture failure: stay correct, eager
+                STATS["capture_failures"] += 1
+                warnings.warn(f"CUDA graph capture failed, decoding eagerly: {type(err).__name__}: {err}")
+                self.graph = False
+            else:
+                STATS["captures"] += 1
+                self.replays[rows] = replay
+                return self.advance(lm, rows, steps_left)
+        STATS["eager_steps"] += 1
+        self.warmed[rows] = self.warmed.get(rows, 0) + 1
+        _warm(step, self.device) if self.graph else step()
+
+    def compact(self, live: list[int], rows: int) -> None:
+        """Move the live rows to the front of the first `rows` (the rest copy the first, stopped)."""
+        import torch
+
+        index = torch.as_tensor(live + [live[0]] * (rows - len(live)), dtype=torch.long, device=self.device)
+        for tensor in (*self.keys, *self.values, self.valid, self.tok, self.pos, self.uniforms, self.tokens,
+                       self.stopped):
+            tensor[:rows].copy_(tensor.index_select(0, index))
+        self.stopped[len(live):rows] = True
+
+
+def _decoder(lm, rows: int, columns: int, steps: int, settings: SamplingSettings, stops: tuple, dtype, device,
+             graph: bool) -> StaticDecoder:
+    """The model's kept decoder of this shape, made (evicting the least recently used) when missing."""
+    import torch
+
+    kept = lm.__dict__.setdefault("rrt_static_decoders", OrderedDict())
+    shape = (columns, steps, settings.top_k, settings.top_p, settings.temperature, stops, str(dtype), str(device),
+             graph)
+    # A larger decoder of the same shape serves fewer rows with its smaller buckets' graphs.
+    fits = [key for key, d in kept.items() if key[1:] == shape and rows in _buckets(d.rows)]
+    if fits:
+        key = min(fits)
+        kept.move_to_end(key)
+        return kept[key]
+    key = (rows, *shape)
+    cuda = str(device).startswith("cuda")
+    config = lm.config
+    need = 2 * config.n_layer * rows * columns * config.n_embd * torch.empty((), dtype=dtype).element_size()
+    limit = CACHE_SHARE * torch.cuda.get_device_properties(device).total_memory if cuda else None
+    if limit is not None and need > limit:
+        raise NoRoom(f"a static cache of {rows} rows x {columns} columns needs {need / 2 ** 30:.1f} GiB")
+    while kept and (len(kept) >= (CPU_DECODERS if limit is None else GPU_DECODERS)
+                    or (limit is not None and sum(d.bytes for d in kept.values()) + need > limit)):
+        kept.popitem(last=False)
+        if cuda:
+            torch.cuda.empty_cache()
+    try:
+        kept[key] = StaticDecoder(lm, rows, columns, steps, settings, stops, dtype, device, graph)
+    except torch.cuda.OutOfMemoryError as err:
+        kept.clear()
+        torch.cuda.empty_cache()
+        raise NoRoom(str(err).splitlines()[0]) from err
+    STATS["decoders"] += 1
+    return kept[key]
+
+
+def _buckets(rows: int) -> list[int]:
+    """The row counts a batch of `rows` runs at as its candidates finish: halving, down to MIN_ROWS."""
+    sizes = [rows]
+    while sizes[-1] // 2 >= MIN_ROWS:
+        sizes.append(sizes[-1] // 2)
+    return sizes
+
+
+def decode_static(lm, cache, first_logits, mask, positions, streams: list, results: list[Sampled], stop_ids: set[int],
+                  settings: SamplingSettings, guards: list, device, graph: bool) -> None:
+    """Decode every candidate of a prefilled batch on the static cache (see the module's text);
+    `streams` are the candidates' seeded generators, `results` are filled in place."""
+    import torch
+
+    n, steps, count = settings.candidates, settings.max_new_tokens, len(results)
+    flat_rows = count * n
+    rows = n * (1 << max(0, count - 1).bit_length())   # prompts padded to a power of two: fewer shapes
+    columns = _round_up(mask.shape[1] + steps, COLUMN_MULTIPLE)
+    decoder = _decoder(lm, rows, columns, steps, settings, tuple(sorted(stop_ids)), cache.layers[0].keys.dtype,
+                       device, graph)
+    drawn = [_Stream(rng, steps) for rng in streams]
+    uniforms = np.zeros((rows, steps), dtype=np.float32)
+    uniforms[:flat_rows] = [s.values[:steps] for s in drawn]
+    owner = [min(r // n, count - 1) if r < flat_rows else 0 for r in range(rows)]
+    decoder.load(cache, first_logits, mask, positions, owner, torch.as_tensor(uniforms, device=device))
+    flat = list(range(flat_rows)) + [-1] * (rows - flat_rows)   # the candidate of each row (-1: padding)
+    decoder.stopped[flat_rows:rows] = True
+    guarded = {f for f in range(flat_rows) if guards[f // n] is not None}
+    checker = _GuardChecker(decoder, drawn, guards, stop_ids, settings, n) if guarded else None
+    finished: dict[int, list[int]] = {}
+    width = rows
+    for step in range(steps):
+        if checker:
+            checker.check(step, flat, width)
+        if step == steps - 1:
+            break
+        if (step + 1) % SYNC_EVERY == 0:
+            stopped = decoder.stopped[:width].tolist()
+            live = [r for r in range(width) if flat[r] >= 0 and not stopped[r]]
+            if not live:
+                break
+            smaller = min((b for b in _buckets(rows) if b >= len(live)), default=width)
+            if smaller < width:
+                done, going = decoder.tokens[:width].tolist(), set(live)
+                for r in range(width):
+                    if flat[r] >= 0 and r not in going:
+                        finished[flat[r]] = done[r]
+                decoder.compact(live, smaller)
+                flat = [flat[r] for r in live] + [-1] * (smaller - len(live))
+                width = smaller
+        decoder.advance(lm, width, steps - 1 - step)
+    for r, row in enumerate(decoder.tokens[:width].tolist()):
+        if flat[r] >= 0:
+            finished[flat[r]] = row
+    for f in range(flat_rows):
+        sample = results[f // n]
+        if f in guarded:
+            sample.tokens[f % n], sample.ended[f % n] = checker.tokens[f], checker.ended.get(f, "length")
+            continue
+        row = [t for t in finished[f] if t >= 0]
+        cut = next((i for i, t in enumerate(row) if t in stop_ids), None)
+        if cut is not None:
+            sample.ended[f % n] = "stop"
+            row = row[:cut]
+        sample.tokens[f % n] = row
+
+
+class _Stream:
+    """A candidate's seeded numbers: the first `steps` drawn at once for the device, more on demand
+    (the same sequence the host draws one at a time)."""
+
+    def __init__(self, rng, steps: int):
+        self.rng, self.values, self.used = rng, list(rng.random(steps)), 0
+
+    def at(self, index: int) -> float:
+        """The stream's number at `index`."""
+        while len(self.values) <= index:
+            self.values.append(self.rng.random())
+        return float(self.values[index])
+
+    def random(self) -> float:
+        """The next number not yet used (as numpy's Generator.random)."""
+        self.used += 1
+        return self.at(self.used - 1)
+
+
+class _GuardChecker:
+    """The host's side of guarded rows: each drawn token checked against the row's text, and a
+    refused one redrawn from the row's logits with the host's own guarded draw."""
+
+    def __init__(self, decoder: StaticDecoder, streams: list[_Stream], guards: list, stop_ids: set[int],
+                 settings: SamplingSettings, n: int):
+        self.decoder, self.streams, self.guards, self.stop_ids = decoder, streams, guards, stop_ids
+        self.settings, self.n = settings, n
+        self.texts: dict[int, str] = {}
+        self.tokens: dict[int, list[int]] = {f: [] for f in range(len(streams)) if guards[f // n] is not None}
+        self.ended: dict[int, str] = {}
+
+    def check(self, step: int, flat: list[int], width: int) -> None:
+        """Judge the tokens drawn at `step` for every open guarded row, redrawing refused ones."""
+        import torch
+
+        decoder = self.decoder
+        drawn = decoder.tok[:width].tolist()
+        for r in range(width):
+            f = flat[r]
+            if f < 0 or f not in self.tokens or f in self.ended:
+                continue
+            guard, stream, text = self.guards[f // self.n], self.streams[f], self.texts.get(f, "")
+            token = drawn[r]
+            if guard.check(text, token) == "ok":
+                stream.used += 1
+                text += guard.piece(token)
+            else:
+                STATS["guard_redraws"] += 1
+                token, text = _guarded_draw(decoder.logits[r].float().cpu(), self.settings, stream, guard, text)
+                if token is not None:
+                    decoder.tok[r] = token
+                    decoder.tokens[r, step] = token
+                # The refused token may have been a stop; the redraw decides.
+                decoder.stopped[r] = token is None or token in self.stop_ids
+                # The row's next numbers follow what its redraw used, as on the host.
+                following = [stream.at(stream.used + i) for i in range(decoder.steps - step - 1)]
+                if following:
+                    decoder.uniforms[r, step + 1:] = torch.as_tensor(following, dtype=torch.float32)
+            self.texts[f] = text
+            if token is None:
+                self.ended[f] = "guard"
+                decoder.stopped[r] = True
+            elif token in self.stop_ids:
+                self.ended[f] = "stop"
+                decoder.stopped[r] = True
+            else:
+                self.tokens[f].append(token)

@@ -29,23 +29,47 @@ def candidate_violations(rows: list[dict]) -> int:
                for row in rows for entry in row["steps"] for c in entry["candidates"])
 
 
+def stopped_and_rerun(args: list[str], out, at_least: int) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """Start a rewrite run, stop it (SIGTERM) once `at_least` records are written, then rerun it to the end:
+    (the rerun's result, the lines written before the stop)."""
+    job = subprocess.Popen([sys.executable, str(ROOT / "jobs" / "rewrite.py"), *args], cwd=ROOT, env=job_env(),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    path = out / "rewrites.jsonl"
+    deadline = time.time() + 400
+    while time.time() < deadline and job.poll() is None:
+        if path.exists() and path.read_text().count("\n") >= at_least:
+            break
+        time.sleep(0.2)
+    job.send_signal(signal.SIGTERM)
+    job.wait(timeout=120)
+    before = path.read_text().splitlines() if path.exists() else []
+    done = run_script("rewrite.py", *args, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done, before
+
+
 @pytest.fixture(scope="module")
 def contextual_runs(prepared, trained_contextual, tmp_path_factory):
-    """The same 10 test recipes rewritten by the tiny Contextual Rewriter, plain and constrained."""
+    """The same 10 test recipes rewritten by the tiny Contextual Rewriter, plain and constrained. The plain
+    run is stopped part-way, as a user's run may be, and rerun to the end: (folder, result, lines before)."""
     folder = tmp_path_factory.mktemp("rewrite")
     model = str(trained_contextual[0] / "model")
     runs = {}
-    for name, extra in (("plain", []), ("constrained", ["--constrained"])):
+    for name, extra in (("plain", ["--batch-recipes", "2", "--actors", "1"]), ("constrained", ["--constrained"])):
         out = folder / name
-        done = run_script("rewrite.py", "--data", str(prepared[0]), "--system", "contextual", "--model", model,
-                          "--output", str(out), "--num-recipes", "10", "--candidates", "6", *extra, timeout=600)
-        assert done.returncode == 0, done.stderr[-4000:]
-        runs[name] = (out, done)
+        args = ["--data", str(prepared[0]), "--system", "contextual", "--model", model, "--output", str(out),
+                "--num-recipes", "10", "--candidates", "6", *extra]
+        if name == "plain":
+            done, before = stopped_and_rerun(args, out, 2)
+        else:
+            done, before = run_script("rewrite.py", *args, timeout=600), []
+            assert done.returncode == 0, done.stderr[-4000:]
+        runs[name] = (out, done, before)
     return runs
 
 
 def test_every_sampled_recipe_is_rewritten_step_by_step_with_scored_candidates(contextual_runs):
-    out, done = contextual_runs["plain"]
+    out, done, before = contextual_runs["plain"]
     rows = rewrites(out)
     assert len(rows) == 10 and len({(r["id"], r["constraint"]) for r in rows}) == 10
     for row in rows:
@@ -62,12 +86,14 @@ def test_every_sampled_recipe_is_rewritten_step_by_step_with_scored_candidates(c
         guide = Recipe("r", row["rewrite"]["title"], row["rewrite"]["ingredients"], ["Mix."])
         assert all(tag_recipe(guide, row["constraint"].split(",")).valid.values())
     run = json.loads((out / "run.json").read_text())
-    noted = sum(bool(e.get("note")) for r in rows for e in r["steps"])
+    # The rerun's counts are of the recipes it wrote itself.
+    ours = rows[len(before):]
+    noted = sum(bool(e.get("note")) for r in ours for e in r["steps"])
     assert run["counts"]["steps_fallback"] + run["counts"]["empty_steps"] == noted
     assert noted < run["counts"]["steps"] / 4
-    assert run["counts"]["written"] == 10 and run["steps_per_s"] > 0
-    assert run["counts"]["steps"] == sum(len(r["rewrite"]["steps"]) for r in rows)
-    assert "10 recipes written" in done.stdout
+    assert run["counts"]["written"] == 10 - len(before) and run["steps_per_s"] > 0
+    assert run["counts"]["steps"] == sum(len(r["rewrite"]["steps"]) for r in ours)
+    assert f"{10 - len(before)} recipes written ({len(before)} done earlier)" in done.stdout
 
 
 def test_constrained_decoding_leaves_no_violation_where_sampling_makes_some(contextual_runs):
@@ -80,26 +106,11 @@ def test_constrained_decoding_leaves_no_violation_where_sampling_makes_some(cont
     assert all(r["constrained"] for r in held)
 
 
-def test_a_killed_run_finishes_the_rest_and_writes_each_recipe_once(prepared, trained_contextual, tmp_path):
-    out = tmp_path / "killed"
-    args = [sys.executable, str(ROOT / "jobs" / "rewrite.py"), "--data", str(prepared[0]), "--system",
-            "contextual", "--model", str(trained_contextual[0] / "model"), "--output", str(out),
-            "--num-recipes", "8", "--candidates", "3", "--batch-recipes", "1", "--actors", "1"]
-    job = subprocess.Popen(args, cwd=ROOT, env=job_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    path = out / "rewrites.jsonl"
-    deadline = time.time() + 400
-    while time.time() < deadline and job.poll() is None:
-        if path.exists() and path.read_text().count("\n") >= 2:
-            break
-        time.sleep(0.5)
-    job.send_signal(signal.SIGTERM)
-    job.wait(timeout=120)
-    before = path.read_text().splitlines()
-    assert 2 <= len(before) < 8, "the run ended before it could be stopped part-way"
-    done = run_script("rewrite.py", *args[2:], timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    after = path.read_text().splitlines()
-    assert len(after) == 8 and len({(json.loads(x)["id"], json.loads(x)["constraint"]) for x in after}) == 8
+def test_a_stopped_run_finishes_the_rest_and_writes_each_recipe_once(contextual_runs):
+    out, _, before = contextual_runs["plain"]
+    assert 2 <= len(before) < 10, "the run ended before it could be stopped part-way"
+    after = (out / "rewrites.jsonl").read_text().splitlines()
+    assert len(after) == 10 and len({(json.loads(x)["id"], json.loads(x)["constraint"]) for x in after}) == 10
     assert after[: len(before)] == before
     run = json.loads((out / "run.json").read_text())
     assert run["resumed"] and run["counts"]["done_earlier"] == len(before)

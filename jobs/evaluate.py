@@ -40,7 +40,7 @@ from rrt.evaluation.metrics import (food_vocabulary, names_from_lines, read_food
 from rrt.modelling.models import META_FILE, read_meta  # noqa: E402
 from rrt.recipes.paper_format import END_INGS  # noqa: E402
 from rrt.evaluation.report import metrics_markdown, per_constraint_markdown, plot_metrics, render_report  # noqa: E402
-from rrt.recipes.tagger import parse_constraints  # noqa: E402
+from rrt.evaluation.rewrite_records import read_records, system_label  # noqa: E402
 
 MEASURE_KEYS = ("obeying", "mentions", "empty", "rouge_l_recall")
 
@@ -85,34 +85,11 @@ def read_run(folder: str) -> tuple[dict, list[dict]]:
                 run = json.load(handle)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise JobError(f"{folder}/run.json is not valid JSON: {err}") from None
-    records = []
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                raise JobError(f"{path} line {number} is not JSON") from None
-            if not isinstance(record, dict) or not isinstance(record.get("rewrite"), dict) \
-                    or not isinstance(record.get("source"), dict):
-                raise JobError(f"{path} line {number} has no source and rewrite recipes")
-            try:
-                parse_constraints(record.get("constraint") or "")
-            except ValueError as err:
-                raise JobError(f"{path} line {number}: {err}") from None
-            records.append(record)
-    if not records:
-        raise JobError(f"{path} holds no rewrites")
+    try:
+        records = read_records(path)
+    except ValueError as err:
+        raise JobError(str(err)) from None
     return run, records
-
-
-def system_label(run: dict, records: list[dict]) -> str:
-    """The run's system name, with `+constrained` for constrained decoding."""
-    settings = run.get("settings") or {}
-    system = settings.get("system") or records[0].get("system") or "unknown"
-    constrained = settings.get("constrained", records[0].get("constrained", False))
-    return f"{system}+constrained" if constrained else str(system)
 
 
 def check_lm(folder: str) -> int:
@@ -150,7 +127,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     systems: dict[str, dict] = {}
     for folder in [f.strip() for f in args.rewrites.split(",") if f.strip()]:
         run, records = read_run(folder)
-        label = system_label(run, records)
+        label = system_label(records, run)
         if label in systems:
             raise JobError(f"{folder} and {systems[label]['folder']} are both {label}; evaluate one run per system")
         systems[label] = {"folder": os.path.abspath(folder), "run": run, "records": records}

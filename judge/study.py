@@ -18,6 +18,7 @@ import time
 from judge.store import Study, StudyError
 from rrt.evaluation.human import (COMPARE_QUESTION, QUESTIONS, agreement, head_to_head, human_table, judge_times,
                                   plot_head_to_head, report_markdown, sample_items)
+from rrt.evaluation.rewrite_records import read_records, system_label
 from rrt.recipes.lexicon import CONSTRAINTS
 from runtime.runs import write_json_atomic
 
@@ -27,23 +28,11 @@ def read_system(folder: str) -> tuple[str, list[dict]]:
     path = os.path.join(folder, "rewrites.jsonl") if os.path.isdir(folder) else folder
     if not os.path.isfile(path):
         raise StudyError(f"no rewrites.jsonl in {folder} (a jobs/rewrite.py output folder)")
-    records = []
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                raise StudyError(f"{path} line {number} is not JSON") from None
-            if not isinstance(record, dict) or not all(isinstance(record.get(k), dict) for k in ("source", "rewrite")) \
-                    or "id" not in record or not record.get("constraint"):
-                raise StudyError(f"{path} line {number} is not a rewrite record (id, constraint, source, rewrite)")
-            records.append(record)
-    if not records:
-        raise StudyError(f"{path} holds no rewrites")
-    system = str(records[0].get("system") or "unknown")
-    return (f"{system}+constrained" if records[0].get("constrained") else system), records
+    try:
+        records = read_records(path)
+    except ValueError as err:
+        raise StudyError(str(err)) from None
+    return system_label(records), records
 
 
 def read_systems(folders: list[str]) -> tuple[dict[str, list[dict]], dict[str, str]]:

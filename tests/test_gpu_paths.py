@@ -149,15 +149,19 @@ def test_auto_settings_pick_by_device():
     assert resolve_compile("auto", "cuda") and not resolve_compile("auto", "cpu") and resolve_compile(True, "cpu")
 
 
-@pytest.mark.parametrize("top_p", [1.0, 0.9])
-def test_device_decoding_draws_the_tokens_host_decoding_does(top_p):
-    lm = _gpt2(seed=7)
+def _decoding_case(top_p: float):
+    """A tiny GPT-2, five prompts of random lengths, common tokens as stops (so candidates end at
+    different steps and leave the batch), four candidates each: (lm, prompts, stops, settings, seeds)."""
     rng = np.random.default_rng(3)
     prompts = [list(rng.integers(3, VOCAB, size=int(rng.integers(4, 30)))) for _ in range(5)]
-    # Common tokens as stops, so candidates end at different steps and leave the batch.
     stops = {int(t) for t in rng.integers(3, VOCAB, size=12)}
     settings = SamplingSettings(top_k=40, top_p=top_p, temperature=1.0, candidates=4, max_new_tokens=20)
-    seeds = [11, 12, 13, 14, 15]
+    return _gpt2(seed=7), prompts, stops, settings, [11, 12, 13, 14, 15]
+
+
+@pytest.mark.parametrize("top_p", [1.0, 0.9])
+def test_device_decoding_draws_the_tokens_host_decoding_does(top_p):
+    lm, prompts, stops, settings, seeds = _decoding_case(top_p)
     host = sample_candidates(lm, prompts, seeds, stops, PAD, settings, decode="host")
     device = sample_candidates(lm, prompts, seeds, stops, PAD, settings, decode="device")
     assert [s.tokens for s in host] == [s.tokens for s in device]
@@ -179,12 +183,7 @@ def _failed_capture(step, device):
 def test_static_and_graph_decoding_draw_the_tokens_host_decoding_does(top_p, monkeypatch):
     from rrt.modelling import static_decode
 
-    lm = _gpt2(seed=7)
-    rng = np.random.default_rng(3)
-    prompts = [list(rng.integers(3, VOCAB, size=int(rng.integers(4, 30)))) for _ in range(5)]
-    stops = {int(t) for t in rng.integers(3, VOCAB, size=12)}
-    settings = SamplingSettings(top_k=40, top_p=top_p, temperature=1.0, candidates=4, max_new_tokens=20)
-    seeds = [11, 12, 13, 14, 15]
+    lm, prompts, stops, settings, seeds = _decoding_case(top_p)
     host = sample_candidates(lm, prompts, seeds, stops, PAD, settings, decode="host")
     assert {e for s in host for e in s.ended} == {"stop", "length"}
     stats = dict(static_decode.STATS)

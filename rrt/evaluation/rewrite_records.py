@@ -1,0 +1,38 @@
+"""A rewrite run's records (`rewrites.jsonl`), the one format every system writes and every reader takes."""
+from __future__ import annotations
+
+import json
+
+from rrt.recipes.tagger import parse_constraints
+
+
+def read_records(path: str) -> list[dict]:
+    """Every record of a rewrites.jsonl file; a line that is not a rewrite record is a ValueError naming it."""
+    records = []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                raise ValueError(f"{path} line {number} is not JSON") from None
+            if not isinstance(record, dict) or not all(isinstance(record.get(k), dict) for k in ("source", "rewrite")) \
+                    or "id" not in record or not record.get("constraint"):
+                raise ValueError(f"{path} line {number} is not a rewrite record (id, constraint, source, rewrite)")
+            try:
+                parse_constraints(record["constraint"])
+            except ValueError as err:
+                raise ValueError(f"{path} line {number}: {err}") from None
+            records.append(record)
+    if not records:
+        raise ValueError(f"{path} holds no rewrites")
+    return records
+
+
+def system_label(records: list[dict], run: dict | None = None) -> str:
+    """The run's system name (from its run.json settings when given), `+constrained` for constrained decoding."""
+    settings = (run or {}).get("settings") or {}
+    system = settings.get("system") or records[0].get("system") or "unknown"
+    constrained = settings.get("constrained", records[0].get("constrained", False))
+    return f"{system}+constrained" if constrained else str(system)

@@ -29,6 +29,13 @@ PAPER_SAMPLE = SHARED_DATA / "paper_sample"
 
 DECODING = load_settings().rewrite.model_dump()
 
+# Every process of the session (this one, the jobs, the session's Ray) finds the environment's own tools
+# first. DeepSpeed JIT-builds its CPU comm op with whichever `ninja` is on PATH, and two ninja versions
+# (the system's and the one pip installs) keep different build logs, so each rebuilds the op after the other.
+_BIN = os.path.dirname(sys.executable)
+if os.environ.get("PATH", "").split(os.pathsep)[0] != _BIN:
+    os.environ["PATH"] = f"{_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+
 
 def sampling(**changes) -> SamplingSettings:
     """Decoding settings from ray_config.yaml's rewrite block, with a test's changes."""
@@ -93,9 +100,9 @@ class RayCluster:
         self.temp_dir = tempfile.mkdtemp(prefix="rrt-ray-")  # short: Ray's socket paths must stay short
         self.address = f"127.0.0.1:{self.PORT}"
         self.dashboard = f"http://127.0.0.1:{self.DASHBOARD}"
-        # `ray start --head` turns on token authentication; clients read the token with this set.
-        self.env = {"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "token",
-                    "PATH": f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}"}
+        # `ray start --head` turns on token authentication; clients read the token with this set. (PATH,
+        # with this environment's tools first, is set for the whole session above.)
+        self.env = {"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "token"}
 
     def ray(self, *args: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
         """The `ray` CLI of this environment."""

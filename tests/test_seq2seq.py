@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import DECODING, ROOT, job_env, needs_dictionary, needs_shared_data, quick_train_config
+from conftest import ROOT, job_env, needs_dictionary, needs_shared_data, quick_train_config
 from rrt.modelling.sampling import SamplingSettings
 from rrt.modelling.seq2seq import COPY, TRANSFORMER, build_seq2seq, copy_mixture, sample_steps, seq2seq_batch
 
@@ -105,10 +105,47 @@ def _finish(jobs: dict) -> dict:
     return done
 
 
+def _rewrite(settings: dict, tasks: list[dict], out) -> None:
+    """The rewrite job's actor in this process, its records written as the job writes them."""
+    from jobs.rewrite_actor import Seq2seqBatch, task_table
+
+    records = Seq2seqBatch(settings)(task_table(tasks)).column("record").to_pylist()
+    out.mkdir(parents=True)
+    (out / "rewrites.jsonl").write_text("".join(line + "\n" for line in records))
+
+
+def _evaluate(args: list[str]) -> dict:
+    """The evaluation job's settings, Ray Data task and scorer actor in this process; its outputs."""
+    import pyarrow as pa
+
+    from jobs.evaluate import StepScorer, measure_batch, parse_args, settings_from, write_outputs
+    from rrt.evaluation.metrics import food_vocabulary
+
+    settings = settings_from(parse_args(args))
+    items = [{"system": label, "position": i, "constraint": r["constraint"], "title": r["rewrite"]["title"],
+              "ingredients": r["rewrite"]["ingredients"], "steps": r["rewrite"]["steps"],
+              "source_steps": r["source"]["steps"]}
+             for label, s in settings["systems"].items() for i, r in enumerate(s["records"])]
+    measured = measure_batch(pa.Table.from_pylist(items), food_vocabulary(settings["foods"]))
+    scored = StepScorer(settings["lm"], settings["block"], settings["batch_size"], False, 1)(measured).to_pylist()
+    measures = {label: [None] * len(s["records"]) for label, s in settings["systems"].items()}
+    for row in scored:
+        keys = dict(zip(("obeying", "mentions", "empty", "rouge_l_recall"), row["measures"]))
+        measures[row["system"]][row["position"]] = {
+            **keys, "obeying": int(keys["obeying"]), "mentions": int(keys["mentions"]), "empty": bool(keys["empty"]),
+            "nll": row["nll"], "tokens": row["tokens"], "dropped_tokens": row["dropped_tokens"]}
+    return write_outputs(settings, measures, {})
+
+
 @pytest.fixture(scope="module")
 def pipeline(prepared, tmp_path_factory):
-    """Both systems trained (Seq2seq Copy for vegan only), rewriting two vegan test recipes each, and
-    scored together; the jobs of a stage run side by side on the session's Ray."""
+    """Both systems trained by the training job (Seq2seq Copy for vegan only, the two jobs side by
+    side on the session's Ray), then two vegan test recipes rewritten by each through the rewrite
+    job's settings and actor, and scored by the evaluation job's settings, task and scorer (the
+    rewrite and evaluation jobs themselves run in benchmarks/quality.py)."""
+    import pyarrow.dataset as pads
+
+    from jobs.rewrite import build_parser, build_tasks, rewrite_keys, settings_from
     from testing.local_service import tiny_model
 
     folder = tmp_path_factory.mktemp("seq2seq")
@@ -121,24 +158,28 @@ def pipeline(prepared, tmp_path_factory):
                        COPY: _job("train.py", "--variant", COPY, "--constraint", "vegan",
                                   "--output", str(folder / "copy"), *base)})
     models = {TRANSFORMER: str(folder / "transformer" / "model"), COPY: str(folder / "copy")}
-    rewrite = ["--data", data, "--num-recipes", "2", "--candidates", "3", "--actors", "1", "--constraint", "vegan"]
-    _finish({system: _job("rewrite.py", "--system", system, "--model", models[system],
-                          "--output", str(folder / "rewrites" / system), *rewrite) for system in models})
+    recipes = {r["id"]: r for r in pads.dataset(str(prepared[0] / "recipes")).to_table().to_pylist()
+               if r["split"] == "test"}
+    tasks, _ = build_tasks(rewrite_keys(list(recipes.values()), "vegan")[:2], recipes)
+    for system, model in models.items():
+        settings = settings_from(build_parser().parse_args([
+            "--data", data, "--system", system, "--model", model, "--output", str(folder / "unused"),
+            "--candidates", "3", "--constraint", "vegan"]))
+        _rewrite(settings, tasks, folder / "rewrites" / system)
     foods = folder / "food.csv"
     foods.write_text("id,name\n1,Milk\n2,Butter\n3,Egg\n4,Cheese\n5,Flour\n")
-    runs = ",".join(str(folder / "rewrites" / system) for system in models)
-    _finish({"evaluate": _job("evaluate.py", "--lm", tiny_model(str(folder / "lm")), "--rewrites", runs,
-                              "--foods", str(foods), "--output", str(folder / "eval"), "--scorers", "1",
-                              "--report-recipes", "2")})
-    return folder, models, trained
+    metrics = _evaluate(["--lm", tiny_model(str(folder / "lm")), "--foods", str(foods), "--output", str(folder / "eval"),
+                         "--rewrites", ",".join(str(folder / "rewrites" / system) for system in models)])
+    return folder, models, trained, metrics, settings
 
 
 @pytest.mark.slow
 @needs_shared_data
+@needs_dictionary
 def test_both_systems_train_with_the_outputs_of_every_trained_system(pipeline):
     from rrt.modelling.seq2seq import load_seq2seq
 
-    folder, models, trained = pipeline
+    folder, models, trained = pipeline[:3]
     for run in (folder / "transformer", folder / "copy" / "vegan"):
         rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
         assert rows[0]["step"] == 0 and rows[-1]["step"] == 4 and rows[-1]["eval_loss"] is not None
@@ -162,8 +203,8 @@ def test_both_systems_train_with_the_outputs_of_every_trained_system(pipeline):
 def test_each_step_is_rewritten_alone_best_of_n_and_the_same_in_a_rerun(pipeline):
     from jobs.rewrite_actor import Seq2seqBatch, task_table
 
-    folder, models, _ = pipeline
-    for system, model in models.items():
+    folder, models, _, _, settings = pipeline
+    for system in models:
         rows = [json.loads(line) for line in (folder / "rewrites" / system / "rewrites.jsonl").read_text().splitlines()]
         assert len(rows) == 2 and all(r["system"] == system and r["constraint"] == "vegan" for r in rows)
         for row in rows:
@@ -171,21 +212,22 @@ def test_each_step_is_rewritten_alone_best_of_n_and_the_same_in_a_rerun(pipeline
             for n, entry in enumerate(row["steps"]):
                 assert entry["source_step"] == n and len(entry["candidates"]) == (1 if entry.get("note") else 3)
                 assert row["rewrite"]["steps"][n] == entry["candidates"][entry["chosen"]]["text"]
-        # The job's actor in this process: the same seeded rewrite of a recipe alone.
-        actor = Seq2seqBatch({**DECODING, "system": system, "model": model, "candidates": 3, "seed": 13})
-        task = {"id": rows[0]["id"], "constraints": ["vegan"], "source": rows[0]["source"]}
-        again = json.loads(actor(task_table([task])).column("record")[0].as_py())
-        assert again["rewrite"] == rows[0]["rewrite"]
+                assert all(c["scores"]["total"] <= entry["candidates"][entry["chosen"]]["scores"]["total"]
+                           for c in entry["candidates"])
+    # Seeded per recipe and step: a recipe rewritten alone is rewritten as it was in its batch.
+    actor = Seq2seqBatch(settings)
+    row = rows[1]
+    task = {"id": row["id"], "constraints": ["vegan"], "source": row["source"]}
+    assert json.loads(actor(task_table([task])).column("record")[0].as_py())["rewrite"] == row["rewrite"]
 
 
 @pytest.mark.slow
 @needs_shared_data
 @needs_dictionary
 def test_the_evaluation_scores_both_systems(pipeline):
-    folder = pipeline[0]
-    systems = json.loads((folder / "eval" / "metrics.json").read_text())["systems"]
+    folder, metrics = pipeline[0], pipeline[3]
     for system in (TRANSFORMER, COPY):
-        assert systems[system]["n_recipes"] == 2 and math.isfinite(systems[system]["perplexity"])
+        assert metrics["systems"][system]["n_recipes"] == 2 and math.isfinite(metrics["systems"][system]["perplexity"])
     assert f"| {COPY} |" in (folder / "eval" / "table.md").read_text()
 
 

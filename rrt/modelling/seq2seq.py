@@ -223,7 +223,7 @@ def sample_steps(lm, source: list[int], start_id: int, stop_ids: set[int], setti
     import torch
 
     n = settings.candidates
-    copy = type(lm).__name__ == "CopyBart"
+    copy = hasattr(lm, "copy_gate")
     with torch.no_grad():
         src = torch.tensor([source], device=device)
         mask = torch.ones_like(src)

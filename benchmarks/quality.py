@@ -104,7 +104,8 @@ def train_seq2seq(args, out: str, variant: str) -> float:
     folder = os.path.join(out, "train", variant)
     if os.path.exists(os.path.join(folder, "train_stats.json")):
         return 0.0
-    flags = ["--variant", variant, "--data", os.path.join(out, "prepared"), "--output", folder,
+    # One worker: the models are small, and a constraint with few pairs still fills its steps.
+    flags = ["--variant", variant, "--data", os.path.join(out, "prepared"), "--output", folder, "--num-workers", "1",
              "--max-steps", str(args.seq2seq_steps), "--eval-examples", str(args.eval_examples)]
     if args.micro_batch:
         flags += ["--micro-batch", str(args.micro_batch)]

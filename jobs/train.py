@@ -166,7 +166,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         missing = [c for c in constraints or [] if c not in found]
         if missing:
             raise JobError(f"the train split of {pairs} in {data} holds no pairs for {', '.join(missing)}")
-        settings["constraints"] = constraints or found
+        settings["constraints"], settings["constraints_given"] = constraints or found, constraints is not None
         if not settings["constraints"]:
             raise JobError(f"the train split of {pairs} in {data} holds no constraint tag")
     return settings
@@ -419,7 +419,8 @@ def constraint_runs(settings: dict) -> list[dict]:
     for constraint in settings["constraints"]:
         one = {**settings, "constraint": constraint, "output": os.path.join(out, constraint)}
         if not split_rows(one, "dev"):
-            raise JobError(f"the dev split of {settings['pairs']} in {settings['data']} holds no {constraint} pairs")
+            print(f"train: note: the dev split holds no {constraint} pairs: its model trains without a dev loss",
+                  file=sys.stderr, flush=True)
         runs.append(one)
     return runs
 
@@ -432,9 +433,21 @@ def run_all(settings: dict, resume: bool, overwrite: bool) -> dict:
     runs = constraint_runs(settings)
     if len(runs) == 1 and settings["variant"] != COPY:
         return run(settings, resume, overwrite)
+    kept, skipped = [], {}
     for one in runs:
         # Checked before any training, so a bad later constraint does not stop the job half-way.
-        plan_steps(one, split_rows(one, "train"))
+        try:
+            plan_steps(one, split_rows(one, "train"))
+            kept.append(one)
+        except JobError as err:
+            if settings["constraints_given"]:
+                raise JobError(f"{one['constraint']}: {err}") from None
+            # Asked for every constraint: one with too few pairs is left out, not the whole job.
+            print(f"train: note: {one['constraint']} left out: {err}", file=sys.stderr, flush=True)
+            skipped[one["constraint"]] = str(err)
+    if not kept:
+        raise JobError(f"no constraint has pairs enough to train: {'; '.join(skipped.values())}")
+    runs = kept
     summary = {}
     # One Ray for every constraint's run.
     started_ray = start_ray(settings["ray"])
@@ -445,7 +458,7 @@ def run_all(settings: dict, resume: bool, overwrite: bool) -> dict:
         if started_ray:
             ray.shutdown()
     write_json_atomic(os.path.join(settings["output"], "train_stats.json"),
-                      {"variant": settings["variant"], "constraints": summary})
+                      {"variant": settings["variant"], "constraints": summary, "skipped": skipped})
     last = summary[runs[-1]["constraint"]]
     return {**last, "steps": sum(s["steps"] for s in summary.values()),
             "wall_s": round(sum(s["wall_s"] for s in summary.values()), 1),
@@ -480,8 +493,10 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
             print(f"{name}: error: training failed: {str(err).splitlines()[0]}", file=sys.stderr)
             return 1
         raise
+    first, last = (f"{value:.3f}" if value is not None else "none" for value in (stats["eval_loss_first"],
+                                                                                stats["eval_loss_last"]))
     print(f"{name}: {stats['steps']} steps of {stats['variant']} in {stats['wall_s']}s; eval loss "
-          f"{stats['eval_loss_first']:.3f} -> {stats['eval_loss_last']:.3f}; {stats['tokens_per_s']} tokens/s, "
+          f"{first} -> {last}; {stats['tokens_per_s']} tokens/s, "
           f"padding {stats['padding_fraction']}, MFU {stats['mfu']}; model in {settings['output']}/"
           f"{'<constraint>/' if settings['variant'] == COPY else ''}model")
     return 0

@@ -92,8 +92,9 @@ def _all_have(flag: bool, device) -> bool:
     return bool(tensor.item())
 
 
-def evaluate(engine, dev_shard, cfg: dict, rank: int, world: int, device) -> float:
-    """Token-weighted mean loss on the dev rows; workers take turns over micro-batches."""
+def evaluate(engine, dev_shard, cfg: dict, rank: int, world: int, device) -> float | None:
+    """Token-weighted mean loss on the dev rows; workers take turns over micro-batches. None when
+    the dev rows are none (a constraint of Seq2seq Copy without dev pairs)."""
     import torch
 
     engine.module.eval()
@@ -107,7 +108,7 @@ def evaluate(engine, dev_shard, cfg: dict, rank: int, world: int, device) -> flo
             tokens += counted
     engine.module.train()
     total_loss, total_tokens = _sum([loss_sum, float(tokens)], device)
-    return total_loss / max(1.0, total_tokens)
+    return total_loss / total_tokens if total_tokens else None
 
 
 def trim_metrics(output: str, step: int) -> None:

@@ -131,6 +131,8 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     tiny_lr, seq2seq_lr = tiny.pop("lr"), train["seq2seq"].pop("lr")
     variant = train["variant"]
     if variant in SEQ2SEQ:
+        if args.model:
+            raise JobError(f"--model does not apply to {variant}: it trains from scratch (shape: train.seq2seq)")
         # Always from scratch, with a tokenizer of its own: no preset applies.
         train["model"] = f"{variant} (BART from scratch)"
     if train["model"] == TINY or variant in SEQ2SEQ:

@@ -259,6 +259,7 @@ def test_bad_input_is_one_line_before_any_work(tmp_path, capsys):
                     "--output", str(tmp_path / "out")]) == 2
     assert "holds a seq2seq_copy model, not a transformer one" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
-    with pytest.raises(JobError, match="train.constraint.*for seq2seq_copy"):
-        settings_from(build_parser().parse_args(["--variant", TRANSFORMER, "--constraint", "vegan",
-                                                 "--data", str(data)]))
+    for extra, message in ((["--constraint", "vegan"], "train.constraint.*for seq2seq_copy"),
+                           (["--model", "tiny"], "--model does not apply to transformer")):
+        with pytest.raises(JobError, match=message):
+            settings_from(build_parser().parse_args(["--variant", TRANSFORMER, "--data", str(data), *extra]))

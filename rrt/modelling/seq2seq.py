@@ -101,10 +101,12 @@ def _copy_class():
             attention = out.cross_attentions[-1].mean(dim=1)
             context = attention @ out.encoder_last_hidden_state
             embedded = self.model.decoder.embed_tokens(decoder_input_ids)
-            p_gen = torch.sigmoid(self.copy_gate(torch.cat([hidden, context, embedded], dim=-1)))
-            vocab = torch.softmax(self.lm_head(hidden) + self.final_logits_bias.to(hidden.device), dim=-1)
+            p_gen = torch.sigmoid(self.copy_gate(torch.cat([hidden, context, embedded], dim=-1)).float())
+            # The mixture in fp32: fp16 flushes small probabilities to 0, whose log would be -inf.
+            logits = self.lm_head(hidden) + self.final_logits_bias.to(hidden.device)
+            vocab = torch.softmax(logits.float(), dim=-1)
             source = input_ids if source_ids is None else source_ids
-            final = copy_mixture(vocab, attention, source, p_gen)
+            final = copy_mixture(vocab, attention.float(), source, p_gen)
             logits = torch.log(final.clamp_min(_FLOOR))
             loss = None
             if labels is not None:

@@ -8,10 +8,13 @@ One resumable command: a rerun skips finished stages and continues the others. I
   1. prepares the real recipes (../shared/data web recipes and the paper's samples, plus
      data/sample) with jobs/prepare_data.py;
   2. fine-tunes from `smollm2-135m` the Contextual + rule prompt, Contextual and No-Context
-     rewriters and the No-Source LM that scores perplexity (jobs/train.py);
+     rewriters and the No-Source LM that scores perplexity, and trains from scratch the
+     sentence-level baselines, Transformer and Seq2seq Copy (one model per constraint)
+     (jobs/train.py);
   3. rewrites the test split with those rewriters, plain and constrained, with Rule-Based and
-     Retrieval, with PPLM steering the No-Source LM, and with CTRL on a tiny random config
-     (`ctrl_tiny`: the 1.6B model cannot run here, so its row measures the pipeline, not CTRL)
+     Retrieval, with PPLM steering the No-Source LM, with CTRL on a tiny random config
+     (`ctrl_tiny`: the 1.6B model cannot run here, so its row measures the pipeline, not CTRL),
+     and with Transformer and Seq2seq Copy, each step on its own
      (jobs/rewrite.py; the same seeded sample of recipes for every system);
   4. evaluates them side by side (jobs/evaluate.py: table.md holds ours beside the paper's rows,
      report.html the rewrites).
@@ -36,6 +39,8 @@ SHARED = os.environ.get("RRT_SHARED_DATA") or os.path.join(os.path.dirname(ROOT)
 MODELS = {"contextual_rule": "contextual_ing", "contextual": "contextual", "no_context": "no_context",
           "no_source": "no_source"}
 LEARNED = ("contextual_rule", "contextual", "no_context")
+# The sentence-level baselines, trained from scratch on the no_context pairs (train.seq2seq's shape).
+SEQ2SEQ = ("transformer", "seq2seq_copy")
 TARGETS = {"adherence_plain": 97.0, "adherence_constrained": 100.0, "rouge_l_recall": 30.0,
            "trigram_diversity": 0.6, "form_pass_share": 0.9}
 
@@ -91,6 +96,31 @@ def train(args, out: str, label: str) -> float:
     if os.path.exists(os.path.join(folder, "run.json")):
         flags += ["--resume"]
     return run_job("train.py", *flags)
+
+
+def train_seq2seq(args, out: str, variant: str) -> float:
+    """Train a sentence-level baseline from scratch unless it is done (Seq2seq Copy: a model for
+    every constraint with training pairs; its summary is written when all are)."""
+    folder = os.path.join(out, "train", variant)
+    if os.path.exists(os.path.join(folder, "train_stats.json")):
+        return 0.0
+    # One worker: the models are small, and a constraint with few pairs still fills its steps.
+    flags = ["--variant", variant, "--data", os.path.join(out, "prepared"), "--output", folder, "--num-workers", "1",
+             "--max-steps", str(args.seq2seq_steps), "--eval-examples", str(args.eval_examples)]
+    if args.micro_batch:
+        flags += ["--micro-batch", str(args.micro_batch)]
+    if args.use_gpu:
+        flags += ["--use-gpu"]
+    if os.path.isdir(folder) and os.listdir(folder):
+        flags += ["--resume"]
+    return run_job("train.py", *flags)
+
+
+def seq2seq_runs(out: str) -> list[tuple]:
+    """The rewrite runs of the sentence-level baselines: (label, system, model, constrained)."""
+    folder = os.path.join(out, "train")
+    return [("transformer", "transformer", os.path.join(folder, "transformer", "model"), False),
+            ("seq2seq_copy", "seq2seq_copy", os.path.join(folder, "seq2seq_copy"), False)]
 
 
 def rewrite(args, out: str, label: str, system: str, model: str | None, constrained: bool,
@@ -199,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", default="smollm2-135m", help="the pretrained model every system starts from")
     parser.add_argument("--steps", type=int, default=40, help="optimizer steps per fine-tuned rewriter")
     parser.add_argument("--lm-steps", type=int, default=12, help="optimizer steps of the No-Source LM")
+    parser.add_argument("--seq2seq-steps", type=int, default=150,
+                        help="optimizer steps of the Transformer and of each Seq2seq Copy model (from scratch)")
     parser.add_argument("--eval-examples", type=int, default=64, help="dev examples per evaluation while training")
     parser.add_argument("--actors", type=int, default=2, help="rewriter actors")
     parser.add_argument("--micro-batch", type=int, default=4, help="examples per worker per step")
@@ -225,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     for label in MODELS:
         seconds[f"train/{label}"] = train(args, out, label)
         stage_seconds(out, f"train/{label}", seconds[f"train/{label}"])
+    for variant in SEQ2SEQ:
+        seconds[f"train/{variant}"] = train_seq2seq(args, out, variant)
+        stage_seconds(out, f"train/{variant}", seconds[f"train/{variant}"])
     runs = [("rule_based", "rule_based", None, False), ("retrieval", "retrieval", None, False)]
     for label in LEARNED:
         system = "contextual_rule" if label == "contextual_rule" else label
@@ -236,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
 
         tiny_ctrl(tiny_ctrl_folder)
     runs += [("ctrl_tiny", "ctrl", tiny_ctrl_folder, False),
-             ("pplm", "pplm", os.path.join(out, "train", "no_source", "model"), False)]
+             ("pplm", "pplm", os.path.join(out, "train", "no_source", "model"), False), *seq2seq_runs(out)]
     for label, system, model, constrained in runs:
         # PPLM takes a few gradient steps for every token: a smaller sample on CPU.
         recipes = args.pplm_recipes if system == "pplm" else None

@@ -9,11 +9,17 @@
     python jobs/rewrite.py --data out/prepared --system rule_based --output out/rewrite/rule_based
     python jobs/rewrite.py --data out/prepared --system ctrl --model ctrl --output out/rewrite/ctrl
     python jobs/rewrite.py --data out/prepared --system pplm --model out/train-ns/model --output out/rewrite/pplm
+    python jobs/rewrite.py --data out/prepared --system transformer --model out/train-transformer/model \\
+        --output out/rewrite/transformer
+    python jobs/rewrite.py --data out/prepared --system seq2seq_copy --model out/train-copy \\
+        --output out/rewrite/seq2seq_copy --constraint vegan
     ray job submit --working-dir . -- python jobs/rewrite.py --profile v100x64 --data … --model … --output …
 
 Reads the split's recipe pairs and takes a fixed seeded sample of --num-recipes (source recipe,
 constraint); --constraint rewrites the sampled sources for that constraint set instead
 (`vegan,nut-free`). Actors load the model once and rewrite --batch-recipes recipes at a time.
+The sentence-level baselines rewrite each step on its own; seq2seq_copy's --model is its training
+output, which holds a model per constraint (<constraint>/model), one for each constraint sampled.
 Writes into --output: rewrites.jsonl (one line per recipe, in arrival order) and run.json
 (settings, counts, tasks dropped for a missing source recipe, timings). A rerun into the same
 folder finishes the missing recipes only.
@@ -40,11 +46,13 @@ from rrt.config import ConfigError, load_settings  # noqa: E402
 from rrt.recipes.lexicon import CONSTRAINTS  # noqa: E402
 from rrt.corpus.bow import PAPER, load_bag  # noqa: E402
 from rrt.modelling.controllable import CONTROLLABLE  # noqa: E402
+from rrt.modelling.models import META_FILE, read_meta  # noqa: E402
 from rrt.modelling.rewriter import SYSTEMS  # noqa: E402
+from rrt.modelling.seq2seq import COPY, SEQ2SEQ, constraint_models  # noqa: E402
 from rrt.recipes.tagger import parse_constraints  # noqa: E402
 
 REWRITES = "rewrites.jsonl"
-ALL_SYSTEMS = (*SYSTEMS, *CONTROLLABLE)
+ALL_SYSTEMS = (*SYSTEMS, *CONTROLLABLE, *SEQ2SEQ)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--system", choices=ALL_SYSTEMS, help="the rewriting system")
     parser.add_argument("--output", help="run folder (default: rewrite.output)")
     parser.add_argument("--model", help="the system's trained model folder (<train output>/model); ctrl: a "
-                                        "CTRL folder or Hugging Face name (ctrl)")
+                                        "CTRL folder or Hugging Face name (ctrl); seq2seq_copy: the <train output> "
+                                        "holding <constraint>/model")
     parser.add_argument("--ing-model", help="contextual_gpt2: the next-ingredient model folder")
     parser.add_argument("--num-recipes", type=int, help="(recipe, constraint) rewrites to make (default 1000)")
     parser.add_argument("--candidates", type=int, help="samples per step (default 10)")
@@ -120,14 +129,45 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         except FileNotFoundError as err:
             raise JobError(f"rewrite.pplm.bow: {err} (paper, or a folder written by `rrt bow`)") from None
         rewrite["pplm"]["bow"] = bow if bow == PAPER else os.path.abspath(bow)
-    elif SYSTEMS[system]:
+    elif system == COPY:
+        rewrite["model"] = copy_models(rewrite["model"], rewrite["constraint"])
+    elif system in SEQ2SEQ or SYSTEMS[system]:
         rewrite["model"] = _model_folder(rewrite["model"], "--model (a trained model folder)")
+        meta = os.path.join(rewrite["model"], META_FILE)
+        variant = (read_meta(rewrite["model"]).get("variant") if os.path.exists(meta) else None) \
+            if system in SEQ2SEQ else system
+        if variant != system:
+            raise JobError(f"{rewrite['model']} holds a {variant} model, not a {system} one")
         if system == "contextual_gpt2":
             rewrite["ing_model"] = _model_folder(rewrite["ing_model"], "--ing-model (the next-ingredient model)")
     if not rewrite["output"]:
         raise JobError("no output folder given (--output or rewrite.output)")
     return {**rewrite, "data": os.path.abspath(data),
             "output": os.path.abspath(rewrite["output"]), "ray": ray_cfg}
+
+
+def copy_models(path: str | None, constraint: str | None) -> str:
+    """Seq2seq Copy's training output as an absolute path, checked to hold a model for each
+    constraint asked for (every task's first constraint picks its model)."""
+    if not path:
+        raise JobError("this system needs --model (the jobs/train.py --variant seq2seq_copy output folder)")
+    found = constraint_models(path)
+    if not found:
+        raise JobError(f"{path} holds no seq2seq_copy model (<constraint>/model); pass the jobs/train.py "
+                       "--variant seq2seq_copy output folder")
+    if constraint:
+        check_copy_models(path, [constraint], found)
+    return os.path.abspath(path)
+
+
+def check_copy_models(path: str, constraints, found: dict | None = None) -> None:
+    """A JobError naming the constraints (comma lists: their first) that have no model under `path`."""
+    found = constraint_models(path) if found is None else found
+    missing = sorted({c.split(",")[0] for c in constraints} - set(found))
+    if missing:
+        raise JobError(f"{path} has no seq2seq_copy model for {', '.join(missing)} (it holds "
+                       f"{', '.join(found)}); train them with jobs/train.py --variant seq2seq_copy --constraint "
+                       f"{','.join(missing)}, or rewrite with --constraint {','.join(found)}")
 
 
 def fingerprint(settings: dict) -> str:
@@ -268,13 +308,16 @@ def run(settings: dict, overwrite: bool) -> dict:
     import ray.data
     from tqdm import tqdm
 
-    from jobs.rewrite_actor import ControlledBatch, RewriteBatch, rewrite_baseline, task_table
+    from jobs.rewrite_actor import ControlledBatch, RewriteBatch, Seq2seqBatch, rewrite_baseline, task_table
 
-    resumed = claim_output(settings["output"], "rewrite", fingerprint(settings), settings, overwrite)
     start_ray(settings["ray"])
     ray.data.DataContext.get_current().enable_progress_bars = False
     started = time.perf_counter()
     tasks, missing = plan_tasks(ray.data, settings)
+    if settings["system"] == COPY:
+        # Before the folder is claimed, so a corrected rerun just works.
+        check_copy_models(settings["model"], [t["constraints"][0] for t in tasks])
+    resumed = claim_output(settings["output"], "rewrite", fingerprint(settings), settings, overwrite)
     planned = time.perf_counter()
     warning = dropped_warning(missing)
     if warning:
@@ -292,11 +335,12 @@ def run(settings: dict, overwrite: bool) -> dict:
         # Small runs still give every actor a share; a block per batch.
         batch = max(1, min(settings["batch_recipes"], -(-len(todo) // settings["actors"])))
         ds = ray.data.from_arrow([table.slice(i, batch) for i in range(0, table.num_rows, batch)])
-        if settings["system"] not in CONTROLLABLE and SYSTEMS[settings["system"]] is None:
+        if SYSTEMS.get(settings["system"], "model") is None:
             ds = ds.map_batches(rewrite_baseline, batch_size=batch, batch_format="pyarrow",
                                 fn_kwargs={"system": settings["system"]}, udf_modifying_row_count=False)
         else:
-            actor = ControlledBatch if settings["system"] in CONTROLLABLE else RewriteBatch
+            actor = (ControlledBatch if settings["system"] in CONTROLLABLE else
+                     Seq2seqBatch if settings["system"] in SEQ2SEQ else RewriteBatch)
             ds = ds.map_batches(actor, fn_constructor_kwargs={"settings": settings},
                                 batch_size=batch, batch_format="pyarrow", udf_modifying_row_count=False,
                                 compute=ray.data.ActorPoolStrategy(size=min(settings["actors"], len(todo))),

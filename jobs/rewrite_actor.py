@@ -107,6 +107,33 @@ class ControlledBatch:
         return _table(records)
 
 
+class Seq2seqBatch:
+    """Ray Data actor: loads a sentence-level baseline once (Seq2seq Copy: the model of every
+    constraint), then rewrites batches, each step of each recipe on its own."""
+
+    def __init__(self, settings: dict):
+        import torch
+
+        from rrt.modelling.sampling import SamplingSettings
+        from rrt.modelling.seq2seq import COPY, SentenceRewriter, constraint_models, load_seq2seq
+
+        device = "cuda" if settings["use_gpu"] and torch.cuda.is_available() else "cpu"
+        torch.set_num_threads(settings["torch_threads"] or max(1, int(settings["cpus_per_actor"])))
+        folders = constraint_models(settings["model"]) if settings["system"] == COPY else {None: settings["model"]}
+        models = {key: load_seq2seq(folder, device) for key, folder in folders.items()}
+        self.seed = int(settings["seed"])
+        self.rewriter = SentenceRewriter(settings["system"], models,
+                                         SamplingSettings.from_config(settings, candidates=int(settings["candidates"])),
+                                         device)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        """Rewrite every task of the batch."""
+        tasks = _tasks(batch)
+        for task in tasks:
+            task.seed = self.seed
+        return _table(self.rewriter.rewrite(tasks))
+
+
 class RewriteBatch:
     """Ray Data actor: loads the system's model(s) once, then rewrites batches of recipes."""
 

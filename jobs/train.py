@@ -4,6 +4,8 @@
     python jobs/train.py --variant contextual --data out/prepared --output out/train --max-steps 200
     python jobs/train.py --variant end_to_end --data /mnt/cluster_storage/prepared \\
         --output /mnt/cluster_storage/runs/e2e --profile v100x64
+    python jobs/train.py --variant transformer --data out/prepared --output out/train-transformer
+    python jobs/train.py --variant seq2seq_copy --data out/prepared --output out/train-copy --constraint vegan,nut-free
     ray job submit --working-dir . -- python jobs/train.py --variant contextual --data … --output …
 
 Reads --data/step_pairs/<variant>/{train,dev}/ (from jobs/prepare_data.py), tokenizes in Ray
@@ -11,6 +13,13 @@ Data tasks while training runs, and writes into --output: model/ (Hugging Face e
 rrt_meta.json), tokenizer/, metrics.jsonl, loss.png, train_stats.json and ray/ (checkpoints).
 A stopped run continues with --resume; a worker that fails restarts from the last checkpoint.
 On a cluster, --data and --output must be on storage every node sees.
+
+The sentence-level baselines train a BART encoder-decoder from scratch (shape: train.seq2seq)
+with its own byte-pair tokenizer on step_pairs/no_context/: `transformer` one model for every
+constraint (the target tag starts the decoder), `seq2seq_copy` with a copy head and one model per
+constraint, as in the paper: each a run folder of its own, <output>/<constraint>/, holding the
+outputs above (--constraint picks them; default: every constraint with training pairs), and
+<output>/train_stats.json sums them up.
 """
 from __future__ import annotations
 
@@ -32,8 +41,12 @@ from runtime.runs import JobError, claim_output, read_jsonl, write_json_atomic  
 from rrt.modelling import finetune  # noqa: E402
 from rrt.config import ConfigError, load_settings  # noqa: E402
 from rrt.corpus.formats import VARIANTS  # noqa: E402
-from rrt.modelling.models import TINY, load_tokenizer  # noqa: E402
+from rrt.modelling.models import TINY, load_tokenizer, train_tiny_tokenizer  # noqa: E402
 from rrt.modelling.pretrained import PresetError  # noqa: E402
+from rrt.modelling.seq2seq import COPY, PAIRS, SEQ2SEQ  # noqa: E402
+from rrt.recipes.lexicon import CONSTRAINTS  # noqa: E402
+from rrt.recipes.paper_format import constraint_tag  # noqa: E402
+from rrt.recipes.tagger import parse_constraints  # noqa: E402
 
 TOKENIZER_TEXTS = 50_000  # training texts the tiny tokenizer learns from
 
@@ -43,7 +56,7 @@ def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description.split("\n\n")[0],
                                      epilog=description.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--variant", choices=VARIANTS, help="model variant (default: train.variant)")
+    parser.add_argument("--variant", choices=(*VARIANTS, *SEQ2SEQ), help="model variant (default: train.variant)")
     parser.add_argument("--data", help="prepare_data output folder (default: train.data)")
     parser.add_argument("--output", help="run folder (default: train.output)")
     parser.add_argument("--config", help="config file (default: ray_config.yaml)")
@@ -61,6 +74,8 @@ def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
     parser.add_argument("--lr", type=float, help="peak learning rate")
     parser.add_argument("--eval-examples", type=int, help="dev examples per evaluation")
     parser.add_argument("--loss-on", choices=("all", "target"), help="loss on every token or the target only")
+    parser.add_argument("--constraint", help="seq2seq_copy: the constraints to train a model for (vegan,nut-free; "
+                                             "default: every constraint with training pairs)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --output from its last checkpoint")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier run of this job in --output (any other folder is refused)")
@@ -72,15 +87,40 @@ def _split_dir(data: str, variant: str, split: str) -> str:
 
 
 def train_texts(settings: dict) -> "pads.Dataset":
-    """The training split's Parquet files as one pyarrow dataset."""
-    return pads.dataset(parquet_files(_split_dir(settings["data"], settings["variant"], "train")), format="parquet")
+    """The training split's Parquet files as one pyarrow dataset (one constraint's pairs when the
+    run has one)."""
+    dataset = pads.dataset(parquet_files(_split_dir(settings["data"], settings["pairs"], "train")), format="parquet")
+    return dataset.filter(constraint_filter(settings["constraint"])) if settings.get("constraint") else dataset
+
+
+def constraint_filter(constraint: str):
+    """A pyarrow expression keeping the step pairs whose target obeys `constraint` (its tag)."""
+    import pyarrow.compute as pc
+
+    return pc.match_substring(pc.field("text"), constraint_tag("tgt", constraint, True))
+
+
+def split_rows(settings: dict, split: str) -> int:
+    """Rows of a split the run trains on (one constraint's when it has one)."""
+    folder = _split_dir(settings["data"], settings["pairs"], split)
+    if not settings.get("constraint"):
+        return count_rows(folder)
+    files = parquet_files(folder)
+    return pads.dataset(files, format="parquet").count_rows(filter=constraint_filter(settings["constraint"])) \
+        if files else 0
+
+
+def trained_constraints(settings: dict) -> list[str]:
+    """The constraints whose target tag the training pairs hold, in the lexicon's order."""
+    dataset = pads.dataset(parquet_files(_split_dir(settings["data"], settings["pairs"], "train")), format="parquet")
+    return [c for c in CONSTRAINTS if dataset.count_rows(filter=constraint_filter(c))]
 
 
 def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     """Merge config and flags and check every value; problems are JobError lines."""
-    flags = {key: getattr(args, key) for key in ("variant", "data", "output", "model", "num_workers", "use_gpu",
-                                                  "epochs", "max_steps", "loss_on", "eval_examples", "finetune",
-                                                  "trainable_layers")}
+    flags = {key: getattr(args, key, None) for key in ("variant", "data", "output", "model", "num_workers", "use_gpu",
+                                                        "epochs", "max_steps", "loss_on", "eval_examples",
+                                                        "finetune", "trainable_layers", "constraint")}
     try:
         config = load_settings(args.config, args.profile, {"train": {
             **flags, "deepspeed": {"micro_batch": args.micro_batch, "lr": args.lr}}})
@@ -88,27 +128,50 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         raise JobError(str(err)) from None
     train, ray_cfg = config.train.model_dump(), config.ray.model_dump()
     ds, tiny = train["deepspeed"], train["tiny"]
-    tiny_lr = tiny.pop("lr")
-    if train["model"] == TINY:
+    tiny_lr, seq2seq_lr = tiny.pop("lr"), train["seq2seq"].pop("lr")
+    variant = train["variant"]
+    if variant in SEQ2SEQ:
+        if args.model:
+            raise JobError(f"--model does not apply to {variant}: it trains from scratch (shape: train.seq2seq)")
+        # Always from scratch, with a tokenizer of its own: no preset applies.
+        train["model"] = f"{variant} (BART from scratch)"
+    if train["model"] == TINY or variant in SEQ2SEQ:
         # A model trained from scratch trains every weight, at its own rate.
         train["finetune"] = "full"
         if args.lr is None:
-            ds["lr"] = tiny_lr
-    variant = train["variant"]
-    block = train["block_size"][variant]
+            ds["lr"] = seq2seq_lr if variant in SEQ2SEQ else tiny_lr
+    pairs = PAIRS if variant in SEQ2SEQ else variant
+    block = train["block_size"][pairs]
+    constraints = None
+    if variant == COPY and train["constraint"]:
+        try:
+            constraints = parse_constraints(train["constraint"])
+        except ValueError as err:
+            raise JobError(f"train.constraint: {err}") from None
+    elif train["constraint"]:
+        raise JobError("train.constraint (--constraint) is for seq2seq_copy, which trains one model per constraint")
     data, output = train["data"], train["output"]
     if not data or not os.path.isdir(data):
         raise JobError(f"data folder not found: {data} (run jobs/prepare_data.py first)")
     if not output:
         raise JobError("no output folder given (--output or train.output)")
     for split in ("train", "dev"):
-        folder = _split_dir(data, variant, split)
+        folder = _split_dir(data, pairs, split)
         if not os.path.isdir(folder):
-            raise JobError(f"{folder} not found: {data} holds no {variant} step pairs")
+            raise JobError(f"{folder} not found: {data} holds no {pairs} step pairs")
         if count_rows(folder) == 0:
-            raise JobError(f"the {split} split of {variant} in {data} is empty")
-    return {**train, "block": block, "data": os.path.abspath(data), "output": os.path.abspath(output),
-            "ray": ray_cfg}
+            raise JobError(f"the {split} split of {pairs} in {data} is empty")
+    settings = {**train, "pairs": pairs, "block": block, "data": os.path.abspath(data),
+                "output": os.path.abspath(output), "ray": ray_cfg, "constraint": None}
+    if variant == COPY:
+        found = trained_constraints(settings)
+        missing = [c for c in constraints or [] if c not in found]
+        if missing:
+            raise JobError(f"the train split of {pairs} in {data} holds no pairs for {', '.join(missing)}")
+        settings["constraints"], settings["constraints_given"] = constraints or found, constraints is not None
+        if not settings["constraints"]:
+            raise JobError(f"the train split of {pairs} in {data} holds no constraint tag")
+    return settings
 
 
 def fingerprint(settings: dict) -> str:
@@ -116,7 +179,8 @@ def fingerprint(settings: dict) -> str:
     stats = os.path.join(settings["data"], "stats.json")
     data_id = os.path.getmtime(stats) if os.path.exists(stats) else None
     keep = {k: settings[k] for k in ("variant", "model", "tiny", "block", "loss_on", "deepspeed", "engine", "seed",
-                                          "num_workers", "finetune", "trainable_layers", "lora")}
+                                          "num_workers", "finetune", "trainable_layers", "lora", "seq2seq",
+                                          "constraint")}
     blob = json.dumps({"data": settings["data"], "data_id": data_id, **keep}, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
@@ -129,10 +193,12 @@ def prepare_tokenizer(settings: dict):
     if os.path.exists(os.path.join(folder, "tokenizer.json")):
         return PreTrainedTokenizerFast.from_pretrained(folder)
     texts = None
-    if settings["model"] == TINY:
+    if settings["model"] == TINY or settings["variant"] in SEQ2SEQ:
         dataset = train_texts(settings)
         texts = (t for batch in dataset.to_batches(columns=["text"]) for t in batch.column(0).to_pylist())
         texts = (t for _, t in zip(range(TOKENIZER_TEXTS), texts))
+    if settings["variant"] in SEQ2SEQ:
+        return train_tiny_tokenizer(texts, settings["seq2seq"]["vocab_size"])
     try:
         tokenizer = load_tokenizer(settings["model"], texts, settings["tiny"]["vocab_size"])
     except (OSError, PresetError) as err:
@@ -140,18 +206,29 @@ def prepare_tokenizer(settings: dict):
     return tokenizer
 
 
+def keep_constraint(batch, tag: str):
+    """Ray Data task: the rows of a batch whose text holds this target tag."""
+    import pyarrow.compute as pc
+
+    return batch.filter(pc.match_substring(batch.column("text"), tag))
+
+
 def token_dataset(ray_data, settings: dict, split: str, tokenizer_json: str, limit: int | None = None):
     """A Ray Dataset of token rows for one split, tokenized by streaming CPU tasks."""
     from rrt.modelling.batching import tokenize_table
 
-    dataset = ray_data.read_parquet(_split_dir(settings["data"], settings["variant"], split)).select_columns(["text"])
+    dataset = ray_data.read_parquet(_split_dir(settings["data"], settings["pairs"], split)).select_columns(["text"])
+    if settings.get("constraint"):
+        dataset = dataset.map_batches(keep_constraint, batch_format="pyarrow", batch_size=4096,
+                                      num_cpus=settings["tokenize_cpus"],
+                                      fn_kwargs={"tag": constraint_tag("tgt", settings["constraint"], True)})
     if limit:
         dataset = dataset.limit(limit)
     elif settings["shuffle_rows"]:
         dataset = dataset.randomize_block_order(seed=settings["seed"])
     return dataset.map_batches(tokenize_table, batch_format="pyarrow", batch_size=512,
                                num_cpus=settings["tokenize_cpus"],
-                               fn_kwargs={"tokenizer_json": tokenizer_json, "variant": settings["variant"],
+                               fn_kwargs={"tokenizer_json": tokenizer_json, "variant": settings["pairs"],
                                           "block": settings["block"]})
 
 
@@ -188,6 +265,7 @@ def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: st
     threads = settings["torch_threads"] or max(1, (os.cpu_count() or 1) // world)
     return {
         "model": settings["model"], "tiny": settings["tiny"], "seed": settings["seed"],
+        "variant": settings["variant"], "seq2seq": settings["seq2seq"],
         "tokenizer_dir": os.path.join(settings["output"], "tokenizer"), "output": settings["output"],
         "deepspeed": ds, "precision": ds["precision"], "micro_batch": micro,
         "bucket_window": settings["bucket_window"], "pad_id": tokenizer.pad_token_id,
@@ -203,6 +281,7 @@ def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: st
         "log_interval": settings["log_interval"], "eval_interval": settings["eval_interval"],
         "checkpoint_interval": settings["checkpoint_interval"],
         "meta": {"variant": settings["variant"], "block_size": settings["block"], "model": settings["model"],
+                 "constraint": settings["constraint"],
                  "loss_on": settings["loss_on"], "data": settings["data"], "data_fingerprint": fingerprint_id,
                  "constraint_tokens": [t for t in tokenizer.all_special_tokens if t.startswith(("<src:", "<tgt:"))]},
     }
@@ -255,7 +334,8 @@ def write_stats(settings: dict, config: dict, seconds: float, train_rows: int) -
         peak = measure_cpu_peak_flops(config["torch_threads"]) * worker["world_size"]
     else:
         peak = (gpu_peak_flops(worker["device"]) or 0.0) * worker["world_size"]
-    stats = {**worker, "variant": settings["variant"], "model": settings["model"], "train_rows": train_rows,
+    stats = {**worker, "variant": settings["variant"], "model": settings["model"], "constraint": settings["constraint"],
+             "train_rows": train_rows,
              "planned_steps": config["total_steps"], "wall_s": round(seconds, 1), "tokens_per_s": round(speed, 1),
              "padding_fraction": round(sum(padding) / len(padding), 4) if padding else None,
              "data_wait_fraction": round(steady_mean(waits), 4) if waits else None,
@@ -280,7 +360,7 @@ def run(settings: dict, resume: bool, overwrite: bool) -> dict:
     import ray
 
     run_id = fingerprint(settings)
-    train_rows = count_rows(_split_dir(settings["data"], settings["variant"], "train"))
+    train_rows = split_rows(settings, "train")
     plan_steps(settings, train_rows)
     # A bad model name is reported before the run folder is claimed.
     tokenizer = prepare_tokenizer(settings) if not overwrite else None
@@ -325,12 +405,88 @@ def fit(settings: dict, config: dict, train_rows: int, tokenizer_json: str) -> d
     return write_stats(settings, config, time.perf_counter() - started, train_rows)
 
 
+def constraint_runs(settings: dict) -> list[dict]:
+    """Seq2seq Copy's runs, one per constraint, each in <output>/<constraint>/; other variants: one."""
+    if settings["variant"] != COPY:
+        return [settings]
+    out = settings["output"]
+    if os.path.isfile(out):
+        raise JobError(f"{out} is a file, not a folder")
+    strangers = [e for e in (os.listdir(out) if os.path.isdir(out) else [])
+                 if e not in CONSTRAINTS and e != "train_stats.json"]
+    if strangers:
+        raise JobError(f"{out} holds {', '.join(sorted(strangers)[:3])}, not only per-constraint runs; "
+                       "choose an empty or new folder")
+    runs = []
+    for constraint in settings["constraints"]:
+        one = {**settings, "constraint": constraint, "output": os.path.join(out, constraint)}
+        if not split_rows(one, "dev"):
+            print(f"train: note: the dev split holds no {constraint} pairs: its model trains without a dev loss",
+                  file=sys.stderr, flush=True)
+        runs.append(one)
+    return runs
+
+
+def run_all(settings: dict, resume: bool, overwrite: bool) -> dict:
+    """Train the run, or Seq2seq Copy's model of each constraint one after another; a resumed
+    job skips the constraints already finished. Returns the (last) run's stats."""
+    import ray
+
+    runs = constraint_runs(settings)
+    if len(runs) == 1 and settings["variant"] != COPY:
+        return run(settings, resume, overwrite)
+    kept, skipped = [], {}
+    for one in runs:
+        # Checked before any training, so a bad later constraint does not stop the job half-way.
+        try:
+            plan_steps(one, split_rows(one, "train"))
+            kept.append(one)
+        except JobError as err:
+            if settings["constraints_given"]:
+                raise JobError(f"{one['constraint']}: {err}") from None
+            # Asked for every constraint: one with too few pairs is left out, not the whole job.
+            print(f"train: note: {one['constraint']} left out: {err}", file=sys.stderr, flush=True)
+            skipped[one["constraint"]] = str(err)
+    if not kept:
+        raise JobError(f"no constraint has pairs enough to train: {'; '.join(skipped.values())}")
+    runs = kept
+    summary = {}
+    # One Ray for every constraint's run.
+    started_ray = start_ray(settings["ray"])
+    try:
+        for one in runs:
+            summary[one["constraint"]] = train_constraint(one, resume, overwrite, settings["variant"])
+    finally:
+        if started_ray:
+            ray.shutdown()
+    write_json_atomic(os.path.join(settings["output"], "train_stats.json"),
+                      {"variant": settings["variant"], "constraints": summary, "skipped": skipped})
+    last = summary[runs[-1]["constraint"]]
+    return {**last, "steps": sum(s["steps"] for s in summary.values()),
+            "wall_s": round(sum(s["wall_s"] for s in summary.values()), 1),
+            "variant": f"{settings['variant']} ({len(summary)} constraints)"}
+
+
+def train_constraint(one: dict, resume: bool, overwrite: bool, variant: str) -> dict:
+    """One constraint's run: skipped when a resumed job finds it finished; its stats."""
+    finished = os.path.exists(os.path.join(one["output"], "model", "rrt_meta.json"))
+    stats_path = os.path.join(one["output"], "train_stats.json")
+    if resume and finished and os.path.exists(stats_path):
+        print(f"train: {one['constraint']}: finished earlier, skipped", flush=True)
+        with open(stats_path, encoding="utf-8") as handle:
+            return json.load(handle)
+    # A constraint not begun yet starts fresh in a resumed job.
+    again = resume and os.path.exists(os.path.join(one["output"], "run.json"))
+    print(f"train: {variant} for {one['constraint']} -> {one['output']}", flush=True)
+    return run(one, again, overwrite)
+
+
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None, name: str = "train") -> int:
     """Parse flags, check settings before any worker starts, train, print a summary."""
     args = (parser or build_parser()).parse_args(argv)
     try:
         settings = settings_from(args)
-        stats = run(settings, args.resume, args.overwrite)
+        stats = run_all(settings, args.resume, args.overwrite)
     except JobError as err:
         print(f"{name}: error: {err}", file=sys.stderr)
         return 2
@@ -339,9 +495,12 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
             print(f"{name}: error: training failed: {str(err).splitlines()[0]}", file=sys.stderr)
             return 1
         raise
+    first, last = (f"{value:.3f}" if value is not None else "none" for value in (stats["eval_loss_first"],
+                                                                                stats["eval_loss_last"]))
     print(f"{name}: {stats['steps']} steps of {stats['variant']} in {stats['wall_s']}s; eval loss "
-          f"{stats['eval_loss_first']:.3f} -> {stats['eval_loss_last']:.3f}; {stats['tokens_per_s']} tokens/s, "
-          f"padding {stats['padding_fraction']}, MFU {stats['mfu']}; model in {settings['output']}/model")
+          f"{first} -> {last}; {stats['tokens_per_s']} tokens/s, "
+          f"padding {stats['padding_fraction']}, MFU {stats['mfu']}; model in {settings['output']}/"
+          f"{'<constraint>/' if settings['variant'] == COPY else ''}model")
     return 0
 
 

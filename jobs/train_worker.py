@@ -23,6 +23,7 @@ from rrt.modelling.kernels import compile_model, resolve_compile
 from rrt.modelling.models import build_model, export_model, pad_vocabulary, trim_vocabulary
 from rrt.modelling.optim import deepspeed_config, lr_factor, resolve_precision
 from rrt.modelling.packing import packed_batches
+from rrt.modelling.seq2seq import SEQ2SEQ, build_seq2seq, seq2seq_batches
 from rrt.modelling.speed import loaded_allocator
 
 STATE_FILE = "train_state.{rank}.json"  # one per worker: each keeps its own example counts
@@ -43,7 +44,10 @@ def _rows(shard, counts: dict | None, shuffle: int = 0, seed: int = 0):
 
 
 def _window_batches(window: list, cfg: dict, rng: random.Random):
-    """One window's micro-batches: packed rows, or length-sorted padded batches."""
+    """One window's micro-batches: packed rows, or length-sorted padded batches (an encoder-decoder's
+    split at the target tag into source and target)."""
+    if cfg["variant"] in SEQ2SEQ:
+        return seq2seq_batches(window, cfg["micro_batch"], cfg["pad_id"], rng, cfg["token_budget"])
     if cfg["batching"] == "packed":
         return packed_batches(window, cfg["micro_batch"], cfg["block"], cfg["pad_id"], cfg["loss_on"], rng)
     return bucket_batches(window, cfg["micro_batch"], cfg["pad_id"], cfg["loss_on"], rng, cfg["token_budget"])
@@ -88,8 +92,9 @@ def _all_have(flag: bool, device) -> bool:
     return bool(tensor.item())
 
 
-def evaluate(engine, dev_shard, cfg: dict, rank: int, world: int, device) -> float:
-    """Token-weighted mean loss on the dev rows; workers take turns over micro-batches."""
+def evaluate(engine, dev_shard, cfg: dict, rank: int, world: int, device) -> float | None:
+    """Token-weighted mean loss on the dev rows; workers take turns over micro-batches. None when
+    the dev rows are none (a constraint of Seq2seq Copy without dev pairs)."""
     import torch
 
     engine.module.eval()
@@ -98,13 +103,12 @@ def evaluate(engine, dev_shard, cfg: dict, rank: int, world: int, device) -> flo
         for index, batch in enumerate(micro_batches(dev_shard, cfg, 0, None)):
             if index % world != rank:
                 continue
-            inputs = batch.inputs(device)
-            counted = int((inputs["labels"][:, 1:] != -100).sum())
-            loss_sum += float(engine.module(**inputs).loss) * counted
+            counted = batch.predicted_tokens
+            loss_sum += float(engine.module(**batch.inputs(device)).loss) * counted
             tokens += counted
     engine.module.train()
     total_loss, total_tokens = _sum([loss_sum, float(tokens)], device)
-    return total_loss / max(1.0, total_tokens)
+    return total_loss / total_tokens if total_tokens else None
 
 
 def trim_metrics(output: str, step: int) -> None:
@@ -180,8 +184,11 @@ def train_func(cfg: dict) -> None:
     torch.set_num_threads(cfg["torch_threads"])
     device = ray.train.torch.get_device()
     tokenizer = PreTrainedTokenizerFast.from_pretrained(cfg["tokenizer_dir"])
-    lm = build_model(cfg["model"], len(tokenizer), cfg["tiny"], cfg["seed"], tokenizer.pad_token_id,
-                     tokenizer, cfg["attention"])
+    if cfg["variant"] in SEQ2SEQ:
+        lm = build_seq2seq(cfg["variant"], len(tokenizer), cfg["seq2seq"], cfg["block"], tokenizer, cfg["seed"])
+    else:
+        lm = build_model(cfg["model"], len(tokenizer), cfg["tiny"], cfg["seed"], tokenizer.pad_token_id,
+                         tokenizer, cfg["attention"])
     live_vocab = pad_vocabulary(lm, cfg["pad_vocab_to"])
     padded_vocab = lm.get_input_embeddings().weight.shape[0]
     lm = finetune.prepare(lm, cfg["finetune"], range(finetune.new_tokens_from(tokenizer), live_vocab),

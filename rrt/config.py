@@ -17,6 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 DEFAULT_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ray_config.yaml")
 
 Variant = Literal["contextual", "contextual_ing", "no_context", "end_to_end", "ing_predictor", "no_source"]
+# What jobs/train.py trains: a format's causal LM, or a sentence-level encoder-decoder baseline.
+TrainVariant = Literal["contextual", "contextual_ing", "no_context", "end_to_end", "ing_predictor", "no_source",
+                       "transformer", "seq2seq_copy"]
 Count = Annotated[int, Field(ge=1)]
 Whole = Annotated[int, Field(ge=0)]
 Share = Annotated[float, Field(ge=0, le=1)]
@@ -98,6 +101,18 @@ class TinySettings(Section):
     lr: Annotated[float, Field(gt=0, lt=1)]
 
 
+class Seq2seqShape(Section):
+    """The sentence-level baselines' encoder-decoder: shape, vocabulary and learning rate."""
+
+    d_model: Count
+    layers: Count
+    heads: Count
+    ffn_dim: Count
+    dropout: Annotated[float, Field(ge=0, lt=1)]
+    vocab_size: Annotated[int, Field(ge=300)]
+    lr: Annotated[float, Field(gt=0, lt=1)]
+
+
 class DeepSpeedSettings(Section):
     """The DeepSpeed engine: ZeRO stage, precision, batch and optimizer."""
 
@@ -117,7 +132,7 @@ class DeepSpeedSettings(Section):
 class TrainSettings(Section):
     """jobs/train.py: model, fine-tuning method, batching and the engine."""
 
-    variant: Variant
+    variant: TrainVariant
     data: str
     output: str
     model: str
@@ -125,6 +140,8 @@ class TrainSettings(Section):
     trainable_layers: Whole
     lora: LoraSettings
     tiny: TinySettings
+    seq2seq: Seq2seqShape
+    constraint: str | None
     block_size: dict[Variant, Annotated[int, Field(ge=8, le=4096)]]
     loss_on: Literal["target", "all"]
     epochs: Count

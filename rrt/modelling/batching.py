@@ -96,6 +96,11 @@ class Batch:
     total_tokens: int
     position_ids: np.ndarray | None = None
 
+    @property
+    def predicted_tokens(self) -> int:
+        """Tokens the loss is taken over: the causal LM shifts labels, so a row's first is never predicted."""
+        return int((self.labels[:, 1:] != -100).sum())
+
     def inputs(self, device) -> dict:
         """The model's keyword arguments as tensors on `device` (no key/value cache: training
         never reads one back)."""

@@ -43,6 +43,7 @@ def marks(recipe: dict, constraint: str) -> dict:
     constraints = parse_constraints(constraint)
 
     def spans(text: str) -> list[list[int]]:
+        """The [start, end] of each violating mention in one line."""
         return [[m.start, m.end] for m in text_violations(text, constraints)]
 
     return {"title": spans(recipe.get("title", "")),
@@ -67,49 +68,59 @@ def build_app(folder: str, max_chars: int) -> FastAPI:
 
     @app.exception_handler(Refused)
     async def refused(request: Request, err: Refused):
+        """A refused request: its status and one error line (401 asks for a bearer token)."""
         headers = {"WWW-Authenticate": "Bearer"} if err.status == 401 else None
         return JSONResponse({"error": str(err)}, status_code=err.status, headers=headers)
 
     @app.exception_handler(AnswerError)
     async def refused_answer(request: Request, err: AnswerError):
+        """An answer the study refuses (out of range, not assigned, already finished): one error line."""
         return JSONResponse({"error": str(err)}, status_code=err.status)
 
     @app.exception_handler(RequestValidationError)
     async def malformed(request: Request, err: RequestValidationError):
+        """A request body or path FastAPI cannot read: 422 with the first problem."""
         first = err.errors()[0] if err.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
         return JSONResponse({"error": f"bad request: {where} {first.get('msg', '')}".strip()}, status_code=422)
 
     def bearer(request: Request) -> str:
+        """The request's bearer token; none is a 401."""
         header = request.headers.get("authorization", "")
         if not header.lower().startswith("bearer ") or not header[7:].strip():
             raise Refused(401, "missing token: open the link you were given")
         return header[7:].strip()
 
     def judge(token: str = Depends(bearer)) -> dict:
+        """The judge the token belongs to; an unknown token is a 403."""
         found = study.judge_of(token)
         if found is None:
             raise Refused(403, "unknown token: open the link you were given")
         return found
 
     def admin(token: str = Depends(bearer)) -> None:
+        """Only the admin token passes; any other is a 403."""
         if not hmac.compare_digest(token.encode(), admin_token.encode()):
             raise Refused(403, "this needs the admin token")
 
     @app.get("/", response_class=HTMLResponse)
     def judge_page() -> str:
+        """The judging page (it reads the token from its link)."""
         return page
 
     @app.get("/admin", response_class=HTMLResponse)
     def admin_view() -> str:
+        """The admin page: progress, report and exports."""
         return admin_page
 
     @app.get("/healthz")
     def health() -> dict:
+        """Liveness for a load balancer or a test."""
         return {"ok": True}
 
     @app.get("/api/task")
     def next_task(who: dict = Depends(judge)) -> dict:
+        """The judge's next unfinished task, with the answers saved so far, and their progress."""
         (progress,) = study.progress(who["id"])
         task = study.next_task(who["id"])
         common = {"judge": who["name"], "done": progress["done"], "assigned": progress["assigned"]}
@@ -122,6 +133,7 @@ def build_app(folder: str, max_chars: int) -> FastAPI:
 
     @app.put("/api/tasks/{task_id}/answers/{question}")
     async def answer(task_id: int, question: str, request: Request, who: dict = Depends(judge)) -> dict:
+        """Save one answer of one task (a rating, the head-to-head choice or the hand rewrite)."""
         declared = request.headers.get("content-length", "0")
         if not declared.isdigit() or int(declared) > max_chars + 1024 or len(await request.body()) > max_chars + 1024:
             raise Refused(413, f"an answer is at most {max_chars} characters")
@@ -138,27 +150,32 @@ def build_app(folder: str, max_chars: int) -> FastAPI:
 
     @app.post("/api/tasks/{task_id}/finish")
     def finish(task_id: int, who: dict = Depends(judge)) -> dict:
+        """Mark a task done once every question of it is answered."""
         study.finish(who["id"], task_id)
         (progress,) = study.progress(who["id"])
         return {"finished": task_id, "done": progress["done"], "assigned": progress["assigned"]}
 
     @app.get("/api/questions")
     def questions() -> dict:
+        """The questions, their wording and the answers each takes."""
         return {"ratings": [{"key": k, "label": label, "text": text} for k, (label, text) in QUESTIONS.items()],
                 "range": list(RATING_RANGE), "compare": COMPARE_QUESTION, "choices": list(CHOICES)}
 
     @app.get("/api/admin/progress", dependencies=[Depends(admin)])
     def progress() -> dict:
+        """Tasks assigned and done, per judge and in all (admin)."""
         judges = study.progress()
         return {"judges": judges, "assigned": sum(j["assigned"] for j in judges),
                 "done": sum(j["done"] for j in judges), "systems": study.systems()}
 
     @app.get("/api/admin/export", dependencies=[Depends(admin)])
     def export() -> dict:
+        """Every judgment and the hand rewrites as records (admin)."""
         return {"judgments": study.judgments(), "human": study.human_records()}
 
     @app.get("/api/admin/report", dependencies=[Depends(admin)])
     def report() -> dict:
+        """The study's report as JSON, computed now (admin)."""
         from judge.study import build_report
 
         return build_report(study)

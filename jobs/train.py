@@ -464,7 +464,7 @@ def run_all(settings: dict, resume: bool, overwrite: bool) -> dict:
     last = summary[runs[-1]["constraint"]]
     return {**last, "steps": sum(s["steps"] for s in summary.values()),
             "wall_s": round(sum(s["wall_s"] for s in summary.values()), 1),
-            "variant": f"{settings['variant']} ({len(summary)} constraints)"}
+            "variant": f"{settings['variant']} ({len(summary)} constraint{'s' if len(summary) != 1 else ''})"}
 
 
 def train_constraint(one: dict, resume: bool, overwrite: bool, variant: str) -> dict:

@@ -194,7 +194,7 @@ def test_both_systems_train_with_the_outputs_of_every_trained_system(pipeline):
     plain = load_seq2seq(models[TRANSFORMER])
     assert plain.meta["variant"] == TRANSFORMER and not hasattr(plain.lm, "copy_gate")
     assert plain.tokenizer.convert_tokens_to_ids("<tgt:vegan>") != plain.tokenizer.unk_token_id
-    assert "1 constraints" in trained[COPY][0] and "steps of transformer" in trained[TRANSFORMER][0]
+    assert "seq2seq_copy (1 constraint)" in trained[COPY][0] and "steps of transformer" in trained[TRANSFORMER][0]
 
 
 @pytest.mark.slow

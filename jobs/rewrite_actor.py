@@ -43,6 +43,22 @@ def _tasks(batch: pa.Table) -> list[RewriteTask]:
     return out
 
 
+def _seeded_tasks(batch: pa.Table, seed: int) -> list[RewriteTask]:
+    """The batch's tasks, each with the run's base seed."""
+    tasks = _tasks(batch)
+    for task in tasks:
+        task.seed = seed
+    return tasks
+
+
+def _actor_device(settings: dict) -> str:
+    """An actor's device (a GPU when asked for and present), with torch's threads set for it."""
+    import torch
+
+    torch.set_num_threads(settings["torch_threads"] or max(1, int(settings["cpus_per_actor"])))
+    return "cuda" if settings["use_gpu"] and torch.cuda.is_available() else "cpu"
+
+
 def _table(records: list[dict]) -> pa.Table:
     return pa.table({"record": [json.dumps(r, ensure_ascii=False) for r in records]})
 
@@ -65,8 +81,7 @@ class ControlledBatch:
         from rrt.modelling.controllable import ControlSettings, ctrl_writer
         from rrt.modelling.pplm import PplmSettings
 
-        self.device = "cuda" if settings["use_gpu"] and torch.cuda.is_available() else "cpu"
-        torch.set_num_threads(settings["torch_threads"] or max(1, int(settings["cpus_per_actor"])))
+        self.device = _actor_device(settings)
         self.system, self.seed, self.writers = settings["system"], int(settings["seed"]), {}
         if self.system == "pplm":
             from rrt.modelling.loading import load_model
@@ -101,8 +116,7 @@ class ControlledBatch:
         from rrt.modelling.controllable import ControlledRewriter
 
         records = []
-        for task in _tasks(batch):
-            task.seed = self.seed
+        for task in _seeded_tasks(batch, self.seed):
             records += ControlledRewriter(self.system, self._writer(task.constraints)).rewrite([task])
         return _table(records)
 
@@ -112,13 +126,10 @@ class Seq2seqBatch:
     constraint), then rewrites batches, each step of each recipe on its own."""
 
     def __init__(self, settings: dict):
-        import torch
-
         from rrt.modelling.sampling import SamplingSettings
         from rrt.modelling.seq2seq import COPY, SentenceRewriter, constraint_models, load_seq2seq
 
-        device = "cuda" if settings["use_gpu"] and torch.cuda.is_available() else "cpu"
-        torch.set_num_threads(settings["torch_threads"] or max(1, int(settings["cpus_per_actor"])))
+        device = _actor_device(settings)
         folders = constraint_models(settings["model"]) if settings["system"] == COPY else {None: settings["model"]}
         models = {key: load_seq2seq(folder, device) for key, folder in folders.items()}
         self.seed = int(settings["seed"])
@@ -128,23 +139,16 @@ class Seq2seqBatch:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Rewrite every task of the batch."""
-        tasks = _tasks(batch)
-        for task in tasks:
-            task.seed = self.seed
-        return _table(self.rewriter.rewrite(tasks))
+        return _table(self.rewriter.rewrite(_seeded_tasks(batch, self.seed)))
 
 
 class RewriteBatch:
     """Ray Data actor: loads the system's model(s) once, then rewrites batches of recipes."""
 
     def __init__(self, settings: dict):
-        import torch
-
         from rrt.modelling.loading import build_rewriter, load_model
 
-        device = "cuda" if settings["use_gpu"] and torch.cuda.is_available() else "cpu"
-        threads = settings["torch_threads"] or max(1, int(settings["cpus_per_actor"]))
-        torch.set_num_threads(threads)
+        device = _actor_device(settings)
         model = load_model(settings["model"], device)
         ing_model = load_model(settings["ing_model"], device) if settings["ing_model"] else None
         self.seed = int(settings["seed"])
@@ -153,7 +157,4 @@ class RewriteBatch:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Rewrite every task of the batch together."""
-        tasks = _tasks(batch)
-        for task in tasks:
-            task.seed = self.seed
-        return _table(self.rewriter.rewrite(tasks))
+        return _table(self.rewriter.rewrite(_seeded_tasks(batch, self.seed)))

@@ -206,11 +206,9 @@ def prepare_tokenizer(settings: dict):
     return tokenizer
 
 
-def keep_constraint(batch, tag: str):
-    """Ray Data task: the rows of a batch whose text holds this target tag."""
-    import pyarrow.compute as pc
-
-    return batch.filter(pc.match_substring(batch.column("text"), tag))
+def keep_constraint(batch, constraint: str):
+    """Ray Data task: the rows of a batch whose target obeys `constraint` (constraint_filter)."""
+    return batch.filter(constraint_filter(constraint))
 
 
 def token_dataset(ray_data, settings: dict, split: str, tokenizer_json: str, limit: int | None = None):
@@ -221,7 +219,7 @@ def token_dataset(ray_data, settings: dict, split: str, tokenizer_json: str, lim
     if settings.get("constraint"):
         dataset = dataset.map_batches(keep_constraint, batch_format="pyarrow", batch_size=4096,
                                       num_cpus=settings["tokenize_cpus"],
-                                      fn_kwargs={"tag": constraint_tag("tgt", settings["constraint"], True)})
+                                      fn_kwargs={"constraint": settings["constraint"]})
     if limit:
         dataset = dataset.limit(limit)
     elif settings["shuffle_rows"]:
@@ -406,9 +404,7 @@ def fit(settings: dict, config: dict, train_rows: int, tokenizer_json: str) -> d
 
 
 def constraint_runs(settings: dict) -> list[dict]:
-    """Seq2seq Copy's runs, one per constraint, each in <output>/<constraint>/; other variants: one."""
-    if settings["variant"] != COPY:
-        return [settings]
+    """Seq2seq Copy's runs, one per constraint, each in <output>/<constraint>/."""
     out = settings["output"]
     if os.path.isfile(out):
         raise JobError(f"{out} is a file, not a folder")
@@ -432,9 +428,9 @@ def run_all(settings: dict, resume: bool, overwrite: bool) -> dict:
     job skips the constraints already finished. Returns the (last) run's stats."""
     import ray
 
-    runs = constraint_runs(settings)
-    if len(runs) == 1 and settings["variant"] != COPY:
+    if settings["variant"] != COPY:
         return run(settings, resume, overwrite)
+    runs = constraint_runs(settings)
     kept, skipped = [], {}
     for one in runs:
         # Checked before any training, so a bad later constraint does not stop the job half-way.

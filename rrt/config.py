@@ -249,7 +249,8 @@ class Autoscaling(Section):
 
 
 class ServeBatch(Section):
-    """Ray Serve's request batching."""
+    """The service's continuous batching: recipes in the running batch at most, and how long an
+    idle engine waits for a burst to fill it."""
 
     max_batch_size: Count
     batch_wait_timeout_s: Annotated[float, Field(ge=0)]

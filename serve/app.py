@@ -5,8 +5,9 @@
     serve deploy serve/config.yaml
 
 Routes: POST /v1/rewrite, GET /v1/constraints, GET /healthz, GET / (the web page).
-Concurrent requests are batched into one engine call (`@serve.batch`); the rewriter
-deployment autoscales on ongoing requests. With RRT_API_KEY set where the app is built, the
+Requests are batched continuously: each recipe joins the engine's running batch at its next step
+and leaves the step it finishes (rrt.modelling.scheduler); the rewriter deployment autoscales on
+ongoing requests. With RRT_API_KEY set where the app is built, the
 API routes need `Authorization: Bearer <key>`; a service listening beyond loopback refuses to
 start without a key unless `serve.allow_no_key` says so.
 """
@@ -18,7 +19,9 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -32,7 +35,6 @@ from runtime.cluster import start_local_ray
 from serve.schema import ApiError, Limits, RewriteRequest, parse_request, read_body, response
 
 PAGE = Path(__file__).with_name("page.html")
-MAX_WAITING_BATCHES = 1024
 api = FastAPI(title="rrt rewriter", docs_url=None, redoc_url=None, openapi_url=None)
 # Serve's own logger: its records reach the replica's log file and the driver's console.
 log = logging.getLogger("ray.serve")
@@ -64,13 +66,36 @@ def serve_settings(config_path: str | None = None, overrides: dict | None = None
     return checked_settings(config_path, overrides).serve.model_dump()
 
 
+@dataclass
+class _Ticket:
+    """A request waiting for its recipe to leave the running batch."""
+
+    request: RewriteRequest
+    future: asyncio.Future
+    loop: asyncio.AbstractEventLoop
+
+    def settle(self, answer: dict) -> None:
+        """Hand the answer to the request's event loop (a caller that left gets nothing)."""
+        def put():
+            if not self.future.done():
+                self.future.set_result(answer)
+
+        try:
+            self.loop.call_soon_threadsafe(put)
+        except RuntimeError:   # the loop is closed: nobody is left to answer
+            pass
+
+
 class Rewriter:
-    """Loads an exported model once per replica and rewrites batches of requests."""
+    """Loads an exported model once per replica and rewrites requests with continuous batching:
+    each request's recipe joins the running batch at its next step and leaves it the step it
+    finishes (rrt.modelling.scheduler), one engine thread per replica."""
 
     def __init__(self, model: str, settings: dict):
         import torch
 
         from rrt.modelling.loading import build_rewriter, load_model
+        from rrt.modelling.rewriter import RewriteTask
 
         self.device = "cuda" if settings["num_gpus"] and torch.cuda.is_available() else "cpu"
         torch.set_num_threads(max(1, int(settings["cpus_per_replica"])))
@@ -78,116 +103,107 @@ class Rewriter:
         self.model = {"path": os.path.basename(os.path.dirname(os.path.abspath(model))) or model,
                       "variant": loaded.meta.get("variant"), "base": loaded.meta.get("model"),
                       "steps": loaded.meta.get("steps")}
-        # A model whose variant does not rewrite fails in build_rewriter, at the warm-up below.
-        self._engines: dict[tuple, object] = {}
-        self._make = lambda candidates, constrained: build_rewriter(loaded, settings, candidates, constrained)
-        self._lock = asyncio.Lock()
-        self._waiting: list[tuple[list[RewriteRequest], asyncio.Future]] = []
         batch = settings["batch"]
-        self.max_batch = int(batch["max_batch_size"])
-        self._batched.set_max_batch_size(self.max_batch)
-        self._batched.set_batch_wait_timeout_s(float(batch["batch_wait_timeout_s"]))
+        # A model whose variant does not rewrite fails in build_rewriter, at the warm-up below.
+        self._setup(lambda candidates, constrained: build_rewriter(loaded, settings, candidates, constrained),
+                    int(batch["max_batch_size"]), float(batch["batch_wait_timeout_s"]))
         # The first rewrite loads the dictionary and lexicons (seconds): pay it before taking traffic.
-        self._run([RewriteRequest({"title": "Toast", "ingredients": ["1 tbsp butter"], "steps": ["Toast the bread."]},
-                                  ["vegan"], candidates=1, received=time.time())])
+        self._scheduler((1, False)).rewriter.rewrite([RewriteTask(
+            "request", ["vegan"], {"title": "Toast", "ingredients": ["1 tbsp butter"], "steps": ["Toast the bread."]})])
 
-    def _run(self, requests: list[RewriteRequest]) -> list[dict]:
-        """The engine over one batch (grouped by its settings), answers built: runs in a thread."""
+    def _setup(self, make, slots: int, gather_s: float) -> None:
+        """The engine's state: a scheduler per (candidates, constrained), made by `make` on first use."""
+        self._make, self.slots, self.gather_s = make, slots, gather_s
+        self._schedulers: dict[tuple, object] = {}
+        self._work = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def _scheduler(self, key: tuple):
+        from rrt.modelling.scheduler import StepScheduler
+
+        with self._work:
+            if key not in self._schedulers:
+                self._schedulers[key] = StepScheduler(self._make(*key), self.slots)
+            return self._schedulers[key]
+
+    def _submit(self, request: RewriteRequest) -> _Ticket:
+        """Queue a request's recipe for the engine thread."""
         from rrt.modelling.rewriter import RewriteTask
 
-        started = time.time()
-        out: dict[int, dict] = {}
-        groups: dict[tuple, list[int]] = {}
-        for i, req in enumerate(requests):
-            groups.setdefault((req.candidates, req.constrained), []).append(i)
-        for key, members in groups.items():
-            if key not in self._engines:
-                self._engines[key] = self._make(*key)
-            # One task id for all: a request's samples depend on its seed, not on its batch position.
-            tasks = [RewriteTask("request", requests[i].constraints, requests[i].recipe, requests[i].seed)
-                     for i in members]
-            for i, record in zip(members, self._engines[key].rewrite(tasks)):
-                out[i] = record
-        seconds = round(time.time() - started, 3)
-        return [response(req, out[i], self.model, {"rewrite_s": seconds, "batch_size": len(requests),
-                                                   "queue_s": round(max(0.0, started - req.received), 3)})
-                for i, req in enumerate(requests)]
-
-    def _answer(self, requests: list[RewriteRequest]) -> list[dict]:
-        """_run over the batch; if it fails, each request alone, so a bad one fails only itself."""
-        try:
-            return self._run(requests)
-        except Exception:  # noqa: BLE001 - logged here, answered as a failure below
-            log.exception("a batch of %d rewrites failed; retrying them one by one", len(requests))
-        out = []
-        for req in requests:
-            try:
-                out += self._run([req])
-            except Exception:  # noqa: BLE001
-                log.exception("a rewrite failed")
-                out.append({"failed": True})
-        return out
+        loop = asyncio.get_running_loop()
+        ticket = _Ticket(request, loop.create_future(), loop)
+        # One task id for all: a request's samples depend on its seed, not on its batch position.
+        task = RewriteTask("request", request.constraints, request.recipe, request.seed)
+        scheduler = self._scheduler((request.candidates, request.constrained))
+        with self._work:
+            scheduler.submit(ticket, task)
+            self._work.notify()
+        return ticket
 
     async def rewrite(self, request: RewriteRequest) -> dict:
-        """One request, answered from the batch it joins."""
+        """One request, answered when its recipe leaves the running batch."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._engine_loop, name="rrt-engine", daemon=True)
+            self._thread.start()
+        ticket = self._submit(request)
         try:
-            return await self._batched(request)
+            return await ticket.future
         except asyncio.CancelledError:
             # The gateway gave up (its client left or its time ran out) and cancelled the call;
-            # the request may still wait in a batch, which must not spend the engine on it.
+            # the recipe leaves the batch before its next step, so the engine is not spent on it.
             request.abandoned = True
             raise
 
     @staticmethod
-    def _wanted(request: RewriteRequest) -> bool:
+    def _wanted(ticket: _Ticket) -> bool:
+        request = ticket.request
         return not request.abandoned and not (request.deadline and time.time() > request.deadline)
 
-    async def _engine(self, merged: list[RewriteRequest]) -> list[dict]:
-        """The answers of a merged batch; requests nobody waits for any more never reach the model."""
-        live = [i for i, req in enumerate(merged) if self._wanted(req)]
-        if len(live) < len(merged):
-            log.warning("dropped %d request(s) nobody waits for (client gone or timed out) before the engine",
-                        len(merged) - len(live))
-        answers = [{"failed": True, "abandoned": True}] * len(merged)
-        if live:
-            # The engine is plain CPU/GPU work: a thread keeps the replica answering meanwhile.
-            done = await asyncio.get_running_loop().run_in_executor(None, self._answer, [merged[i] for i in live])
-            for i, answer in zip(live, done):
-                answers[i] = answer
-        return answers
+    def _busy(self) -> list:
+        with self._work:
+            return [s for s in self._schedulers.values() if s.busy]
 
-    # Serve forms the next batch while the engine runs but holds it back until the previous call
-    # returns; letting every batch in at once lets the merge below see all that wait.
-    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.05, max_concurrent_batches=MAX_WAITING_BATCHES)
-    async def _batched(self, requests: list[RewriteRequest]) -> list[dict]:
-        """One engine call for every request that arrived together."""
-        # Batches waiting behind the engine merge (up to the batch size), so it runs full batches;
-        # the lock keeps one engine call at a time.
-        done = asyncio.get_running_loop().create_future()
-        self._waiting.append((requests, done))
-        async with self._lock:
-            while not done.done():
-                taken, size = [], 0
-                while self._waiting and (not taken or size + len(self._waiting[0][0]) <= self.max_batch):
-                    taken.append(self._waiting.pop(0))
-                    size += len(taken[-1][0])
-                merged = [req for group, _ in taken for req in group]
-                answers, failure = None, RuntimeError("the rewrite was cancelled")
-                try:
-                    answers = await self._engine(merged)
-                except Exception as err:  # noqa: BLE001 - every batch taken gets the error
-                    failure = err
-                finally:
-                    # Even when this task is cancelled, no batch it took may wait forever.
-                    at = 0
-                    for group, future in taken:
-                        if not future.done():
-                            if answers is None:
-                                future.set_exception(failure)
-                            else:
-                                future.set_result(answers[at: at + len(group)])
-                        at += len(group)
-        return await done
+    def _engine_loop(self) -> None:
+        """The engine thread: rounds while any recipe waits or is part-way. Starting from idle it
+        waits up to batch_wait_timeout_s for the batch to fill, so a burst starts together."""
+        while True:
+            with self._work:
+                while not self._busy():
+                    self._work.wait()
+                deadline = time.monotonic() + self.gather_s
+                while (sum(s.waiting for s in self._schedulers.values()) < self.slots
+                       and time.monotonic() < deadline):
+                    self._work.wait(deadline - time.monotonic())
+            while self._busy():
+                self._serve_round()
+
+    def _serve_round(self) -> None:
+        """One round of every scheduler with work: recipes nobody waits for leave first, then
+        each finished or failed recipe is answered."""
+        for scheduler in self._busy():
+            try:
+                dropped = scheduler.cancel(self._wanted)
+                if dropped:
+                    log.warning("dropped %d request(s) nobody waits for (client gone or timed out) before "
+                                "their next step", len(dropped))
+                for ticket in dropped:
+                    ticket.settle({"failed": True, "abandoned": True})
+                for outcome in scheduler.round():
+                    outcome.key.settle(self._answer(outcome))
+            except Exception:  # noqa: BLE001 - a bug here fails this scheduler's requests, not the replica
+                log.exception("the rewrite engine failed; its waiting and part-way requests fail")
+                for ticket in scheduler.cancel(lambda ticket: False):
+                    ticket.settle({"failed": True})
+
+    def _answer(self, outcome) -> dict:
+        """The answer of a recipe that left the batch."""
+        request = outcome.key.request
+        if outcome.error is not None:
+            log.error("a rewrite failed", exc_info=outcome.error)
+            return {"failed": True}
+        return response(request, outcome.record, self.model,
+                        {"rewrite_s": round(time.time() - outcome.admitted, 3), "batch_size": outcome.mean_batch,
+                         "rounds": outcome.rounds, "queue_s": round(max(0.0, outcome.admitted - request.received), 3)})
 
 
 def is_loopback(host: str) -> bool:

@@ -84,30 +84,75 @@ def test_rrt_serve_starts_a_ray_of_its_own_and_never_joins_one(monkeypatch, tmp_
     assert "never joins" in capsys.readouterr().err
 
 
-def test_work_nobody_waits_for_never_reaches_the_engine():
-    import asyncio
+class _Steps:
+    """The library rewriter's three calls, one step per round, recording each round's recipes
+    (the scheduling alone, without a model: the HTTP tests run the real one)."""
+
+    def __init__(self):
+        self.rounds = []
+
+    def start(self, task):
+        from rrt.modelling.rewriter import RecipeState
+
+        return RecipeState(task, {}, [], [], frozenset())
+
+    def advance(self, states):
+        self.rounds.append(sorted(s.task.seed for s in states if not s.finished))
+        for state in states:
+            state.step += 1
+
+    def result(self, state):
+        return {"seed": state.task.seed}
+
+
+def _engine(steps: _Steps, slots: int = 8, gather_s: float = 0.0):
+    from serve.app import Rewriter
+
+    rewriter = Rewriter.__new__(Rewriter)   # the engine's scheduling, around _Steps
+    rewriter._setup(lambda candidates, constrained: steps, slots, gather_s)
+    rewriter._answer = lambda outcome: {"seed": outcome.key.request.seed, "batches": outcome.batch_sizes}
+    return rewriter
+
+
+def _request(seed: int, steps: int = 2, deadline_s: float = 60):
     import time
 
-    from serve.app import Rewriter
     from serve.schema import RewriteRequest
 
-    rewriter = Rewriter.__new__(Rewriter)   # the batching logic alone, without a model
-    seen = []
-    rewriter._answer = lambda requests: seen.extend(requests) or [{"ok": r.seed} for r in requests]
     now = time.time()
-    live, gone, late = (RewriteRequest({}, ["vegan"], seed=n, received=now, deadline=now + d)
-                        for n, d in ((1, 60), (2, 60), (3, -1)))
-    gone.abandoned = True
-    answers = asyncio.run(rewriter._engine([gone, live, late]))
-    assert seen == [live] and answers[1] == {"ok": 1}
-    assert answers[0]["failed"] and answers[2]["failed"]
+    return RewriteRequest({"title": "T", "ingredients": [], "steps": ["Mix."] * steps}, ["vegan"], seed=seed,
+                          received=now, deadline=now + deadline_s)
+
+
+def test_work_nobody_waits_for_never_reaches_the_engine():
+    import asyncio
+
+    steps = _Steps()
+    rewriter = _engine(steps)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        live, gone, late, leaves = _request(1), _request(2), _request(3, deadline_s=-1), _request(4, steps=3)
+        gone.abandoned = True
+        tickets = [rewriter._submit(r) for r in (gone, live, late, leaves)]
+        await loop.run_in_executor(None, rewriter._serve_round)
+        leaves.abandoned = True    # its client leaves after its first step
+        while rewriter._busy():
+            await loop.run_in_executor(None, rewriter._serve_round)
+        return [await t.future for t in tickets]
+
+    answers = asyncio.run(main())
+    assert steps.rounds == [[1, 4], [1]]
+    assert answers[1] == {"seed": 1, "batches": [2, 1]}
+    assert all(answers[i] == {"failed": True, "abandoned": True} for i in (0, 2, 3))
 
     async def cancelled_while_waiting():
-        async def forever(request):
+        async def forever():
             await asyncio.sleep(3600)
 
-        rewriter._batched = forever
-        waiting = RewriteRequest({}, ["vegan"])
+        waiting = _request(5)
+        rewriter._submit = lambda request: type("T", (), {"future": asyncio.ensure_future(forever())})()
+        rewriter._thread = object()
         task = asyncio.ensure_future(rewriter.rewrite(waiting))
         await asyncio.sleep(0)
         task.cancel()
@@ -151,41 +196,36 @@ def test_any_body_is_a_request_or_a_client_error():
     check()
 
 
-def test_batches_waiting_behind_the_engine_merge_into_one_call():
-    """Serve forms the next batch while the engine runs and holds it until the call returns
-    (batches of 3-4 at load, benchmarks/RESULTS.md); the rewriter merges what waits."""
+def test_requests_join_the_running_batch_at_its_next_step():
+    """Continuous batching: a request that arrives while others are part-way joins their next
+    round instead of waiting for the whole batch to end; the engine thread answers everyone."""
     import asyncio
-    import threading
 
-    from serve.app import Rewriter
-    from serve.schema import RewriteRequest
+    steps = _Steps()
+    rewriter = _engine(steps, slots=3)
 
-    rewriter = Rewriter.__new__(Rewriter)
-    rewriter._lock, rewriter._waiting, rewriter.max_batch = asyncio.Lock(), [], 8
-    calls, release = [], threading.Event()
+    async def stepwise():
+        loop = asyncio.get_running_loop()
+        first = rewriter._submit(_request(1, steps=3))
+        await loop.run_in_executor(None, rewriter._serve_round)
+        later = [rewriter._submit(_request(n, steps=1)) for n in (2, 3, 4)]
+        while rewriter._busy():
+            await loop.run_in_executor(None, rewriter._serve_round)
+        return await first.future, [await t.future for t in later]
 
-    def answer(requests):
-        calls.append([r.seed for r in requests])
-        if len(calls) == 1:
-            release.wait(30)   # the first engine call runs until the others have queued
-        return [{"seed": r.seed} for r in requests]
+    first, later = asyncio.run(stepwise())
+    # Three slots: request 4 waits one round for a slot, then joins request 1's last step.
+    assert steps.rounds == [[1], [1, 2, 3], [1, 4]]
+    assert first == {"seed": 1, "batches": [1, 3, 2]}
+    assert [a["batches"] for a in later] == [[3], [3], [2]]
 
-    rewriter._answer = answer
-    merge = Rewriter._batched.__wrapped__
+    steps.rounds.clear()
+    threaded = _engine(steps, slots=8, gather_s=0.2)
 
-    async def main():
-        def request(n):
-            return RewriteRequest({}, ["vegan"], seed=n)
+    async def through_the_thread():
+        return await asyncio.gather(*(threaded.rewrite(_request(n, steps=2)) for n in range(5)))
 
-        first = asyncio.ensure_future(merge(rewriter, [request(1)]))
-        while not calls:
-            await asyncio.sleep(0.01)
-        later = [asyncio.ensure_future(merge(rewriter, [request(n)])) for n in (2, 3)]
-        while len(rewriter._waiting) < 2:
-            await asyncio.sleep(0.01)
-        release.set()
-        return await first, await asyncio.gather(*later)
-
-    first, later = asyncio.run(main())
-    assert calls == [[1], [2, 3]]
-    assert first == [{"seed": 1}] and later == [[{"seed": 2}], [{"seed": 3}]]
+    answers = asyncio.run(through_the_thread())
+    assert [a["seed"] for a in answers] == list(range(5))
+    # The idle engine waited for the burst, so all five ran together.
+    assert steps.rounds == [[0, 1, 2, 3, 4]] * 2

@@ -319,17 +319,27 @@ class Rewriter:
             self.stats["steps_sampled"] += 1
             self.stats["candidates"] += len(candidates)
 
+    def advance(self, states: list[RecipeState]) -> None:
+        """One round: the next step of every unfinished recipe (End-to-End: the whole recipe)."""
+        live = [s for s in states if not s.finished]
+        if not live:
+            return
+        if self.variant == "end_to_end":
+            self._end_to_end(live)
+            for state in live:
+                state.step = len(state.task.source["steps"])
+        else:
+            self._round(live)
+
+    def result(self, state: RecipeState) -> dict:
+        """A finished recipe's line of rewrites.jsonl."""
+        rewrite = {**state.rewritten, "steps": list(state.done)}
+        return record(state.task, self.system, self.constrained, rewrite, state.entries, state.substitutions,
+                      state.notes)
+
     def rewrite(self, tasks: list[RewriteTask]) -> list[dict]:
         """Rewrite a batch of recipes; one record per task, in order."""
         states = [self.start(task) for task in tasks]
-        if self.variant == "end_to_end":
-            self._end_to_end(states)
-        else:
-            while any(not s.finished for s in states):
-                self._round(states)
-        out = []
-        for state in states:
-            rewrite = {**state.rewritten, "steps": list(state.done)}
-            out.append(record(state.task, self.system, self.constrained, rewrite, state.entries,
-                              state.substitutions, state.notes))
-        return out
+        while any(not s.finished for s in states):
+            self.advance(states)
+        return [self.result(state) for state in states]

@@ -27,8 +27,12 @@ Rewrite rows (fp16, top-k 40, ten candidates, every candidate runs to max_step_t
   ours, static cache + CUDA graph   rewrite.decode_step: graph, a first run (its captures
                   included) and a second; the rows carry static_decode.STATS (captures, replays)
   check           the first step of every recipe sampled each way: the share of identical candidates
-  batching 8 vs 1 our fastest way given 8 recipes at once against one at a time (in-process; Ray
-                  Serve's own batching is measured by serve_throughput.py)
+  batching        the service's engine in-process, our fastest way: one recipe at a time, 8 at once
+                  (held until the longest ends) and continuous batching (rrt.modelling.scheduler:
+                  --serve-recipes recipes through --slots slots, joining and leaving between steps),
+                  each run once untimed first; rows carry where the time went (prompts, engine,
+                  selection rules) and the ratios against one at a time (Ray Serve's own batching is
+                  measured by serve_throughput.py)
   ratio           our fastest way against the generate loop, printed last (target 10)
 Every result is appended to --out as a JSON line when measured, so a timeout keeps what ran;
 the Markdown table is printed at the end. Warm-up steps are not timed; the clock reads after
@@ -316,13 +320,14 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
 
 def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sections: set[str]) -> None:
     """The generate loop against our engine (growing cache: host and device draws; static cache:
-    eager and graph-captured), a token check of the static paths, our batching 8 vs 1, and the
+    eager and graph-captured), a token check of the static paths, the service's batching, and the
     ratio against the generate loop last."""
     import torch
 
     from rrt.modelling import static_decode
     from rrt.modelling.rewriter import Rewriter, RewriteTask
     from rrt.modelling.sampling import SamplingSettings
+    from rrt.modelling.scheduler import StepScheduler
 
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from rewrite_throughput import straightforward
@@ -339,8 +344,8 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
 
     lm.rrt_live_vocab = len(tokenizer)
     mask_padding_rows(lm)
-    tasks = [RewriteTask(r["id"], broken_constraints(r)[:1] or ["vegan"], r, seed=13) for r in recipes]
-    tasks = tasks[:args.recipes]
+    all_tasks = [RewriteTask(r["id"], broken_constraints(r)[:1] or ["vegan"], r, seed=13) for r in recipes]
+    tasks = all_tasks[:args.recipes]
     settings = SamplingSettings(top_k=40, top_p=1.0, temperature=1.0, candidates=10, max_new_tokens=64)
     # (rewrite.decode, rewrite.decode_step) of each row of ours; graph only where CUDA is.
     labels = {("host", "dynamic"): "ours, host decode", ("device", "dynamic"): "ours, device decode",
@@ -356,9 +361,18 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
         rewriter._stop_ids = lambda variant, tok: set()   # random weights: every candidate runs to the limit
         return rewriter
 
-    def steps_of(mode, batch) -> int:
-        """Rewritten steps of one rewrite of `batch` with this mode."""
-        return sum(len(r["rewrite"]["steps"]) for r in engine(*mode).rewrite(batch))
+    def steps_of(mode, batch, slots: int = 0):
+        """Rewritten steps of one rewrite of `batch` with this mode, and the engine's counts; with
+        `slots`, through the service's continuous batching (rrt.modelling.scheduler)."""
+        rewriter = engine(*mode)
+        if slots:
+            scheduler = StepScheduler(rewriter, slots)
+            for task in batch:
+                scheduler.submit(task.id, task)
+            records = [outcome.record for outcome in scheduler.drain()]
+        else:
+            records = rewriter.rewrite(batch)
+        return sum(len(r["rewrite"]["steps"]) for r in records), rewriter.stats
 
     def timed(label: str, work, recipes_used: int, need_s: float, extra=None) -> float | None:
         """Rewritten steps/s of one run of `work`, or None when skipped or failed."""
@@ -375,8 +389,13 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
             results.add({"section": "rewrite", "row": label, "failed": f"{type(err).__name__}: {str(err)[:300]}"})
             return None
         seconds = time.perf_counter() - started
+        steps, counts_of_engine = steps if isinstance(steps, tuple) else (steps, None)
         row = {"section": "rewrite", "row": label, "recipes": recipes_used, "steps": steps,
                "seconds": round(seconds, 2), "steps_per_s": round(steps / seconds, 3)}
+        if counts_of_engine:
+            # Where the time went: prompts, the engine (prefill + decode), the selection rules.
+            row["engine"] = {k: round(v, 3) if isinstance(v, float) else v for k, v in counts_of_engine.items()
+                             if k in ("rounds", "prompting_s", "sampling_s", "selection_s")}
         if extra == "static":
             row["static_decode"] = {k: v - counts[k] for k, v in static_decode.STATS.items() if v != counts[k]}
             if row["static_decode"].get("capture_failures"):
@@ -415,18 +434,46 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
                 results.add({"section": "check", "row": "static decode tokens", "failed":
                              f"{type(err).__name__}: {str(err)[:300]}"})
     best = max(speeds, key=lambda m: speeds[m] or 0) if any(speeds.values()) else (modes or [("host", "dynamic")])[-1]
-    batch = tasks[:8]
-    # Steps/s one recipe at a time does not depend on how many recipes, so fewer are timed.
-    one = timed(f"{labels[best]}, 1 recipe at a time", lambda: sum(steps_of(best, [t]) for t in batch[:4]),
-                len(batch[:4]), NEED_S["one"])
-    eight = timed(f"{labels[best]}, 8 recipes at once", lambda: steps_of(best, batch), len(batch), NEED_S["ours"])
-    if one and eight:
-        results.add({"section": "serve", "row": "engine batching 8 vs 1 (in-process)", "ratio": round(eight / one, 2),
-                     "target": 5.0,
-                     "note": "Ray Serve is not on this machine; serve_throughput.py measures the service"})
+    serve_rows(args, best, labels[best], steps_of, timed, all_tasks, results)
     if loop and speeds.get(best):
         results.add({"section": "rewrite", "row": f"ratio {labels[best]} / generate loop",
                      "ratio": round(speeds[best] / loop, 2), "target": 10.0})
+
+
+def serve_rows(args, best, label: str, steps_of, timed, tasks: list, results: Results) -> None:
+    """The service's engine in-process: one recipe at a time, a whole batch of 8 (held until its
+    longest recipe ends) and continuous batching (recipes join and leave between steps) through
+    `--slots` slots; each way runs once untimed first, so every shape it meets is built (and on a
+    GPU captured) before the clock starts. The ratios against one at a time (target 5)."""
+    ways = [("1 recipe at a time", tasks[:4], lambda: [steps_of(best, [t]) for t in tasks[:4]]),
+            ("8 recipes at once", tasks[:8], lambda: steps_of(best, tasks[:8])),
+            (f"continuous, {args.slots} slots, {args.serve_recipes} recipes", tasks[:args.serve_recipes],
+             lambda: steps_of(best, tasks[:args.serve_recipes], args.slots))]
+    speeds = {}
+    for name, used, work in ways:
+        if results.left() < 2 * NEED_S["ours"] + args.reserve_s:
+            results.skip("serve", f"{label}, {name}", f"budget: {results.left():.0f}s left")
+            continue
+        try:
+            work()   # untimed: the shapes of this way
+        except Exception as err:  # noqa: BLE001 - recorded, the other rows still run
+            results.add({"section": "serve", "row": f"{label}, {name}", "failed": f"warm-up: {type(err).__name__}: "
+                                                                                  f"{str(err)[:300]}"})
+            continue
+
+        def summed(work=work):
+            out = work()
+            if isinstance(out, list):   # one rewrite per recipe: their steps and counts added up
+                return sum(o[0] for o in out), {k: sum(o[1][k] for o in out) for k in out[0][1]}
+            return out
+
+        speeds[name] = timed(f"{label}, {name}", summed, len(used), NEED_S["ours"], "static")
+    one = speeds.get(ways[0][0])
+    for name, _, _ in ways[1:]:
+        if one and speeds.get(name):
+            results.add({"section": "serve", "row": f"engine batching: {name} vs 1 (in-process)",
+                         "ratio": round(speeds[name] / one, 2), "target": 5.0,
+                         "note": "Ray Serve is not on this machine; serve_throughput.py measures the service"})
 
 
 def token_check(lm, tokenizer, settings, tasks, rewriter, device, modes, results: Results) -> None:
@@ -523,6 +570,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=25, help="timed steps per training row (after warm-up)")
     parser.add_argument("--recipes", type=int, default=16, help="recipes our engine rewrites")
     parser.add_argument("--generate-recipes", type=int, default=4, help="recipes the generate loop rewrites")
+    parser.add_argument("--serve-recipes", type=int, default=32, help="recipes the continuous-batching row rewrites")
+    parser.add_argument("--slots", type=int, default=8, help="recipes in the continuous batch at most "
+                                                           "(serve.batch.max_batch_size)")
     parser.add_argument("--sections", default="train,rewrite",
                         help="comma list: train, rewrite (every rewrite row and the batching rows), serve (the "
                              "batching rows alone), engine (the training engine rows)")

@@ -17,7 +17,9 @@
 
 Reads the split's recipe pairs and takes a fixed seeded sample of --num-recipes (source recipe,
 constraint); --constraint rewrites the sampled sources for that constraint set instead
-(`vegan,nut-free`). Actors load the model once and rewrite --batch-recipes recipes at a time.
+(`vegan,nut-free`). Actors load the model once and rewrite --batch-recipes recipes at a time,
+the next joining as one finishes (continuous batching over rewrite.call_batches batches' worth of
+recipes per call).
 The sentence-level baselines rewrite each step on its own; seq2seq_copy's --model is its training
 output, which holds a model per constraint (<constraint>/model), one for each constraint sampled.
 Writes into --output: rewrites.jsonl (one line per recipe, in arrival order) and run.json
@@ -76,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--actors", type=int, help="rewriter actors (one GPU each with --use-gpu)")
     parser.add_argument("--use-gpu", action="store_true", default=None, help="one GPU per actor")
     parser.add_argument("--batch-recipes", type=int, help="recipes an actor rewrites together")
+    parser.add_argument("--call-batches", type=int,
+                        help="batches' worth of recipes an actor takes per call (the next joins as one finishes)")
     parser.add_argument("--config", help="config file (default: ray_config.yaml)")
     parser.add_argument("--profile", help="config profile: local, v100x64 (a V100 cluster) or hopper (one H100/H200)")
     parser.add_argument("--overwrite", action="store_true",
@@ -99,7 +103,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     """Merge config and flags and check every value; problems are JobError lines."""
     flags = {key: getattr(args, key, None) for key in (
         "data", "split", "system", "output", "model", "ing_model", "num_recipes", "candidates", "constraint",
-        "constrained", "seed", "actors", "use_gpu", "batch_recipes")}
+        "constrained", "seed", "actors", "use_gpu", "batch_recipes", "call_batches")}
     try:
         config = load_settings(args.config, args.profile, {"rewrite": flags})
     except ConfigError as err:
@@ -173,6 +177,7 @@ def check_copy_models(path: str, constraints, found: dict | None = None) -> None
 def fingerprint(settings: dict) -> str:
     """Hash of what makes two runs the same run; a rerun with another one is refused."""
     keep = {k: v for k, v in settings.items() if k not in ("output", "ray", "actors", "use_gpu", "batch_recipes",
+                                                             "call_batches",
                                                              "batch_prompts", "cpus_per_actor", "torch_threads",
                                                              "reuse_prefix", "decode", "decode_step")}
     stats = os.path.join(settings["data"], "stats.json")
@@ -332,8 +337,9 @@ def run(settings: dict, overwrite: bool) -> dict:
               "retrieval_fallbacks": 0}
     if todo:
         table = task_table(todo)
-        # Small runs still give every actor a share; a block per batch.
-        batch = max(1, min(settings["batch_recipes"], -(-len(todo) // settings["actors"])))
+        # An actor call takes call_batches batches' worth (it keeps batch_recipes in flight); small
+        # runs still give every actor a share; a block per call.
+        batch = max(1, min(settings["batch_recipes"] * settings["call_batches"], -(-len(todo) // settings["actors"])))
         ds = ray.data.from_arrow([table.slice(i, batch) for i in range(0, table.num_rows, batch)])
         if SYSTEMS.get(settings["system"], "model") is None:
             ds = ds.map_batches(rewrite_baseline, batch_size=batch, batch_format="pyarrow",

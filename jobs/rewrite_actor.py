@@ -151,10 +151,23 @@ class RewriteBatch:
         device = _actor_device(settings)
         model = load_model(settings["model"], device)
         ing_model = load_model(settings["ing_model"], device) if settings["ing_model"] else None
-        self.seed = int(settings["seed"])
+        self.seed, self.slots = int(settings["seed"]), int(settings["batch_recipes"])
         self.rewriter = build_rewriter(model, settings, settings["candidates"], settings["constrained"],
                                        settings["system"], ing_model)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        """Rewrite every task of the batch together."""
-        return _table(self.rewriter.rewrite(_seeded_tasks(batch, self.seed)))
+        """Rewrite every task of the batch, batch_recipes at a time, the next joining as one finishes
+        (continuous batching, longest first so no long recipe is left to run its last steps alone);
+        records in the batch's order. A recipe's rewrite does not depend on which share its rounds."""
+        from rrt.modelling.scheduler import StepScheduler
+
+        tasks = _seeded_tasks(batch, self.seed)
+        scheduler = StepScheduler(self.rewriter, self.slots)
+        for index in sorted(range(len(tasks)), key=lambda i: -len(tasks[i].source["steps"])):
+            scheduler.submit(index, tasks[index])
+        records: list = [None] * len(tasks)
+        for outcome in scheduler.drain():
+            if outcome.error is not None:
+                raise outcome.error
+            records[outcome.key] = outcome.record
+        return _table(records)

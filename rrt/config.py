@@ -226,6 +226,7 @@ class RewriteSettings(Decoding):
     cpus_per_actor: Positive
     torch_threads: Count | None
     batch_recipes: Count
+    call_batches: Count
     ctrl: ControlBlock
     pplm: PplmBlock
 

@@ -55,7 +55,10 @@ def contextual_runs(prepared, trained_contextual, tmp_path_factory):
     folder = tmp_path_factory.mktemp("rewrite")
     model = str(trained_contextual[0] / "model")
     runs = {}
-    for name, extra in (("plain", ["--batch-recipes", "2", "--actors", "1"]), ("constrained", ["--constrained"])):
+    # plain: one batch per call, so records arrive in small steps; constrained: 2 recipes in flight,
+    # the next joining as one finishes.
+    for name, extra in (("plain", ["--batch-recipes", "2", "--call-batches", "1", "--actors", "1"]),
+                        ("constrained", ["--constrained", "--batch-recipes", "2"])):
         out = folder / name
         args = ["--data", str(prepared[0]), "--system", "contextual", "--model", model, "--output", str(out),
                 "--num-recipes", "10", "--candidates", "6", *extra]

@@ -137,7 +137,8 @@ class Rewriter:
         self.decode_step = resolve_decode_step(decode_step, lm, device)
         self.special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}
         self.stats = {"steps_sampled": 0, "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0,
-                      "guard_stops": 0, "candidates": 0, "sampling_s": 0.0}
+                      "guard_stops": 0, "candidates": 0, "rounds": 0, "prompting_s": 0.0, "sampling_s": 0.0,
+                      "selection_s": 0.0}
         self._guards: dict[tuple, object] = {}
 
     def _stop_ids(self, variant: str, tokenizer) -> set[int]:
@@ -246,7 +247,9 @@ class Rewriter:
     def _round(self, states: list[RecipeState]) -> None:
         """Rewrite the next step of every unfinished recipe."""
         live = [s for s in states if not s.finished]
+        self.stats["rounds"] += 1
         ing_prompts = self._ingredient_prompts(live) if self.variant == "contextual_ing" else {}
+        started = time.perf_counter()
         jobs, owners = [], []
         for k, state in enumerate(live):
             n, source = state.step, state.task.source
@@ -267,7 +270,10 @@ class Rewriter:
             seed = stable_seed(state.task.seed, state.task.id, ",".join(state.task.constraints), n)
             jobs.append((ids, seed, self._guard(state.task.constraints), state.prefix, self._prefix_end(ids)))
             owners.append(state)
-        for state, result in zip(owners, self._sample(jobs, self.settings)):
+        self.stats["prompting_s"] += time.perf_counter() - started
+        sampled = self._sample(jobs, self.settings)
+        started = time.perf_counter()
+        for state, result in zip(owners, sampled):
             state.prefix = result.prefix
             texts = [self._finish(self.decode(t), state) for t in result.tokens]
             ctx = step_context(state, state.step)
@@ -282,6 +288,7 @@ class Rewriter:
             entry = state.entries[-1]
             state.done.append(entry["candidates"][entry["chosen"]]["text"])
             state.step += 1
+        self.stats["selection_s"] += time.perf_counter() - started
 
     def _end_to_end(self, states: list[RecipeState]) -> None:
         """End-to-End: N whole target recipes per source, the best by its steps' mean score."""

@@ -42,6 +42,19 @@ def sampling(**changes) -> SamplingSettings:
     return SamplingSettings.from_config(DECODING, **changes)
 
 
+def tiny_random_lm():
+    """A tokenizer trained on the bundled sample and a 2-layer GPT-2 with random weights: (lm, tokenizer)."""
+    from rrt.corpus import formats
+    from rrt.modelling.models import build_model, train_tiny_tokenizer
+    from rrt.recipes.loaders import read_recipes
+
+    recipes = list(read_recipes([str(SAMPLE)]))
+    tok = train_tiny_tokenizer([formats.no_source(r.title, r.ingredients, r.steps) for r in recipes], 1200)
+    lm = build_model("tiny", len(tok), {"n_layer": 2, "n_head": 2, "n_embd": 64}, seed=3,
+                     pad_token_id=tok.pad_token_id).eval()
+    return lm, tok
+
+
 def make_rewriter(system: str, lm, tokenizer, block: int, settings: SamplingSettings, **changes) -> Rewriter:
     """A Rewriter with ray_config.yaml's engine settings, with a test's changes."""
     return Rewriter(system, lm, tokenizer, block, settings, **{**{k: DECODING[k] for k in ENGINE_KEYS}, **changes})

@@ -4,10 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import SAMPLE, make_rewriter, needs_dictionary, sampling
+from conftest import make_rewriter, needs_dictionary, sampling, tiny_random_lm
 from rrt.corpus import formats
-from rrt.recipes.loaders import read_recipes
-from rrt.modelling.models import build_model, train_tiny_tokenizer
 from rrt.recipes.paper_format import END_INST, EOS, INST
 from rrt.modelling.prompts import fit_prompt, parse_ingredients, parse_recipe, protected_span, step_prompt
 from rrt.modelling.sampling import sample_candidates
@@ -19,11 +17,7 @@ SOURCE = {"title": "Pancakes", "ingredients": ["2 eggs", "1 cup milk"],
 @pytest.fixture(scope="module")
 def tiny():
     """A tokenizer trained on the bundled sample and a 2-layer GPT-2 with random weights."""
-    recipes = list(read_recipes([str(SAMPLE)]))
-    tok = train_tiny_tokenizer([formats.no_source(r.title, r.ingredients, r.steps) for r in recipes], 1200)
-    lm = build_model("tiny", len(tok), {"n_layer": 2, "n_head": 2, "n_embd": 64}, seed=3,
-                     pad_token_id=tok.pad_token_id).eval()
-    return lm, tok
+    return tiny_random_lm()
 
 
 def _prompts(tok):

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import SAMPLE, make_rewriter, needs_dictionary, sampling
-from rrt.corpus import formats
-from rrt.modelling.models import build_model, train_tiny_tokenizer
+from conftest import SAMPLE, make_rewriter, needs_dictionary, sampling, tiny_random_lm
 from rrt.modelling.rewriter import RewriteTask
 from rrt.modelling.scheduler import StepScheduler
 from rrt.recipes.loaders import read_recipes
@@ -17,10 +15,8 @@ pytestmark = needs_dictionary
 @pytest.fixture(scope="module")
 def tiny():
     """A tokenizer trained on the bundled sample, a 2-layer random GPT-2 and six sample recipes."""
+    lm, tok = tiny_random_lm()
     recipes = list(read_recipes([str(SAMPLE)]))
-    tok = train_tiny_tokenizer([formats.no_source(r.title, r.ingredients, r.steps) for r in recipes], 1200)
-    lm = build_model("tiny", len(tok), {"n_layer": 2, "n_head": 2, "n_embd": 64}, seed=3,
-                     pad_token_id=tok.pad_token_id).eval()
     # Recipes of different lengths, so they finish in different rounds.
     chosen = sorted(recipes[:12], key=lambda r: len(r.steps))[::2][:6]
     tasks = [RewriteTask(r.id, ["vegan"], {"title": r.title, "ingredients": list(r.ingredients),

@@ -15,7 +15,8 @@ Training rows, each a fresh model, fused AdamW, clipping 1.0, loss on every toke
   padded       every example padded to the block, bf16 autocast, the library's default model
   bucketed     our length-sorted token-budget batches (train.batching: tokens), sdpa, fused GELU
   packed       examples end to end in rows of the block (train.batching: packed), sdpa, fused GELU
-  packed+compile   the same, torch.compile'd (train.compile)
+  packed+compile   the same, torch.compile'd (train.compile); --compile-modes adds a row per mode,
+                   --fused-ce one whose loss is cut-cross-entropy's fused linear cross-entropy
   engine       jobs/train_worker.build_engine on packed batches, compiled when that row was faster:
                torch (train.engine: torch: autocast, fused AdamW) and deepspeed (ZeRO-2, bf16 weights);
                micro-batch 64 and 8 (timed after the rewrite rows; --sections engine runs them alone)
@@ -199,6 +200,37 @@ def engine_step(model, device, micro: int, steps: int, kind: str):
 
 
 
+def fused_ce_step(model, device, sample: dict, results: Results):
+    """The autocast step with the loss from cut-cross-entropy's fused linear cross-entropy (the
+    full logits are never written); its loss on `sample` is checked against the model's first."""
+    import torch
+    from cut_cross_entropy import linear_cross_entropy
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
+
+    def loss_of(inputs: dict):
+        """The mean next-token loss over the labelled positions, as the model's own loss."""
+        hidden = model.transformer(**{k: v for k, v in inputs.items() if k != "labels"}).last_hidden_state
+        return linear_cross_entropy(hidden.to(torch.bfloat16), model.lm_head.weight.to(torch.bfloat16),
+                                    inputs["labels"], shift=True)
+
+    with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16):
+        ours, theirs = float(loss_of(sample)), float(model(**sample).loss)
+    results.add({"section": "check", "row": "cut-cross-entropy loss = the model's loss", "max_abs_diff":
+                 abs(ours - theirs), "ok": abs(ours - theirs) < 1e-2 * max(1.0, abs(theirs))})
+
+    def step(inputs: dict) -> None:
+        """Forward, backward, clip, update."""
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            loss = loss_of(inputs)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
 def time_steps(step, batches: list, steps: int, device, cap_s: float) -> tuple[float, int]:
     """Useful tokens/s over up to `steps` timed steps (fewer when `cap_s` runs out), after warm-up."""
     for index in range(WARMUP):
@@ -251,9 +283,10 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
     speeds: dict[str, float] = {}
 
     def run(label: str, kind: str, micro: int, attention: str | None, fused: bool, compiled: bool,
-            engine: str | None = None) -> None:
-        """Time one training row (a fresh model, its batches, its step) and record it."""
-        need = COMPILE_RESERVE_S[device.type] if compiled else args.row_s
+            engine: str | None = None, mode: str = "default", loss: str = "model") -> None:
+        """Time one training row (a fresh model, its batches, its step) and record it; `mode` is
+        torch.compile's, `loss` the model's own or cut-cross-entropy's fused linear cross-entropy."""
+        need = COMPILE_RESERVE_S[device.type] * (3 if mode.startswith("max-autotune") else 1) if compiled else args.row_s
         if results.left() < need + args.reserve_s:
             return results.skip("train", label, f"budget: {results.left():.0f}s left")
         if engine == "deepspeed":
@@ -264,12 +297,20 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
         batches = scheme_batches(kind, rows, micro, BLOCK, pad_id)
         model = new_model(config, device, attention, fused)
         parameters = sum(p.numel() for p in model.parameters())
-        if compiled:
-            compile_model(model)
         started = time.perf_counter()
         try:
-            step = (engine_step(model, device, micro, args.steps + WARMUP, engine) if engine
-                    else autocast_step(model, device))
+            if loss == "cce":
+                step = fused_ce_step(model, device, batches[0].inputs(device), results)
+            if compiled:
+                # The fused loss takes the body's hidden states, so the body is what is compiled.
+                target = model.transformer if loss == "cce" else model
+                if mode == "default":
+                    compile_model(target)
+                else:
+                    target.compile(mode=mode)
+            if loss != "cce":
+                step = (engine_step(model, device, micro, args.steps + WARMUP, engine) if engine
+                        else autocast_step(model, device))
             speed, timed = time_steps(step, batches, args.steps, device, args.row_s)
         except Exception as err:  # noqa: BLE001 - one failed row is recorded; the others still run
             results.add({"section": "train", "row": label, "failed": f"{type(err).__name__}: {str(err)[:300]}"})
@@ -298,7 +339,11 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
         run("padded", "padded", micro, None, False, False)
         run("packed", "packed", micro, "sdpa", True, False)
         if not args.no_compile:
-            run("packed+compile", "packed", micro, "sdpa", True, True)
+            for mode in args.compile_modes.split(","):
+                run("packed+compile" + ("" if mode == "default" else f" ({mode})"), "packed", micro, "sdpa", True,
+                    True, mode=mode)
+            if args.fused_ce:
+                run("packed+compile, cut-cross-entropy loss", "packed", micro, "sdpa", True, True, loss="cce")
         run("bucketed", "bucketed", micro, "sdpa", True, False)
     else:
         run("padded", "padded", micro, None, False, False)
@@ -595,6 +640,12 @@ def main() -> None:
                         help="comma list: train, rewrite (every rewrite row and the batching rows), serve (the "
                              "batching rows alone), engine (the training engine rows)")
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled row")
+    parser.add_argument("--compile-modes", default="default",
+                        help="comma list of torch.compile modes, a packed+compile row each "
+                             "(e.g. default,max-autotune-no-cudagraphs)")
+    parser.add_argument("--fused-ce", action="store_true",
+                        help="add a packed+compile row whose loss is cut-cross-entropy's fused linear "
+                             "cross-entropy (the cut-cross-entropy package; carry_packages.sh copies it)")
     parser.add_argument("--engines", default="torch,deepspeed",
                         help="comma list of training engines timed (train.engine): torch, deepspeed")
     parser.add_argument("--no-deepspeed", action="store_true",

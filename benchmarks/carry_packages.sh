@@ -1,17 +1,19 @@
 #!/bin/sh
-# DeepSpeed for a GPU machine that lacks it (and has no network): DeepSpeed and the packages it
-# imports, copied from a local site-packages into .gpu/site (git-ignored), with pydantic-core
-# (the one compiled dependency) downloaded for the target machine's Python.
+# The packages gpu_speed.py may use, for a GPU machine that lacks them (and has no network):
+# DeepSpeed and the packages it imports, copied from a local site-packages into .gpu/site
+# (git-ignored), with pydantic-core (the one compiled dependency) downloaded for the target
+# machine's Python; and cut-cross-entropy (pure Python; its kernels need the GPU's triton) for
+# the --fused-ce row.
 #
-#   sh benchmarks/carry_deepspeed.sh .venv/lib/python3.11/site-packages 3.12
+#   sh benchmarks/carry_packages.sh .venv/lib/python3.11/site-packages 3.12
 #   # on the GPU machine, from the repo root:
 #   PYTHONPATH=$PWD/.gpu/site python benchmarks/gpu_speed.py --out gpu_speed.jsonl
 #
 # numpy, packaging, torch, tqdm and typing_extensions are expected there already (torch and
 # transformers need them). msgpack's C build is dropped: it falls back to its pure-Python code.
 set -e
-SITE=${1:?usage: carry_deepspeed.sh SITE_PACKAGES PYTHON_VERSION}
-TARGET=${2:?usage: carry_deepspeed.sh SITE_PACKAGES PYTHON_VERSION}
+SITE=${1:?usage: carry_packages.sh SITE_PACKAGES PYTHON_VERSION}
+TARGET=${2:?usage: carry_packages.sh SITE_PACKAGES PYTHON_VERSION}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT="$ROOT/.gpu/site"
 PYTHON=$(dirname "$SITE")/../../bin/python
@@ -31,6 +33,8 @@ WHEELS=$(mktemp -d)
 "$PYTHON" -m pip download "pydantic-core==$CORE" --only-binary=:all: --python-version "$TARGET" \
     --platform manylinux2014_x86_64 --no-deps -d "$WHEELS" -q
 "$PYTHON" -m zipfile -e "$WHEELS"/pydantic_core-*.whl "$OUT/"
+"$PYTHON" -m pip download "cut-cross-entropy==25.1.1" --no-deps -d "$WHEELS" -q
+"$PYTHON" -m zipfile -e "$WHEELS"/cut_cross_entropy-*.whl "$OUT/"
 rm -rf "$WHEELS"
 find "$OUT" -name __pycache__ -type d -prune -exec rm -rf {} +
 du -sh "$OUT"

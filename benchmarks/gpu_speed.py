@@ -27,6 +27,8 @@ Rewrite rows (fp16, top-k 40, ten candidates, every candidate runs to max_step_t
   ours, static cache (eager)   rewrite.decode_step: static (rrt.modelling.static_decode)
   ours, static cache + CUDA graph   rewrite.decode_step: graph, a first run (its captures
                   included) and a second; the rows carry static_decode.STATS (captures, replays)
+  ..., shared prompt cache   the static and graph steps with rewrite.prompt_cache: shared (each
+                  prompt's cache held once, its ten candidates attending to it together)
   check           the first step of every recipe sampled each way: the share of identical candidates
   batching        the service's engine in-process, our fastest way: one recipe at a time, 8 at once
                   (held until the longest ends) and continuous batching (rrt.modelling.scheduler:
@@ -398,17 +400,23 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
                        for r in rows if r.get("steps")]
     tasks = tasks[:args.recipes]
     settings = SamplingSettings(top_k=40, top_p=1.0, temperature=1.0, candidates=10, max_new_tokens=64)
-    # (rewrite.decode, rewrite.decode_step) of each row of ours; graph only where CUDA is.
-    labels = {("host", "dynamic"): "ours, host decode", ("device", "dynamic"): "ours, device decode",
-              ("host", "static"): "ours, static cache (eager)", ("host", "graph"): "ours, static cache + CUDA graph"}
+    # (rewrite.decode, rewrite.decode_step, rewrite.prompt_cache) of each row of ours; graph only where CUDA is.
+    labels = {("host", "dynamic", "copied"): "ours, host decode", ("device", "dynamic", "copied"): "ours, device decode",
+              ("host", "static", "copied"): "ours, static cache (eager)",
+              ("host", "static", "shared"): "ours, static cache (eager), shared prompt cache",
+              ("host", "graph", "copied"): "ours, static cache + CUDA graph",
+              ("host", "graph", "shared"): "ours, static cache + CUDA graph, shared prompt cache"}
     modes = [m for m in labels if m[1] != "graph" or cuda]
     if not cuda:
-        results.skip("rewrite", labels[("host", "graph")], "needs CUDA")
+        for mode in labels:
+            if mode[1] == "graph":
+                results.skip("rewrite", labels[mode], "needs CUDA")
 
-    def engine(decode: str, step: str = "dynamic") -> Rewriter:
-        """Our rewriter with this draw and decode step, every candidate run to the limit."""
+    def engine(decode: str, step: str = "dynamic", cache: str = "copied") -> Rewriter:
+        """Our rewriter with this draw, decode step and prompt cache, every candidate run to the limit."""
         rewriter = Rewriter("contextual", lm, tokenizer, BLOCK, settings, batch_prompts=64, recipe_tokens=384,
-                            reuse_prefix=False, decode=decode, decode_step=step, device=str(device))
+                            reuse_prefix=False, decode=decode, decode_step=step, prompt_cache=cache,
+                            device=str(device))
         rewriter._stop_ids = lambda variant, tok: set()   # random weights: every candidate runs to the limit
         return rewriter
 
@@ -454,8 +462,8 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
         results.add(row)
         return steps / seconds
 
-    if "rewrite" not in sections:   # the batching rows alone, with the fastest way expected
-        modes = [("host", "graph") if cuda else ("host", "dynamic")]
+    if "rewrite" not in sections:   # the batching rows alone, with the prompt cache --serve-prompt-cache names
+        modes = [("host", "graph" if cuda else "static", args.serve_prompt_cache)]
     # Warm-up: the kernels' first launches and the allocator's first blocks are not timed.
     for mode in list(modes):
         try:
@@ -546,9 +554,11 @@ def token_check(lm, tokenizer, settings, tasks, rewriter, device, modes, results
                                   "contextual")
         if ids:
             prompts.append(ids)
-    steps = [m[1] for m in modes if m[0] == "host"]
-    out = {step: sample_candidates(lm, prompts, list(range(len(prompts))), set(), tokenizer.pad_token_id, settings,
-                                   device=str(device), decode="host", step=step) for step in steps}
+    # Each host-drawn way, named by its decode step ("shared" for the shared prompt cache's static step).
+    ways = {m[1] if m[2] == "copied" else m[2]: m for m in modes if m[0] == "host" and (m[2] == "copied" or m[1] == "static")}
+    out = {name: sample_candidates(lm, prompts, list(range(len(prompts))), set(), tokenizer.pad_token_id, settings,
+                                   device=str(device), decode="host", step=m[1], prompt_cache=m[2])
+           for name, m in ways.items()}
 
     def same(a: str, b: str, first: int | None = None) -> float:
         """Share of candidates whose tokens (the first `first`) agree between two decode steps."""
@@ -558,6 +568,9 @@ def token_check(lm, tokenizer, settings, tasks, rewriter, device, modes, results
     row = {"section": "check", "row": "static decode tokens", "candidates": len(prompts) * settings.candidates,
            "static = dynamic": same("static", "dynamic"), "static = dynamic, first 8": same("static", "dynamic", 8)}
     note = f"identical to the growing-cache path: {row['static = dynamic']}"
+    if "shared" in out:
+        row["shared = static"] = same("shared", "static")
+        note += f"; shared prompt cache = copied: {row['shared = static']}"
     if "graph" in out:
         row["graph = static"] = same("graph", "static")
         row["ok"] = row["graph = static"] >= 0.9
@@ -632,6 +645,9 @@ def main() -> None:
     parser.add_argument("--recipes", type=int, default=16, help="recipes our engine rewrites")
     parser.add_argument("--generate-recipes", type=int, default=4, help="recipes the generate loop rewrites")
     parser.add_argument("--serve-recipes", type=int, default=32, help="recipes the batching rows rewrite")
+    parser.add_argument("--serve-prompt-cache", choices=["copied", "shared"], default="shared",
+                        help="the batching rows' rewrite.prompt_cache with --sections serve alone (else the "
+                             "fastest way measured)")
     parser.add_argument("--serve-recipes-file", help="JSON-lines recipes for the batching rows (default: the "
                                                      "bundled sample), e.g. ../shared/data/web_recipes/recipes.jsonl")
     parser.add_argument("--slots", type=int, default=8, help="recipes in the continuous batch at most "

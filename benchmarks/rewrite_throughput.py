@@ -98,6 +98,9 @@ def main() -> None:
     parser.add_argument("--batch-prompts", type=int, default=64, help="prompts per forward pass (ours)")
     parser.add_argument("--decode-step", choices=("auto", "dynamic", "static", "graph"),
                         help="ours: how a decode step runs (default: rewrite.decode_step; auto: graph on CUDA)")
+    parser.add_argument("--prompt-cache", choices=("copied", "shared"),
+                        help="ours, static and graph steps: each prompt's cache copied per candidate or held once "
+                             "(default: rewrite.prompt_cache)")
     args = parser.parse_args()
     if args.use_gpu:
         args.device = "cuda"
@@ -115,6 +118,7 @@ def main() -> None:
     settings = {**load_settings().rewrite.model_dump(), "batch_prompts": args.batch_prompts}
     settings["decode"] = args.decode or settings["decode"]
     settings["decode_step"] = args.decode_step or settings["decode_step"]
+    settings["prompt_cache"] = args.prompt_cache or settings["prompt_cache"]
     paper = SamplingSettings.from_config(settings)
     engines = {reuse: build_rewriter(model, {**settings, "reuse_prefix": reuse}, paper.candidates, False)
                for reuse in (False, True)}
@@ -129,7 +133,8 @@ def main() -> None:
         results[name] = steps / seconds
         print(json.dumps({"engine": name, "recipes": len(tasks), "steps": steps, "seconds": round(seconds, 2),
                           "steps_per_s": round(steps / seconds, 3), "device": args.device,
-                          "decode": engines[False].decode_on, "decode_step": engines[False].decode_step}),
+                          "decode": engines[False].decode_on, "decode_step": engines[False].decode_step,
+                          "prompt_cache": engines[False].prompt_cache}),
               flush=True)
     print(json.dumps({"ratio_ours_over_straightforward": round(results["ours"] / results["straightforward"], 2),
                       "target": 3.0}))

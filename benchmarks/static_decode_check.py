@@ -5,7 +5,7 @@
 
 A gpt2-medium-shaped model with random weights samples ten candidates for each of 16 random
 prompts; each row prints the share of candidates whose tokens are the same under two decode
-steps, and the mean index of the first token where they part. `--peaky` scales the embedding
+steps (the static step also with `rewrite.prompt_cache: shared`), and the mean index of the first token where they part. `--peaky` scales the embedding
 (tied to the LM head), so the next-token distributions are as sharp as a trained model's instead
 of nearly flat; rounding then rarely changes a draw. TF32 is off, so fp32 rows compare exact
 arithmetic orders only.
@@ -66,7 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     draw = torch.Generator().manual_seed(0)
     prompts = [torch.randint(10, 7990, (int(torch.randint(60, 200, (1,), generator=draw)),), generator=draw).tolist()
                for _ in range(16)]
-    steps = ["dynamic", "static"] + (["graph"] if args.device == "cuda" else [])
+    # (decode step, prompt cache) of each way compared; "shared" holds each prompt's cache once.
+    ways = {"dynamic": ("dynamic", "copied"), "static": ("static", "copied"), "shared": ("static", "shared")}
+    if args.device == "cuda":
+        ways["graph"] = ("graph", "copied")
     for dtype in args.dtypes.split(","):
         for peaky in (float(p) for p in args.peaky.split(",")):
             for top_k in (40, 1):
@@ -78,12 +81,15 @@ def main(argv: list[str] | None = None) -> int:
                 settings = SamplingSettings(top_k=top_k, top_p=1.0, temperature=1.0, candidates=10,
                                             max_new_tokens=args.new_tokens)
                 with torch.no_grad():
-                    out = {step: sample_candidates(lm, prompts, list(range(len(prompts))), set(), 0, settings,
-                                                   device=args.device, step=step) for step in steps}
+                    out = {name: sample_candidates(lm, prompts, list(range(len(prompts))), set(), 0, settings,
+                                                   device=args.device, step=step, prompt_cache=cache)
+                           for name, (step, cache) in ways.items()}
                 row = {"dtype": dtype, "peaky": peaky, "top_k": top_k,
                        "static = dynamic": agreement(out, "static", "dynamic"),
                        "static = dynamic, first 8": agreement(out, "static", "dynamic", 8),
-                       "first differing token": first_difference(out, "static", "dynamic", args.new_tokens)}
+                       "first differing token": first_difference(out, "static", "dynamic", args.new_tokens),
+                       "shared = dynamic": agreement(out, "shared", "dynamic"),
+                       "shared = static": agreement(out, "shared", "static")}
                 if "graph" in out:
                     row["graph = static"] = agreement(out, "graph", "static")
                 print(json.dumps(row), flush=True)

@@ -181,6 +181,7 @@ class Decoding(Section):
     reuse_prefix: bool
     decode: Literal["host", "device"]
     decode_step: Literal["auto", "dynamic", "static", "graph"]
+    prompt_cache: Literal["copied", "shared"]
 
 
 class ControlBlock(Section):

@@ -187,9 +187,14 @@ def test_static_and_graph_decoding_draw_the_tokens_host_decoding_does(top_p, mon
     host = sample_candidates(lm, prompts, seeds, stops, PAD, settings, decode="host")
     assert {e for s in host for e in s.ended} == {"stop", "length"}
     stats = dict(static_decode.STATS)
-    runs = {"static": sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="static")}
+    runs = {"static": sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="static"),
+            # Each prompt's cache held once, its candidates attending to it together.
+            "static, shared prompt cache": sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="static",
+                                                             prompt_cache="shared")}
     # The graph path with a capture that replays the step: everything but the CUDA capture itself.
     monkeypatch.setattr(static_decode, "_capture", _fake_capture)
+    runs["graph, shared prompt cache"] = sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="graph",
+                                                           prompt_cache="shared")
     runs["graph"] = sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="graph")
     # 5 prompts run as 8 (32 rows); finished candidates move the batch down to 16 and 8 rows.
     assert static_decode.STATS["captures"] - stats["captures"] >= 2

@@ -177,12 +177,14 @@ def test_static_decoding_of_guarded_prompts_draws_the_host_tokens(tiny):
         settings = sampling(candidates=5, max_new_tokens=20)
         before = static_decode.STATS["guard_redraws"]
         runs = [sample_candidates(lm, [second, third, first], [2, 3, 1], stops, tok.pad_token_id, settings,
-                                  guards=[guard, None, guard], prefixes=[kept, None, None], step=step)
-                for step in ("dynamic", "static")]
+                                  guards=[guard, None, guard], prefixes=[kept, None, None], step=step,
+                                  prompt_cache=cache)
+                for step, cache in (("dynamic", "copied"), ("static", "copied"), ("static", "shared"))]
     finally:
         hook.remove()
-    assert [r.tokens for r in runs[0]] == [r.tokens for r in runs[1]]
-    assert [r.ended for r in runs[0]] == [r.ended for r in runs[1]]
+    for run in runs[1:]:
+        assert [r.tokens for r in runs[0]] == [r.tokens for r in run]
+        assert [r.ended for r in runs[0]] == [r.ended for r in run]
     assert {e for r in runs[0] for e in r.ended} >= {"stop", "length"}
     assert static_decode.STATS["guard_redraws"] - before > 10
 

@@ -119,7 +119,7 @@ class Rewriter:
 
     def __init__(self, system: str, lm, tokenizer, block_size: int, settings: SamplingSettings, *,
                  batch_prompts: int, recipe_tokens: int, reuse_prefix: bool, decode: str, decode_step: str,
-                 constrained: bool = False,
+                 prompt_cache: str = "copied", constrained: bool = False,
                  ing_lm=None, ing_tokenizer=None, device: str = "cpu"):
         if SYSTEMS.get(system) is None:
             raise ValueError(f"{system!r} is not a model system; choose from "
@@ -135,6 +135,7 @@ class Rewriter:
         self.decode_on = decode
         # static / graph where the model allows it (the next-ingredient model may fall back to dynamic).
         self.decode_step = resolve_decode_step(decode_step, lm, device)
+        self.prompt_cache = prompt_cache
         self.special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}
         self.stats = {"steps_sampled": 0, "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0,
                       "guard_stops": 0, "candidates": 0, "rounds": 0, "prompting_s": 0.0, "sampling_s": 0.0,
@@ -176,7 +177,7 @@ class Rewriter:
             results = sample_candidates(lm, [jobs[i][0] for i in chunk], [jobs[i][1] for i in chunk], stops,
                                         tokenizer.pad_token_id, settings, guards=guards, device=self.device,
                                         prefixes=prefixes, keep=keep, decode=self.decode_on,
-                                        step=self.decode_step)
+                                        step=self.decode_step, prompt_cache=self.prompt_cache)
             for i, result in zip(chunk, results):
                 out[i] = result
         self.stats["sampling_s"] += time.perf_counter() - started

@@ -136,7 +136,7 @@ def _kept_prefix(cache, row: int, prompt: list[int], past: int, lp: int, tail_st
 def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: set[int], pad_id: int,
                       settings: SamplingSettings, guards: list | None = None, device: str = "cpu",
                       prefixes: list[Prefix | None] | None = None, keep: list[int] | None = None,
-                      decode: str = "host", step: str = "dynamic") -> list[Sampled]:
+                      decode: str = "host", step: str = "dynamic", prompt_cache: str = "copied") -> list[Sampled]:
     """N candidates for each prompt, from one prefill per prompt; each stops at a stop token.
 
     `guards` holds one ViolationGuard (or None) per prompt for constrained decoding.
@@ -146,7 +146,8 @@ def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: 
     prompts always decode on the host, which checks each token's text. `step` is how a decode
     step runs (rewrite.decode_step, resolved): dynamic (the model's forward on a growing cache,
     tokens drawn per `decode`), static or graph (rrt.modelling.static_decode: a preallocated cache,
-    tokens drawn on the device, the same tokens; graph captures the step on CUDA)."""
+    tokens drawn on the device, the same tokens; graph captures the step on CUDA), whose cache holds
+    each prompt copied into every candidate's row or, with `prompt_cache` shared, once per prompt."""
     import torch
     from transformers import DynamicCache
 
@@ -187,7 +188,8 @@ def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: 
             if static_decode.supports(lm):
                 with torch.no_grad():
                     static_decode.decode_static(lm, cache, out.logits[:, -1, :], mask, positions, rngs, results,
-                                                stop_ids, settings, guards, device, graph=step == "graph")
+                                                stop_ids, settings, guards, device, graph=step == "graph",
+                                                shared=prompt_cache == "shared")
                 return results
         except static_decode.NoRoom:
             static_decode.STATS["no_room"] += 1   # this batch decodes the dynamic way below

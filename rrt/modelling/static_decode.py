@@ -111,20 +111,28 @@ class StaticDecoder:
                  dtype, device, graph: bool):
         import torch
 
+        self._buffers(lm, rows, columns, steps, settings, stops, dtype, device, graph)
+        shape = (rows, self.heads, columns, self.dim)
+        self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.layers)]
+        self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.layers)]
+        self.valid = torch.zeros((rows, columns), dtype=torch.bool, device=device)
+        self.bytes = sum(t.numel() * t.element_size() for t in (*self.keys, *self.values, self.logits))
+
+    def _buffers(self, lm, rows: int, columns: int, steps: int, settings: SamplingSettings, stops: tuple, dtype,
+                 device, graph: bool) -> None:
+        """Every buffer but the key-value cache: the rows' tokens, positions, numbers and logits."""
+        import torch
+
         config = lm.config
         self.heads, self.layers = config.n_head, config.n_layer
         self.dim = config.n_embd // self.heads
         self.rows, self.columns, self.steps, self.settings = rows, columns, steps, settings
-        self.graph, self.device = graph, device
+        self.graph, self.device, self.dtype = graph, device, dtype
         self.scales = []
         for layer in range(self.layers):
             scale = self.dim ** -0.5 if config.scale_attn_weights else 1.0
             self.scales.append(scale / (layer + 1) if config.scale_attn_by_inverse_layer_idx else scale)
         vocab = lm.get_output_embeddings().weight.shape[0]
-        shape = (rows, self.heads, columns, self.dim)
-        self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.layers)]
-        self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.layers)]
-        self.valid = torch.zeros((rows, columns), dtype=torch.bool, device=device)
         self.tok = torch.zeros(rows, dtype=torch.long, device=device)       # the last token of each row
         self.pos = torch.zeros(rows, dtype=torch.long, device=device)       # its position id
         self.col = torch.zeros(1, dtype=torch.long, device=device)          # its cache column (every row)
@@ -134,9 +142,12 @@ class StaticDecoder:
         self.stopped = torch.zeros(rows, dtype=torch.bool, device=device)
         self.logits = torch.zeros((rows, vocab), dtype=dtype, device=device)   # the last step's, for the guard
         self.stops = torch.as_tensor(list(stops) or [-1], dtype=torch.long, device=device)
-        self.bytes = sum(t.numel() * t.element_size() for t in (*self.keys, *self.values, self.logits))
         self.replays: dict[int, object] = {}
         self.warmed: dict[int, int] = {}
+
+    def buckets(self) -> list[int]:
+        """The row counts this decoder runs at as its candidates finish."""
+        return _buckets(self.rows)
 
     def load(self, cache, first_logits, mask, positions, owner, uniforms) -> None:
         """The prefill's cache, mask and positions copied to the first rows, one per candidate (`owner`:
@@ -150,8 +161,13 @@ class StaticDecoder:
             self.values[layer][:rows, :, :prefilled].copy_(cached.values.index_select(0, index))
         self.valid[:rows].zero_()
         self.valid[:rows, :prefilled].copy_(mask.index_select(0, index).bool())
-        self.pos[:rows].copy_(positions[:, -1].index_select(0, index) + 1)
         self.col.fill_(prefilled)
+        self._first_token(first_logits, positions, index, uniforms)
+
+    def _first_token(self, first_logits, positions, index, uniforms) -> None:
+        """Each row's position, numbers and token 0, drawn from its prompt's prefill logits."""
+        rows = len(index)
+        self.pos[:rows].copy_(positions[:, -1].index_select(0, index) + 1)
         self.step.fill_(1)
         self.uniforms[:rows].copy_(uniforms)
         self.tokens[:rows].fill_(-1)
@@ -185,14 +201,18 @@ class StaticDecoder:
                 out = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask, scale=self.scales[layer])
                 hidden = block.attn.c_proj(out.transpose(1, 2).reshape(rows, 1, width)) + hidden
                 hidden = hidden + block.mlp(block.ln_2(hidden))
-        logits = lm.get_output_embeddings()(body.ln_f(hidden))[:, -1, :]
+        self._next_token(lm, hidden, rows)
+        self.col.add_(1)
+
+    def _next_token(self, lm, hidden, rows: int) -> None:
+        """The LM head on the last hidden states, each row's next token drawn and recorded."""
+        logits = lm.get_output_embeddings()(lm.transformer.ln_f(hidden))[:, -1, :]
         self.logits[:rows].copy_(logits)
         token = device_draw(logits, self.uniforms[:rows].index_select(1, self.step)[:, 0], self.settings)
         self.tok[:rows].copy_(token)
         self.tokens[:rows].index_copy_(1, self.step, token[:, None])
         self.stopped[:rows].logical_or_((token[:, None] == self.stops).any(-1))
         self.pos[:rows].add_(1)
-        self.col.add_(1)
         self.step.add_(1)
 
     def advance(self, lm, rows: int, steps_left: int) -> None:
@@ -229,16 +249,92 @@ class StaticDecoder:
         self.stopped[len(live):rows] = True
 
 
+class SharedPromptDecoder(StaticDecoder):
+    """`rewrite.prompt_cache: shared`: each prompt's keys and values are held once, and its n
+    candidates attend to them as n queries of one attention call, so a decode step reads a
+    prompt's cache once instead of once per candidate. A prompt's buffer holds its C prompt
+    columns, then `steps` columns for each of its candidates' own tokens; the mask lets candidate
+    j see the prompt and its own columns only, so this is the copied cache's function. Rows stay
+    in place (prompt p's candidates are rows p*n .. p*n+n-1): a finished candidate keeps its row,
+    which costs little next to the prompt's cache."""
+
+    def __init__(self, lm, prompts: int, n: int, columns: int, steps: int, settings: SamplingSettings, stops: tuple,
+                 dtype, device, graph: bool):
+        import torch
+
+        self._buffers(lm, prompts * n, columns, steps, settings, stops, dtype, device, graph)
+        self.prompts, self.n, self.width = prompts, n, columns + n * steps
+        shape = (prompts, self.heads, self.width, self.dim)
+        self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.layers)]
+        self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.layers)]
+        self.valid = torch.zeros((prompts, n, self.width), dtype=torch.bool, device=device)
+        rows = torch.arange(prompts * n, device=device)
+        self.prompt_of = rows // n                          # each row's prompt
+        self.own_from = columns + (rows % n) * steps        # where each row's own columns start
+        self.bytes = sum(t.numel() * t.element_size() for t in (*self.keys, *self.values, self.logits))
+
+    def buckets(self) -> list[int]:
+        """One size: rows stay in place."""
+        return [self.rows]
+
+    def load(self, cache, first_logits, mask, positions, owner, uniforms) -> None:
+        """The prefill's cache and mask copied once per prompt (slots past the prompts copy prompt 0,
+        whose rows count as stopped); token 0 of every candidate drawn."""
+        import torch
+
+        prefilled, count = mask.shape[1], mask.shape[0]
+        slots = torch.as_tensor([p if p < count else 0 for p in range(self.prompts)], dtype=torch.long,
+                                device=self.device)
+        for layer, cached in enumerate(cache.layers):
+            self.keys[layer][:, :, :prefilled].copy_(cached.keys.index_select(0, slots))
+            self.values[layer][:, :, :prefilled].copy_(cached.values.index_select(0, slots))
+        self.valid.zero_()
+        self.valid[:, :, :prefilled].copy_(mask.index_select(0, slots).bool()[:, None, :].expand(-1, self.n, -1))
+        self._first_token(first_logits, positions, torch.as_tensor(owner, dtype=torch.long, device=self.device),
+                          uniforms)
+
+    def _step(self, lm, rows: int) -> None:
+        """One token for every row, reading and writing only the fixed buffers."""
+        import torch
+        import torch.nn.functional as F
+
+        body, width = lm.transformer, self.heads * self.dim
+        prompts, n, heads, dim = self.prompts, self.n, self.heads, self.dim
+        column = self.own_from + (self.step - 1)             # where each row's token goes
+        self.valid.view(rows, self.width).index_put_((torch.arange(rows, device=self.device), column),
+                                                     torch.ones((), dtype=torch.bool, device=self.device))
+        mask = torch.zeros((prompts, 1, n, self.width), dtype=self.keys[0].dtype, device=self.device).masked_fill_(
+            ~self.valid[:, None], float("-inf"))
+        hidden = body.wte(self.tok[:, None]) + body.wpe(self.pos[:, None])
+        with _attention_kernels(self.device):
+            for layer, block in enumerate(body.h):
+                query, key, value = block.attn.c_attn(block.ln_1(hidden)).split(width, dim=2)
+                self.keys[layer][self.prompt_of, :, column] = key.view(rows, heads, dim)
+                self.values[layer][self.prompt_of, :, column] = value.view(rows, heads, dim)
+                # A prompt's n candidates are n queries against its one buffer.
+                grouped = query.view(prompts, n, heads, dim).transpose(1, 2)
+                out = F.scaled_dot_product_attention(grouped, self.keys[layer], self.values[layer], attn_mask=mask,
+                                                     scale=self.scales[layer])
+                hidden = block.attn.c_proj(out.transpose(1, 2).reshape(rows, 1, width)) + hidden
+                hidden = hidden + block.mlp(block.ln_2(hidden))
+        self._next_token(lm, hidden, rows)
+
+    def compact(self, live: list[int], rows: int) -> None:
+        """Rows stay in place (one size)."""
+        raise NotImplementedError("a shared-prompt decoder keeps its rows in place")
+
+
 def _decoder(lm, rows: int, columns: int, steps: int, settings: SamplingSettings, stops: tuple, dtype, device,
-             graph: bool) -> StaticDecoder:
-    """The model's kept decoder of this shape, made (evicting the least recently used) when missing."""
+             graph: bool, n: int = 0) -> StaticDecoder:
+    """The model's kept decoder of this shape, made (evicting the least recently used) when missing;
+    with `n` candidates per prompt, a SharedPromptDecoder (its `columns` are the prompt's)."""
     import torch
 
     kept = lm.__dict__.setdefault("rrt_static_decoders", OrderedDict())
     shape = (columns, steps, settings.top_k, settings.top_p, settings.temperature, stops, str(dtype), str(device),
-             graph)
+             graph, n)
     # A larger decoder of the same shape serves fewer rows with its smaller buckets' graphs.
-    fits = [key for key, d in kept.items() if key[1:] == shape and rows in _buckets(d.rows)]
+    fits = [key for key, d in kept.items() if key[1:] == shape and rows in d.buckets()]
     if fits:
         key = min(fits)
         kept.move_to_end(key)
@@ -246,7 +342,8 @@ def _decoder(lm, rows: int, columns: int, steps: int, settings: SamplingSettings
     key = (rows, *shape)
     cuda = str(device).startswith("cuda")
     config = lm.config
-    need = 2 * config.n_layer * rows * columns * config.n_embd * torch.empty((), dtype=dtype).element_size()
+    cells = (rows // n) * (columns + n * steps) if n else rows * columns   # cached positions per layer
+    need = 2 * config.n_layer * cells * config.n_embd * torch.empty((), dtype=dtype).element_size()
     limit = CACHE_SHARE * torch.cuda.get_device_properties(device).total_memory if cuda else None
     if limit is not None and need > limit:
         raise NoRoom(f"a static cache of {rows} rows x {columns} columns needs {need / 2 ** 30:.1f} GiB")
@@ -256,7 +353,8 @@ def _decoder(lm, rows: int, columns: int, steps: int, settings: SamplingSettings
         if cuda:
             torch.cuda.empty_cache()
     try:
-        kept[key] = StaticDecoder(lm, rows, columns, steps, settings, stops, dtype, device, graph)
+        kept[key] = (SharedPromptDecoder(lm, rows // n, n, columns, steps, settings, stops, dtype, device, graph)
+                     if n else StaticDecoder(lm, rows, columns, steps, settings, stops, dtype, device, graph))
     except torch.cuda.OutOfMemoryError as err:
         kept.clear()
         torch.cuda.empty_cache()
@@ -274,17 +372,18 @@ def _buckets(rows: int) -> list[int]:
 
 
 def decode_static(lm, cache, first_logits, mask, positions, streams: list, results: list[Sampled], stop_ids: set[int],
-                  settings: SamplingSettings, guards: list, device, graph: bool) -> None:
+                  settings: SamplingSettings, guards: list, device, graph: bool, shared: bool = False) -> None:
     """Decode every candidate of a prefilled batch on the static cache (see the module's text);
-    `streams` are the candidates' seeded generators, `results` are filled in place."""
+    `streams` are the candidates' seeded generators, `results` are filled in place; `shared`
+    holds each prompt's cache once for its candidates (SharedPromptDecoder)."""
     import torch
 
     n, steps, count = settings.candidates, settings.max_new_tokens, len(results)
     flat_rows = count * n
     rows = n * (1 << max(0, count - 1).bit_length())   # prompts padded to a power of two: fewer shapes
-    columns = _round_up(mask.shape[1] + steps, COLUMN_MULTIPLE)
+    columns = _round_up(mask.shape[1] + (0 if shared else steps), COLUMN_MULTIPLE)
     decoder = _decoder(lm, rows, columns, steps, settings, tuple(sorted(stop_ids)), cache.layers[0].keys.dtype,
-                       device, graph)
+                       device, graph, n if shared else 0)
     drawn = [_Stream(rng, steps) for rng in streams]
     uniforms = np.zeros((rows, steps), dtype=np.float32)
     uniforms[:flat_rows] = [s.values[:steps] for s in drawn]
@@ -306,7 +405,7 @@ def decode_static(lm, cache, first_logits, mask, positions, streams: list, resul
             live = [r for r in range(width) if flat[r] >= 0 and not stopped[r]]
             if not live:
                 break
-            smaller = min((b for b in _buckets(rows) if b >= len(live)), default=width)
+            smaller = min((b for b in decoder.buckets() if b >= len(live)), default=width)
             if smaller < width:
                 done, going = decoder.tokens[:width].tolist(), set(live)
                 for r in range(width):

@@ -23,7 +23,8 @@ recipes per call).
 The sentence-level baselines rewrite each step on its own; seq2seq_copy's --model is its training
 output, which holds a model per constraint (<constraint>/model), one for each constraint sampled.
 Writes into --output: rewrites.jsonl (one line per recipe, in arrival order) and run.json
-(settings, counts, tasks dropped for a missing source recipe, timings). A rerun into the same
+(settings, counts, tasks dropped for a missing source recipe, timings, and for the step-by-step
+systems the engine's rounds and its seconds on prompts, sampling and selection). A rerun into the same
 folder finishes the missing recipes only.
 """
 from __future__ import annotations
@@ -335,6 +336,7 @@ def run(settings: dict, overwrite: bool) -> dict:
     counts = {"recipes": len(tasks), "done_earlier": len(tasks) - len(todo), "written": 0, "steps": 0,
               "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0, "guard_stops": 0,
               "retrieval_fallbacks": 0}
+    engine: dict = {}   # the model actors' rounds and seconds (prompts, sampling, selection), summed
     if todo:
         table = task_table(todo)
         # An actor call takes call_batches batches' worth (it keeps batch_recipes in flight); small
@@ -353,6 +355,9 @@ def run(settings: dict, overwrite: bool) -> dict:
                                 num_gpus=1 if settings["use_gpu"] else 0, num_cpus=settings["cpus_per_actor"])
         with open(path, "a", encoding="utf-8") as out, tqdm(total=len(todo), desc="recipes", unit="recipe") as bar:
             for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
+                for counted in filter(None, batch.column("engine").to_pylist()):
+                    for key, value in json.loads(counted).items():
+                        engine[key] = engine.get(key, 0) + value
                 for line in batch.column("record").to_pylist():
                     out.write(line + "\n")
                     row = json.loads(line)
@@ -368,6 +373,7 @@ def run(settings: dict, overwrite: bool) -> dict:
     manifest = read_manifest(settings["output"])
     rewriting = time.perf_counter() - planned
     manifest.update({"resumed": resumed, "counts": counts, "dropped": {"source_recipe_missing": len(missing)},
+                     "engine": {k: round(v, 2) if isinstance(v, float) else v for k, v in engine.items()},
                      "seconds": round(seconds, 1),
                      "seconds_per_stage": {"plan": round(planned - started, 1), "rewrite": round(rewriting, 1)},
                      "steps_per_s": round(counts["steps"] / rewriting, 3) if counts["steps"] else None,

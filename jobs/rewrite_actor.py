@@ -59,8 +59,13 @@ def _actor_device(settings: dict) -> str:
     return "cuda" if settings["use_gpu"] and torch.cuda.is_available() else "cpu"
 
 
-def _table(records: list[dict]) -> pa.Table:
-    return pa.table({"record": [json.dumps(r, ensure_ascii=False) for r in records]})
+ENGINE_COUNTS = ("rounds", "prompting_s", "sampling_s", "selection_s")   # what a model actor reports per call
+
+
+def _table(records: list[dict], engine: dict | None = None) -> pa.Table:
+    """One row per record; the call's engine counts (JSON) ride on its first row."""
+    counts = [json.dumps(engine) if engine and i == 0 else "" for i in range(len(records))]
+    return pa.table({"record": [json.dumps(r, ensure_ascii=False) for r in records], "engine": counts})
 
 
 def rewrite_baseline(batch: pa.Table, system: str) -> pa.Table:
@@ -162,6 +167,7 @@ class RewriteBatch:
         from rrt.modelling.scheduler import StepScheduler
 
         tasks = _seeded_tasks(batch, self.seed)
+        before = {key: self.rewriter.stats[key] for key in ENGINE_COUNTS}
         scheduler = StepScheduler(self.rewriter, self.slots)
         for index in sorted(range(len(tasks)), key=lambda i: -len(tasks[i].source["steps"])):
             scheduler.submit(index, tasks[index])
@@ -170,4 +176,4 @@ class RewriteBatch:
             if outcome.error is not None:
                 raise outcome.error
             records[outcome.key] = outcome.record
-        return _table(records)
+        return _table(records, {key: self.rewriter.stats[key] - before[key] for key in ENGINE_COUNTS})

@@ -95,6 +95,10 @@ def test_every_sampled_recipe_is_rewritten_step_by_step_with_scored_candidates(c
     assert noted < run["counts"]["steps"] / 4
     assert run["counts"]["written"] == 10 - len(before) and run["steps_per_s"] > 0
     assert run["counts"]["steps"] == sum(len(r["rewrite"]["steps"]) for r in ours)
+    # The engine's rounds (one step of every recipe in flight each) and where its time went.
+    assert run["engine"]["rounds"] >= max((len(r["source"]["steps"]) for r in ours), default=0)
+    assert run["engine"]["sampling_s"] > 0 and set(run["engine"]) == {"rounds", "prompting_s", "sampling_s",
+                                                                     "selection_s"}
     assert f"{10 - len(before)} recipes written ({len(before)} done earlier)" in done.stdout
 
 

@@ -114,7 +114,7 @@ def main() -> None:
         services = {}
         try:
             for name, size in settings.items():
-                config = write_config(tmp, f"{name}.yaml", port=free_port(), **fixed,
+                config = write_config(tmp, f"{name}.yaml", base=args.config, port=free_port(), **fixed,
                                       batch={**batch, "max_batch_size": size})
                 services[name] = LocalService(model, config).start()
                 send_all(services[name].url, bodies[:args.warmup], args.concurrency)

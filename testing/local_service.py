@@ -121,11 +121,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def write_config(folder: str, name: str = "serve_config.yaml", ray: dict | None = None, **serve) -> str:
-    """A copy of ray_config.yaml with these `serve` settings (nested dicts merge), written into folder."""
+def write_config(folder: str, name: str = "serve_config.yaml", ray: dict | None = None, base: str | None = None,
+                 **serve) -> str:
+    """A copy of `base` (default ray_config.yaml) with these `serve` settings (nested dicts merge), written
+    into folder."""
     from rrt.config import load_config
 
-    config = load_config(str(ROOT / "ray_config.yaml"))
+    config = load_config(base or str(ROOT / "ray_config.yaml"))
     config.pop("profile", None)
     for key, value in serve.items():
         current = config["serve"].get(key)

@@ -116,7 +116,6 @@ class StaticDecoder:
         self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.layers)]
         self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.layers)]
         self.valid = torch.zeros((rows, columns), dtype=torch.bool, device=device)
-        self.bytes = sum(t.numel() * t.element_size() for t in (*self.keys, *self.values, self.logits))
 
     def _buffers(self, lm, rows: int, columns: int, steps: int, settings: SamplingSettings, stops: tuple, dtype,
                  device, graph: bool) -> None:
@@ -127,7 +126,7 @@ class StaticDecoder:
         self.heads, self.layers = config.n_head, config.n_layer
         self.dim = config.n_embd // self.heads
         self.rows, self.columns, self.steps, self.settings = rows, columns, steps, settings
-        self.graph, self.device, self.dtype = graph, device, dtype
+        self.graph, self.device = graph, device
         self.scales = []
         for layer in range(self.layers):
             scale = self.dim ** -0.5 if config.scale_attn_weights else 1.0
@@ -144,6 +143,11 @@ class StaticDecoder:
         self.stops = torch.as_tensor(list(stops) or [-1], dtype=torch.long, device=device)
         self.replays: dict[int, object] = {}
         self.warmed: dict[int, int] = {}
+
+    @property
+    def bytes(self) -> int:
+        """What its cache and logits take."""
+        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values, self.logits))
 
     def buckets(self) -> list[int]:
         """The row counts this decoder runs at as its candidates finish."""
@@ -268,10 +272,9 @@ class SharedPromptDecoder(StaticDecoder):
         self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.layers)]
         self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.layers)]
         self.valid = torch.zeros((prompts, n, self.width), dtype=torch.bool, device=device)
-        rows = torch.arange(prompts * n, device=device)
-        self.prompt_of = rows // n                          # each row's prompt
-        self.own_from = columns + (rows % n) * steps        # where each row's own columns start
-        self.bytes = sum(t.numel() * t.element_size() for t in (*self.keys, *self.values, self.logits))
+        self.row_index = torch.arange(prompts * n, device=device)
+        self.prompt_of = self.row_index // n                          # each row's prompt
+        self.own_from = columns + (self.row_index % n) * steps        # where each row's own columns start
 
     def buckets(self) -> list[int]:
         """One size: rows stay in place."""
@@ -301,7 +304,7 @@ class SharedPromptDecoder(StaticDecoder):
         body, width = lm.transformer, self.heads * self.dim
         prompts, n, heads, dim = self.prompts, self.n, self.heads, self.dim
         column = self.own_from + (self.step - 1)             # where each row's token goes
-        self.valid.view(rows, self.width).index_put_((torch.arange(rows, device=self.device), column),
+        self.valid.view(rows, self.width).index_put_((self.row_index, column),
                                                      torch.ones((), dtype=torch.bool, device=self.device))
         mask = torch.zeros((prompts, 1, n, self.width), dtype=self.keys[0].dtype, device=self.device).masked_fill_(
             ~self.valid[:, None], float("-inf"))

@@ -372,9 +372,9 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
     import torch
 
     from rrt.modelling import static_decode
-    from rrt.modelling.rewriter import Rewriter, RewriteTask
+    from rrt.modelling.rewriter import ENGINE_COUNTS, Rewriter, RewriteTask
     from rrt.modelling.sampling import SamplingSettings
-    from rrt.modelling.scheduler import StepScheduler
+    from rrt.modelling.scheduler import rewrite_all
 
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from rewrite_throughput import straightforward
@@ -422,15 +422,9 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
 
     def steps_of(mode, batch, slots: int = 0):
         """Rewritten steps of one rewrite of `batch` with this mode, and the engine's counts; with
-        `slots`, through the service's continuous batching (rrt.modelling.scheduler)."""
+        `slots`, through continuous batching, as the job's actors and the service run it."""
         rewriter = engine(*mode)
-        if slots:
-            scheduler = StepScheduler(rewriter, slots)
-            for task in batch:
-                scheduler.submit(task.id, task)
-            records = [outcome.record for outcome in scheduler.drain()]
-        else:
-            records = rewriter.rewrite(batch)
+        records = rewrite_all(rewriter, batch, slots) if slots else rewriter.rewrite(batch)
         return sum(len(r["rewrite"]["steps"]) for r in records), rewriter.stats
 
     def timed(label: str, work, recipes_used: int, need_s: float, extra=None) -> float | None:
@@ -454,7 +448,7 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
         if counts_of_engine:
             # Where the time went: prompts, the engine (prefill + decode), the selection rules.
             row["engine"] = {k: round(v, 3) if isinstance(v, float) else v for k, v in counts_of_engine.items()
-                             if k in ("rounds", "prompting_s", "sampling_s", "selection_s")}
+                             if k in ENGINE_COUNTS}
         if extra == "static":
             row["static_decode"] = {k: v - counts[k] for k, v in static_decode.STATS.items() if v != counts[k]}
             if row["static_decode"].get("capture_failures"):
@@ -506,11 +500,10 @@ def serve_rows(args, best, label: str, steps_of, timed, tasks: list, results: Re
     once untimed first, so every shape it meets is built (and on a GPU captured) before the clock
     starts. The ratios against one at a time (target 5), and continuous against whole batches."""
     slots, used = args.slots, tasks[:args.serve_recipes]
-    longest_first = sorted(used, key=lambda t: -len(t.source["steps"]))
     ways = [("1 recipe at a time", tasks[:4], lambda: [steps_of(best, [t]) for t in tasks[:4]]),
             (f"whole batches of {slots}", used,
              lambda: [steps_of(best, used[i:i + slots]) for i in range(0, len(used), slots)]),
-            (f"continuous, {slots} slots", used, lambda: steps_of(best, longest_first, slots))]
+            (f"continuous, {slots} slots", used, lambda: steps_of(best, used, slots))]
     speeds = {}
     for name, recipes, work in ways:
         if results.left() < 2 * NEED_S["ours"] + args.reserve_s:

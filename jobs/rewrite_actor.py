@@ -9,7 +9,7 @@ import json
 
 import pyarrow as pa
 
-from rrt.modelling.rewriter import RewriteTask
+from rrt.modelling.rewriter import ENGINE_COUNTS, RewriteTask
 
 _LINES = pa.list_(pa.string())
 TASK_SCHEMA = pa.schema([
@@ -57,9 +57,6 @@ def _actor_device(settings: dict) -> str:
 
     torch.set_num_threads(settings["torch_threads"] or max(1, int(settings["cpus_per_actor"])))
     return "cuda" if settings["use_gpu"] and torch.cuda.is_available() else "cpu"
-
-
-ENGINE_COUNTS = ("rounds", "prompting_s", "sampling_s", "selection_s")   # what a model actor reports per call
 
 
 def _table(records: list[dict], engine: dict | None = None) -> pa.Table:
@@ -164,16 +161,8 @@ class RewriteBatch:
         """Rewrite every task of the batch, batch_recipes at a time, the next joining as one finishes
         (continuous batching, longest first so no long recipe is left to run its last steps alone);
         records in the batch's order. A recipe's rewrite does not depend on which share its rounds."""
-        from rrt.modelling.scheduler import StepScheduler
+        from rrt.modelling.scheduler import rewrite_all
 
-        tasks = _seeded_tasks(batch, self.seed)
         before = {key: self.rewriter.stats[key] for key in ENGINE_COUNTS}
-        scheduler = StepScheduler(self.rewriter, self.slots)
-        for index in sorted(range(len(tasks)), key=lambda i: -len(tasks[i].source["steps"])):
-            scheduler.submit(index, tasks[index])
-        records: list = [None] * len(tasks)
-        for outcome in scheduler.drain():
-            if outcome.error is not None:
-                raise outcome.error
-            records[outcome.key] = outcome.record
+        records = rewrite_all(self.rewriter, _seeded_tasks(batch, self.seed), self.slots)
         return _table(records, {key: self.rewriter.stats[key] - before[key] for key in ENGINE_COUNTS})

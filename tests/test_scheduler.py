@@ -6,7 +6,7 @@ import pytest
 
 from conftest import SAMPLE, make_rewriter, needs_dictionary, sampling, tiny_random_lm
 from rrt.modelling.rewriter import RewriteTask
-from rrt.modelling.scheduler import StepScheduler
+from rrt.modelling.scheduler import StepScheduler, rewrite_all
 from rrt.recipes.loaders import read_recipes
 
 pytestmark = needs_dictionary
@@ -48,6 +48,8 @@ def test_recipes_join_a_running_batch_and_get_the_rewrite_they_get_alone(tiny):
     late = [o for o in outcomes if o.key in {t.id for t in tasks[2:]}]
     assert any(o.batch_sizes[0] > 1 for o in late)
     assert sum(o.mean_batch for o in outcomes) / len(outcomes) > 1.5
+    # The job's way: longest first through the slots, records back in the tasks' order.
+    assert rewrite_all(_rewriter(tiny), tasks, 2) == [alone[t.id] for t in tasks]
 
 
 def test_a_recipe_that_breaks_the_engine_fails_alone_and_the_round_is_undone(tiny):

@@ -22,6 +22,9 @@ from rrt.modelling.static_decode import resolve_decode_step
 from rrt.modelling.selection import StepContext, score_candidate, select_best, source_word_set
 from rrt.recipes.substitutions import substitute_recipe
 
+# The rewriter's counts of where a round's time goes, as jobs and benchmarks report them.
+ENGINE_COUNTS = ("rounds", "prompting_s", "sampling_s", "selection_s")
+
 # system -> the training variant of its model; None for the two systems without a model.
 SYSTEMS = {"rule_based": None, "retrieval": None, "no_source": "no_source", "end_to_end": "end_to_end",
            "no_context": "no_context", "contextual": "contextual", "contextual_rule": "contextual_ing",

@@ -159,3 +159,17 @@ class StepScheduler:
         while self.busy:
             out += self.round()
         return out
+
+
+def rewrite_all(rewriter, tasks: list, slots: int) -> list[dict]:
+    """Every task rewritten with `slots` recipes in flight, longest first (so no long recipe runs
+    its last steps alone); the records in the tasks' order. The first recipe that failed raises."""
+    scheduler = StepScheduler(rewriter, slots)
+    for index in sorted(range(len(tasks)), key=lambda i: -len(tasks[i].source["steps"])):
+        scheduler.submit(index, tasks[index])
+    records: list = [None] * len(tasks)
+    for outcome in scheduler.drain():
+        if outcome.error is not None:
+            raise outcome.error
+        records[outcome.key] = outcome.record
+    return records

@@ -3,7 +3,8 @@
 # DeepSpeed and the packages it imports, copied from a local site-packages into .gpu/site
 # (git-ignored), with pydantic-core (the one compiled dependency) downloaded for the target
 # machine's Python; and cut-cross-entropy (pure Python; its kernels need the GPU's triton) for
-# the --fused-ce row.
+# the --fused-ce row. When ../shared/data is beside the checkout, 64 of its real web recipes
+# go to .gpu/recipes.jsonl for the batching rows (gpu_next.sh uses them).
 #
 #   sh benchmarks/carry_packages.sh .venv/lib/python3.11/site-packages 3.12
 #   # on the GPU machine, from the repo root:
@@ -37,4 +38,8 @@ WHEELS=$(mktemp -d)
 "$PYTHON" -m zipfile -e "$WHEELS"/cut_cross_entropy-*.whl "$OUT/"
 rm -rf "$WHEELS"
 find "$OUT" -name __pycache__ -type d -prune -exec rm -rf {} +
-du -sh "$OUT"
+REAL="$ROOT/../shared/data/web_recipes/recipes.jsonl"
+if [ -f "$REAL" ]; then
+  head -n 64 "$REAL" > "$ROOT/.gpu/recipes.jsonl"
+fi
+du -sh "$ROOT/.gpu"

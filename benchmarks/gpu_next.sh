@@ -6,7 +6,8 @@
 #      recipe at a time, whole batches, continuous) with the faster cache, on real recipes when
 #      .gpu/recipes.jsonl is there.
 #   2. Training at micro-batch 128: the padded baseline (rerun), packed + compile (the 36.5% MFU
-#      row) and packed + compile with cut-cross-entropy's fused loss.
+#      row) and packed + compile with the fused linear cross-entropy of cut-cross-entropy and of
+#      liger-kernel.
 # Rows that would not fit the budget are recorded as skipped; every row is written when measured.
 #
 #   sh benchmarks/carry_packages.sh .venv/lib/python3.11/site-packages 3.12   # here, once: fills .gpu/
@@ -25,7 +26,7 @@ export PYTHONUNBUFFERED=1
 if ! "$PYTHON" -c "import pydantic" 2>/dev/null; then
     export PYTHONPATH="$PWD/.gpu/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
-set -- --sections rewrite,train --rewrite-modes graph,graph-shared --train-rows padded,compile --fused-ce \
+set -- --sections rewrite,train --rewrite-modes graph,graph-shared --train-rows padded,compile --fused-ce cce,liger \
     --micro-batch 128 --engines "" --budget-s 450 --out "$DEST/gpu_next.jsonl" "$@"
 if [ -f .gpu/recipes.jsonl ]; then
     set -- --serve-recipes-file .gpu/recipes.jsonl "$@"

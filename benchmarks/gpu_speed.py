@@ -110,7 +110,7 @@ class Results:
 def choices(allowed) -> Callable[[str], str]:
     """An argparse type: a comma list whose every item is one of `allowed`."""
     def parse(value: str) -> str:
-        bad = [item for item in value.split(",") if item not in allowed]
+        bad = [item for item in value.split(",") if item and item not in allowed]
         if bad:
             raise argparse.ArgumentTypeError(f"unknown {', '.join(bad)}; choose from {', '.join(allowed)}")
         return value
@@ -231,24 +231,43 @@ def engine_step(model, device, micro: int, steps: int, kind: str):
 
 
 
-def fused_ce_step(model, device, sample: dict, results: Results):
-    """The autocast step with the loss from cut-cross-entropy's fused linear cross-entropy (the
-    full logits are never written); its loss on `sample` is checked against the model's first."""
-    import torch
-    from cut_cross_entropy import linear_cross_entropy
+FUSED_LOSSES = {"cce": "cut-cross-entropy", "liger": "Liger's fused linear cross-entropy"}
 
+
+def fused_loss(kernel: str):
+    """A maintained fused linear cross-entropy, (hidden, LM head weight, labels) -> the mean
+    next-token loss over the labelled positions, the full logits never written."""
+    if kernel == "cce":
+        from cut_cross_entropy import linear_cross_entropy
+
+        return lambda hidden, weight, labels: linear_cross_entropy(hidden, weight, labels, shift=True)
+    from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
+
+    def liger(hidden, weight, labels):
+        # Liger takes flat rows and does not shift: position t predicts label t + 1.
+        flat = hidden[:, :-1].reshape(-1, hidden.shape[-1])
+        return liger_fused_linear_cross_entropy(flat, weight, labels[:, 1:].reshape(-1).contiguous())
+
+    return liger
+
+
+def fused_ce_step(model, device, sample: dict, results: Results, kernel: str):
+    """The autocast step with the loss from a fused linear cross-entropy kernel (FUSED_LOSSES);
+    its loss on `sample` is checked against the model's own first."""
+    import torch
+
+    loss_kernel = fused_loss(kernel)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
 
     def loss_of(inputs: dict):
         """The mean next-token loss over the labelled positions, as the model's own loss."""
         hidden = model.transformer(**{k: v for k, v in inputs.items() if k != "labels"}).last_hidden_state
-        return linear_cross_entropy(hidden.to(torch.bfloat16), model.lm_head.weight.to(torch.bfloat16),
-                                    inputs["labels"], shift=True)
+        return loss_kernel(hidden.to(torch.bfloat16), model.lm_head.weight.to(torch.bfloat16), inputs["labels"])
 
     with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16):
         ours, theirs = float(loss_of(sample)), float(model(**sample).loss)
-    results.add({"section": "check", "row": "cut-cross-entropy loss = the model's loss", "max_abs_diff":
-                 abs(ours - theirs), "ok": abs(ours - theirs) < 1e-2 * max(1.0, abs(theirs))})
+    results.add({"section": "check", "row": f"{FUSED_LOSSES[kernel]} loss = the model's loss",
+                 "max_abs_diff": abs(ours - theirs), "ok": abs(ours - theirs) < 1e-2 * max(1.0, abs(theirs))})
 
     def step(inputs: dict) -> None:
         """Forward, backward, clip, update."""
@@ -330,16 +349,16 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
         parameters = sum(p.numel() for p in model.parameters())
         started = time.perf_counter()
         try:
-            if loss == "cce":
-                step = fused_ce_step(model, device, batches[0].inputs(device), results)
+            if loss != "model":
+                step = fused_ce_step(model, device, batches[0].inputs(device), results, loss)
             if compiled:
                 # The fused loss takes the body's hidden states, so the body is what is compiled.
-                target = model.transformer if loss == "cce" else model
+                target = model.transformer if loss != "model" else model
                 if mode == "default":
                     compile_model(target)
                 else:
                     target.compile(mode=mode)
-            if loss != "cce":
+            if loss == "model":
                 step = (engine_step(model, device, micro, args.steps + WARMUP, engine) if engine
                         else autocast_step(model, device))
             speed, timed = time_steps(step, batches, args.steps, device, args.row_s)
@@ -383,8 +402,8 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
             for mode in args.compile_modes.split(","):
                 run("packed+compile" + ("" if mode == "default" else f" ({mode})"), "packed", micro, "sdpa", True,
                     True, mode=mode)
-        if not args.no_compile and args.fused_ce:
-            run("packed+compile, cut-cross-entropy loss", "packed", micro, "sdpa", True, True, loss="cce")
+        for kernel in (args.fused_ce.split(",") if args.fused_ce and not args.no_compile else []):
+            run(f"packed+compile, {FUSED_LOSSES[kernel]} loss", "packed", micro, "sdpa", True, True, loss=kernel)
         if "bucketed" in wanted:
             run("bucketed", "bucketed", micro, "sdpa", True, False)
     else:
@@ -703,9 +722,10 @@ def main() -> None:
     parser.add_argument("--compile-modes", default="default",
                         help="comma list of torch.compile modes, a packed+compile row each "
                              "(e.g. default,max-autotune-no-cudagraphs)")
-    parser.add_argument("--fused-ce", action="store_true",
-                        help="add a packed+compile row whose loss is cut-cross-entropy's fused linear "
-                             "cross-entropy (the cut-cross-entropy package; carry_packages.sh copies it)")
+    parser.add_argument("--fused-ce", nargs="?", const="cce", default="", type=choices(FUSED_LOSSES),
+                        help="comma list of fused linear cross-entropy kernels, a packed+compile row each whose "
+                             "loss is the kernel's: cce (cut-cross-entropy, the default of a bare --fused-ce), "
+                             "liger (liger-kernel); carry_packages.sh copies both packages")
     parser.add_argument("--engines", default="torch,deepspeed",
                         help="comma list of training engines timed (train.engine): torch, deepspeed")
     parser.add_argument("--no-deepspeed", action="store_true",

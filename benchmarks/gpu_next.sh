@@ -1,13 +1,14 @@
 #!/bin/sh
-# The next GPU measurement as one call of about 7 minutes on one H100 or H200: what
+# The next GPU measurement as one call of about 9 minutes on one H100 or H200: what
 # benchmarks/RESULTS.md ("The next GPU run") still lacks, most wanted first.
 #   1. Rewriting: the generate loop (the baseline, rerun), then our graph-captured engine with the
 #      copied and the shared prompt cache, a token check, then the service's batching rows (one
 #      recipe at a time, whole batches, continuous) with the faster cache, on real recipes when
 #      .gpu/recipes.jsonl is there.
 #   2. Training at micro-batch 128: the padded baseline (rerun), packed + compile (the 36.5% MFU
-#      row) and packed + compile with the fused linear cross-entropy of cut-cross-entropy and of
-#      liger-kernel.
+#      row), then variable-length attention in rows twice the block (micro-batch 64), the fused
+#      linear cross-entropy of cut-cross-entropy and of liger-kernel, and variable-length attention
+#      in rows of the block.
 # Rows that would not fit the budget are recorded as skipped; every row is written when measured.
 #
 #   sh benchmarks/carry_packages.sh .venv/lib/python3.11/site-packages 3.12   # here, once: fills .gpu/
@@ -26,8 +27,8 @@ export PYTHONUNBUFFERED=1
 if ! "$PYTHON" -c "import pydantic" 2>/dev/null; then
     export PYTHONPATH="$PWD/.gpu/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
-set -- --sections rewrite,train --rewrite-modes graph,graph-shared --train-rows padded,compile --fused-ce cce,liger \
-    --micro-batch 128 --engines "" --budget-s 450 --out "$DEST/gpu_next.jsonl" "$@"
+set -- --sections rewrite,train --rewrite-modes graph,graph-shared --train-rows padded,compile,varlen-wide,varlen --fused-ce cce,liger \
+    --micro-batch 128 --engines "" --budget-s 520 --out "$DEST/gpu_next.jsonl" "$@"
 if [ -f .gpu/recipes.jsonl ]; then
     set -- --serve-recipes-file .gpu/recipes.jsonl "$@"
 fi

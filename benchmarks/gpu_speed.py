@@ -17,7 +17,9 @@ Training rows, each a fresh model, fused AdamW, clipping 1.0, loss on every toke
   bucketed     our length-sorted token-budget batches (train.batching: tokens), sdpa, fused GELU
   packed       examples end to end in rows of the block (train.batching: packed), sdpa, fused GELU
   packed+compile   the same, torch.compile'd (train.compile); --compile-modes adds a row per mode,
-                   --fused-ce one whose loss is cut-cross-entropy's fused linear cross-entropy
+                   --fused-ce one per fused linear cross-entropy kernel (cut-cross-entropy, liger)
+  varlen       packed+compile with attention by example (train.attention: varlen, flash's
+               variable-length form), in rows of the block and in rows twice as wide (half the rows)
   engine       jobs/train_worker.build_engine on packed batches, compiled when that row was faster:
                torch (train.engine: torch: autocast, fused AdamW) and deepspeed (ZeRO-2, bf16 weights);
                micro-batch 64 and 8 (timed after the rewrite rows; --sections engine runs them alone)
@@ -58,7 +60,7 @@ sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
 
-from rrt.modelling.kernels import compile_model  # noqa: E402
+from rrt.modelling.kernels import attention_implementation, compile_model  # noqa: E402
 from rrt.modelling.models import fused_gelu, special_tokens  # noqa: E402
 from rrt.modelling.speed import estimate_mfu, gpu_peak_flops  # noqa: E402
 from testing.timing import autocast_step, scheme_batches, sync  # noqa: E402
@@ -75,7 +77,7 @@ COMPILE_RESERVE_S = {"cuda": 150, "cpu": 60}   # time a compiled row needs at le
 REWRITE_MODES = {"host": ("host", "dynamic", "copied"), "device": ("device", "dynamic", "copied"),
                  "static": ("host", "static", "copied"), "static-shared": ("host", "static", "shared"),
                  "graph": ("host", "graph", "copied"), "graph-shared": ("host", "graph", "shared")}
-TRAIN_ROWS = ("padded", "packed", "compile", "bucketed")
+TRAIN_ROWS = ("padded", "packed", "compile", "varlen", "varlen-wide", "bucketed")
 SECTIONS = ("train", "rewrite", "serve", "engine")
 NEED_S = {"section": 60, "generate": 45, "ours": 20, "dynamic": 20, "static": 15, "graph": 10, "one": 25, "check": 10}
 
@@ -189,7 +191,7 @@ def new_model(config, device, attention: str | None, fused: bool):
 
     torch.manual_seed(0)
     config = fused_gelu(copy.deepcopy(config)) if fused else config
-    kwargs = {"attn_implementation": attention} if attention else {}
+    kwargs = {"attn_implementation": attention_implementation(attention)} if attention else {}
     with device:
         return AutoModelForCausalLM.from_config(config, **kwargs).train()
 
@@ -320,6 +322,30 @@ def check_packing(device, results: Results) -> None:
                 at += len(ids)
     results.add({"section": "check", "row": "packed logits = each example alone", "max_abs_diff": worst,
                  "ok": worst < 1e-3})
+    if device.type == "cuda":
+        check_varlen(device, examples, results)
+
+
+def check_varlen(device, examples, results: Results) -> None:
+    """On CUDA: the flash kernel by example (train.attention: varlen) against sdpa's packed mask,
+    logits and loss in bf16 autocast, rows twice the examples' width."""
+    import torch
+
+    from rrt.modelling.packing import pack_rows, packed_batch
+    from transformers import AutoModelForCausalLM, GPT2Config
+
+    config = GPT2Config(vocab_size=300, n_layer=2, n_head=4, n_embd=64, n_positions=128)
+    inputs = packed_batch(pack_rows(examples, 128), 0, "all", 128).inputs(device)
+    out = {}
+    for attention in ("sdpa", "varlen"):
+        torch.manual_seed(0)
+        lm = AutoModelForCausalLM.from_config(config, attn_implementation=attention_implementation(attention))
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+            out[attention] = lm.to(device).eval()(**inputs)
+    worst = float((out["sdpa"].logits.float() - out["varlen"].logits.float()).abs().max())
+    loss = abs(float(out["sdpa"].loss) - float(out["varlen"].loss))
+    results.add({"section": "check", "row": "varlen attention = the packed mask (bf16)", "max_abs_diff": worst,
+                 "loss_diff": loss, "ok": worst < 5e-2 and loss < 1e-2})
 
 
 def train_rows(args, device, config, rows, pad_id, results: Results):
@@ -333,7 +359,7 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
     speeds: dict[str, float] = {}
 
     def run(label: str, kind: str, micro: int, attention: str | None, fused: bool, compiled: bool,
-            engine: str | None = None, mode: str = "default", loss: str = "model") -> None:
+            engine: str | None = None, mode: str = "default", loss: str = "model", width: int = BLOCK) -> None:
         """Time one training row (a fresh model, its batches, its step) and record it; `mode` is
         torch.compile's, `loss` the model's own or cut-cross-entropy's fused linear cross-entropy."""
         need = COMPILE_RESERVE_S[device.type] * (3 if mode.startswith("max-autotune") else 1) if compiled else args.row_s
@@ -344,7 +370,7 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
                 importlib.import_module("deepspeed")
             except Exception as err:  # noqa: BLE001 - any failure to load it means no engine rows
                 return results.skip("train", label, f"deepspeed does not import: {str(err).splitlines()[0][:120]}")
-        batches = scheme_batches(kind, rows, micro, BLOCK, pad_id)
+        batches = scheme_batches(kind, rows, micro, BLOCK, pad_id, width=width)
         model = new_model(config, device, attention, fused)
         parameters = sum(p.numel() for p in model.parameters())
         started = time.perf_counter()
@@ -371,13 +397,14 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
             if out_of_memory and micro > 8:
                 # The padded baseline at micro-batch 128 takes 88 GB: on an 80 GB card, half of it.
                 return run(label.replace(f"micro {micro}", f"micro {micro // 2}"), kind, micro // 2, attention,
-                           fused, compiled, engine, mode, loss)
+                           fused, compiled, engine, mode, loss, width)
             return None
         finally:
             wall = time.perf_counter() - started
         speeds[label] = speed
         real = sum(b.real_tokens for b in batches)
-        results.add({"section": "train", "row": label, "batches": kind, "micro_batch": micro, "device": name,
+        results.add({"section": "train", "row": label, "batches": kind, "micro_batch": micro, "row_width": width,
+                     "device": name,
                      "attention": model.config._attn_implementation, "compiled": compiled, "engine": engine,
                      "parameters": parameters, "timed_steps": timed, "row_wall_s": round(wall, 1),
                      "useful_tokens_per_s": round(speed), "padding_fraction": round(1 - real / sum(
@@ -402,8 +429,16 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
             for mode in args.compile_modes.split(","):
                 run("packed+compile" + ("" if mode == "default" else f" ({mode})"), "packed", micro, "sdpa", True,
                     True, mode=mode)
+        # Attention by example (rrt.modelling.varlen) in rows twice the block at half the rows (the same
+        # tokens a step, less padding), then the fused losses, then varlen in rows of the block: the
+        # most promising first, so a short budget keeps them.
+        if not args.no_compile and "varlen-wide" in wanted:
+            run(f"packed {2 * BLOCK}-token rows+compile, varlen attention", "packed", max(1, micro // 2), "varlen",
+                True, True, width=2 * BLOCK)
         for kernel in (args.fused_ce.split(",") if args.fused_ce and not args.no_compile else []):
             run(f"packed+compile, {FUSED_LOSSES[kernel]} loss", "packed", micro, "sdpa", True, True, loss=kernel)
+        if not args.no_compile and "varlen" in wanted:
+            run("packed+compile, varlen attention", "packed", micro, "varlen", True, True)
         if "bucketed" in wanted:
             run("bucketed", "bucketed", micro, "sdpa", True, False)
     else:
@@ -717,7 +752,9 @@ def main() -> None:
                              "graph-shared (CUDA only)")
     parser.add_argument("--train-rows", default=",".join(TRAIN_ROWS), type=choices(TRAIN_ROWS),
                         help="comma list of the plain training rows: padded (the baseline), packed, compile "
-                             "(a packed+compile row per --compile-modes), bucketed")
+                             "(a packed+compile row per --compile-modes), varlen (packed+compile with "
+                             "train.attention: varlen), varlen-wide (the same in rows twice the block at half "
+                             "the micro-batch), bucketed")
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled rows")
     parser.add_argument("--compile-modes", default="default",
                         help="comma list of torch.compile modes, a packed+compile row each "

@@ -142,6 +142,12 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
             ds["lr"] = seq2seq_lr if variant in SEQ2SEQ else tiny_lr
     pairs = PAIRS if variant in SEQ2SEQ else variant
     block = train["block_size"][pairs]
+    if train["pack_width"] and train["pack_width"] < block:
+        raise JobError(f"train.pack_width {train['pack_width']} is narrower than the block ({block}): a packed row "
+                       "must hold the longest example (0: the block)")
+    if train["attention"] == "varlen" and (variant in SEQ2SEQ or train["batching"] != "packed"):
+        raise JobError("train.attention varlen is for packed rows of a causal LM: set train.batching: packed "
+                       "(the seq2seq baselines keep sdpa)")
     constraints = None
     if variant == COPY and train["constraint"]:
         try:
@@ -239,12 +245,16 @@ def mean_tokens(settings: dict, tokenizer, sample: int = 2000) -> float:
 
 def plan_steps(settings: dict, train_rows: int, tokens_per_row: float | None = None) -> tuple[int, int]:
     """Optimizer steps per epoch and in all; too little data for one step is an error.
-    Token and packed batches hold about micro_batch x block / (tokens per row) rows each."""
+    Token batches hold about micro_batch x block / (tokens per row) rows each, packed ones
+    micro_batch x row width / (tokens per row)."""
     ds = settings["deepspeed"]
     micro, accum, world = ds["micro_batch"], ds["grad_accum"], settings["num_workers"]
     rows_per_batch = micro
     if settings["batching"] in ("tokens", "packed") and tokens_per_row:
-        rows_per_batch = max(micro, micro * settings["block"] / tokens_per_row)
+        width = settings["block"]
+        if settings["batching"] == "packed":
+            width = settings["pack_width"] or width
+        rows_per_batch = max(micro, micro * width / tokens_per_row)
     per_epoch = int(train_rows // (rows_per_batch * accum * world))
     if per_epoch == 0:
         raise JobError(f"{train_rows} training examples are too few for {world} workers x micro-batch {micro} "
@@ -270,6 +280,7 @@ def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: st
         "shuffle_rows": settings["shuffle_rows"],
         "token_budget": micro * settings["block"] if tokens else None,
         "batching": batching, "block": settings["block"], "attention": settings["attention"],
+        "pack_width": settings["pack_width"] or settings["block"],
         "compile": settings["compile"], "engine": settings["engine"],
         "loss_on": settings["loss_on"], "epochs": settings["epochs"], "max_steps": settings["max_steps"],
         "total_steps": total, "steps_per_epoch": per_epoch, "torch_threads": threads,
@@ -333,7 +344,9 @@ def write_stats(settings: dict, config: dict, seconds: float, train_rows: int) -
     else:
         peak = (gpu_peak_flops(worker["device"]) or 0.0) * worker["world_size"]
     stats = {**worker, "variant": settings["variant"], "model": settings["model"], "constraint": settings["constraint"],
-             "train_rows": train_rows,
+             "train_rows": train_rows, "batching": settings["batching"], "attention": settings["attention"],
+             "engine": settings["engine"], "compile": config["compile"],
+             "row_width": config["pack_width"] if settings["batching"] == "packed" else None,
              "planned_steps": config["total_steps"], "wall_s": round(seconds, 1), "tokens_per_s": round(speed, 1),
              "padding_fraction": round(sum(padding) / len(padding), 4) if padding else None,
              "data_wait_fraction": round(steady_mean(waits), 4) if waits else None,

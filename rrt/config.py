@@ -152,7 +152,8 @@ class TrainSettings(Section):
     torch_threads: Count | None
     tokenize_cpus: Positive
     batching: Literal["tokens", "examples", "packed"]
-    attention: Literal["sdpa", "eager"]
+    attention: Literal["sdpa", "eager", "varlen"]
+    pack_width: Whole
     compile: Literal["auto"] | bool
     pad_vocab_to: Annotated[int, Field(ge=1, le=1024)]
     allocator: Literal["tcmalloc", "system"]

@@ -143,9 +143,11 @@ def test_an_empty_split_or_bad_config_value_is_one_line(tmp_path):
     ({"allocator": "hoard"}, "train.allocator must be one of tcmalloc, system (got 'hoard')"),
     ({"finetune": "adapters"}, "train.finetune must be one of full, freeze, lora (got 'adapters')"),
     ({"batching": "rows"}, "train.batching must be one of tokens, examples, packed (got 'rows')"),
-    ({"attention": "flash"}, "train.attention must be one of sdpa, eager (got 'flash')"),
+    ({"attention": "flash"}, "train.attention must be one of sdpa, eager, varlen (got 'flash')"),
     ({"engine": "jax"}, "train.engine must be one of deepspeed, torch (got 'jax')"),
     ({"compile": "sometimes"}, "train.compile must be one of auto"),
+    ({"attention": "varlen"}, "train.attention varlen is for packed rows of a causal LM: set train.batching: packed"),
+    ({"batching": "packed", "pack_width": 100}, "train.pack_width 100 is narrower than the block (256)"),
 ])
 def test_each_bad_training_setting_is_named_before_any_work(tmp_path, setting, line):
     from jobs.train import build_parser, settings_from

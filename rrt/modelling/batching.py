@@ -87,7 +87,8 @@ def tokenize_table(batch: pa.Table, tokenizer_json: str, variant: str, block: in
 @dataclass
 class Batch:
     """One micro-batch: padded arrays and how much of it is real tokens. A packed batch
-    (rrt.modelling.packing) has position ids instead of an attention mask."""
+    (rrt.modelling.packing) has position ids instead of an attention mask, and its examples'
+    boundaries for variable-length attention (rrt.modelling.varlen)."""
 
     input_ids: np.ndarray
     attention_mask: np.ndarray | None
@@ -95,6 +96,7 @@ class Batch:
     real_tokens: int
     total_tokens: int
     position_ids: np.ndarray | None = None
+    segments: np.ndarray | None = None
 
     @property
     def predicted_tokens(self) -> int:
@@ -107,8 +109,12 @@ class Batch:
         import torch
 
         arrays = {"input_ids": self.input_ids, "attention_mask": self.attention_mask, "labels": self.labels,
-                  "position_ids": self.position_ids}
+                  "position_ids": self.position_ids, "cu_seq_lens_q": self.segments, "cu_seq_lens_k": self.segments}
         tensors = {k: torch.from_numpy(v).to(device, non_blocking=True) for k, v in arrays.items() if v is not None}
+        if self.segments is not None:
+            # An upper bound on an example's length (the row's width), one value for every batch so
+            # a compiled model is not specialised again.
+            tensors["max_length_q"] = tensors["max_length_k"] = self.input_ids.shape[1]
         return {**tensors, "use_cache": False}
 
 

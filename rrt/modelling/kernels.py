@@ -4,10 +4,21 @@ where the rewriter's decode loop samples; every choice computes the same functio
 from __future__ import annotations
 
 # The choices (rrt.config): train.attention is PyTorch's fused scaled-dot-product kernels (sdpa:
-# flash or memory-efficient on a GPU) or the library's plain matrix products (eager); rewrite.decode
+# flash or memory-efficient on a GPU), the library's plain matrix products (eager) or, for packed
+# rows, flash attention by example (varlen: rrt.modelling.varlen); rewrite.decode
 # `host` samples each token on the CPU from the logits (finished candidates leave the batch at
 # once), `device` samples on the model's device from pre-drawn numbers and checks for finished
 # candidates every few tokens, so the host never waits on the GPU per token.
+
+
+def attention_implementation(setting: str) -> str:
+    """The attn_implementation a model is built with for train.attention (varlen is registered
+    with transformers first, under its own name)."""
+    if setting == "varlen":
+        from rrt.modelling.varlen import register
+
+        return register()
+    return setting
 
 
 def resolve_compile(setting, device_type: str) -> bool:

@@ -156,9 +156,11 @@ def build_model(model: str, vocab_size: int, tiny: dict[str, Any] | None = None,
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    from rrt.modelling.kernels import attention_implementation
     from rrt.modelling.pretrained import resolve
 
     torch.manual_seed(seed)
+    attention = attention_implementation(attention)
     if model == TINY:
         return AutoModelForCausalLM.from_config(fused_gelu(tiny_config(vocab_size, tiny, pad_token_id)),
                                                 attn_implementation=attention)

@@ -3,10 +3,13 @@
 Each example keeps its own positions (they restart at 0), so the model's mask code sees where
 one example ends and the next begins and keeps attention inside each example (transformers
 builds a block-diagonal causal mask from the position ids when no attention mask is given).
-A row's unused tail is padding that forms an example of its own and carries no loss.
+A row's unused tail is padding that forms an example of its own and carries no loss. A row may
+be wider than the block (`train.pack_width`): positions restart per example, so none passes the
+block. Each batch also carries its examples' boundaries (`Batch.segments`) for attention by
+example (rrt.modelling.varlen).
 
-    rows = pack_rows(examples, width=256)            # first-fit, longest first
-    batch = packed_batch(rows, pad_id, "target")     # input_ids, position_ids, labels
+    rows = pack_rows(examples, width=256)                 # first-fit, longest first
+    batch = packed_batch(rows, pad_id, "target", 256)     # input_ids, position_ids, labels, segments
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from rrt.modelling.batching import Batch
+from rrt.modelling.varlen import segment_offsets
 
 
 def pack_rows(examples: list[tuple[np.ndarray, int]], width: int) -> list[list[tuple[np.ndarray, int]]]:
@@ -58,7 +62,7 @@ def packed_batch(rows: list[list[tuple[np.ndarray, int]]], pad_id: int, loss_on:
         real += at
         # The tail's positions restart too, so it is a separate (padding) example.
         positions[row, at:] = np.arange(width - at)
-    return Batch(input_ids, None, labels, real, int(input_ids.size), positions)
+    return Batch(input_ids, None, labels, real, int(input_ids.size), positions, segment_offsets(positions))
 
 
 def packed_batches(window: Iterable[tuple[np.ndarray, int]], micro_batch: int, width: int, pad_id: int,

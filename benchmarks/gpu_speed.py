@@ -77,7 +77,7 @@ COMPILE_RESERVE_S = {"cuda": 150, "cpu": 60}   # time a compiled row needs at le
 REWRITE_MODES = {"host": ("host", "dynamic", "copied"), "device": ("device", "dynamic", "copied"),
                  "static": ("host", "static", "copied"), "static-shared": ("host", "static", "shared"),
                  "graph": ("host", "graph", "copied"), "graph-shared": ("host", "graph", "shared")}
-TRAIN_ROWS = ("padded", "packed", "compile", "varlen", "varlen-wide", "bucketed")
+TRAIN_ROWS = ("padded", "packed", "compile", "varlen", "varlen-wide", "combined", "bucketed")
 SECTIONS = ("train", "rewrite", "serve", "engine")
 NEED_S = {"section": 60, "generate": 45, "ours": 20, "dynamic": 20, "static": 15, "graph": 10, "one": 25, "check": 10}
 
@@ -435,8 +435,13 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
         if not args.no_compile and "varlen-wide" in wanted:
             run(f"packed {2 * BLOCK}-token rows+compile, varlen attention", "packed", max(1, micro // 2), "varlen",
                 True, True, width=2 * BLOCK)
-        for kernel in (args.fused_ce.split(",") if args.fused_ce and not args.no_compile else []):
+        kernels = [k for k in args.fused_ce.split(",") if k] if not args.no_compile else []
+        for kernel in kernels:
             run(f"packed+compile, {FUSED_LOSSES[kernel]} loss", "packed", micro, "sdpa", True, True, loss=kernel)
+        if kernels and "combined" in wanted:
+            # Both at once: what training would run if each gains on its own.
+            run(f"packed {2 * BLOCK}-token rows+compile, varlen attention, {FUSED_LOSSES[kernels[0]]} loss", "packed",
+                max(1, micro // 2), "varlen", True, True, loss=kernels[0], width=2 * BLOCK)
         if not args.no_compile and "varlen" in wanted:
             run("packed+compile, varlen attention", "packed", micro, "varlen", True, True)
         if "bucketed" in wanted:
@@ -754,7 +759,7 @@ def main() -> None:
                         help="comma list of the plain training rows: padded (the baseline), packed, compile "
                              "(a packed+compile row per --compile-modes), varlen (packed+compile with "
                              "train.attention: varlen), varlen-wide (the same in rows twice the block at half "
-                             "the micro-batch), bucketed")
+                             "the micro-batch), combined (varlen-wide with the first --fused-ce loss), bucketed")
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled rows")
     parser.add_argument("--compile-modes", default="default",
                         help="comma list of torch.compile modes, a packed+compile row each "

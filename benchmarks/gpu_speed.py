@@ -71,7 +71,7 @@ SHAPES = {"gpt2-medium": {"n_layer": 24, "n_head": 16, "n_embd": 1024},
           "tiny": {"n_layer": 2, "n_head": 4, "n_embd": 128}}
 BLOCK = 256                # the Contextual block
 WARMUP = 4
-COMPILE_RESERVE_S = {"cuda": 150, "cpu": 60}   # time a compiled row needs at least, compilation included
+COMPILE_RESERVE_S = {"cuda": 100, "cpu": 60}   # time a compiled row needs at least, compilation included
 # rewrite rows: the least time left to start each (keys: the generate loop, decode steps, other rows)
 # --rewrite-modes: (rewrite.decode, rewrite.decode_step, rewrite.prompt_cache) of each engine row of ours
 REWRITE_MODES = {"host": ("host", "dynamic", "copied"), "device": ("device", "dynamic", "copied"),

@@ -361,7 +361,8 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
     def run(label: str, kind: str, micro: int, attention: str | None, fused: bool, compiled: bool,
             engine: str | None = None, mode: str = "default", loss: str = "model", width: int = BLOCK) -> None:
         """Time one training row (a fresh model, its batches, its step) and record it; `mode` is
-        torch.compile's, `loss` the model's own or cut-cross-entropy's fused linear cross-entropy."""
+        torch.compile's, `loss` the model's own or a fused kernel's (FUSED_LOSSES), `width` the
+        packed rows' tokens."""
         need = COMPILE_RESERVE_S[device.type] * (3 if mode.startswith("max-autotune") else 1) if compiled else args.row_s
         if results.left() < need + args.reserve_s:
             return results.skip("train", label, f"budget: {results.left():.0f}s left")
@@ -373,7 +374,7 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
         batches = scheme_batches(kind, rows, micro, BLOCK, pad_id, width=width)
         model = new_model(config, device, attention, fused)
         parameters = sum(p.numel() for p in model.parameters())
-        started = time.perf_counter()
+        started, retry = time.perf_counter(), None
         try:
             if loss != "model":
                 step = fused_ce_step(model, device, batches[0].inputs(device), results, loss)
@@ -390,17 +391,18 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
             speed, timed = time_steps(step, batches, args.steps, device, args.row_s)
         except Exception as err:  # noqa: BLE001 - one failed row is recorded; the others still run
             results.add({"section": "train", "row": label, "failed": f"{type(err).__name__}: {str(err)[:300]}"})
-            out_of_memory = isinstance(err, torch.cuda.OutOfMemoryError)
-            del err
+            retry = isinstance(err, torch.cuda.OutOfMemoryError) and micro > 8
+        finally:
+            wall = time.perf_counter() - started
+        if retry is not None:
+            # Out of the except block, so the error's frames no longer hold the step's tensors.
             model = step = None
             release(device)
-            if out_of_memory and micro > 8:
-                # The padded baseline at micro-batch 128 takes 88 GB: on an 80 GB card, half of it.
+            if retry:
+                # The padded baseline at micro-batch 128 outgrows an H100 (RESULTS.md): half of it there.
                 return run(label.replace(f"micro {micro}", f"micro {micro // 2}"), kind, micro // 2, attention,
                            fused, compiled, engine, mode, loss, width)
             return None
-        finally:
-            wall = time.perf_counter() - started
         speeds[label] = speed
         real = sum(b.real_tokens for b in batches)
         results.add({"section": "train", "row": label, "batches": kind, "micro_batch": micro, "row_width": width,

@@ -101,11 +101,17 @@ class StepIngredient:
     length: int
 
 
-def _longest_run(needle: list[str], hay: list[str]) -> tuple[int, int]:
-    """(start in hay, length) of the longest contiguous run of needle found in hay."""
+def _word_places(hay: list[str]) -> dict[str, list[int]]:
+    """Where each word of hay stands."""
     where: dict[str, list[int]] = {}
     for i, word in enumerate(hay):
         where.setdefault(word, []).append(i)
+    return where
+
+
+def _longest_run(needle: tuple[str, ...], hay: list[str], where: dict[str, list[int]]) -> tuple[int, int]:
+    """(start in hay, length) of the longest contiguous run of needle found in hay (`where`: its
+    words' places, made once per hay)."""
     best = (0, 0)
     for j, word in enumerate(needle):
         for i in where.get(word, ()):
@@ -125,9 +131,10 @@ def _name_words(name: str) -> tuple[str, ...]:
 def step_ingredients(step: str, names: list[str]) -> list[StepIngredient]:
     """Ingredients (by name) that a step mentions, in their order of appearance."""
     words = content_words(step)
+    where = _word_places(words)
     candidates = []
     for index, name in enumerate(names):
-        start, length = _longest_run(list(_name_words(name)), words)
+        start, length = _longest_run(_name_words(name), words, where)
         if length:
             candidates.append(StepIngredient(index, name, start, length))
     # Longest match claims its span first; ties go to the earlier ingredient line.

@@ -335,7 +335,7 @@ def check_varlen(device, examples, results: Results) -> None:
     from transformers import AutoModelForCausalLM, GPT2Config
 
     config = GPT2Config(vocab_size=300, n_layer=2, n_head=4, n_embd=64, n_positions=128)
-    inputs = packed_batch(pack_rows(examples, 128), 0, "all", 128).inputs(device)
+    inputs = packed_batch(pack_rows(examples, 128), 0, "all", 128, boundaries=True).inputs(device)
     out = {}
     for attention in ("sdpa", "varlen"):
         torch.manual_seed(0)
@@ -371,7 +371,7 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
                 importlib.import_module("deepspeed")
             except Exception as err:  # noqa: BLE001 - any failure to load it means no engine rows
                 return results.skip("train", label, f"deepspeed does not import: {str(err).splitlines()[0][:120]}")
-        batches = scheme_batches(kind, rows, micro, BLOCK, pad_id, width=width)
+        batches = scheme_batches(kind, rows, micro, BLOCK, pad_id, width=width, boundaries=attention == "varlen")
         model = new_model(config, device, attention, fused)
         parameters = sum(p.numel() for p in model.parameters())
         started, retry = time.perf_counter(), None

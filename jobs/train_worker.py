@@ -49,7 +49,8 @@ def _window_batches(window: list, cfg: dict, rng: random.Random):
     if cfg["variant"] in SEQ2SEQ:
         return seq2seq_batches(window, cfg["micro_batch"], cfg["pad_id"], rng, cfg["token_budget"])
     if cfg["batching"] == "packed":
-        return packed_batches(window, cfg["micro_batch"], cfg["pack_width"], cfg["pad_id"], cfg["loss_on"], rng)
+        return packed_batches(window, cfg["micro_batch"], cfg["pack_width"], cfg["pad_id"], cfg["loss_on"], rng,
+                              boundaries=cfg["attention"] == "varlen")
     return bucket_batches(window, cfg["micro_batch"], cfg["pad_id"], cfg["loss_on"], rng, cfg["token_budget"])
 
 

@@ -30,11 +30,12 @@ def autocast_step(model, device):
 
 
 def scheme_batches(scheme: str, rows, micro: int, block: int, pad_id: int, multiple: int = 8,
-                   width: int | None = None) -> list:
+                   width: int | None = None, boundaries: bool = False) -> list:
     """The batches of one scheme over shuffled rows: `padded` (every example padded to the block,
     the baseline's), `bucketed` (length-sorted windows cut by a token budget, widths rounded up to
     `multiple`) or `packed` (examples end to end in rows of `width` tokens, the block unless
-    given; full batches only)."""
+    given, with the examples' boundaries for train.attention: varlen when `boundaries`; full
+    batches only)."""
     import random
 
     from rrt.modelling.batching import bucket_batches, pad_batch
@@ -50,7 +51,7 @@ def scheme_batches(scheme: str, rows, micro: int, block: int, pad_id: int, multi
     for i in range(0, len(order), micro * 32):
         window = order[i:i + micro * 32]
         if scheme == "packed":
-            batches += packed_batches(window, micro, width or block, pad_id, "all", rng)
+            batches += packed_batches(window, micro, width or block, pad_id, "all", rng, boundaries)
         else:
             batches += bucket_batches(window, micro, pad_id, "all", rng, token_budget=micro * block,
                                       multiple=multiple)

@@ -27,7 +27,7 @@ def _gpt2(attention: str):
 
 def _packed(lm, examples, width: int):
     rows = pack_rows(examples, width)
-    logits, loss, grads = _run(lm, packed_batch(rows, PAD, "target", width).inputs("cpu"))
+    logits, loss, grads = _run(lm, packed_batch(rows, PAD, "target", width, boundaries=True).inputs("cpu"))
     return _example_logits(logits, rows, examples), loss, grads
 
 
@@ -35,7 +35,8 @@ def test_segments_start_where_positions_restart_and_end_at_the_total():
     positions = np.array([[0, 1, 2, 0, 1, 0], [0, 1, 2, 3, 0, 1]])
     assert varlen.segment_offsets(positions).tolist() == [0, 3, 5, 6, 10, 12]
     rows = pack_rows(_examples(), 64)
-    batch = packed_batch(rows, PAD, "all", 64)
+    assert packed_batch(rows, PAD, "all", 64).segments is None   # only a varlen model reads them
+    batch = packed_batch(rows, PAD, "all", 64, boundaries=True)
     inputs = batch.inputs("cpu")
     lengths = np.diff(batch.segments)
     assert inputs["cu_seq_lens_q"].dtype == torch.int32 and inputs["max_length_q"] == 64
@@ -63,7 +64,7 @@ def test_a_boundary_moved_by_one_token_changes_the_function():
     """The control: the checked path really attends by the given segments."""
     examples = _examples(6, seed=5)
     rows = pack_rows(examples, 128)
-    batch = packed_batch(rows, PAD, "all", 128)
+    batch = packed_batch(rows, PAD, "all", 128, boundaries=True)
     lm = _gpt2(CHECKED)
     logits = lm(**batch.inputs("cpu")).logits
     batch.segments = batch.segments.copy()

@@ -5,11 +5,11 @@ one example ends and the next begins and keeps attention inside each example (tr
 builds a block-diagonal causal mask from the position ids when no attention mask is given).
 A row's unused tail is padding that forms an example of its own and carries no loss. A row may
 be wider than the block (`train.pack_width`): positions restart per example, so none passes the
-block. Each batch also carries its examples' boundaries (`Batch.segments`) for attention by
-example (rrt.modelling.varlen).
+block. For attention by example (rrt.modelling.varlen) a batch also carries its examples'
+boundaries (`Batch.segments`).
 
-    rows = pack_rows(examples, width=256)                 # first-fit, longest first
-    batch = packed_batch(rows, pad_id, "target", 256)     # input_ids, position_ids, labels, segments
+    rows = pack_rows(examples, width=256)                       # first-fit, longest first
+    batch = packed_batch(rows, pad_id, "target", 256, True)     # input_ids, position_ids, labels, segments
 """
 from __future__ import annotations
 
@@ -41,8 +41,10 @@ def pack_rows(examples: list[tuple[np.ndarray, int]], width: int) -> list[list[t
     return rows
 
 
-def packed_batch(rows: list[list[tuple[np.ndarray, int]]], pad_id: int, loss_on: str, width: int) -> Batch:
-    """One micro-batch of packed rows: no attention mask, positions restarting per example.
+def packed_batch(rows: list[list[tuple[np.ndarray, int]]], pad_id: int, loss_on: str, width: int,
+                 boundaries: bool = False) -> Batch:
+    """One micro-batch of packed rows: no attention mask, positions restarting per example; with
+    `boundaries`, the examples' boundaries for attention by example (train.attention: varlen).
 
     An example's first token gets no label: the loss shifts labels left, so that label would
     train the previous example's last token to predict this one."""
@@ -62,14 +64,17 @@ def packed_batch(rows: list[list[tuple[np.ndarray, int]]], pad_id: int, loss_on:
         real += at
         # The tail's positions restart too, so it is a separate (padding) example.
         positions[row, at:] = np.arange(width - at)
-    return Batch(input_ids, None, labels, real, int(input_ids.size), positions, segment_offsets(positions))
+    # Only a model that reads them gets them: their count varies by batch, and as an input of a
+    # compiled model that would compile it again.
+    return Batch(input_ids, None, labels, real, int(input_ids.size), positions,
+                 segment_offsets(positions) if boundaries else None)
 
 
 def packed_batches(window: Iterable[tuple[np.ndarray, int]], micro_batch: int, width: int, pad_id: int,
-                   loss_on: str, rng: random.Random) -> Iterator[Batch]:
+                   loss_on: str, rng: random.Random, boundaries: bool = False) -> Iterator[Batch]:
     """Pack a window of examples into rows of `width` and yield shuffled batches of
     `micro_batch` rows (every batch one shape, the last perhaps fewer rows)."""
     rows = pack_rows(list(window), width)
     rng.shuffle(rows)
     for lo in range(0, len(rows), micro_batch):
-        yield packed_batch(rows[lo:lo + micro_batch], pad_id, loss_on, width)
+        yield packed_batch(rows[lo:lo + micro_batch], pad_id, loss_on, width, boundaries)

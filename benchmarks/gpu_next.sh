@@ -12,7 +12,7 @@
 # Rows that would not fit the budget are recorded as skipped; every row is written when measured.
 #
 #   sh benchmarks/carry_packages.sh .venv/lib/python3.11/site-packages 3.12   # here, once: fills .gpu/
-#   sh benchmarks/gpu_next.sh "$OUT"                                          # there, with .gpu carried
+#   sh benchmarks/gpu_next.sh results/                                        # there, with .gpu copied along
 #   PYTHON=.venv/bin/python sh benchmarks/gpu_next.sh /tmp --model-shape tiny --device cpu \
 #       --rewrite-modes static,static-shared                                  # a try on a CPU
 #
@@ -21,9 +21,10 @@ set -e
 cd "$(dirname "$0")/.."
 DEST=${1:?usage: gpu_next.sh OUTPUT_FOLDER [gpu_speed.py flags]}
 shift
+mkdir -p "$DEST"
 PYTHON=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
-# The carried packages (built for the GPU machine's Python) only where this Python lacks them.
+# The copied packages (built for the GPU machine's Python) only where this Python lacks them.
 if ! "$PYTHON" -c "import pydantic" 2>/dev/null; then
     export PYTHONPATH="$PWD/.gpu/site${PYTHONPATH:+:$PYTHONPATH}"
 fi

@@ -3,7 +3,7 @@
     python benchmarks/gpu_speed.py --out gpu_speed.jsonl                   # one H100/H200, under 7 minutes
     python benchmarks/gpu_speed.py --sections rewrite --out rewrite.jsonl  # the rewrite rows alone, about 2 minutes
     python benchmarks/gpu_speed.py --model-shape tiny --device cpu --budget-s 150 --out /tmp/g.jsonl   # try it
-    sh benchmarks/gpu_next.sh $OUT      # the rows RESULTS.md still lacks, one call of about 7 minutes
+    sh benchmarks/gpu_next.sh results/  # the rows RESULTS.md still lacks, one call of about 9 minutes
 
 Needs no network and no Ray: the data are the bundled sample recipes (data/sample), made into
 Contextual training texts with the substitution guide as the target (real steps, the real

@@ -35,7 +35,7 @@ Rewrite rows (fp16, top-k 40, ten candidates, every candidate runs to max_step_t
   check           the first step of every recipe sampled each way: the share of identical candidates
   batching        the service's engine in-process, our fastest way: one recipe at a time, 8 at once
                   (held until the longest ends) and continuous batching (rrt.modelling.scheduler:
-                  --serve-recipes recipes through --slots slots, joining and leaving between steps),
+                  --serve-recipes recipes through each --slots count, joining and leaving between steps),
                   each run once untimed first; rows carry where the time went (prompts, engine,
                   selection rules) and the ratios against one at a time (Ray Serve's own batching is
                   measured by serve_throughput.py)
@@ -117,6 +117,13 @@ def choices(allowed) -> Callable[[str], str]:
             raise argparse.ArgumentTypeError(f"unknown {', '.join(bad)}; choose from {', '.join(allowed)}")
         return value
     return parse
+
+
+def counts(value: str) -> str:
+    """An argparse type: a comma list of positive whole numbers."""
+    if not all(item.isdigit() and int(item) > 0 for item in value.split(",")):
+        raise argparse.ArgumentTypeError(f"expected positive whole numbers separated by commas, got {value!r}")
+    return value
 
 
 def release(device) -> None:
@@ -596,16 +603,18 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
 
 
 def serve_rows(args, best, label: str, steps_of, timed, tasks: list, results: Results) -> None:
-    """The service's engine in-process: one recipe at a time, whole batches of `--slots` (each held
-    until its longest recipe ends) and continuous batching through `--slots` slots (recipes join
-    and leave between steps, longest first) over the same `--serve-recipes` recipes; each way runs
-    once untimed first, so every shape it meets is built (and on a GPU captured) before the clock
-    starts. The ratios against one at a time (target 5), and continuous against whole batches."""
-    slots, used = args.slots, tasks[:args.serve_recipes]
+    """The service's engine in-process: one recipe at a time, whole batches of the first `--slots`
+    (each held until its longest recipe ends) and continuous batching through each `--slots`
+    count (recipes join and leave between steps, longest first) over the same `--serve-recipes`
+    recipes; each way runs once untimed first, so every shape it meets is built (and on a GPU
+    captured) before the clock starts. The ratios against one at a time (target 5), and
+    continuous against whole batches."""
+    sizes, used = [int(s) for s in args.slots.split(",")], tasks[:args.serve_recipes]
+    slots = sizes[0]
     ways = [("1 recipe at a time", tasks[:4], lambda: [steps_of(best, [t]) for t in tasks[:4]]),
             (f"whole batches of {slots}", used,
-             lambda: [steps_of(best, used[i:i + slots]) for i in range(0, len(used), slots)]),
-            (f"continuous, {slots} slots", used, lambda: steps_of(best, used, slots))]
+             lambda: [steps_of(best, used[i:i + slots]) for i in range(0, len(used), slots)])]
+    ways += [(f"continuous, {size} slots", used, lambda size=size: steps_of(best, used, size)) for size in sizes]
     speeds = {}
     for name, recipes, work in ways:
         if results.left() < 2 * NEED_S["ours"] + args.reserve_s:
@@ -627,7 +636,7 @@ def serve_rows(args, best, label: str, steps_of, timed, tasks: list, results: Re
         speeds[name] = timed(f"{label}, {name}, {len(recipes)} recipes", summed, len(recipes), NEED_S["ours"],
                              "static")
     names = [name for name, _, _ in ways]
-    pairs = [(names[1], names[0], 5.0), (names[2], names[0], 5.0), (names[2], names[1], None)]
+    pairs = [(names[1], names[0], 5.0)] + [(name, names[0], 5.0) for name in names[2:]] + [(names[2], names[1], None)]
     for better, base, target in pairs:
         if speeds.get(better) and speeds.get(base):
             results.add({"section": "serve", "row": f"engine batching: {better} vs {base} (in-process)",
@@ -747,8 +756,9 @@ def main() -> None:
                              "fastest way measured)")
     parser.add_argument("--serve-recipes-file", help="JSON-lines recipes for the batching rows (default: the "
                                                      "bundled sample), e.g. ../shared/data/web_recipes/recipes.jsonl")
-    parser.add_argument("--slots", type=int, default=8, help="recipes in the continuous batch at most "
-                                                           "(serve.batch.max_batch_size)")
+    parser.add_argument("--slots", default="8", type=counts,
+                        help="comma list: recipes in the continuous batch at most (serve.batch.max_batch_size), "
+                             "a row each; the first is also the whole batches' size")
     parser.add_argument("--sections", default="train,rewrite", type=choices(SECTIONS),
                         help="comma list, run in its order: train, rewrite (every rewrite row and the batching "
                              "rows), serve (the batching rows alone), engine (the training engine rows, always "

@@ -13,7 +13,7 @@ The kernel is PyTorch's own flash attention (CUDA, 16-bit). Elsewhere (the CPU, 
 that are not packed) the same function runs as `sdpa` with the packed mask.
 
     name = register()                                   # the attn_implementation to build with
-    batch = packed_batch(rows, pad_id, "target", width) # carries the boundaries (Batch.segments)
+    batch = packed_batch(rows, pad_id, "target", width, boundaries=True)   # Batch.segments
     model(**batch.inputs(device))                       # cu_seq_lens_q / max_length_q reach attention
 """
 from __future__ import annotations

@@ -109,11 +109,12 @@ class Batch:
         import torch
 
         arrays = {"input_ids": self.input_ids, "attention_mask": self.attention_mask, "labels": self.labels,
-                  "position_ids": self.position_ids, "cu_seq_lens_q": self.segments, "cu_seq_lens_k": self.segments}
+                  "position_ids": self.position_ids, "cu_seq_lens_q": self.segments}
         tensors = {k: torch.from_numpy(v).to(device, non_blocking=True) for k, v in arrays.items() if v is not None}
         if self.segments is not None:
-            # An upper bound on an example's length (the row's width), one value for every batch so
-            # a compiled model is not specialised again.
+            # Queries and keys share the boundaries; an upper bound on an example's length (the
+            # row's width), one value for every batch so a compiled model is not specialised again.
+            tensors["cu_seq_lens_k"] = tensors["cu_seq_lens_q"]
             tensors["max_length_q"] = tensors["max_length_k"] = self.input_ids.shape[1]
         return {**tensors, "use_cache": False}
 

@@ -70,6 +70,7 @@ GPT2_VOCAB = 50257
 SHAPES = {"gpt2-medium": {"n_layer": 24, "n_head": 16, "n_embd": 1024},
           "tiny": {"n_layer": 2, "n_head": 4, "n_embd": 128}}
 BLOCK = 256                # the Contextual block
+CHECK_SHAPE = {"vocab_size": 300, "n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 128}   # the packing checks' GPT-2
 WARMUP = 4
 COMPILE_RESERVE_S = {"cuda": 100, "cpu": 60}   # time a compiled row needs at least, compilation included
 # rewrite rows: the least time left to start each (keys: the generate loop, decode steps, other rows)
@@ -313,8 +314,7 @@ def check_packing(device, results: Results) -> None:
     from transformers import AutoModelForCausalLM, GPT2Config
 
     torch.manual_seed(0)
-    lm = AutoModelForCausalLM.from_config(GPT2Config(vocab_size=300, n_layer=2, n_head=4, n_embd=64, n_positions=128),
-                                          attn_implementation="sdpa").to(device).eval()
+    lm = AutoModelForCausalLM.from_config(GPT2Config(**CHECK_SHAPE), attn_implementation="sdpa").to(device).eval()
     rng = np.random.default_rng(0)
     examples = [(rng.integers(3, 300, size=int(rng.integers(5, 41))), 1) for _ in range(9)]
     rows = pack_rows(examples, 64)
@@ -341,7 +341,7 @@ def check_varlen(device, examples, results: Results) -> None:
     from rrt.modelling.packing import pack_rows, packed_batch
     from transformers import AutoModelForCausalLM, GPT2Config
 
-    config = GPT2Config(vocab_size=300, n_layer=2, n_head=4, n_embd=64, n_positions=128)
+    config = GPT2Config(**CHECK_SHAPE)
     inputs = packed_batch(pack_rows(examples, 128), 0, "all", 128, boundaries=True).inputs(device)
     out = {}
     for attention in ("sdpa", "varlen"):
@@ -804,23 +804,18 @@ def main() -> None:
     results.add({"section": "meta", "row": "data", "texts": len(texts), "examples": len(rows),
                  "mean_tokens": round(sum(len(ids) for ids, _ in rows) / len(rows), 1), "block": BLOCK})
     config = model_config(args.model_shape, tokenizer)
-    order = args.sections.split(",")
-    sections = set(order)
+    sections = set(args.sections.split(","))
     check_packing(device, results)
     engine_rows = []
     # The sections run in the order named (a short GPU lease measures what it wants most first).
-    rewrite_first = bool(sections & {"rewrite", "serve"}) and (
-        not sections & {"train", "engine"} or min(order.index(s) for s in sections & {"rewrite", "serve"})
-        < min(order.index(s) for s in sections & {"train", "engine"}))
-    if rewrite_first:
-        with torch.no_grad():
-            rewrite_rows(args, device, config, tokenizer, recipes, results, sections)
+    part = {"train": "train", "engine": "train", "rewrite": "rewrite", "serve": "rewrite"}
+    for name in dict.fromkeys(part[s] for s in args.sections.split(",")):
+        if name == "train":
+            engine_rows = train_rows(args, device, config, rows, tokenizer.pad_token_id, results)
+        else:
+            with torch.no_grad():
+                rewrite_rows(args, device, config, tokenizer, recipes, results, sections)
         release(device)
-    if sections & {"train", "engine"}:
-        engine_rows = train_rows(args, device, config, rows, tokenizer.pad_token_id, results)
-    if sections & {"rewrite", "serve"} and not rewrite_first:
-        with torch.no_grad():
-            rewrite_rows(args, device, config, tokenizer, recipes, results, sections)
     for row in engine_rows:
         row()
     print("\n" + table(results), flush=True)

@@ -133,13 +133,15 @@ class RayCluster:
         return self
 
     def processes(self) -> list:
-        """Every process of this cluster (its command line names its temp dir or port)."""
+        """Every process of this cluster (its command line names its temp dir or port). The client
+        proxy names the head by the node's own IP, not 127.0.0.1, so the port is matched on any host."""
         import psutil
 
+        head = re.compile(rf"--address=\S+:{self.PORT}\b")
         found = []
         for proc in psutil.process_iter(["cmdline"]):
             cmdline = " ".join(proc.info["cmdline"] or [])
-            if self.temp_dir in cmdline or self.address in cmdline:
+            if self.temp_dir in cmdline or self.address in cmdline or head.search(cmdline):
                 found.append(proc)
         return found
 

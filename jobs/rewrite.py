@@ -43,7 +43,7 @@ import pyarrow.dataset as pads
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from runtime.cluster import start_ray  # noqa: E402
-from runtime.parquet import count_rows  # noqa: E402
+from runtime.parquet import count_rows, parquet_files  # noqa: E402
 from runtime.runs import JobError, claim_output, read_manifest, write_json_atomic  # noqa: E402
 from rrt.config import ConfigError, load_settings  # noqa: E402
 from rrt.recipes.lexicon import CONSTRAINTS  # noqa: E402
@@ -145,6 +145,8 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
             raise JobError(f"{rewrite['model']} holds a {variant} model, not a {system} one")
         if system == "contextual_gpt2":
             rewrite["ing_model"] = _model_folder(rewrite["ing_model"], "--ing-model (the next-ingredient model)")
+    if count_rows(os.path.join(data, "recipes")) == 0:
+        raise JobError(f"{data}/recipes holds no recipes: rerun jobs/prepare_data.py into that folder")
     if not rewrite["output"]:
         raise JobError("no output folder given (--output or rewrite.output)")
     return {**rewrite, "data": os.path.abspath(data),
@@ -186,19 +188,13 @@ def fingerprint(settings: dict) -> str:
     return hashlib.sha1(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _rows(ray_data, folder: str, columns: list[str], key: str | None = None, values: set | None = None) -> list:
-    """Rows of a Parquet folder read by Ray Data, keeping those whose `key` is in `values`."""
-    import pyarrow as pa
+def _rows(folder: str, columns: list[str], key: str, values: set) -> list:
+    """Rows of a Parquet folder whose `key` is in `values`: a filtered read on the driver, which
+    skips the row groups the files' statistics rule out (every row ends on the driver anyway)."""
     import pyarrow.compute as pc
 
-    def keep(batch, key=key, values=pa.array(sorted(values or []))):
-        """The rows of a batch whose key is wanted."""
-        return batch.filter(pc.is_in(batch.column(key), value_set=values))
-
-    ds = ray_data.read_parquet(folder).select_columns(columns)
-    if key is not None:
-        ds = ds.map_batches(keep, batch_format="pyarrow")
-    return ds.take_all()
+    wanted = pc.field(key).isin(sorted(values))
+    return pads.dataset(parquet_files(folder), format="parquet").to_table(columns=columns, filter=wanted).to_pylist()
 
 
 def rewrite_keys(rows: list[dict], forced: str | None = None) -> list[tuple[str, str]]:
@@ -234,14 +230,14 @@ def dropped_warning(missing: list[str], shown: int = 5) -> str | None:
             f"(first ids: {', '.join(missing[:shown])})")
 
 
-def plan_tasks(ray_data, settings: dict) -> tuple[list[dict], list[str]]:
+def plan_tasks(settings: dict) -> tuple[list[dict], list[str]]:
     """The seeded sample of (source recipe, constraints) to rewrite, each with its source recipe
     (and, for Retrieval, the recipe it retrieves), and the sampled ids whose source is missing."""
     from rrt.corpus.pairing import valid_column
 
     data, split = settings["data"], settings["split"]
     flags = [valid_column(c) for c in CONSTRAINTS]
-    rows = _rows(ray_data, os.path.join(data, "recipes"), ["id", "dish", "split", *flags], "split", {split})
+    rows = _rows(os.path.join(data, "recipes"), ["id", "dish", "split", *flags], "split", {split})
     keys = rewrite_keys(rows, settings["constraint"])
     if not keys:
         raise JobError(f"the {split} split of {data} holds no recipe that breaks a constraint another version "
@@ -249,22 +245,22 @@ def plan_tasks(ray_data, settings: dict) -> tuple[list[dict], list[str]]:
     keys = sorted(random.Random(settings["seed"]).sample(keys, min(settings["num_recipes"], len(keys))))
     columns = ["id", "title", "ingredients", "steps", "dish"]
     # Folders prepared before method lines were classified have no non_steps column.
-    if "non_steps" in pads.dataset(os.path.join(data, "recipes"), format="parquet").schema.names:
+    if "non_steps" in pads.dataset(parquet_files(os.path.join(data, "recipes")), format="parquet").schema.names:
         columns.append("non_steps")
-    recipes = {r["id"]: r for r in _rows(ray_data, os.path.join(data, "recipes"), columns, "id", {k[0] for k in keys})}
+    recipes = {r["id"]: r for r in _rows(os.path.join(data, "recipes"), columns, "id", {k[0] for k in keys})}
     tasks, missing = build_tasks(keys, recipes)
     if settings["system"] == "retrieval":
-        attach_retrieved(ray_data, data, tasks, settings["seed"])
+        attach_retrieved(data, tasks, settings["seed"])
     return tasks, missing
 
 
-def attach_retrieved(ray_data, data: str, tasks: list[dict], seed: int) -> None:
+def attach_retrieved(data: str, tasks: list[dict], seed: int) -> None:
     """Give each task a recipe of its dish that obeys all its constraints (any split)."""
     from rrt.evaluation.baselines import pick_retrieval
     from rrt.corpus.pairing import valid_column
 
     flags = [valid_column(c) for c in CONSTRAINTS]
-    pool = _rows(ray_data, os.path.join(data, "recipes"), ["id", "dish", *flags], "dish",
+    pool = _rows(os.path.join(data, "recipes"), ["id", "dish", *flags], "dish",
                  {t["source"]["dish"] for t in tasks})
     by_dish: dict[str, list[dict]] = {}
     for row in pool:
@@ -272,7 +268,7 @@ def attach_retrieved(ray_data, data: str, tasks: list[dict], seed: int) -> None:
     picks = [pick_retrieval(task["id"], [r["id"] for r in by_dish.get(task["source"]["dish"], [])
                                          if all(r[valid_column(c)] for c in task["constraints"])], seed)
              for task in tasks]
-    found = {r["id"]: r for r in _rows(ray_data, os.path.join(data, "recipes"), ["id", "title", "ingredients", "steps"],
+    found = {r["id"]: r for r in _rows(os.path.join(data, "recipes"), ["id", "title", "ingredients", "steps"],
                                        "id", {p for p in picks if p})}
     for task, pick in zip(tasks, picks):
         task["retrieved"] = found.get(pick) if pick else None
@@ -319,7 +315,7 @@ def run(settings: dict, overwrite: bool) -> dict:
     start_ray(settings["ray"])
     ray.data.DataContext.get_current().enable_progress_bars = False
     started = time.perf_counter()
-    tasks, missing = plan_tasks(ray.data, settings)
+    tasks, missing = plan_tasks(settings)
     if settings["system"] == COPY:
         # Before the folder is claimed, so a corrected rerun just works.
         check_copy_models(settings["model"], [t["constraints"][0] for t in tasks])

@@ -242,7 +242,7 @@ def test_the_rewrite_run_reports_and_records_dropped_tasks(tmp_path, monkeypatch
     # The one kept task is already written, so the run needs no Ray work.
     (tmp_path / "run" / rewrite.REWRITES).write_text(json.dumps({"id": "a", "constraint": "vegan"}) + "\n")
     monkeypatch.setattr(rewrite, "start_ray", lambda _: False)
-    monkeypatch.setattr(rewrite, "plan_tasks", lambda _ray_data, _settings: ([task], ["gone1", "gone2", "gone3"]))
+    monkeypatch.setattr(rewrite, "plan_tasks", lambda _settings: ([task], ["gone1", "gone2", "gone3"]))
     result = rewrite.run(settings, overwrite=False)
     err = capsys.readouterr().err
     assert "rewrite: warning: 3 tasks dropped: source recipe missing (first ids: gone1, gone2, gone3)" in err

@@ -258,6 +258,10 @@ def test_bad_input_is_one_line_before_any_work(tmp_path, capsys):
     assert rewrite(["--data", str(data), "--system", TRANSFORMER, "--model", str(trained),
                     "--output", str(tmp_path / "out")]) == 2
     assert "holds a seq2seq_copy model, not a transformer one" in capsys.readouterr().err
+    # Pairs but no recipes (a prepared folder cut short): one line, not an error of the reader.
+    assert rewrite(["--data", str(data), "--system", "rule_based", "--output", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"rewrite: error: {data}/recipes holds no recipes: rerun jobs/prepare_data.py into that folder"]
     assert not (tmp_path / "out").exists()
     for extra, message in ((["--constraint", "vegan"], "train.constraint.*for seq2seq_copy"),
                            (["--model", "tiny"], "--model does not apply to transformer")):

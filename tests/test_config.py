@@ -38,6 +38,8 @@ def test_every_profile_is_valid():
         assert load_settings(profile=name).profile == name
     cluster = load_settings(profile="v100x64")
     assert cluster.train.model == "gpt2-medium" and cluster.train.deepspeed.precision == "fp16"
+    # The engine rows at micro-batch 8 that chose the torch engine trained packed batches.
+    assert (cluster.train.engine, cluster.train.batching, cluster.train.deepspeed.micro_batch) == ("torch", "packed", 8)
     assert cluster.data.dish_key == "title" and load_settings().data.dish_key == "head"
 
 

@@ -9,6 +9,8 @@
 #      row), then variable-length attention in rows twice the block (micro-batch 64), the fused
 #      linear cross-entropy of cut-cross-entropy and of liger-kernel, the wide varlen rows with
 #      cut-cross-entropy's loss (both at once), and variable-length attention in rows of the block.
+#   3. If time is left: a Llama of SmolLM2-135M's shape rewriting with the growing cache against
+#      the graph-captured static step (what decode_step auto picks on CUDA for the Llama family).
 # Rows that would not fit the budget are recorded as skipped; every row is written when measured.
 #
 #   sh benchmarks/carry_packages.sh .venv/lib/python3.11/site-packages 3.12   # here, once: fills .gpu/
@@ -28,7 +30,7 @@ export PYTHONUNBUFFERED=1
 if ! "$PYTHON" -c "import pydantic" 2>/dev/null; then
     export PYTHONPATH="$PWD/.gpu/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
-set -- --sections rewrite,train --rewrite-modes graph,graph-shared --train-rows padded,compile,varlen-wide,combined,varlen --fused-ce cce,liger \
+set -- --sections rewrite,train,llama --rewrite-modes graph,graph-shared --train-rows padded,compile,varlen-wide,combined,varlen --fused-ce cce,liger \
     --slots 8,32 --micro-batch 128 --engines "" --budget-s 520 --out "$DEST/gpu_next.jsonl" "$@"
 if [ -f .gpu/recipes.jsonl ]; then
     set -- --serve-recipes-file .gpu/recipes.jsonl "$@"

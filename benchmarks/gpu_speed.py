@@ -40,6 +40,10 @@ Rewrite rows (fp16, top-k 40, ten candidates, every candidate runs to max_step_t
                   selection rules) and the ratios against one at a time (Ray Serve's own batching is
                   measured by serve_throughput.py)
   ratio           our fastest way against the generate loop, printed last (target 10)
+Llama rows (--sections llama): a Llama of SmolLM2-135M's shape (random weights) rewriting
+  --generate-recipes recipes through our engine with the growing cache and with the graph-captured
+  static step (eager static off CUDA), which rewrite.decode_step auto picks on CUDA for the Llama
+  family, and their ratio.
 Every result is appended to --out as a JSON line when measured, so a timeout keeps what ran;
 the Markdown table is printed at the end. Warm-up steps are not timed; the clock reads after
 torch.cuda.synchronize().
@@ -79,7 +83,11 @@ REWRITE_MODES = {"host": ("host", "dynamic", "copied"), "device": ("device", "dy
                  "static": ("host", "static", "copied"), "static-shared": ("host", "static", "shared"),
                  "graph": ("host", "graph", "copied"), "graph-shared": ("host", "graph", "shared")}
 TRAIN_ROWS = ("padded", "packed", "compile", "varlen", "varlen-wide", "combined", "bucketed")
-SECTIONS = ("train", "rewrite", "serve", "engine")
+SECTIONS = ("train", "rewrite", "serve", "llama", "engine")
+# The llama rows' model: SmolLM2-135M's shape (the pretrained preset's family), random weights.
+LLAMA_SHAPE = {"hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
+               "num_key_value_heads": 3, "rope_theta": 100000.0, "tie_word_embeddings": True}
+LLAMA_VOCAB = 49152
 NEED_S = {"section": 60, "generate": 45, "ours": 20, "dynamic": 20, "static": 15, "graph": 10, "one": 25, "check": 10}
 
 
@@ -190,6 +198,16 @@ def model_config(shape: str, tokenizer):
     vocab = GPT2_VOCAB + len(special_tokens()) if shape == "gpt2-medium" else len(tokenizer)
     return GPT2Config(vocab_size=vocab, n_positions=1024, **SHAPES[shape], bos_token_id=None, eos_token_id=None,
                       pad_token_id=tokenizer.pad_token_id)
+
+
+def llama_config(shape: str, tokenizer):
+    """A Llama of SmolLM2-135M's shape (--model-shape tiny: two layers) with its vocabulary size."""
+    from transformers import LlamaConfig
+
+    layers = {} if shape == "gpt2-medium" else {"num_hidden_layers": 2}
+    return LlamaConfig(vocab_size=max(LLAMA_VOCAB, len(tokenizer)), max_position_embeddings=2048,
+                       **{**LLAMA_SHAPE, **layers}, bos_token_id=None, eos_token_id=None,
+                       pad_token_id=tokenizer.pad_token_id)
 
 
 def new_model(config, device, attention: str | None, fused: bool):
@@ -476,7 +494,8 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
 def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sections: set[str]) -> None:
     """The generate loop against our engine (growing cache: host and device draws; static cache:
     eager and graph-captured), a token check of the static paths, the service's batching, and the
-    ratio against the generate loop last."""
+    ratio against the generate loop last. With the llama section alone (a Llama `config`): our
+    growing cache against the graph-captured static step (eager off CUDA), and their ratio."""
     import torch
 
     from rrt.modelling import static_decode
@@ -487,10 +506,12 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from rewrite_throughput import straightforward
 
+    llama = sections == {"llama"}
+    section, prefix = ("llama", "llama: ") if llama else ("rewrite", "")
     if results.left() < NEED_S["section"] + args.reserve_s:
-        return results.skip("rewrite", "every rewrite row", f"budget: {results.left():.0f}s left")
+        return results.skip(section, "every rewrite row", f"budget: {results.left():.0f}s left")
     ensure_dictionary(recipes, results)
-    lm = new_model(config, device, "sdpa", True).eval()
+    lm = new_model(config, device, "sdpa", not llama).eval()
     cuda = device.type == "cuda"
     if cuda:
         lm = lm.half()   # as rrt.modelling.models.load_exported serves a model on a GPU
@@ -506,7 +527,7 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
             rows = [json.loads(line) for line in handle if line.strip()]
         serve_tasks = [RewriteTask(r["id"], broken_constraints(r)[:1] or ["vegan"], r, seed=13)
                        for r in rows if r.get("steps")]
-    tasks = tasks[:args.recipes]
+    tasks = tasks[:args.generate_recipes if llama else args.recipes]   # llama: the growing cache is slow
     settings = SamplingSettings(top_k=40, top_p=1.0, temperature=1.0, candidates=10, max_new_tokens=64)
     # Each engine row of ours (REWRITE_MODES), graph only where CUDA is.
     labels = {REWRITE_MODES["host"]: "ours, host decode", REWRITE_MODES["device"]: "ours, device decode",
@@ -514,12 +535,16 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
               REWRITE_MODES["static-shared"]: "ours, static cache (eager), shared prompt cache",
               REWRITE_MODES["graph"]: "ours, static cache + CUDA graph",
               REWRITE_MODES["graph-shared"]: "ours, static cache + CUDA graph, shared prompt cache"}
-    chosen = [REWRITE_MODES[name] for name in args.rewrite_modes.split(",")]
+    labels = {mode: prefix + label for mode, label in labels.items()}
+    # The llama rows: the growing cache against what `auto` picks for the family (graph on CUDA).
+    names = ["host", *(("graph", "graph-shared") if cuda else ("static", "static-shared"))] if llama else \
+        args.rewrite_modes.split(",")
+    chosen = [REWRITE_MODES[name] for name in names]
     modes = [m for m in labels if m in chosen and (m[1] != "graph" or cuda)]
     if not cuda:
         for mode in labels:
             if mode[1] == "graph" and mode in chosen:
-                results.skip("rewrite", labels[mode], "needs CUDA")
+                results.skip(section, labels[mode], "needs CUDA")
 
     def engine(decode: str, step: str = "dynamic", cache: str = "copied") -> Rewriter:
         """Our rewriter with this draw, decode step and prompt cache, every candidate run to the limit."""
@@ -539,7 +564,7 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
     def timed(label: str, work, recipes_used: int, need_s: float, extra=None) -> float | None:
         """Rewritten steps/s of one run of `work`, or None when skipped or failed."""
         if results.left() < need_s + args.reserve_s:
-            results.skip("rewrite", label, f"budget: {results.left():.0f}s left")
+            results.skip(section, label, f"budget: {results.left():.0f}s left")
             return None
         counts = dict(static_decode.STATS)
         sync(device)
@@ -548,11 +573,11 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
             steps = work()
             sync(device)
         except Exception as err:  # noqa: BLE001 - recorded, the other rows still run
-            results.add({"section": "rewrite", "row": label, "failed": f"{type(err).__name__}: {str(err)[:300]}"})
+            results.add({"section": section, "row": label, "failed": f"{type(err).__name__}: {str(err)[:300]}"})
             return None
         seconds = time.perf_counter() - started
         steps, counts_of_engine = steps if isinstance(steps, tuple) else (steps, None)
-        row = {"section": "rewrite", "row": label, "recipes": recipes_used, "steps": steps,
+        row = {"section": section, "row": label, "recipes": recipes_used, "steps": steps,
                "seconds": round(seconds, 2), "steps_per_s": round(steps / seconds, 3)}
         if counts_of_engine:
             # Where the time went: prompts, the engine (prefill + decode), the selection rules.
@@ -565,18 +590,20 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
         results.add(row)
         return steps / seconds
 
-    if "rewrite" not in sections:   # the batching rows alone, with the prompt cache --serve-prompt-cache names
+    if "rewrite" not in sections and not llama:   # the batching rows alone, with --serve-prompt-cache's cache
         modes = [("host", "graph" if cuda else "static", args.serve_prompt_cache)]
     # Warm-up: the kernels' first launches and the allocator's first blocks are not timed.
     for mode in list(modes):
         try:
             engine(*mode).rewrite(tasks[:1])
         except Exception as err:  # noqa: BLE001 - that row is dropped, the others still run
-            results.add({"section": "rewrite", "row": labels[mode], "failed": f"warm-up: {type(err).__name__}: "
-                                                                                f"{str(err)[:300]}"})
+            results.add({"section": section, "row": labels[mode], "failed": f"warm-up: {type(err).__name__}: "
+                                                                              f"{str(err)[:300]}"})
             modes.remove(mode)
     speeds: dict = {}
     loop = None
+    if llama:
+        return llama_ratio(modes, labels, timed, steps_of, tasks, results)
     if "rewrite" in sections:
         loop_tasks = tasks[:args.generate_recipes]
         with torch.no_grad():
@@ -600,6 +627,24 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
     if loop and speeds.get(best):
         results.add({"section": "rewrite", "row": f"ratio {labels[best]} / generate loop",
                      "ratio": round(speeds[best] / loop, 2), "target": 10.0})
+
+
+def llama_ratio(modes, labels, timed, steps_of, tasks, results: Results) -> None:
+    """Each llama row (a graph's first run, its captures included, untimed), then the fastest
+    static way against the growing cache."""
+    speeds = {}
+    for mode in modes:
+        if mode[1] == "graph":
+            steps_of(mode, tasks)
+        speeds[mode] = timed(labels[mode], lambda mode=mode: steps_of(mode, tasks), len(tasks), NEED_S[mode[1]],
+                             "static" if mode[1] != "dynamic" else None)
+    host = speeds.get(REWRITE_MODES["host"])
+    static = {m: v for m, v in speeds.items() if m[1] != "dynamic" and v}
+    if host and static:
+        best = max(static, key=static.get)
+        results.add({"section": "llama", "row": f"ratio {labels[best]} / {labels[REWRITE_MODES['host']]}",
+                     "ratio": round(static[best] / host, 2),
+                     "note": "rewrite.decode_step auto picks graph on CUDA for Llama family models"})
 
 
 def serve_rows(args, best, label: str, steps_of, timed, tasks: list, results: Results) -> None:
@@ -763,8 +808,9 @@ def main() -> None:
                              "a row each; the first is also the whole batches' size")
     parser.add_argument("--sections", default="train,rewrite", type=choices(SECTIONS),
                         help="comma list, run in its order: train, rewrite (every rewrite row and the batching "
-                             "rows), serve (the batching rows alone), engine (the training engine rows, always "
-                             "last)")
+                             "rows), serve (the batching rows alone), llama (our growing cache against the "
+                             "graph-captured step on a Llama of SmolLM2-135M's shape), engine (the training "
+                             "engine rows, always last)")
     parser.add_argument("--rewrite-modes", default=",".join(REWRITE_MODES), type=choices(REWRITE_MODES),
                         help="comma list of our engine's rewrite rows: host, device (growing cache), static, "
                              "static-shared (eager static cache, copied or shared prompt cache), graph, "
@@ -804,14 +850,18 @@ def main() -> None:
     results.add({"section": "meta", "row": "data", "texts": len(texts), "examples": len(rows),
                  "mean_tokens": round(sum(len(ids) for ids, _ in rows) / len(rows), 1), "block": BLOCK})
     config = model_config(args.model_shape, tokenizer)
-    sections = set(args.sections.split(","))
+    sections = set(args.sections.split(",")) - {"llama"}
     check_packing(device, results)
     engine_rows = []
     # The sections run in the order named (a short GPU lease measures what it wants most first).
-    part = {"train": "train", "engine": "train", "rewrite": "rewrite", "serve": "rewrite"}
+    part = {"train": "train", "engine": "train", "rewrite": "rewrite", "serve": "rewrite", "llama": "llama"}
     for name in dict.fromkeys(part[s] for s in args.sections.split(",")):
         if name == "train":
             engine_rows = train_rows(args, device, config, rows, tokenizer.pad_token_id, results)
+        elif name == "llama":
+            with torch.no_grad():
+                rewrite_rows(args, device, llama_config(args.model_shape, tokenizer), tokenizer, recipes, results,
+                             {"llama"})
         else:
             with torch.no_grad():
                 rewrite_rows(args, device, config, tokenizer, recipes, results, sections)

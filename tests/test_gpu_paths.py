@@ -149,14 +149,15 @@ def test_auto_settings_pick_by_device():
     assert resolve_compile("auto", "cuda") and not resolve_compile("auto", "cpu") and resolve_compile(True, "cpu")
 
 
-def _decoding_case(top_p: float):
-    """A tiny GPT-2, five prompts of random lengths, common tokens as stops (so candidates end at
-    different steps and leave the batch), four candidates each: (lm, prompts, stops, settings, seeds)."""
+def _decoding_case(top_p: float, family: str = "gpt2"):
+    """A tiny GPT-2 (or Llama, with two query heads per key-value head), five prompts of random
+    lengths, common tokens as stops (so candidates end at different steps and leave the batch),
+    four candidates each: (lm, prompts, stops, settings, seeds)."""
     rng = np.random.default_rng(3)
     prompts = [list(rng.integers(3, VOCAB, size=int(rng.integers(4, 30)))) for _ in range(5)]
     stops = {int(t) for t in rng.integers(3, VOCAB, size=12)}
     settings = SamplingSettings(top_k=40, top_p=top_p, temperature=1.0, candidates=4, max_new_tokens=20)
-    return _gpt2(seed=7), prompts, stops, settings, [11, 12, 13, 14, 15]
+    return (_gpt2 if family == "gpt2" else _llama)(seed=7), prompts, stops, settings, [11, 12, 13, 14, 15]
 
 
 @pytest.mark.parametrize("top_p", [1.0, 0.9])
@@ -179,11 +180,12 @@ def _failed_capture(step, device):
     raise RuntimeError("operation not permitted when stream is capturing")
 
 
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
 @pytest.mark.parametrize("top_p", [1.0, 0.9])
-def test_static_and_graph_decoding_draw_the_tokens_host_decoding_does(top_p, monkeypatch):
+def test_static_and_graph_decoding_draw_the_tokens_host_decoding_does(top_p, family, monkeypatch):
     from rrt.modelling import static_decode
 
-    lm, prompts, stops, settings, seeds = _decoding_case(top_p)
+    lm, prompts, stops, settings, seeds = _decoding_case(top_p, family)
     host = sample_candidates(lm, prompts, seeds, stops, PAD, settings, decode="host")
     assert {e for s in host for e in s.ended} == {"stop", "length"}
     stats = dict(static_decode.STATS)
@@ -220,13 +222,23 @@ def test_static_and_graph_decoding_draw_the_tokens_host_decoding_does(top_p, mon
     assert [s.tokens for s in pair] == [s.tokens for s in host[3:]] and static_decode.STATS["decoders"] == made
 
 
-def test_decode_step_auto_is_graph_on_cuda_for_gpt2_only():
-    from rrt.modelling.static_decode import resolve_decode_step
+def test_decode_step_auto_is_graph_on_cuda_for_gpt2_and_llama():
+    from transformers import AutoModelForCausalLM, GPTNeoXConfig
+
+    from rrt.modelling.static_decode import resolve_decode_step, supports
 
     gpt2, llama = _gpt2(), _llama()
-    assert resolve_decode_step("auto", gpt2, "cuda") == "graph" and resolve_decode_step("auto", gpt2, "cuda:0") == "graph"
-    assert resolve_decode_step("auto", gpt2, "cpu") == "dynamic" and resolve_decode_step("auto", llama, "cuda") == "dynamic"
-    assert resolve_decode_step("static", gpt2, "cpu") == "static"
-    for value, lm, device in (("static", llama, "cpu"), ("graph", gpt2, "cpu")):
-        with pytest.raises(ValueError):
-            resolve_decode_step(value, lm, device)
+    for lm in (gpt2, llama):
+        assert resolve_decode_step("auto", lm, "cuda") == "graph" and resolve_decode_step("auto", lm, "cuda:0") == "graph"
+        assert resolve_decode_step("auto", lm, "cpu") == "dynamic" and resolve_decode_step("static", lm, "cpu") == "static"
+    # Frequencies rescaled from the positions seen (on the host, each step) and other families: dynamic.
+    stretched = _llama()
+    stretched.model.rotary_emb.rope_type = "dynamic"
+    neox = AutoModelForCausalLM.from_config(GPTNeoXConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=1,
+                                                          num_attention_heads=4, intermediate_size=128))
+    for lm in (stretched, neox):
+        assert not supports(lm) and resolve_decode_step("auto", lm, "cuda") == "dynamic"
+        with pytest.raises(ValueError, match="GPT-2 or Llama family"):
+            resolve_decode_step("static", lm, "cpu")
+    with pytest.raises(ValueError, match="needs a CUDA device"):
+        resolve_decode_step("graph", gpt2, "cpu")

@@ -1,5 +1,5 @@
-"""The decode loop on a preallocated key-value cache, one GPT-2 step of fixed shapes, captured as
-a CUDA graph on a GPU (`rewrite.decode_step`: static | graph).
+"""The decode loop on a preallocated key-value cache, one step of fixed shapes of a GPT-2 or Llama
+family model, captured as a CUDA graph on a GPU (`rewrite.decode_step`: static | graph).
 
 The shared prefill stays as it is (rrt.modelling.sampling); its keys and values are copied into a
 cache of C rows (candidates, padded to a bucket) x L columns (prompt + new tokens), allocated
@@ -8,6 +8,9 @@ buffers: the last token and its position, the column it writes (shared by every 
 padding ends every prompt in the same column), the valid-column mask, each candidate's
 pre-drawn numbers and the tokens so far. So on a GPU the whole step - every block, the LM head,
 top-k / top-p and the draw - is one graph replay, with no host work and no host sync per token.
+What differs by family is in a body (_GPT2Body, _LlamaBody): a Llama model's keys are cached
+already rotated to their positions, and its key-value heads are cached once, not once per query
+head: the query heads of one key-value head are the queries of one attention call.
 
 The same numbers are drawn in the same order as `rewrite.decode: host` draws them, so the tokens
 are the host's (on CPU, token for token; on a GPU up to float rounding). Every SYNC_EVERY tokens
@@ -44,19 +47,27 @@ class NoRoom(Exception):
 
 
 def supports(lm) -> bool:
-    """Whether the static step can run this model (GPT-2 family, self-attention only)."""
+    """Whether the static step can run this model: the GPT-2 family (self-attention only) or the
+    Llama family (rotary positions whose frequencies do not change with the sequence's length)."""
     config = getattr(lm, "config", None)
-    return (getattr(config, "model_type", None) == "gpt2" and hasattr(lm, "transformer")
-            and not getattr(config, "add_cross_attention", False))
+    kind = getattr(config, "model_type", None)
+    if kind == "gpt2":
+        return hasattr(lm, "transformer") and not getattr(config, "add_cross_attention", False)
+    if kind == "llama":
+        rotary = getattr(getattr(lm, "model", None), "rotary_emb", None)
+        # dynamic and longrope rescale the frequencies from the positions seen, on the host.
+        kind = getattr(rotary, "rope_type", None)
+        return isinstance(kind, str) and "dynamic" not in kind and kind != "longrope"
+    return False
 
 
 def resolve_decode_step(value: str, lm, device: str) -> str:
-    """The decode step a setting means here: auto is graph on CUDA for GPT-2 models, else dynamic."""
+    """The decode step a setting means here: auto is graph on CUDA for the models it supports, else dynamic."""
     cuda = str(device).startswith("cuda")
     if value == "auto":
         return "graph" if cuda and supports(lm) else "dynamic"
     if value in ("static", "graph") and not supports(lm):
-        raise ValueError(f"decode_step {value} needs a GPT-2 family model (got {type(lm).__name__}); "
+        raise ValueError(f"decode_step {value} needs a GPT-2 or Llama family model (got {type(lm).__name__}); "
                          "use dynamic or auto")
     if value == "graph" and not cuda:
         raise ValueError("decode_step graph needs a CUDA device; use static or auto on the CPU")
@@ -104,6 +115,84 @@ def _warm(step, device) -> None:
         step()
 
 
+class _GPT2Body:
+    """GPT-2's embeddings, blocks and head as one decode step uses them (learned positions)."""
+
+    def __init__(self, lm):
+        config = lm.config
+        self.lm, self.body = lm, lm.transformer
+        self.heads = self.kv_heads = config.n_head
+        self.layers, self.dim = config.n_layer, config.n_embd // config.n_head
+        self.scales = []
+        for layer in range(self.layers):
+            scale = self.dim ** -0.5 if config.scale_attn_weights else 1.0
+            self.scales.append(scale / (layer + 1) if config.scale_attn_by_inverse_layer_idx else scale)
+
+    def embed(self, tok, pos):
+        """The hidden states of each row's last token, and what the blocks need of its position (none)."""
+        return self.body.wte(tok[:, None]) + self.body.wpe(pos[:, None]), None
+
+    def qkv(self, layer: int, hidden, where):
+        """The layer's query [rows, heads, 1, dim], key and value [rows, kv_heads, 1, dim]."""
+        block, rows, width = self.body.h[layer], hidden.shape[0], self.heads * self.dim
+        query, key, value = block.attn.c_attn(block.ln_1(hidden)).split(width, dim=2)
+        return tuple(t.view(rows, 1, self.heads, self.dim).transpose(1, 2) for t in (query, key, value))
+
+    def finish(self, layer: int, hidden, attended):
+        """The layer's output from its input and the attention's [rows, 1, heads * dim]."""
+        block = self.body.h[layer]
+        hidden = block.attn.c_proj(attended) + hidden
+        return hidden + block.mlp(block.ln_2(hidden))
+
+    def logits(self, hidden):
+        """The LM head on the final hidden states (its hooks, such as the padded rows' mask, run)."""
+        return self.lm.get_output_embeddings()(self.body.ln_f(hidden))[:, -1, :]
+
+
+class _LlamaBody:
+    """A Llama-family model's embeddings, layers and head as one decode step uses them: rotary
+    positions applied to queries and keys before the key is cached, grouped key-value heads."""
+
+    def __init__(self, lm):
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+        self.lm, self.body, self.rotate = lm, lm.model, apply_rotary_pos_emb
+        attention = self.body.layers[0].self_attn
+        self.heads, self.kv_heads = lm.config.num_attention_heads, lm.config.num_key_value_heads
+        self.layers, self.dim = len(self.body.layers), attention.head_dim
+        self.scales = [layer.self_attn.scaling for layer in self.body.layers]
+
+    def embed(self, tok, pos):
+        """The hidden states of each row's last token, and its rotary cosines and sines."""
+        hidden = self.body.embed_tokens(tok[:, None])
+        return hidden, self.body.rotary_emb(hidden, pos[:, None])
+
+    def qkv(self, layer: int, hidden, where):
+        """The layer's rotated query [rows, heads, 1, dim] and key, and value [rows, kv_heads, 1, dim]."""
+        block, rows = self.body.layers[layer], hidden.shape[0]
+        attention, normed = block.self_attn, block.input_layernorm(hidden)
+        query = attention.q_proj(normed).view(rows, 1, self.heads, self.dim).transpose(1, 2)
+        key = attention.k_proj(normed).view(rows, 1, self.kv_heads, self.dim).transpose(1, 2)
+        value = attention.v_proj(normed).view(rows, 1, self.kv_heads, self.dim).transpose(1, 2)
+        query, key = self.rotate(query, key, *where)
+        return query, key, value
+
+    def finish(self, layer: int, hidden, attended):
+        """The layer's output from its input and the attention's [rows, 1, heads * dim]."""
+        block = self.body.layers[layer]
+        hidden = hidden + block.self_attn.o_proj(attended)
+        return hidden + block.mlp(block.post_attention_layernorm(hidden))
+
+    def logits(self, hidden):
+        """The LM head on the final hidden states (its hooks, such as the padded rows' mask, run)."""
+        return self.lm.get_output_embeddings()(self.body.norm(hidden))[:, -1, :]
+
+
+def _body(lm):
+    """The model's family as the decode step sees it."""
+    return _GPT2Body(lm) if lm.config.model_type == "gpt2" else _LlamaBody(lm)
+
+
 class StaticDecoder:
     """The fixed buffers of one (rows, columns, steps, sampling) shape, with a graph per bucket."""
 
@@ -112,7 +201,7 @@ class StaticDecoder:
         import torch
 
         self._buffers(lm, rows, columns, steps, settings, stops, dtype, device, graph)
-        shape = (rows, self.heads, columns, self.dim)
+        shape = (rows, self.kv_heads, columns, self.dim)
         self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.layers)]
         self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.layers)]
         self.valid = torch.zeros((rows, columns), dtype=torch.bool, device=device)
@@ -122,15 +211,12 @@ class StaticDecoder:
         """Every buffer but the key-value cache: the rows' tokens, positions, numbers and logits."""
         import torch
 
-        config = lm.config
-        self.heads, self.layers = config.n_head, config.n_layer
-        self.dim = config.n_embd // self.heads
+        self.body = _body(lm)
+        self.heads, self.kv_heads, self.layers, self.dim = (self.body.heads, self.body.kv_heads, self.body.layers,
+                                                            self.body.dim)
+        self.groups = self.heads // self.kv_heads   # query heads per key-value head
         self.rows, self.columns, self.steps, self.settings = rows, columns, steps, settings
         self.graph, self.device = graph, device
-        self.scales = []
-        for layer in range(self.layers):
-            scale = self.dim ** -0.5 if config.scale_attn_weights else 1.0
-            self.scales.append(scale / (layer + 1) if config.scale_attn_by_inverse_layer_idx else scale)
         vocab = lm.get_output_embeddings().weight.shape[0]
         self.tok = torch.zeros(rows, dtype=torch.long, device=device)       # the last token of each row
         self.pos = torch.zeros(rows, dtype=torch.long, device=device)       # its position id
@@ -182,35 +268,33 @@ class StaticDecoder:
         self.tokens[:rows, 0].copy_(token)
         self.stopped[:rows].copy_((token[:, None] == self.stops).any(-1))
 
-    def _step(self, lm, rows: int) -> None:
+    def _step(self, rows: int) -> None:
         """One token for the first `rows` rows, reading and writing only the fixed buffers."""
         import torch
         import torch.nn.functional as F
 
-        body = lm.transformer
-        width = self.heads * self.dim
+        body, width = self.body, self.heads * self.dim
         self.valid[:rows].index_fill_(1, self.col, True)
         # One additive mask for every layer, in place of a conversion of the boolean one in each.
         mask = torch.zeros((rows, 1, 1, self.columns), dtype=self.keys[0].dtype, device=self.device).masked_fill_(
             ~self.valid[:rows, None, None, :], float("-inf"))
-        hidden = body.wte(self.tok[:rows, None]) + body.wpe(self.pos[:rows, None])
+        hidden, where = body.embed(self.tok[:rows], self.pos[:rows])
         with _attention_kernels(self.device):
-            for layer, block in enumerate(body.h):
-                query, key, value = block.attn.c_attn(block.ln_1(hidden)).split(width, dim=2)
-                query, key, value = (t.view(rows, 1, self.heads, self.dim).transpose(1, 2)
-                                     for t in (query, key, value))
+            for layer in range(self.layers):
+                query, key, value = body.qkv(layer, hidden, where)
                 keys, values = self.keys[layer][:rows], self.values[layer][:rows]
                 keys.index_copy_(2, self.col, key)
                 values.index_copy_(2, self.col, value)
-                out = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask, scale=self.scales[layer])
-                hidden = block.attn.c_proj(out.transpose(1, 2).reshape(rows, 1, width)) + hidden
-                hidden = hidden + block.mlp(block.ln_2(hidden))
-        self._next_token(lm, hidden, rows)
+                # A key-value head's query heads are queries of one call: no copy of the cache per group.
+                grouped = query.reshape(rows, self.kv_heads, self.groups, self.dim)
+                out = F.scaled_dot_product_attention(grouped, keys, values, attn_mask=mask, scale=body.scales[layer])
+                hidden = body.finish(layer, hidden, out.reshape(rows, 1, width))
+        self._next_token(hidden, rows)
         self.col.add_(1)
 
-    def _next_token(self, lm, hidden, rows: int) -> None:
+    def _next_token(self, hidden, rows: int) -> None:
         """The LM head on the last hidden states, each row's next token drawn and recorded."""
-        logits = lm.get_output_embeddings()(lm.transformer.ln_f(hidden))[:, -1, :]
+        logits = self.body.logits(hidden)
         self.logits[:rows].copy_(logits)
         token = device_draw(logits, self.uniforms[:rows].index_select(1, self.step)[:, 0], self.settings)
         self.tok[:rows].copy_(token)
@@ -219,14 +303,14 @@ class StaticDecoder:
         self.pos[:rows].add_(1)
         self.step.add_(1)
 
-    def advance(self, lm, rows: int, steps_left: int) -> None:
+    def advance(self, rows: int, steps_left: int) -> None:
         """One decode step of `rows` rows: a graph replay once the bucket has one, else eager (the
         first steps of a bucket are eager and warm it up, then it is captured)."""
         replay = self.replays.get(rows)
         if replay is not None:
             STATS["replays"] += 1
             return replay()
-        step = lambda: self._step(lm, rows)  # noqa: E731
+        step = lambda: self._step(rows)  # noqa: E731
         if self.graph and self.warmed.get(rows, 0) >= EAGER_BEFORE_CAPTURE and steps_left > 1:
             try:
                 replay = _capture(step, self.device)
@@ -237,7 +321,7 @@ class StaticDecoder:
             else:
                 STATS["captures"] += 1
                 self.replays[rows] = replay
-                return self.advance(lm, rows, steps_left)
+                return self.advance(rows, steps_left)
         STATS["eager_steps"] += 1
         self.warmed[rows] = self.warmed.get(rows, 0) + 1
         _warm(step, self.device) if self.graph else step()
@@ -268,7 +352,7 @@ class SharedPromptDecoder(StaticDecoder):
 
         self._buffers(lm, prompts * n, columns, steps, settings, stops, dtype, device, graph)
         self.prompts, self.n, self.width = prompts, n, columns + n * steps
-        shape = (prompts, self.heads, self.width, self.dim)
+        shape = (prompts, self.kv_heads, self.width, self.dim)
         self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.layers)]
         self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.layers)]
         self.valid = torch.zeros((prompts, n, self.width), dtype=torch.bool, device=device)
@@ -296,31 +380,34 @@ class SharedPromptDecoder(StaticDecoder):
         self._first_token(first_logits, positions, torch.as_tensor(owner, dtype=torch.long, device=self.device),
                           uniforms)
 
-    def _step(self, lm, rows: int) -> None:
+    def _step(self, rows: int) -> None:
         """One token for every row, reading and writing only the fixed buffers."""
         import torch
         import torch.nn.functional as F
 
-        body, width = lm.transformer, self.heads * self.dim
-        prompts, n, heads, dim = self.prompts, self.n, self.heads, self.dim
+        body, width = self.body, self.heads * self.dim
+        prompts, n, kv, groups, dim = self.prompts, self.n, self.kv_heads, self.groups, self.dim
         column = self.own_from + (self.step - 1)             # where each row's token goes
         self.valid.view(rows, self.width).index_put_((self.row_index, column),
                                                      torch.ones((), dtype=torch.bool, device=self.device))
         mask = torch.zeros((prompts, 1, n, self.width), dtype=self.keys[0].dtype, device=self.device).masked_fill_(
             ~self.valid[:, None], float("-inf"))
-        hidden = body.wte(self.tok[:, None]) + body.wpe(self.pos[:, None])
+        if groups > 1:   # each candidate's mask row serves its query heads of one key-value head
+            mask = mask.repeat_interleave(groups, dim=2)
+        hidden, where = body.embed(self.tok, self.pos)
         with _attention_kernels(self.device):
-            for layer, block in enumerate(body.h):
-                query, key, value = block.attn.c_attn(block.ln_1(hidden)).split(width, dim=2)
-                self.keys[layer][self.prompt_of, :, column] = key.view(rows, heads, dim)
-                self.values[layer][self.prompt_of, :, column] = value.view(rows, heads, dim)
-                # A prompt's n candidates are n queries against its one buffer.
-                grouped = query.view(prompts, n, heads, dim).transpose(1, 2)
+            for layer in range(self.layers):
+                query, key, value = body.qkv(layer, hidden, where)
+                self.keys[layer][self.prompt_of, :, column] = key.reshape(rows, kv, dim)
+                self.values[layer][self.prompt_of, :, column] = value.reshape(rows, kv, dim)
+                # A prompt's n candidates (and each key-value head's query heads) are the queries of
+                # one call against its one buffer.
+                grouped = query.reshape(prompts, n, kv, groups, dim).transpose(1, 2).reshape(prompts, kv, n * groups, dim)
                 out = F.scaled_dot_product_attention(grouped, self.keys[layer], self.values[layer], attn_mask=mask,
-                                                     scale=self.scales[layer])
-                hidden = block.attn.c_proj(out.transpose(1, 2).reshape(rows, 1, width)) + hidden
-                hidden = hidden + block.mlp(block.ln_2(hidden))
-        self._next_token(lm, hidden, rows)
+                                                     scale=body.scales[layer])
+                out = out.reshape(prompts, kv, n, groups, dim).transpose(1, 2).reshape(rows, 1, width)
+                hidden = body.finish(layer, hidden, out)
+        self._next_token(hidden, rows)
 
     def compact(self, live: list[int], rows: int) -> None:
         """Rows stay in place (one size)."""
@@ -344,9 +431,9 @@ def _decoder(lm, rows: int, columns: int, steps: int, settings: SamplingSettings
         return kept[key]
     key = (rows, *shape)
     cuda = str(device).startswith("cuda")
-    config = lm.config
     cells = (rows // n) * (columns + n * steps) if n else rows * columns   # cached positions per layer
-    need = 2 * config.n_layer * cells * config.n_embd * torch.empty((), dtype=dtype).element_size()
+    body = _body(lm)
+    need = 2 * body.layers * cells * body.kv_heads * body.dim * torch.empty((), dtype=dtype).element_size()
     limit = CACHE_SHARE * torch.cuda.get_device_properties(device).total_memory if cuda else None
     if limit is not None and need > limit:
         raise NoRoom(f"a static cache of {rows} rows x {columns} columns needs {need / 2 ** 30:.1f} GiB")
@@ -417,7 +504,7 @@ def decode_static(lm, cache, first_logits, mask, positions, streams: list, resul
                 decoder.compact(live, smaller)
                 flat = [flat[r] for r in live] + [-1] * (smaller - len(live))
                 width = smaller
-        decoder.advance(lm, width, steps - 1 - step)
+        decoder.advance(width, steps - 1 - step)
     for r, row in enumerate(decoder.tokens[:width].tolist()):
         if flat[r] >= 0:
             finished[flat[r]] = row

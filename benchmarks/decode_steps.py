@@ -1,0 +1,99 @@
+"""Decode steps side by side: the growing cache (`rewrite.decode_step: dynamic`, the baseline)
+against the preallocated static cache (`static`, with the copied and the shared prompt cache), one
+trained model rewriting the same recipes the way the rewrite job does (continuous batching).
+
+    python benchmarks/decode_steps.py --model out/quality/train/contextual_rule/model \\
+        --data out/quality/prepared --recipes 16
+
+Each way runs once untimed (its caches and kernels), then `--rounds` times in turns, so a slow
+moment of the machine falls on every way alike; the median is reported. The ways draw the same
+numbers, so the records must be the same (on CPU in fp32, token for token); the script says
+whether they are. Prints a JSON line per way and the ratio of the fastest static way to the
+dynamic one last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+from rewrite_throughput import load_tasks  # noqa: E402
+from rrt.config import load_settings  # noqa: E402
+from rrt.modelling.loading import build_rewriter, load_model  # noqa: E402
+from rrt.modelling.scheduler import rewrite_all  # noqa: E402
+
+# way: (rewrite.decode_step, rewrite.prompt_cache)
+WAYS = {"dynamic": ("dynamic", "copied"), "static": ("static", "copied"), "static-shared": ("static", "shared")}
+
+
+def main() -> None:
+    """Time each decode step on the same recipes; print a JSON line each and the ratio last."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=os.path.join(ROOT, "out", "demo", "contextual_rule", "model"),
+                        help="a trained step-by-step model folder (default: the make demo one)")
+    parser.add_argument("--data", default=os.path.join(ROOT, "out", "demo", "prepared"),
+                        help="prepare_data output folder whose test recipes are rewritten")
+    parser.add_argument("--recipes", type=int, default=16, help="recipes to rewrite")
+    parser.add_argument("--slots", type=int, help="recipes in flight (default: rewrite.batch_recipes)")
+    parser.add_argument("--rounds", type=int, default=3, help="timed runs of each way, in turns")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (CPU)")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda (then add graph to --ways)")
+    parser.add_argument("--ways", default=",".join(WAYS), help=f"comma list of: {', '.join(WAYS)}")
+    args = parser.parse_args()
+    ways = [w.strip() for w in args.ways.split(",")]
+    unknown = [w for w in ways if w not in WAYS]
+    if unknown or "dynamic" not in ways:
+        raise SystemExit(f"--ways must name dynamic and any of {', '.join(WAYS)} (got {args.ways})")
+    for path in (args.model, args.data):
+        if not os.path.exists(path):
+            raise SystemExit(f"{path} not found: run `make demo` first or pass --model/--data")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    model = load_model(args.model, args.device)
+    if model.system is None:
+        raise SystemExit(f"{args.model} holds a {model.meta.get('variant')} model, which does not rewrite recipes")
+    tasks = load_tasks(args.data, args.recipes)
+    settings = load_settings().rewrite.model_dump()
+    slots = args.slots or settings["batch_recipes"]
+
+    def run(way: str) -> tuple[float, list[dict], dict]:
+        """Seconds, records and engine counts of one rewrite of every task this way."""
+        step, cache = WAYS[way]
+        rewriter = build_rewriter(model, {**settings, "decode_step": step, "prompt_cache": cache},
+                                  settings["candidates"], constrained=False)
+        started = time.perf_counter()
+        records = rewrite_all(rewriter, tasks, slots)
+        return time.perf_counter() - started, records, rewriter.stats
+
+    first = {way: run(way)[1] for way in ways}   # untimed: each way's first shapes and kernels
+    times: dict[str, list[float]] = {way: [] for way in ways}
+    stats: dict[str, dict] = {}
+    for _ in range(args.rounds):
+        for way in ways:
+            seconds, records, stats[way] = run(way)
+            times[way].append(seconds)
+    steps = sum(len(r["rewrite"]["steps"]) for r in first["dynamic"])
+    speed = {}
+    for way in ways:
+        median = statistics.median(times[way])
+        speed[way] = steps / median
+        print(json.dumps({"way": way, "recipes": len(tasks), "steps": steps, "slots": slots,
+                          "seconds": [round(t, 2) for t in times[way]], "steps_per_s": round(speed[way], 3),
+                          "sampling_s": round(stats[way]["sampling_s"], 2),
+                          "same_records_as_dynamic": first[way] == first["dynamic"],
+                          "model": args.model, "device": args.device, "threads": args.threads}), flush=True)
+    best = max((w for w in ways if w != "dynamic"), key=lambda w: speed[w], default=None)
+    if best:
+        print(f"ratio {best} / dynamic: {speed[best] / speed['dynamic']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -24,9 +24,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
-from rewrite_throughput import load_tasks  # noqa: E402
+from rewrite_throughput import load_inputs  # noqa: E402
 from rrt.config import load_settings  # noqa: E402
-from rrt.modelling.loading import build_rewriter, load_model  # noqa: E402
+from rrt.modelling.loading import build_rewriter  # noqa: E402
 from rrt.modelling.scheduler import rewrite_all  # noqa: E402
 
 # way: (rewrite.decode_step, rewrite.prompt_cache)
@@ -51,16 +51,7 @@ def main() -> None:
     unknown = [w for w in ways if w not in WAYS]
     if unknown or "dynamic" not in ways:
         raise SystemExit(f"--ways must name dynamic and any of {', '.join(WAYS)} (got {args.ways})")
-    for path in (args.model, args.data):
-        if not os.path.exists(path):
-            raise SystemExit(f"{path} not found: run `make demo` first or pass --model/--data")
-    import torch
-
-    torch.set_num_threads(args.threads)
-    model = load_model(args.model, args.device)
-    if model.system is None:
-        raise SystemExit(f"{args.model} holds a {model.meta.get('variant')} model, which does not rewrite recipes")
-    tasks = load_tasks(args.data, args.recipes)
+    model, tasks = load_inputs(args)
     settings = load_settings().rewrite.model_dump()
     slots = args.slots or settings["batch_recipes"]
 

@@ -44,6 +44,21 @@ def load_tasks(data: str, count: int) -> list[RewriteTask]:
             for sid, c in keys if sid in recipes]
 
 
+def load_inputs(args):
+    """The model (`args.model` on `args.device`, `args.threads` torch threads) and the first
+    `args.recipes` test recipes of `args.data`; a one-line exit when either is missing."""
+    for path in (args.model, args.data):
+        if not os.path.exists(path):
+            raise SystemExit(f"{path} not found: run `make demo` first or pass --model/--data")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    model = load_model(args.model, args.device)
+    if model.system is None:
+        raise SystemExit(f"{args.model} holds a {model.meta.get('variant')} model, which does not rewrite recipes")
+    return model, load_tasks(args.data, args.recipes)
+
+
 def straightforward(rewriter: Rewriter, tasks: list[RewriteTask], stops: list[int] | None = None) -> int:
     """The paper's loop: per recipe, per step, one generate() call with ten return sequences
     (ending at the variant's stop tokens, or `stops` when given; [] runs every step to the end)."""
@@ -104,16 +119,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.use_gpu:
         args.device = "cuda"
-    for path in (args.model, args.data):
-        if not os.path.exists(path):
-            raise SystemExit(f"{path} not found: run `make demo` first or pass --model/--data")
-    import torch
-
-    torch.set_num_threads(args.threads)
-    model = load_model(args.model, args.device)
-    if model.system is None:
-        raise SystemExit(f"{args.model} holds a {model.meta.get('variant')} model, which does not rewrite recipes")
-    tasks = load_tasks(args.data, args.recipes)
+    model, tasks = load_inputs(args)
     # The rewrite job's decoding (the paper's: top-k 40, ten candidates).
     settings = {**load_settings().rewrite.model_dump(), "batch_prompts": args.batch_prompts}
     settings["decode"] = args.decode or settings["decode"]

@@ -1,15 +1,16 @@
 """Decode steps side by side: the growing cache (`rewrite.decode_step: dynamic`, the baseline)
-against the preallocated static cache (`static`, with the copied and the shared prompt cache), one
-trained model rewriting the same recipes the way the rewrite job does (continuous batching).
+against the preallocated static cache (`static`, with the copied and the shared prompt cache;
+`graph` on CUDA), one trained model rewriting the same recipes the way the rewrite job does
+(continuous batching).
 
     python benchmarks/decode_steps.py --model out/quality/train/contextual_rule/model \\
         --data out/quality/prepared --recipes 16
 
 Each way runs once untimed (its caches and kernels), then `--rounds` times in turns, so a slow
 moment of the machine falls on every way alike; the median is reported. The ways draw the same
-numbers, so the records must be the same (on CPU in fp32, token for token); the script says
-whether they are. Prints a JSON line per way and the ratio of the fastest static way to the
-dynamic one last.
+numbers, so the records must be the same (on CPU in fp32, token for token; in a GPU's 16 bits up
+to rounding where a next-token distribution is nearly flat); the script says whether they are.
+Prints a JSON line per way and the ratio of the fastest static way to the dynamic one last.
 """
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ from rrt.modelling.loading import build_rewriter  # noqa: E402
 from rrt.modelling.scheduler import rewrite_all  # noqa: E402
 
 # way: (rewrite.decode_step, rewrite.prompt_cache)
-WAYS = {"dynamic": ("dynamic", "copied"), "static": ("static", "copied"), "static-shared": ("static", "shared")}
+WAYS = {"dynamic": ("dynamic", "copied"), "static": ("static", "copied"), "static-shared": ("static", "shared"),
+        "graph": ("graph", "copied"), "graph-shared": ("graph", "shared")}
+DEFAULT_WAYS = {"cpu": "dynamic,static,static-shared", "cuda": "dynamic,graph,graph-shared"}
 
 
 def main() -> None:
@@ -44,13 +47,17 @@ def main() -> None:
     parser.add_argument("--slots", type=int, help="recipes in flight (default: rewrite.batch_recipes)")
     parser.add_argument("--rounds", type=int, default=3, help="timed runs of each way, in turns")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (CPU)")
-    parser.add_argument("--device", default="cpu", help="cpu, or cuda (then add graph to --ways)")
-    parser.add_argument("--ways", default=",".join(WAYS), help=f"comma list of: {', '.join(WAYS)}")
+    parser.add_argument("--device", default="cpu", choices=sorted(DEFAULT_WAYS))
+    parser.add_argument("--ways", help=f"comma list of: {', '.join(WAYS)} (graph: CUDA only; default: "
+                                       f"{DEFAULT_WAYS['cpu']} on cpu, {DEFAULT_WAYS['cuda']} on cuda)")
     args = parser.parse_args()
+    args.ways = args.ways or DEFAULT_WAYS[args.device]
     ways = [w.strip() for w in args.ways.split(",")]
     unknown = [w for w in ways if w not in WAYS]
     if unknown or "dynamic" not in ways:
         raise SystemExit(f"--ways must name dynamic and any of {', '.join(WAYS)} (got {args.ways})")
+    if args.device == "cpu" and any(WAYS[w][0] == "graph" for w in ways):
+        raise SystemExit("the graph ways need --device cuda")
     model, tasks = load_inputs(args)
     settings = load_settings().rewrite.model_dump()
     slots = args.slots or settings["batch_recipes"]

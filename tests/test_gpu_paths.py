@@ -24,13 +24,14 @@ def _gpt2(attention: str = "sdpa", seed: int = 5):
     return lm.eval()   # dropout off: both sides must see the same function
 
 
-def _llama(attention: str = "sdpa", seed: int = 5):
-    from transformers import AutoModelForCausalLM, LlamaConfig
+def _llama(attention: str = "sdpa", seed: int = 5, family: str = "llama", **changes):
+    """A tiny Llama (or, by `family`, a model of the same layers: qwen2 adds biases to q, k and v)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                         pad_token_id=PAD, bos_token_id=1, eos_token_id=2)
+    config = AutoConfig.for_model(family, vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                                  pad_token_id=PAD, bos_token_id=1, eos_token_id=2, **changes)
     return AutoModelForCausalLM.from_config(config, attn_implementation=attention).eval()
 
 
@@ -150,14 +151,15 @@ def test_auto_settings_pick_by_device():
 
 
 def _decoding_case(top_p: float, family: str = "gpt2"):
-    """A tiny GPT-2 (or Llama, with two query heads per key-value head), five prompts of random
+    """A tiny GPT-2 (or Llama or Qwen2, with two query heads per key-value head), five prompts of random
     lengths, common tokens as stops (so candidates end at different steps and leave the batch),
     four candidates each: (lm, prompts, stops, settings, seeds)."""
     rng = np.random.default_rng(3)
     prompts = [list(rng.integers(3, VOCAB, size=int(rng.integers(4, 30)))) for _ in range(5)]
     stops = {int(t) for t in rng.integers(3, VOCAB, size=12)}
     settings = SamplingSettings(top_k=40, top_p=top_p, temperature=1.0, candidates=4, max_new_tokens=20)
-    return (_gpt2 if family == "gpt2" else _llama)(seed=7), prompts, stops, settings, [11, 12, 13, 14, 15]
+    lm = _gpt2(seed=7) if family == "gpt2" else _llama(seed=7, family=family)
+    return lm, prompts, stops, settings, [11, 12, 13, 14, 15]
 
 
 @pytest.mark.parametrize("top_p", [1.0, 0.9])
@@ -180,7 +182,7 @@ def _failed_capture(step, device):
     raise RuntimeError("operation not permitted when stream is capturing")
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
 @pytest.mark.parametrize("top_p", [1.0, 0.9])
 def test_static_and_graph_decoding_draw_the_tokens_host_decoding_does(top_p, family, monkeypatch):
     from rrt.modelling import static_decode
@@ -231,12 +233,15 @@ def test_decode_step_auto_is_graph_on_cuda_for_gpt2_and_llama():
     for lm in (gpt2, llama):
         assert resolve_decode_step("auto", lm, "cuda") == "graph" and resolve_decode_step("auto", lm, "cuda:0") == "graph"
         assert resolve_decode_step("auto", lm, "cpu") == "dynamic" and resolve_decode_step("static", lm, "cpu") == "static"
-    # Frequencies rescaled from the positions seen (on the host, each step) and other families: dynamic.
+    # Frequencies rescaled from the positions seen (on the host, each step), a sliding window and other
+    # families: dynamic.
     stretched = _llama()
     stretched.model.rotary_emb.rope_type = "dynamic"
+    windowed = _llama(family="mistral", sliding_window=16)
     neox = AutoModelForCausalLM.from_config(GPTNeoXConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=1,
                                                           num_attention_heads=4, intermediate_size=128))
-    for lm in (stretched, neox):
+    assert supports(_llama(family="mistral", sliding_window=None)) and supports(_llama(family="qwen2"))
+    for lm in (stretched, windowed, neox):
         assert not supports(lm) and resolve_decode_step("auto", lm, "cuda") == "dynamic"
         with pytest.raises(ValueError, match="GPT-2 or Llama family"):
             resolve_decode_step("static", lm, "cpu")

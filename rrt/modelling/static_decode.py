@@ -37,6 +37,9 @@ CACHE_SHARE = 0.4          # of the GPU's memory the kept caches may hold togeth
 CPU_DECODERS = 3           # caches kept per model on the host
 GPU_DECODERS = 8           # and on a GPU (each also holds its graphs' memory)
 
+# Families whose layers are Llama's (rotary positions, grouped key-value heads, the same module names).
+LLAMA_LIKE = ("llama", "mistral", "qwen2")
+
 # Counts since the process started, for benchmarks and logs.
 STATS = {"decoders": 0, "captures": 0, "capture_failures": 0, "replays": 0, "eager_steps": 0, "guard_redraws": 0,
          "no_room": 0}
@@ -48,16 +51,19 @@ class NoRoom(Exception):
 
 def supports(lm) -> bool:
     """Whether the static step can run this model: the GPT-2 family (self-attention only) or the
-    Llama family (rotary positions whose frequencies do not change with the sequence's length)."""
+    Llama family (LLAMA_LIKE: every layer attends to the whole sequence, with rotary positions
+    whose frequencies do not change with the sequence's length)."""
     config = getattr(lm, "config", None)
     kind = getattr(config, "model_type", None)
     if kind == "gpt2":
         return hasattr(lm, "transformer") and not getattr(config, "add_cross_attention", False)
-    if kind == "llama":
+    if kind in LLAMA_LIKE:
+        windowed = (getattr(config, "sliding_window", None) is not None and getattr(config, "use_sliding_window", True)
+                    or any(t != "full_attention" for t in getattr(config, "layer_types", None) or []))
         rotary = getattr(getattr(lm, "model", None), "rotary_emb", None)
         # dynamic and longrope rescale the frequencies from the positions seen, on the host.
-        kind = getattr(rotary, "rope_type", None)
-        return isinstance(kind, str) and "dynamic" not in kind and kind != "longrope"
+        rope = getattr(rotary, "rope_type", None)
+        return not windowed and isinstance(rope, str) and "dynamic" not in rope and rope != "longrope"
     return False
 
 
@@ -150,8 +156,8 @@ class _GPT2Body:
 
 
 class _LlamaBody:
-    """A Llama-family model's embeddings, layers and head as one decode step uses them: rotary
-    positions applied to queries and keys before the key is cached, grouped key-value heads."""
+    """A Llama family model's (LLAMA_LIKE) embeddings, layers and head as one decode step uses them:
+    rotary positions applied to queries and keys before the key is cached, grouped key-value heads."""
 
     def __init__(self, lm):
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb

@@ -8,7 +8,7 @@ buffers: the last token and its position, the column it writes (shared by every 
 padding ends every prompt in the same column), the valid-column mask, each candidate's
 pre-drawn numbers and the tokens so far. So on a GPU the whole step - every block, the LM head,
 top-k / top-p and the draw - is one graph replay, with no host work and no host sync per token.
-What differs by family is in a body (_GPT2Body, _LlamaBody): a Llama model's keys are cached
+What differs by family is in a body (rrt.modelling.decode_bodies): a Llama model's keys are cached
 already rotated to their positions, and its key-value heads are cached once, not once per query
 head: the query heads of one key-value head are the queries of one attention call.
 
@@ -27,6 +27,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from rrt.modelling.decode_bodies import LLAMA_LIKE, body_of
 from rrt.modelling.sampling import SamplingSettings, Sampled, _guarded_draw, device_draw
 
 SYNC_EVERY = 8             # tokens between the host's looks at finished candidates (unguarded)
@@ -36,9 +37,6 @@ MIN_ROWS = 8               # the smallest bucket a batch shrinks to
 CACHE_SHARE = 0.4          # of the GPU's memory the kept caches may hold together
 CPU_DECODERS = 3           # caches kept per model on the host
 GPU_DECODERS = 8           # and on a GPU (each also holds its graphs' memory)
-
-# Families whose layers are Llama's (rotary positions, grouped key-value heads, the same module names).
-LLAMA_LIKE = ("llama", "mistral", "qwen2")
 
 # Counts since the process started, for benchmarks and logs.
 STATS = {"decoders": 0, "captures": 0, "capture_failures": 0, "replays": 0, "eager_steps": 0, "guard_redraws": 0,
@@ -121,84 +119,6 @@ def _warm(step, device) -> None:
         step()
 
 
-class _GPT2Body:
-    """GPT-2's embeddings, blocks and head as one decode step uses them (learned positions)."""
-
-    def __init__(self, lm):
-        config = lm.config
-        self.lm, self.body = lm, lm.transformer
-        self.heads = self.kv_heads = config.n_head
-        self.layers, self.dim = config.n_layer, config.n_embd // config.n_head
-        self.scales = []
-        for layer in range(self.layers):
-            scale = self.dim ** -0.5 if config.scale_attn_weights else 1.0
-            self.scales.append(scale / (layer + 1) if config.scale_attn_by_inverse_layer_idx else scale)
-
-    def embed(self, tok, pos):
-        """The hidden states of each row's last token, and what the blocks need of its position (none)."""
-        return self.body.wte(tok[:, None]) + self.body.wpe(pos[:, None]), None
-
-    def qkv(self, layer: int, hidden, where):
-        """The layer's query [rows, heads, 1, dim], key and value [rows, kv_heads, 1, dim]."""
-        block, rows, width = self.body.h[layer], hidden.shape[0], self.heads * self.dim
-        query, key, value = block.attn.c_attn(block.ln_1(hidden)).split(width, dim=2)
-        return tuple(t.view(rows, 1, self.heads, self.dim).transpose(1, 2) for t in (query, key, value))
-
-    def finish(self, layer: int, hidden, attended):
-        """The layer's output from its input and the attention's [rows, 1, heads * dim]."""
-        block = self.body.h[layer]
-        hidden = block.attn.c_proj(attended) + hidden
-        return hidden + block.mlp(block.ln_2(hidden))
-
-    def logits(self, hidden):
-        """The LM head on the final hidden states (its hooks, such as the padded rows' mask, run)."""
-        return self.lm.get_output_embeddings()(self.body.ln_f(hidden))[:, -1, :]
-
-
-class _LlamaBody:
-    """A Llama family model's (LLAMA_LIKE) embeddings, layers and head as one decode step uses them:
-    rotary positions applied to queries and keys before the key is cached, grouped key-value heads."""
-
-    def __init__(self, lm):
-        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
-
-        self.lm, self.body, self.rotate = lm, lm.model, apply_rotary_pos_emb
-        attention = self.body.layers[0].self_attn
-        self.heads, self.kv_heads = lm.config.num_attention_heads, lm.config.num_key_value_heads
-        self.layers, self.dim = len(self.body.layers), attention.head_dim
-        self.scales = [layer.self_attn.scaling for layer in self.body.layers]
-
-    def embed(self, tok, pos):
-        """The hidden states of each row's last token, and its rotary cosines and sines."""
-        hidden = self.body.embed_tokens(tok[:, None])
-        return hidden, self.body.rotary_emb(hidden, pos[:, None])
-
-    def qkv(self, layer: int, hidden, where):
-        """The layer's rotated query [rows, heads, 1, dim] and key, and value [rows, kv_heads, 1, dim]."""
-        block, rows = self.body.layers[layer], hidden.shape[0]
-        attention, normed = block.self_attn, block.input_layernorm(hidden)
-        query = attention.q_proj(normed).view(rows, 1, self.heads, self.dim).transpose(1, 2)
-        key = attention.k_proj(normed).view(rows, 1, self.kv_heads, self.dim).transpose(1, 2)
-        value = attention.v_proj(normed).view(rows, 1, self.kv_heads, self.dim).transpose(1, 2)
-        query, key = self.rotate(query, key, *where)
-        return query, key, value
-
-    def finish(self, layer: int, hidden, attended):
-        """The layer's output from its input and the attention's [rows, 1, heads * dim]."""
-        block = self.body.layers[layer]
-        hidden = hidden + block.self_attn.o_proj(attended)
-        return hidden + block.mlp(block.post_attention_layernorm(hidden))
-
-    def logits(self, hidden):
-        """The LM head on the final hidden states (its hooks, such as the padded rows' mask, run)."""
-        return self.lm.get_output_embeddings()(self.body.norm(hidden))[:, -1, :]
-
-
-def _body(lm):
-    """The model's family as the decode step sees it."""
-    return _GPT2Body(lm) if lm.config.model_type == "gpt2" else _LlamaBody(lm)
-
-
 class StaticDecoder:
     """The fixed buffers of one (rows, columns, steps, sampling) shape, with a graph per bucket."""
 
@@ -217,7 +137,7 @@ class StaticDecoder:
         """Every buffer but the key-value cache: the rows' tokens, positions, numbers and logits."""
         import torch
 
-        self.body = _body(lm)
+        self.body = body_of(lm)
         self.heads, self.kv_heads, self.layers, self.dim = (self.body.heads, self.body.kv_heads, self.body.layers,
                                                             self.body.dim)
         self.groups = self.heads // self.kv_heads   # query heads per key-value head
@@ -438,7 +358,7 @@ def _decoder(lm, rows: int, columns: int, steps: int, settings: SamplingSettings
     key = (rows, *shape)
     cuda = str(device).startswith("cuda")
     cells = (rows // n) * (columns + n * steps) if n else rows * columns   # cached positions per layer
-    body = _body(lm)
+    body = body_of(lm)
     need = 2 * body.layers * cells * body.kv_heads * body.dim * torch.empty((), dtype=dtype).element_size()
     limit = CACHE_SHARE * torch.cuda.get_device_properties(device).total_memory if cuda else None
     if limit is not None and need > limit:

@@ -2,13 +2,15 @@
 
     python benchmarks/static_decode_check.py            # on a GPU: dynamic, static and graph
     python benchmarks/static_decode_check.py --device cpu --layers 2 --width 128
+    python benchmarks/static_decode_check.py --family llama   # a Llama: rotary positions, grouped heads
 
-A gpt2-medium-shaped model with random weights samples ten candidates for each of 16 random
+A gpt2-medium-shaped model (or, with --family llama, a Llama of the same width with four query
+heads per key-value head) with random weights samples ten candidates for each of 16 random
 prompts; each row prints the share of candidates whose tokens are the same under two decode
-steps (the static step also with `rewrite.prompt_cache: shared`), and the mean index of the first token where they part. `--peaky` scales the embedding
-(tied to the LM head), so the next-token distributions are as sharp as a trained model's instead
-of nearly flat; rounding then rarely changes a draw. TF32 is off, so fp32 rows compare exact
-arithmetic orders only.
+steps (the static step also with `rewrite.prompt_cache: shared`), and the mean index of the
+first token where they part. `--peaky` scales the embedding (tied to the LM head), so the
+next-token distributions are as sharp as a trained model's instead of nearly flat; rounding then
+rarely changes a draw. TF32 is off, so fp32 rows compare exact arithmetic orders only.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda or cpu (graph rows need cuda)")
+    parser.add_argument("--family", choices=("gpt2", "llama"), default="gpt2")
     parser.add_argument("--layers", type=int, default=24)
     parser.add_argument("--width", type=int, default=1024, help="hidden size (heads: width / 64)")
     parser.add_argument("--new-tokens", type=int, default=48)
@@ -51,7 +54,7 @@ def first_difference(out: dict, a: str, b: str, length: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     """Print one JSON line per precision, sharpness and top-k."""
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
 
     from rrt.modelling.sampling import SamplingSettings, sample_candidates
 
@@ -61,8 +64,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    config = GPT2Config(vocab_size=8000, n_layer=args.layers, n_head=max(1, args.width // 64), n_embd=args.width,
-                        n_positions=1024)
+    heads = max(1, args.width // 64)
+    if args.family == "gpt2":
+        config = GPT2Config(vocab_size=8000, n_layer=args.layers, n_head=heads, n_embd=args.width, n_positions=1024)
+    else:
+        config = LlamaConfig(vocab_size=8000, num_hidden_layers=args.layers, hidden_size=args.width,
+                             intermediate_size=args.width * 8 // 3, num_attention_heads=heads,
+                             num_key_value_heads=heads // 4 if heads % 4 == 0 else heads,
+                             max_position_embeddings=1024, tie_word_embeddings=True)
     draw = torch.Generator().manual_seed(0)
     prompts = [torch.randint(10, 7990, (int(torch.randint(60, 200, (1,), generator=draw)),), generator=draw).tolist()
                for _ in range(16)]
@@ -74,9 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         for peaky in (float(p) for p in args.peaky.split(",")):
             for top_k in (40, 1):
                 torch.manual_seed(1)
-                lm = GPT2LMHeadModel(config).eval()
+                lm = AutoModelForCausalLM.from_config(config).eval()
                 with torch.no_grad():
-                    lm.transformer.wte.weight.mul_(peaky)
+                    lm.get_input_embeddings().weight.mul_(peaky)   # tied to the LM head
                 lm = lm.to(args.device, getattr(torch, dtype))
                 settings = SamplingSettings(top_k=top_k, top_p=1.0, temperature=1.0, candidates=10,
                                             max_new_tokens=args.new_tokens)
@@ -84,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                     out = {name: sample_candidates(lm, prompts, list(range(len(prompts))), set(), 0, settings,
                                                    device=args.device, step=step, prompt_cache=cache)
                            for name, (step, cache) in ways.items()}
-                row = {"dtype": dtype, "peaky": peaky, "top_k": top_k,
+                row = {"family": args.family, "dtype": dtype, "peaky": peaky, "top_k": top_k,
                        "static = dynamic": agreement(out, "static", "dynamic"),
                        "static = dynamic, first 8": agreement(out, "static", "dynamic", 8),
                        "first differing token": first_difference(out, "static", "dynamic", args.new_tokens),

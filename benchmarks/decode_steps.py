@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 from rewrite_throughput import load_inputs  # noqa: E402
 from rrt.config import load_settings  # noqa: E402
 from rrt.modelling.loading import build_rewriter  # noqa: E402
+from rrt.modelling import static_decode  # noqa: E402
 from rrt.modelling.scheduler import rewrite_all  # noqa: E402
 
 # way: (rewrite.decode_step, rewrite.prompt_cache)
@@ -46,6 +47,8 @@ def main() -> None:
     parser.add_argument("--recipes", type=int, default=16, help="recipes to rewrite")
     parser.add_argument("--slots", type=int, help="recipes in flight (default: rewrite.batch_recipes)")
     parser.add_argument("--rounds", type=int, default=3, help="timed runs of each way, in turns")
+    parser.add_argument("--constrained", action="store_true",
+                        help="constrained decoding (the guard checks each drawn token), as the job's --constrained")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (CPU)")
     parser.add_argument("--device", default="cpu", choices=sorted(DEFAULT_WAYS))
     parser.add_argument("--ways", help=f"comma list of: {', '.join(WAYS)} (graph: CUDA only; default: "
@@ -66,12 +69,16 @@ def main() -> None:
         """Seconds, records and engine counts of one rewrite of every task this way."""
         step, cache = WAYS[way]
         rewriter = build_rewriter(model, {**settings, "decode_step": step, "prompt_cache": cache},
-                                  settings["candidates"], constrained=False)
+                                  settings["candidates"], constrained=args.constrained)
         started = time.perf_counter()
         records = rewrite_all(rewriter, tasks, slots)
         return time.perf_counter() - started, records, rewriter.stats
 
-    first = {way: run(way)[1] for way in ways}   # untimed: each way's first shapes and kernels
+    first, counts = {}, {}
+    for way in ways:   # untimed: each way's first shapes and kernels (and what the static cache counted)
+        before = dict(static_decode.STATS)
+        first[way] = run(way)[1]
+        counts[way] = {k: v - before[k] for k, v in static_decode.STATS.items() if v != before[k]}
     times: dict[str, list[float]] = {way: [] for way in ways}
     stats: dict[str, dict] = {}
     for _ in range(args.rounds):
@@ -85,8 +92,8 @@ def main() -> None:
         speed[way] = steps / median
         print(json.dumps({"way": way, "recipes": len(tasks), "steps": steps, "slots": slots,
                           "seconds": [round(t, 2) for t in times[way]], "steps_per_s": round(speed[way], 3),
-                          "sampling_s": round(stats[way]["sampling_s"], 2),
-                          "same_records_as_dynamic": first[way] == first["dynamic"],
+                          "sampling_s": round(stats[way]["sampling_s"], 2), "static_decode": counts[way],
+                          "same_records_as_dynamic": first[way] == first["dynamic"], "constrained": args.constrained,
                           "model": args.model, "device": args.device, "threads": args.threads}), flush=True)
     best = max((w for w in ways if w != "dynamic"), key=lambda w: speed[w], default=None)
     if best:

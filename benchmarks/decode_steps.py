@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
-from rewrite_throughput import load_inputs  # noqa: E402
+from rewrite_throughput import input_arguments, load_inputs  # noqa: E402
 from rrt.config import load_settings  # noqa: E402
 from rrt.modelling.loading import build_rewriter  # noqa: E402
 from rrt.modelling import static_decode  # noqa: E402
@@ -40,16 +40,11 @@ DEFAULT_WAYS = {"cpu": "dynamic,static,static-shared", "cuda": "dynamic,graph,gr
 def main() -> None:
     """Time each decode step on the same recipes; print a JSON line each and the ratio last."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=os.path.join(ROOT, "out", "demo", "contextual_rule", "model"),
-                        help="a trained step-by-step model folder (default: the make demo one)")
-    parser.add_argument("--data", default=os.path.join(ROOT, "out", "demo", "prepared"),
-                        help="prepare_data output folder whose test recipes are rewritten")
-    parser.add_argument("--recipes", type=int, default=16, help="recipes to rewrite")
+    input_arguments(parser, 16, os.path.join(ROOT, "out", "demo", "contextual_rule", "model"))
     parser.add_argument("--slots", type=int, help="recipes in flight (default: rewrite.batch_recipes)")
     parser.add_argument("--rounds", type=int, default=3, help="timed runs of each way, in turns")
     parser.add_argument("--constrained", action="store_true",
                         help="constrained decoding (the guard checks each drawn token), as the job's --constrained")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads (CPU)")
     parser.add_argument("--device", default="cpu", choices=sorted(DEFAULT_WAYS))
     parser.add_argument("--ways", help=f"comma list of: {', '.join(WAYS)} (graph: CUDA only; default: "
                                        f"{DEFAULT_WAYS['cpu']} on cpu, {DEFAULT_WAYS['cuda']} on cuda)")

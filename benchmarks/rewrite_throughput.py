@@ -44,6 +44,15 @@ def load_tasks(data: str, count: int) -> list[RewriteTask]:
             for sid, c in keys if sid in recipes]
 
 
+def input_arguments(parser: argparse.ArgumentParser, recipes: int, model: str) -> None:
+    """The flags `load_inputs` reads: --model (default `model`), --data, --recipes, --threads."""
+    parser.add_argument("--model", default=model, help="a trained step-by-step model folder (default: the make demo one)")
+    parser.add_argument("--data", default=os.path.join(ROOT, "out", "demo", "prepared"),
+                        help="prepare_data output folder whose test recipes are rewritten")
+    parser.add_argument("--recipes", type=int, default=recipes, help="recipes to rewrite")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (CPU)")
+
+
 def load_inputs(args):
     """The model (`args.model` on `args.device`, `args.threads` torch threads) and the first
     `args.recipes` test recipes of `args.data`; a one-line exit when either is missing."""
@@ -100,12 +109,7 @@ def straightforward(rewriter: Rewriter, tasks: list[RewriteTask], stops: list[in
 def main() -> None:
     """Time both ways on the same recipes; print one JSON line each and the ratio last."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=os.path.join(ROOT, "out", "demo", "contextual", "model"),
-                        help="a trained step-by-step model folder (default: the make demo one)")
-    parser.add_argument("--data", default=os.path.join(ROOT, "out", "demo", "prepared"),
-                        help="prepare_data output folder")
-    parser.add_argument("--recipes", type=int, default=24, help="recipes to rewrite")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads (CPU)")
+    input_arguments(parser, 24, os.path.join(ROOT, "out", "demo", "contextual", "model"))
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--use-gpu", action="store_true", help="both engines on the GPU (--device cuda)")
     parser.add_argument("--decode", choices=("host", "device"),

@@ -1,7 +1,7 @@
 """Serve throughput: the rewriter service with request batching on, against batch size 1.
 
     python benchmarks/serve_throughput.py                          # a tiny random-weight model
-    python benchmarks/serve_throughput.py --model out/demo/contextual/model --requests 400
+    python benchmarks/serve_throughput.py --model out/demo/contextual_rule/model --requests 400
     python benchmarks/serve_throughput.py --recipes ../shared/data/web_recipes/recipes.jsonl --requests 120
     python benchmarks/serve_throughput.py --model M --use-gpu --prompt-cache shared          # target 5x
 

@@ -3,8 +3,8 @@
 # DeepSpeed and the packages it imports, copied from a local site-packages into .gpu/site
 # (git-ignored), with pydantic-core (the one compiled dependency) downloaded for the target
 # machine's Python; and cut-cross-entropy and liger-kernel (pure Python; their kernels need the
-# GPU's triton) for the --fused-ce rows. When ../shared/data is beside the checkout, 64 of its real web recipes
-# go to .gpu/recipes.jsonl for the batching rows (gpu_next.sh uses them).
+# GPU's triton) for the --fused-ce rows. When ../shared/data is beside the checkout, its real web recipes
+# go to .gpu/recipes.jsonl for the training and batching rows (gpu_next.sh uses them).
 #
 #   sh benchmarks/carry_packages.sh .venv/lib/python3.11/site-packages 3.12
 #   # on the GPU machine, from the repo root:
@@ -41,6 +41,6 @@ rm -rf "$WHEELS"
 find "$OUT" -name __pycache__ -type d -prune -exec rm -rf {} +
 REAL="$ROOT/../shared/data/web_recipes/recipes.jsonl"
 if [ -f "$REAL" ]; then
-  head -n 64 "$REAL" > "$ROOT/.gpu/recipes.jsonl"
+  cp "$REAL" "$ROOT/.gpu/recipes.jsonl"
 fi
 du -sh "$ROOT/.gpu"

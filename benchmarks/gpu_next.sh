@@ -5,7 +5,8 @@
 #      copied and the shared prompt cache, a token check, then the service's batching rows (one
 #      recipe at a time, whole batches, continuous through 8 and 32 slots) with the faster cache,
 #      on real recipes when .gpu/recipes.jsonl is there.
-#   2. Training at micro-batch 128: the padded baseline (rerun), packed + compile (the 36.5% MFU
+#   2. Training at micro-batch 128, on the real recipes' Contextual texts when .gpu/recipes.jsonl is
+#      there (else the bundled sample's): the padded baseline (rerun), packed + compile (the 36.5% MFU
 #      row), then variable-length attention in rows twice the block (micro-batch 64), the fused
 #      linear cross-entropy of cut-cross-entropy and of liger-kernel, the wide varlen rows with
 #      cut-cross-entropy's loss (both at once), and variable-length attention in rows of the block.
@@ -33,6 +34,6 @@ fi
 set -- --sections rewrite,train,llama --rewrite-modes graph,graph-shared --train-rows padded,compile,varlen-wide,combined,varlen --fused-ce cce,liger \
     --slots 8,32 --micro-batch 128 --engines "" --budget-s 520 --out "$DEST/gpu_next.jsonl" "$@"
 if [ -f .gpu/recipes.jsonl ]; then
-    set -- --serve-recipes-file .gpu/recipes.jsonl "$@"
+    set -- --serve-recipes-file .gpu/recipes.jsonl --train-recipes-file .gpu/recipes.jsonl "$@"
 fi
 exec "$PYTHON" benchmarks/gpu_speed.py "$@"

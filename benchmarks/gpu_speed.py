@@ -5,7 +5,8 @@
     python benchmarks/gpu_speed.py --model-shape tiny --device cpu --budget-s 150 --out /tmp/g.jsonl   # try it
     sh benchmarks/gpu_next.sh results/  # the rows RESULTS.md still lacks, one call of about 9 minutes
 
-Needs no network and no Ray: the data are the bundled sample recipes (data/sample), made into
+Needs no network and no Ray: the data are the bundled sample recipes (data/sample), or for the
+training rows --train-recipes-file (real recipes: their lengths set the padding), made into
 Contextual training texts with the substitution guide as the target (real steps, the real
 format, block 256) and tokenized by a BPE tokenizer trained on them; the model is the
 gpt2-medium shape with random weights and GPT-2's vocabulary plus ours (speed does not depend
@@ -146,10 +147,11 @@ def release(device) -> None:
         torch.cuda.empty_cache()
 
 
-def sample_recipes() -> list[dict]:
-    """The bundled sample recipes (read directly: the loaders' cleaning needs packages the GPU lacks)."""
-    with open(os.path.join(ROOT, "data", "sample", "recipes.jsonl"), encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+def read_recipes(path: str | None = None) -> list[dict]:
+    """JSON-lines recipes with steps, by default the bundled sample (read directly: the loaders'
+    cleaning needs packages the GPU lacks)."""
+    with open(path or os.path.join(ROOT, "data", "sample", "recipes.jsonl"), encoding="utf-8") as handle:
+        return [r for r in (json.loads(line) for line in handle if line.strip()) if r.get("steps")]
 
 
 def broken_constraints(recipe: dict) -> list[str]:
@@ -523,10 +525,8 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
     tasks = [RewriteTask(r["id"], broken_constraints(r)[:1] or ["vegan"], r, seed=13) for r in recipes]
     serve_tasks = tasks
     if args.serve_recipes_file:   # real recipes, whose step counts vary as users' do
-        with open(args.serve_recipes_file, encoding="utf-8") as handle:
-            rows = [json.loads(line) for line in handle if line.strip()]
         serve_tasks = [RewriteTask(r["id"], broken_constraints(r)[:1] or ["vegan"], r, seed=13)
-                       for r in rows if r.get("steps")]
+                       for r in read_recipes(args.serve_recipes_file)]
     tasks = tasks[:args.generate_recipes if llama else args.recipes]   # llama: the growing cache is slow
     settings = SamplingSettings(top_k=40, top_p=1.0, temperature=1.0, candidates=10, max_new_tokens=64)
     # Each engine row of ours (REWRITE_MODES), graph only where CUDA is.
@@ -804,6 +804,9 @@ def main() -> None:
                              "fastest way measured)")
     parser.add_argument("--serve-recipes-file", help="JSON-lines recipes for the batching rows (default: the "
                                                      "bundled sample), e.g. ../shared/data/web_recipes/recipes.jsonl")
+    parser.add_argument("--train-recipes-file", help="JSON-lines recipes whose Contextual texts the training rows "
+                                                     "train on (default: the bundled sample), e.g. "
+                                                     "../shared/data/web_recipes/recipes.jsonl")
     parser.add_argument("--slots", default="8", type=counts,
                         help="comma list: recipes in the continuous batch at most (serve.batch.max_batch_size), "
                              "a row each; the first is also the whole batches' size")
@@ -844,11 +847,14 @@ def main() -> None:
     results.add({"section": "meta", "row": "versions", "torch": torch.__version__,
                  "transformers": transformers.__version__, "python": sys.version.split()[0],
                  "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu"})
-    recipes = sample_recipes()
-    texts = contextual_texts(recipes)
+    recipes = read_recipes()
+    # The training texts: the sample's, or real recipes' (their lengths, so their padding, are users').
+    train_recipes = read_recipes(args.train_recipes_file) if args.train_recipes_file else recipes
+    texts = contextual_texts(train_recipes)
     tokenizer = train_tiny_tokenizer(texts, 8000)
     rows = token_rows(texts, tokenizer)
-    results.add({"section": "meta", "row": "data", "texts": len(texts), "examples": len(rows),
+    results.add({"section": "meta", "row": "data", "train_recipes": args.train_recipes_file or "data/sample",
+                 "recipes": len(train_recipes), "texts": len(texts), "examples": len(rows),
                  "mean_tokens": round(sum(len(ids) for ids, _ in rows) / len(rows), 1), "block": BLOCK})
     config = model_config(args.model_shape, tokenizer)
     sections = set(args.sections.split(",")) - {"llama"}

@@ -30,19 +30,15 @@ def main() -> None:
     import numpy as np
     import pyarrow as pa
 
-    from gpu_speed import contextual_texts, sample_recipes
+    from gpu_speed import contextual_texts, read_recipes
     from rrt.modelling.batching import tokenize_table
     from rrt.modelling.models import train_tiny_tokenizer
     from rrt.modelling.packing import pack_rows
 
-    if args.recipes:
-        if not os.path.exists(args.recipes):
-            sys.exit(f"packing_padding: error: no such file: {args.recipes}")
-        with open(args.recipes, encoding="utf-8") as handle:
-            recipes = [json.loads(line) for line in handle if line.strip()][:args.limit]
-    else:
-        recipes = sample_recipes()[:args.limit]
-    texts = contextual_texts([r for r in recipes if r.get("steps")])
+    if args.recipes and not os.path.exists(args.recipes):
+        sys.exit(f"packing_padding: error: no such file: {args.recipes}")
+    recipes = read_recipes(args.recipes)[:args.limit]
+    texts = contextual_texts(recipes)
     tokenizer = train_tiny_tokenizer(texts, 8000)
     table = tokenize_table(pa.table({"text": texts}), tokenizer.backend_tokenizer.to_str(), "contextual", args.block)
     lengths = [n for n in table.column("length").to_pylist() if n]

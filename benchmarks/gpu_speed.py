@@ -67,7 +67,7 @@ import numpy as np  # noqa: E402
 
 from rrt.modelling.kernels import attention_implementation, compile_model  # noqa: E402
 from rrt.modelling.models import fused_gelu, special_tokens  # noqa: E402
-from rrt.modelling.speed import estimate_mfu, gpu_peak_flops  # noqa: E402
+from rrt.modelling.speed import attention_flops_per_token, estimate_mfu, gpu_peak_flops  # noqa: E402
 from testing.timing import autocast_step, scheme_batches, sync  # noqa: E402
 
 TODAY_BEST = 73_134        # useful tokens/s: our engine at micro-batch 64 on an H100 (benchmarks/RESULTS.md)
@@ -383,6 +383,7 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
     cuda = device.type == "cuda"
     name = torch.cuda.get_device_name() if cuda else "cpu"
     peak = gpu_peak_flops(name) or 0.0
+    attention_flops = attention_flops_per_token(config.n_layer, config.n_embd, BLOCK)
     speeds: dict[str, float] = {}
 
     def run(label: str, kind: str, micro: int, attention: str | None, fused: bool, compiled: bool,
@@ -439,6 +440,9 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
                      "useful_tokens_per_s": round(speed), "padding_fraction": round(1 - real / sum(
                          b.total_tokens for b in batches), 3),
                      "mfu": round(estimate_mfu(parameters, speed, peak), 4) if peak else None,
+                     # nanoGPT's and PaLM's count, which adds attention's products at the block's context.
+                     "mfu_with_attention": round(estimate_mfu(parameters, speed, peak, extra_flops=attention_flops), 4)
+                     if peak else None,
                      "peak_memory_gb": round(torch.cuda.max_memory_allocated() / 2 ** 30, 1) if cuda else None,
                      "vs_padded": round(speed / speeds["padded"], 2) if "padded" in speeds else None,
                      "vs_73134": round(speed / TODAY_BEST, 2)})
@@ -779,6 +783,8 @@ def table(results: Results) -> str:
         speed = r.get("useful_tokens_per_s", r.get("steps_per_s", ""))
         size = (f"{r['batches']} x{r['micro_batch']}" if "batches" in r else r.get("recipes", ""))
         mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else ""
+        if r.get("mfu_with_attention") is not None:
+            mfu += f" ({100 * r['mfu_with_attention']:.1f}% with attention)"
         memory = f"{r['peak_memory_gb']} GB" if r.get("peak_memory_gb") is not None else ""
         lines.append(f"| {r['section']} | {r['row']} | {size} | {speed} | {mfu} | {memory} | "
                      f"{r.get('vs_padded') or ''} | {r.get('vs_73134') or ''} | {note} |")

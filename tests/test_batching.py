@@ -12,7 +12,7 @@ from rrt.config import load_settings
 from rrt.corpus.formats import contextual, no_source
 from rrt.modelling.models import build_model, special_tokens, train_tiny_tokenizer
 from rrt.modelling.optim import deepspeed_config, lr_factor, resolve_precision
-from rrt.modelling.speed import estimate_mfu, gpu_peak_flops
+from rrt.modelling.speed import attention_flops_per_token, estimate_mfu, gpu_peak_flops
 
 TITLE, INGS = "Hot Cocoa", ["2 cups milk", "3 tbsp cocoa", "2 tbsp sugar"]
 SOURCE = ["Warm the milk in a pan.", "Whisk in the cocoa and sugar.", "Pour into mugs and serve."]
@@ -128,6 +128,11 @@ def test_mfu_formula():
     # Freezing: the forward runs every weight, the backward only the trained ones (2N + 4T).
     assert estimate_mfu(1_000_000, 1000.0, 6e9, trainable=250_000, method="freeze") == pytest.approx(0.5)
     assert estimate_mfu(1_000_000, 1000.0, 6e9, trainable=10_000, method="lora") == pytest.approx(4 / 6)
+    # PaLM's count adds attention's products: gpt2-medium at a 256-token context, 3.5% more than 6N.
+    attention = attention_flops_per_token(24, 1024, 256)
+    assert attention == 12 * 24 * 1024 * 256
+    assert estimate_mfu(354_862_080, 1000.0, 1e12, extra_flops=attention) / estimate_mfu(354_862_080, 1000.0, 1e12) \
+        == pytest.approx(1.0355, abs=1e-4)
     assert gpu_peak_flops("Tesla V100-SXM2-16GB") == 125e12 and gpu_peak_flops("NVIDIA H200") == 989e12
     assert gpu_peak_flops("Some CPU") is None
 

@@ -18,10 +18,17 @@ def flops_per_token(parameters: int, trainable: int | None = None, method: str =
     return 2.0 * parameters + 4.0 * trainable
 
 
+def attention_flops_per_token(layers: int, width: int, context: int) -> float:
+    """Training FLOPs per token of attention's score and weighted-sum products, which no weight
+    counts: 12 x layers x width x context (PaLM's MFU count, which nanoGPT's figures use)."""
+    return 12.0 * layers * width * context
+
+
 def estimate_mfu(parameters: int, tokens_per_s: float, peak_flops: float, trainable: int | None = None,
-                 method: str = "full") -> float:
-    """Model FLOPs utilisation: training FLOPs per token x tokens per second over the hardware peak."""
-    flops = flops_per_token(parameters, trainable, method)
+                 method: str = "full", extra_flops: float = 0.0) -> float:
+    """Model FLOPs utilisation: training FLOPs per token (the weights' and `extra_flops`, such as
+    attention's) x tokens per second over the hardware peak."""
+    flops = flops_per_token(parameters, trainable, method) + extra_flops
     return flops * tokens_per_s / peak_flops if peak_flops > 0 else 0.0
 
 

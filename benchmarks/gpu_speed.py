@@ -843,6 +843,9 @@ def main() -> None:
     parser.add_argument("--no-deepspeed", action="store_true",
                         help="skip the engine rows (as if DeepSpeed were absent)")
     args = parser.parse_args()
+    for path in (args.train_recipes_file, args.serve_recipes_file):
+        if path and not os.path.isfile(path):
+            parser.error(f"no such recipes file: {path}")
     import torch
     import transformers
 

@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pyarrow as pa  # noqa: E402
 
-from runtime.cluster import start_ray  # noqa: E402
+from runtime.cluster import bundle, ensure_room, start_ray  # noqa: E402
 from runtime.parquet import parquet_files  # noqa: E402
 from runtime.runs import JobError, write_json_atomic  # noqa: E402
 from rrt.config import ConfigError, load_settings  # noqa: E402
@@ -276,6 +276,13 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 - Ray's own start-up failures (e.g. timeouts) as one line
         print(f"evaluate: error: could not start or join Ray: {str(err).splitlines()[0]}", file=sys.stderr)
         return 1
+    try:
+        # The scoring pool runs on the actors that fit, so one is enough to start.
+        ensure_room("scoring actor", "evaluate.scorers, evaluate.cpus_per_scorer, evaluate.use_gpu", settings["scorers"],
+                    bundle(settings["cpus_per_scorer"], settings["use_gpu"]), needed=1)
+    except JobError as err:
+        print(f"evaluate: error: {err}", file=sys.stderr)
+        return 2
     ray_s = time.perf_counter() - started
     vocabulary, origin = build_vocabulary(ray.data, settings)
     vocab_s = time.perf_counter() - started - ray_s

@@ -42,7 +42,7 @@ import pyarrow.dataset as pads
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from runtime.cluster import start_ray  # noqa: E402
+from runtime.cluster import bundle, ensure_room, start_ray  # noqa: E402
 from runtime.parquet import count_rows, parquet_files  # noqa: E402
 from runtime.runs import JobError, claim_output, read_manifest, write_json_atomic  # noqa: E402
 from rrt.config import ConfigError, load_settings  # noqa: E402
@@ -319,6 +319,11 @@ def run(settings: dict, overwrite: bool) -> dict:
     if settings["system"] == COPY:
         # Before the folder is claimed, so a corrected rerun just works.
         check_copy_models(settings["model"], [t["constraints"][0] for t in tasks])
+    if SYSTEMS.get(settings["system"], "model") is not None and tasks:
+        # The actor pool runs on the actors that fit, so one is enough to start.
+        ensure_room("rewriter actor", "rewrite.actors, rewrite.cpus_per_actor, rewrite.use_gpu",
+                    min(settings["actors"], len(tasks)), bundle(settings["cpus_per_actor"], settings["use_gpu"]),
+                    needed=1)
     resumed = claim_output(settings["output"], "rewrite", fingerprint(settings), settings, overwrite)
     planned = time.perf_counter()
     warning = dropped_warning(missing)

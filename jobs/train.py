@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pyarrow.dataset as pads  # noqa: E402
 
-from runtime.cluster import allocator_env, start_ray  # noqa: E402
+from runtime.cluster import allocator_env, bundle, ensure_room, start_ray  # noqa: E402
 from runtime.parquet import count_rows, parquet_files  # noqa: E402
 from runtime.runs import JobError, claim_output, read_jsonl, write_json_atomic  # noqa: E402
 from rrt.modelling import finetune  # noqa: E402
@@ -375,12 +375,15 @@ def run(settings: dict, resume: bool, overwrite: bool) -> dict:
     plan_steps(settings, train_rows)
     # A bad model name is reported before the run folder is claimed.
     tokenizer = prepare_tokenizer(settings) if not overwrite else None
-    claim_output(settings["output"], "train", run_id, settings, overwrite, resume)
-    tokenizer = tokenizer or prepare_tokenizer(settings)
-    tokenizer.save_pretrained(os.path.join(settings["output"], "tokenizer"))
-    config = worker_config(settings, tokenizer, train_rows, run_id)
     started_ray = start_ray(settings["ray"])
     try:
+        # Ray Train starts only with every worker placed; a shortfall is told before the folder is claimed.
+        ensure_room("training worker", "train.num_workers, train.cpus_per_worker, train.use_gpu",
+                    settings["num_workers"], bundle(settings["cpus_per_worker"], settings["use_gpu"]))
+        claim_output(settings["output"], "train", run_id, settings, overwrite, resume)
+        tokenizer = tokenizer or prepare_tokenizer(settings)
+        tokenizer.save_pretrained(os.path.join(settings["output"], "tokenizer"))
+        config = worker_config(settings, tokenizer, train_rows, run_id)
         return fit(settings, config, train_rows, tokenizer.backend_tokenizer.to_str())
     finally:
         if started_ray:

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import ctypes.util
 import os
+import sys
+
+from runtime.runs import JobError
 
 # Allocators a job can preload into its Ray workers, by the library name the loader looks up.
 ALLOCATORS = {"tcmalloc": "tcmalloc_minimal", "system": None}
+# Whether this process started the Ray it runs on (a local Ray keeps its size; a cluster may grow).
+_STARTED = {"local": False}
 
 
 def start_ray(ray_settings: dict) -> bool:
@@ -22,7 +27,64 @@ def start_ray(ray_settings: dict) -> bool:
     if not address:
         local["runtime_env"] = {"worker_process_setup_hook": quiet_local_ray}
     ray.init(address=address, include_dashboard=False, **local)
+    _STARTED["local"] = not address
     return not address
+
+
+def unplaced(nodes: list[dict[str, float]], bundles: int, each: dict[str, float]) -> int:
+    """How many of `bundles` bundles of `each` resources find no room on `nodes` (each node's
+    total resources), a bundle on one node, first fit."""
+    free = [dict(node) for node in nodes]
+    wanted = {key: value for key, value in each.items() if value > 0}
+    missing = 0
+    for _ in range(bundles):
+        node = next((n for n in free if all(n.get(key, 0.0) >= value - 1e-9 for key, value in wanted.items())), None)
+        if node is None:
+            missing += 1
+            continue
+        for key, value in wanted.items():
+            node[key] -= value
+    return missing
+
+
+def describe(resources: dict[str, float]) -> str:
+    """`1 GPU and 8 CPUs`: resources as words, GPUs first."""
+    def amount(value: float) -> str:
+        return f"{value:g}"
+
+    parts = [f"{amount(resources.get(key, 0.0))} {key}{'' if resources.get(key, 0.0) == 1 else 's'}"
+             for key in ("GPU", "CPU") if key in resources]
+    return " and ".join(parts)
+
+
+def bundle(cpus: float, gpus: float = 0.0) -> dict[str, float]:
+    """One worker's or actor's resources; GPUs only when asked."""
+    return {"CPU": float(cpus), **({"GPU": float(gpus)} if gpus else {})}
+
+
+JOIN = "ask for less, or join a cluster that has them (RAY_ADDRESS or ray.address)"
+
+
+def ensure_room(noun: str, settings: str, bundles: int, each: dict[str, float], needed: int | None = None,
+                remedy: str = JOIN) -> None:
+    """Check that the running Ray can place `needed` (default: all) of `bundles` bundles of `each`,
+    named by `noun` and the `settings` that ask for them. A Ray this process started keeps its
+    size, so a shortfall is a JobError; a joined cluster may add nodes, so there it is one warning
+    line and the job waits."""
+    import ray
+
+    local = _STARTED["local"] and ray.is_initialized()
+
+    nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
+    placed = bundles - unplaced(nodes, bundles, each)
+    if placed >= (bundles if needed is None else needed):
+        return
+    has = describe({key: sum(node.get(key, 0.0) for node in nodes) for key in each})
+    asked = f"{bundles} {noun}{'' if bundles == 1 else 's'} of {describe(each)} each ({settings})"
+    if local:
+        raise JobError(f"{asked} cannot start on this machine's Ray, which has {has} in all: {remedy}")
+    print(f"warning: {asked} cannot start on the Ray cluster now, which has {has} in all; the job waits for "
+          f"nodes to be added", file=sys.stderr, flush=True)
 
 
 def start_local_ray(ray_settings: dict) -> None:
@@ -32,6 +94,7 @@ def start_local_ray(ray_settings: dict) -> None:
     # address="local" starts a new Ray: without it, ray.init joins the latest `ray start` cluster.
     ray.init(address="local", include_dashboard=False, num_cpus=ray_settings["num_cpus"],
              object_store_memory=ray_settings["object_store_memory"])
+    _STARTED["local"] = True
 
 
 def quiet_local_ray() -> None:

@@ -31,7 +31,8 @@ from starlette.exceptions import HTTPException
 
 from rrt.config import ConfigError, Settings, load_settings
 from rrt.recipes.lexicon import CONSTRAINTS
-from runtime.cluster import start_local_ray
+from runtime.cluster import bundle, ensure_room, start_local_ray
+from runtime.runs import JobError
 from serve.schema import ApiError, Limits, RewriteRequest, parse_request, read_body, response
 
 PAGE = Path(__file__).with_name("page.html")
@@ -392,6 +393,16 @@ def run(model: str, port: int | None = None, host: str | None = None, config: st
         print(f"rrt serve: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
     start_local_ray(ray_settings)
+    try:
+        # Serve starts only with its first replicas placed; this Ray is the service's own and never grows.
+        ensure_room("rewriter replica", "serve.autoscaling.min_replicas, serve.cpus_per_replica, serve.num_gpus",
+                    int(settings["autoscaling"]["min_replicas"]),
+                    bundle(settings["cpus_per_replica"], settings["num_gpus"]),
+                    remedy="ask for less, or deploy on a cluster that has them (serve deploy serve/config.yaml)")
+    except JobError as err:
+        ray.shutdown()
+        print(f"rrt serve: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     # SIGTERM (a supervisor, `kill`) stops as cleanly as Ctrl-C: no Ray process is left behind.
     # SIGINT is handled explicitly too: a shell starts background jobs with it ignored, and
     # `kill -INT` must still stop the service.

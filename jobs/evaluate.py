@@ -278,8 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         # The scoring pool runs on the actors that fit, so one is enough to start.
-        ensure_room("scoring actor", "evaluate.scorers, evaluate.cpus_per_scorer, evaluate.use_gpu", settings["scorers"],
-                    bundle(settings["cpus_per_scorer"], settings["use_gpu"]), needed=1)
+        ensure_room("scoring actor", "evaluate.scorers, evaluate.cpus_per_scorer, evaluate.use_gpu",
+                    settings["scorers"], bundle(settings["cpus_per_scorer"], settings["use_gpu"]), needed=1)
     except JobError as err:
         print(f"evaluate: error: {err}", file=sys.stderr)
         return 2

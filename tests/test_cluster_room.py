@@ -79,6 +79,22 @@ def test_training_that_asks_for_gpus_its_ray_lacks_is_one_line_and_claims_nothin
     assert not (tmp_path / "out").exists()   # nothing claimed: the corrected rerun just works
 
 
+@pytest.mark.timeout(120)   # without the check, the scoring pool would wait for the GPUs for ever
+def test_evaluation_that_asks_for_gpus_its_ray_lacks_is_one_line(own_ray, tmp_path, capsys):
+    from jobs.evaluate import main
+    from test_evaluate import contextual_records, write_run
+    from test_metrics import export_tiny_lm
+
+    rewrites = write_run(tmp_path / "contextual", "contextual", True, contextual_records())
+    export_tiny_lm(tmp_path / "lm")
+    capsys.readouterr()
+    code = main(["--rewrites", str(rewrites), "--lm", str(tmp_path / "lm"), "--output", str(tmp_path / "out"),
+                 "--use-gpu"])
+    said = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and said[-1].startswith("evaluate: error: 2 scoring actors of 1 GPU and 1 CPU each"), said
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.timeout(120)
 def test_rrt_serve_with_gpus_its_ray_lacks_is_one_line(own_ray, tmp_path, monkeypatch, capsys):
     import serve.app as app

@@ -12,6 +12,8 @@ from runtime.runs import JobError
 ALLOCATORS = {"tcmalloc": "tcmalloc_minimal", "system": None}
 # Whether this process started the Ray it runs on (a local Ray keeps its size; a cluster may grow).
 _STARTED = {"local": False}
+# What a job whose own Ray is too small can do about it.
+JOIN = "ask for less, or join a cluster that has them (RAY_ADDRESS or ray.address)"
 
 
 def start_ray(ray_settings: dict) -> bool:
@@ -49,20 +51,13 @@ def unplaced(nodes: list[dict[str, float]], bundles: int, each: dict[str, float]
 
 def describe(resources: dict[str, float]) -> str:
     """`1 GPU and 8 CPUs`: resources as words, GPUs first."""
-    def amount(value: float) -> str:
-        return f"{value:g}"
-
-    parts = [f"{amount(resources.get(key, 0.0))} {key}{'' if resources.get(key, 0.0) == 1 else 's'}"
-             for key in ("GPU", "CPU") if key in resources]
-    return " and ".join(parts)
+    return " and ".join(f"{resources[key]:g} {key}{'' if resources[key] == 1 else 's'}"
+                        for key in ("GPU", "CPU") if key in resources)
 
 
 def bundle(cpus: float, gpus: float = 0.0) -> dict[str, float]:
     """One worker's or actor's resources; GPUs only when asked."""
     return {"CPU": float(cpus), **({"GPU": float(gpus)} if gpus else {})}
-
-
-JOIN = "ask for less, or join a cluster that has them (RAY_ADDRESS or ray.address)"
 
 
 def ensure_room(noun: str, settings: str, bundles: int, each: dict[str, float], needed: int | None = None,
@@ -74,7 +69,6 @@ def ensure_room(noun: str, settings: str, bundles: int, each: dict[str, float], 
     import ray
 
     local = _STARTED["local"] and ray.is_initialized()
-
     nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
     placed = bundles - unplaced(nodes, bundles, each)
     if placed >= (bundles if needed is None else needed):

@@ -13,6 +13,7 @@ from runtime.cluster import bundle, describe, ensure_room, unplaced
 from runtime.runs import JobError
 from rrt.config import load_config
 
+
 def test_bundles_are_placed_first_fit_each_on_one_node():
     nodes = [{"CPU": 4.0, "GPU": 1.0}, {"CPU": 4.0}]
     assert unplaced(nodes, 2, bundle(2, 1)) == 1            # one GPU in all

@@ -37,7 +37,7 @@ import pyarrow.dataset as pads  # noqa: E402
 
 from runtime.cluster import allocator_env, bundle, ensure_room, start_ray  # noqa: E402
 from runtime.parquet import count_rows, parquet_files  # noqa: E402
-from runtime.runs import JobError, claim_output, read_jsonl, write_json_atomic  # noqa: E402
+from runtime.runs import JobError, check_claim, claim_output, read_jsonl, write_json_atomic  # noqa: E402
 from rrt.modelling import finetune  # noqa: E402
 from rrt.config import ConfigError, load_settings  # noqa: E402
 from rrt.corpus.formats import VARIANTS  # noqa: E402
@@ -375,6 +375,8 @@ def run(settings: dict, resume: bool, overwrite: bool) -> dict:
     plan_steps(settings, train_rows)
     # A bad model name is reported before the run folder is claimed.
     tokenizer = prepare_tokenizer(settings) if not overwrite else None
+    # A folder that would be refused is told before Ray starts (claim_output judges again below).
+    check_claim(settings["output"], "train", run_id, overwrite, resume)
     started_ray = start_ray(settings["ray"])
     try:
         # Ray Train starts only with every worker placed; a shortfall is told before the folder is claimed.

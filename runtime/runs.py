@@ -143,23 +143,19 @@ def _clear(out: str) -> None:
             os.remove(path)
 
 
-def claim_output(out: str, job: str, fingerprint: str, settings: dict, overwrite: bool,
-                 resume: bool | None = None) -> bool:
-    """Lock and create or resume a run folder of `job`; refuse one that holds anything else.
-    True = resuming.
-
-    resume None resumes a matching run silently; False refuses any earlier run; True needs one.
-    """
+def _check_folder(out: str, job: str, overwrite: bool) -> None:
+    """The refusals told before the lock file is made, so a folder that is not ours is left untouched."""
     if os.path.exists(out) and not os.path.isdir(out):
         raise JobError(f"{out} is a file, not a folder")
     if overwrite:
         check_replaceable(out, job)
     elif _entries(out) and not os.path.exists(os.path.join(out, MANIFEST)):
-        # Checked before the lock file is made, so a folder that is not ours is left untouched.
         raise JobError(f"{out} is not empty and holds no rrt run; choose an empty or new folder")
-    lock_output(out)
-    if overwrite:
-        _clear(out)
+
+
+def _judge_earlier(out: str, job: str, fingerprint: str, resume: bool | None) -> bool:
+    """Whether the run in `out` is to be resumed; a JobError when it may be neither resumed nor
+    started in that folder."""
     earlier = read_manifest(out)
     if earlier is not None:
         if job_of(earlier) not in (job, None):
@@ -172,6 +168,34 @@ def claim_output(out: str, job: str, fingerprint: str, settings: dict, overwrite
         return True
     if resume:
         raise JobError(f"nothing to resume in {out}: it holds no run")
+    return False
+
+
+def check_claim(out: str, job: str, fingerprint: str, overwrite: bool, resume: bool | None = None) -> None:
+    """claim_output's refusals as the folder stands, told without taking or touching it, so a job
+    can say them before a slow start (a Ray to start or join); claim_output judges again under
+    its lock."""
+    _check_folder(out, job, overwrite)
+    if overwrite:
+        if resume:   # what --overwrite clears cannot be resumed
+            raise JobError(f"nothing to resume in {out}: it holds no run")
+        return
+    _judge_earlier(out, job, fingerprint, resume)
+
+
+def claim_output(out: str, job: str, fingerprint: str, settings: dict, overwrite: bool,
+                 resume: bool | None = None) -> bool:
+    """Lock and create or resume a run folder of `job`; refuse one that holds anything else.
+    True = resuming.
+
+    resume None resumes a matching run silently; False refuses any earlier run; True needs one.
+    """
+    _check_folder(out, job, overwrite)
+    lock_output(out)
+    if overwrite:
+        _clear(out)
+    if _judge_earlier(out, job, fingerprint, resume):
+        return True
     write_json_atomic(os.path.join(out, MANIFEST), {"job": job, "fingerprint": fingerprint, "settings": settings,
                                                     "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
     return False

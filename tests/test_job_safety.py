@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from conftest import ROOT, SAMPLE
-from runtime.runs import (LOCK_FILE, JobError, check_replaceable, claim_output, read_jsonl, read_manifest,
-                          write_json_atomic)
+from runtime.runs import (LOCK_FILE, JobError, check_claim, check_replaceable, claim_output, read_jsonl,
+                          read_manifest, write_json_atomic)
 
 
 def manifest(folder) -> dict:
@@ -93,6 +93,31 @@ def test_resuming_into_a_run_of_another_job_is_refused(tmp_path):
     claim_output(str(out), "prepare_data", "same", {}, overwrite=False)
     with pytest.raises(JobError, match="holds a prepare_data run, not a rewrite run"):
         claim_output(str(out), "rewrite", "same", {}, overwrite=False)
+
+
+def test_a_claim_that_would_be_refused_is_told_before_any_start_and_touches_nothing(tmp_path):
+    out = tmp_path / "run"
+    claim_output(str(out), "train", "same", {}, overwrite=False)
+    held = sorted(os.listdir(out))
+    for job, mark, resume, message in [("train", "other", None, "a run with other inputs or settings"),
+                                         ("train", "same", False, "pass --resume to continue it"),
+                                         ("rewrite", "same", None, "holds a train run, not a rewrite run")]:
+        with pytest.raises(JobError, match=message):
+            check_claim(str(out), job, mark, False, resume)
+        with pytest.raises(JobError, match=message):   # claim_output judges alike
+            claim_output(str(out), job, mark, {}, False, resume)
+    check_claim(str(out), "train", "same", False, None)   # the same run resumes
+    check_claim(str(out), "train", "other", True)          # --overwrite replaces a run of the same job
+    assert sorted(os.listdir(out)) == held
+    new = tmp_path / "new"
+    check_claim(str(new), "train", "same", False)
+    with pytest.raises(JobError, match="nothing to resume"):
+        check_claim(str(new), "train", "same", False, True)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("buy flour")
+    with pytest.raises(JobError, match="holds no rrt run"):
+        check_claim(str(tmp_path / "notes"), "train", "same", False)
+    assert not new.exists() and os.listdir(tmp_path / "notes") == ["todo.txt"]
 
 
 def test_a_refused_overwrite_is_one_error_line_and_exit_code_2(tmp_path, capsys):

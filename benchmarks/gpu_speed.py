@@ -526,11 +526,13 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
 
     lm.rrt_live_vocab = len(tokenizer)
     mask_padding_rows(lm)
-    tasks = [RewriteTask(r["id"], broken_constraints(r)[:1] or ["vegan"], r, seed=13) for r in recipes]
-    serve_tasks = tasks
+    def tasks_of(rows: list[dict]) -> list[RewriteTask]:
+        """Each recipe rewritten for the first constraint it breaks (vegan when none)."""
+        return [RewriteTask(r["id"], broken_constraints(r)[:1] or ["vegan"], r, seed=13) for r in rows]
+
+    tasks = serve_tasks = tasks_of(recipes)
     if args.serve_recipes_file:   # real recipes, whose step counts vary as users' do
-        serve_tasks = [RewriteTask(r["id"], broken_constraints(r)[:1] or ["vegan"], r, seed=13)
-                       for r in read_recipes(args.serve_recipes_file)]
+        serve_tasks = tasks_of(read_recipes(args.serve_recipes_file))
     tasks = tasks[:args.generate_recipes if llama else args.recipes]   # llama: the growing cache is slow
     settings = SamplingSettings(top_k=40, top_p=1.0, temperature=1.0, candidates=10, max_new_tokens=64)
     # Each engine row of ours (REWRITE_MODES), graph only where CUDA is.

@@ -319,7 +319,9 @@ def run(settings: dict, overwrite: bool) -> dict:
     if settings["system"] == COPY:
         # Before the folder is claimed, so a corrected rerun just works.
         check_copy_models(settings["model"], [t["constraints"][0] for t in tasks])
-    if SYSTEMS.get(settings["system"], "model") is not None and tasks:
+    # The baselines (SYSTEMS None) rewrite in plain tasks; the rest on a pool of model actors.
+    baseline = SYSTEMS.get(settings["system"], "model") is None
+    if not baseline and tasks:
         # The actor pool runs on the actors that fit, so one is enough to start.
         ensure_room("rewriter actor", "rewrite.actors, rewrite.cpus_per_actor, rewrite.use_gpu",
                     min(settings["actors"], len(tasks)), bundle(settings["cpus_per_actor"], settings["use_gpu"]),
@@ -344,7 +346,7 @@ def run(settings: dict, overwrite: bool) -> dict:
         # runs still give every actor a share; a block per call.
         batch = max(1, min(settings["batch_recipes"] * settings["call_batches"], -(-len(todo) // settings["actors"])))
         ds = ray.data.from_arrow([table.slice(i, batch) for i in range(0, table.num_rows, batch)])
-        if SYSTEMS.get(settings["system"], "model") is None:
+        if baseline:
             ds = ds.map_batches(rewrite_baseline, batch_size=batch, batch_format="pyarrow",
                                 fn_kwargs={"system": settings["system"]}, udf_modifying_row_count=False)
         else:

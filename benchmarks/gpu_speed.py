@@ -37,9 +37,9 @@ Rewrite rows (fp16, top-k 40, ten candidates, every candidate runs to max_step_t
   batching        the service's engine in-process, our fastest way: one recipe at a time, 8 at once
                   (held until the longest ends) and continuous batching (rrt.modelling.scheduler:
                   --serve-recipes recipes through each --slots count, joining and leaving between steps),
-                  each run once untimed first; rows carry where the time went (prompts, engine,
-                  selection rules) and the ratios against one at a time (Ray Serve's own batching is
-                  measured by serve_throughput.py)
+                  each run once untimed first; rows carry where the time went, in ms a rewritten
+                  step (prompts, engine, selection rules), and the ratios against one at a time
+                  (Ray Serve's own batching is measured by serve_throughput.py)
   ratio           our fastest way against the generate loop, printed last (target 10)
 Llama rows (--sections llama): a Llama of SmolLM2-135M's shape (random weights) rewriting
   --generate-recipes recipes through our engine with the growing cache and with the graph-captured
@@ -589,6 +589,7 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
             # Where the time went: prompts, the engine (prefill + decode), the selection rules.
             row["engine"] = {k: round(v, 3) if isinstance(v, float) else v for k, v in counts_of_engine.items()
                              if k in ENGINE_COUNTS}
+            row["ms_a_step"] = ms_a_step(counts_of_engine, steps)
         if extra == "static":
             row["static_decode"] = {k: v - counts[k] for k, v in static_decode.STATS.items() if v != counts[k]}
             if row["static_decode"].get("capture_failures"):
@@ -765,6 +766,14 @@ def ensure_dictionary(recipes: list[dict], results: Results) -> None:
         results.add({"section": "check", "row": "dictionary", "note": f"sample word list instead: {str(err)[:80]}"})
 
 
+def ms_a_step(counts: dict, steps: int) -> dict:
+    """Milliseconds a rewritten step in each part of a round: building prompts and choosing the best
+    candidate are per recipe (the host's, which batching cannot share out); the engine's prefill and
+    decode are per round (what batching shares out on a GPU)."""
+    parts = {"prompts": "prompting_s", "engine": "sampling_s", "selection": "selection_s"}
+    return {name: round(1000 * counts[key] / max(1, steps), 2) for name, key in parts.items()}
+
+
 def target_text(row: dict) -> str:
     """A ratio's target in brackets, where it has one."""
     return f" (target {row['target']})" if row.get("target") else ""
@@ -780,6 +789,8 @@ def table(results: Results) -> str:
         note = r.get("skipped") or r.get("failed") or r.get("note") or ""
         if "ratio" in r:
             note = f"ratio {r['ratio']}{target_text(r)} {note}".strip()
+        if "ms_a_step" in r:
+            note = (note + " ms a step: " + ", ".join(f"{k} {v}" for k, v in r["ms_a_step"].items())).strip()
         if "max_abs_diff" in r:
             note = f"max diff {r['max_abs_diff']:.2e} ({'ok' if r['ok'] else 'NOT EQUAL'})"
         speed = r.get("useful_tokens_per_s", r.get("steps_per_s", ""))

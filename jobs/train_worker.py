@@ -20,6 +20,7 @@ from rrt.modelling import finetune
 from rrt.modelling.batching import bucket_batches
 from rrt.modelling.engine import TorchEngine
 from rrt.modelling.kernels import compile_model, resolve_compile
+from rrt.modelling.labelled_head import head_on_labels, labelled_head
 from rrt.modelling.models import build_model, export_model, pad_vocabulary, trim_vocabulary
 from rrt.modelling.optim import deepspeed_config, lr_factor, resolve_precision
 from rrt.modelling.packing import packed_batches
@@ -199,6 +200,8 @@ def train_func(cfg: dict) -> None:
     cuda = device.type == "cuda"
     precision = resolve_precision(cfg["precision"], cuda, cuda and torch.cuda.is_bf16_supported())
     total = cfg["total_steps"]
+    if cfg["loss_on"] == "target":
+        head_on_labels(lm)
     if resolve_compile(cfg["compile"], device.type):
         compile_model(lm)
     engine, schedule = build_engine(lm, cfg["deepspeed"], precision, total, device, cfg["engine"])
@@ -292,4 +295,5 @@ def train_func(cfg: dict) -> None:
             **sizes, "finetune": cfg["finetune"], "precision": precision, "world_size": world,
             "torch_threads": torch.get_num_threads(), "allocator": loaded_allocator(),
             "vocab": live_vocab, "vocab_padded_to": padded_vocab,
+            "lm_head": "labelled positions" if labelled_head(lm) else "every position",
             "device": torch.cuda.get_device_name() if cuda else "cpu"})

@@ -153,3 +153,9 @@ def test_a_copy_takes_its_own_head():
         twin.get_output_embeddings().weight.mul_(2)
     inputs = _batches(_examples())["padded"]
     assert not torch.allclose(_loss_and_grads(ours, inputs)[0], _loss_and_grads(twin, inputs)[0])
+
+
+def test_a_count_of_items_sums_the_loss_over_it_as_the_library_does():
+    library, ours = _both(_llama)
+    inputs = dict(_batches(_examples())["padded"], num_items_in_batch=torch.tensor(500))
+    _assert_same(_loss_and_grads(library, inputs), _loss_and_grads(ours, inputs))

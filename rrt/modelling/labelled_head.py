@@ -58,14 +58,17 @@ def _forward(self, input_ids=None, labels=None, **kwargs):
 
 
 def labelled_loss(model, input_ids, labels, inputs: dict):
-    """The mean cross-entropy of the labelled next tokens, from the head on their positions only."""
+    """The cross-entropy of the labelled next tokens, from the head on their positions only."""
     import torch.nn.functional as F
     from transformers.modeling_outputs import CausalLMOutputWithPast
 
+    # As the library's loss: the mean, or with `num_items_in_batch` (gradient accumulation's count) the sum over it.
+    count = inputs.get("num_items_in_batch")
     inputs = {k: v for k, v in inputs.items() if k not in ("num_items_in_batch", "logits_to_keep", "return_dict")}
     hidden = model.base_model(input_ids=input_ids, **inputs)[0]
     # Position t predicts token t + 1: the library shifts the labels the same way.
     targets = labels[:, 1:]
     kept = targets != IGNORED
     logits = model.get_output_embeddings()(hidden[:, :-1][kept])
-    return CausalLMOutputWithPast(loss=F.cross_entropy(logits.float(), targets[kept]))
+    loss = F.cross_entropy(logits.float(), targets[kept], reduction="mean" if count is None else "sum")
+    return CausalLMOutputWithPast(loss=loss if count is None else loss / count)

@@ -108,9 +108,11 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="a prepare_data output folder (default: build one from ../shared/data)")
-    parser.add_argument("--variant", default="contextual_ing", help="step pairs to train on (loss on the target)")
+    parser.add_argument("--variant", default="contextual_ing", choices=list(train_settings()["block_size"]),
+                        help="step pairs to train on (loss on the target)")
     parser.add_argument("--model", default=None, help="train.model (default: ray_config.yaml's)")
-    parser.add_argument("--finetune", default=None, help="train.finetune (default: ray_config.yaml's)")
+    parser.add_argument("--finetune", default=None, choices=finetune.METHODS,
+                        help="train.finetune (default: ray_config.yaml's; tiny: full)")
     parser.add_argument("--micro-batch", type=int, default=None, help="examples a step (default: ray_config.yaml's)")
     parser.add_argument("--batches", type=int, default=10, help="timed steps a round")
     parser.add_argument("--rounds", type=int, default=3, help="turns of the two ways; the median ratio counts")
@@ -125,8 +127,12 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     block = settings["block_size"][args.variant]
-    tokenizer, rows = training_rows(prepared_data(args.data), args.variant, model, block,
-                                    micro * (args.batches + WARMUP_STEPS) * 4)
+    try:
+        tokenizer, rows = training_rows(prepared_data(args.data), args.variant, model, block,
+                                        micro * (args.batches + WARMUP_STEPS) * 4)
+        library = new_model(model, tokenizer, method, device)
+    except (OSError, ValueError, RuntimeError) as err:
+        raise SystemExit(f"labelled_head: cannot load {model}: {str(err).splitlines()[0]}") from None
     batches = list(bucket_batches(rows, micro, tokenizer.pad_token_id, "target", random.Random(0),
                                   micro * block))[:args.batches + WARMUP_STEPS]
     labelled = sum(int((b.labels[:, 1:] != -100).sum()) for b in batches)
@@ -134,7 +140,6 @@ def main() -> None:
     print(json.dumps({"model": model, "finetune": method, "variant": args.variant, "micro_batch": micro,
                       "batches": len(batches) - WARMUP_STEPS, "labelled_share": round(labelled / positions, 3),
                       "device": args.device, "threads": torch.get_num_threads()}), flush=True)
-    library = new_model(model, tokenizer, method, device)
     ours = copy.deepcopy(library)
     head_on_labels(ours)
     total = (args.rounds + 1) * len(batches)

@@ -66,6 +66,7 @@ def test_the_run_exports_a_plain_llama_that_kept_the_pretrained_rows(tuned):
     assert meta["variant"] == "contextual" and "<tgt:vegan>" in meta["constraint_tokens"]
     stats = json.loads((out / "train_stats.json").read_text())
     assert stats["finetune"] == FINETUNE and stats["steps"] == 4
+    assert stats["lm_head"] == "labelled positions"   # inside peft's wrapper too
     assert 0 < stats["trainable_parameters"] < stats["parameters"]
     tokenizer = AutoTokenizer.from_pretrained(model)
     exported, pretrained = load_file(str(model / "model.safetensors")), load_file(os.path.join(base, "model.safetensors"))

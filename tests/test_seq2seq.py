@@ -186,6 +186,7 @@ def test_both_systems_train_with_the_outputs_of_every_trained_system(pipeline):
         assert (run / "loss.png").exists() and any(p.name.startswith("checkpoint_") for p in (run / "ray").iterdir())
         stats = json.loads((run / "train_stats.json").read_text())
         assert stats["steps"] == 4 and stats["finetune"] == "full"
+        assert stats["lm_head"] == "every position"   # an encoder-decoder keeps the library's forward
     # One model per constraint, each in its own run folder; the folder above sums them up.
     assert sorted(p.name for p in (folder / "copy").iterdir()) == ["train_stats.json", "vegan"]
     assert list(json.loads((folder / "copy" / "train_stats.json").read_text())["constraints"]) == ["vegan"]

@@ -21,6 +21,9 @@ Training rows, each a fresh model, fused AdamW, clipping 1.0, loss on every toke
                    --fused-ce one per fused linear cross-entropy kernel (cut-cross-entropy, liger)
   varlen       packed+compile with attention by example (train.attention: varlen, flash's
                variable-length form), in rows of the block and in rows twice as wide (half the rows)
+  target       packed+compile with the loss on the target (train.loss_on: target): the library's head at
+               every position, and ours at the labelled positions only (rrt.modelling.labelled_head), and
+               their ratio (--train-rows target; not in gpu_next.sh's first call)
   engine       jobs/train_worker.build_engine on packed batches, compiled when that row was faster:
                torch (train.engine: torch: autocast, fused AdamW) and deepspeed (ZeRO-2, bf16 weights);
                micro-batch 64 and 8 (timed after the rewrite rows; --sections engine runs them alone)
@@ -66,6 +69,7 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 
 from rrt.modelling.kernels import attention_implementation, compile_model  # noqa: E402
+from rrt.modelling.labelled_head import head_on_labels  # noqa: E402
 from rrt.modelling.models import fused_gelu, special_tokens  # noqa: E402
 from rrt.modelling.speed import attention_flops_per_token, estimate_mfu, gpu_peak_flops  # noqa: E402
 from testing.timing import autocast_step, scheme_batches, sync  # noqa: E402
@@ -83,7 +87,7 @@ COMPILE_RESERVE_S = {"cuda": 100, "cpu": 60}   # time a compiled row needs at le
 REWRITE_MODES = {"host": ("host", "dynamic", "copied"), "device": ("device", "dynamic", "copied"),
                  "static": ("host", "static", "copied"), "static-shared": ("host", "static", "shared"),
                  "graph": ("host", "graph", "copied"), "graph-shared": ("host", "graph", "shared")}
-TRAIN_ROWS = ("padded", "packed", "compile", "varlen", "varlen-wide", "combined", "bucketed")
+TRAIN_ROWS = ("padded", "packed", "compile", "varlen", "varlen-wide", "combined", "bucketed", "target")
 SECTIONS = ("train", "rewrite", "serve", "llama", "engine")
 # The llama rows' model: SmolLM2-135M's shape (the pretrained preset's family), random weights.
 LLAMA_SHAPE = {"hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
@@ -387,10 +391,12 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
     speeds: dict[str, float] = {}
 
     def run(label: str, kind: str, micro: int, attention: str | None, fused: bool, compiled: bool,
-            engine: str | None = None, mode: str = "default", loss: str = "model", width: int = BLOCK) -> None:
+            engine: str | None = None, mode: str = "default", loss: str = "model", width: int = BLOCK,
+            loss_on: str = "all") -> None:
         """Time one training row (a fresh model, its batches, its step) and record it; `mode` is
-        torch.compile's, `loss` the model's own or a fused kernel's (FUSED_LOSSES), `width` the
-        packed rows' tokens."""
+        torch.compile's, `loss` the model's own, a fused kernel's (FUSED_LOSSES) or `labelled` (the
+        head at the labelled positions only, rrt.modelling.labelled_head), `width` the packed rows'
+        tokens, `loss_on` the labels' (all | target)."""
         need = COMPILE_RESERVE_S[device.type] * (3 if mode.startswith("max-autotune") else 1) if compiled else args.row_s
         if results.left() < need + args.reserve_s:
             return results.skip("train", label, f"budget: {results.left():.0f}s left")
@@ -399,21 +405,24 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
                 importlib.import_module("deepspeed")
             except Exception as err:  # noqa: BLE001 - any failure to load it means no engine rows
                 return results.skip("train", label, f"deepspeed does not import: {str(err).splitlines()[0][:120]}")
-        batches = scheme_batches(kind, rows, micro, BLOCK, pad_id, width=width, boundaries=attention == "varlen")
+        batches = scheme_batches(kind, rows, micro, BLOCK, pad_id, width=width, boundaries=attention == "varlen",
+                                 loss_on=loss_on)
         model = new_model(config, device, attention, fused)
+        if loss == "labelled":
+            head_on_labels(model)
         parameters = sum(p.numel() for p in model.parameters())
         started, retry = time.perf_counter(), None
         try:
-            if loss != "model":
+            if loss in FUSED_LOSSES:
                 step = fused_ce_step(model, device, batches[0].inputs(device), results, loss)
             if compiled:
                 # The fused loss takes the body's hidden states, so the body is what is compiled.
-                target = model.transformer if loss != "model" else model
+                target = model.transformer if loss in FUSED_LOSSES else model
                 if mode == "default":
                     compile_model(target)
                 else:
                     target.compile(mode=mode)
-            if loss == "model":
+            if loss not in FUSED_LOSSES:
                 step = (engine_step(model, device, micro, args.steps + WARMUP, engine) if engine
                         else autocast_step(model, device))
             speed, timed = time_steps(step, batches, args.steps, device, args.row_s)
@@ -429,12 +438,13 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
             if retry:
                 # The padded baseline at micro-batch 128 outgrows an H100 (RESULTS.md): half of it there.
                 return run(label.replace(f"micro {micro}", f"micro {micro // 2}"), kind, micro // 2, attention,
-                           fused, compiled, engine, mode, loss, width)
+                           fused, compiled, engine, mode, loss, width, loss_on)
             return None
         speeds[label] = speed
         real = sum(b.real_tokens for b in batches)
         results.add({"section": "train", "row": label, "batches": kind, "micro_batch": micro, "row_width": width,
-                     "device": name,
+                     "device": name, "loss_on": loss_on, "lm_head": "labelled positions" if loss == "labelled"
+                     else "every position",
                      "attention": model.config._attn_implementation, "compiled": compiled, "engine": engine,
                      "parameters": parameters, "timed_steps": timed, "row_wall_s": round(wall, 1),
                      "useful_tokens_per_s": round(speed), "padding_fraction": round(1 - real / sum(
@@ -479,6 +489,17 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
             run("packed+compile, varlen attention", "packed", micro, "varlen", True, True)
         if "bucketed" in wanted:
             run("bucketed", "bucketed", micro, "sdpa", True, False)
+        if not args.no_compile and "target" in wanted:
+            # train.loss_on: target, the library's head at every position against ours at the labelled ones.
+            run("packed+compile, loss on the target", "packed", micro, "sdpa", True, True, loss_on="target")
+            run("packed+compile, loss on the target, head at the labelled positions", "packed", micro, "sdpa", True,
+                True, loss="labelled", loss_on="target")
+            pair = ("packed+compile, loss on the target, head at the labelled positions",
+                    "packed+compile, loss on the target")
+            if all(speeds.get(label) for label in pair):
+                results.add({"section": "train", "row": "ratio head at the labelled positions / every position "
+                             "(loss on the target)", "ratio": round(speeds[pair[0]] / speeds[pair[1]], 2),
+                             "note": "MFU counts the head at every position in both rows"})
     else:
         run("padded", "padded", micro, None, False, False)
     # Without the plain compiled row (--sections engine), the engines run compiled unless --no-compile.

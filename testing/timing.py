@@ -30,12 +30,12 @@ def autocast_step(model, device):
 
 
 def scheme_batches(scheme: str, rows, micro: int, block: int, pad_id: int, multiple: int = 8,
-                   width: int | None = None, boundaries: bool = False) -> list:
+                   width: int | None = None, boundaries: bool = False, loss_on: str = "all") -> list:
     """The batches of one scheme over shuffled rows: `padded` (every example padded to the block,
     the baseline's), `bucketed` (length-sorted windows cut by a token budget, widths rounded up to
     `multiple`) or `packed` (examples end to end in rows of `width` tokens, the block unless
     given, with the examples' boundaries for train.attention: varlen when `boundaries`; full
-    batches only)."""
+    batches only); labels on every token, or on the target with `loss_on` target."""
     import random
 
     from rrt.modelling.batching import bucket_batches, pad_batch
@@ -45,15 +45,15 @@ def scheme_batches(scheme: str, rows, micro: int, block: int, pad_id: int, multi
     order = list(rows)
     rng.shuffle(order)
     if scheme == "padded":
-        return [pad_batch(order[i:i + micro], pad_id, "all", multiple=block)
+        return [pad_batch(order[i:i + micro], pad_id, loss_on, multiple=block)
                 for i in range(0, len(order) - micro + 1, micro)]
     batches = []
     for i in range(0, len(order), micro * 32):
         window = order[i:i + micro * 32]
         if scheme == "packed":
-            batches += packed_batches(window, micro, width or block, pad_id, "all", rng, boundaries)
+            batches += packed_batches(window, micro, width or block, pad_id, loss_on, rng, boundaries)
         else:
-            batches += bucket_batches(window, micro, pad_id, "all", rng, token_budget=micro * block,
+            batches += bucket_batches(window, micro, pad_id, loss_on, rng, token_budget=micro * block,
                                       multiple=multiple)
     # A window's last packed batch is short; timing full batches keeps every step the same kind of work.
     full = [b for b in batches if b.input_ids.shape[0] == micro] if scheme == "packed" else batches

@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pyarrow.dataset as pads  # noqa: E402
 
+from runtime.checkpoints import remove_unregistered  # noqa: E402
 from runtime.cluster import allocator_env, bundle, ensure_room, start_ray  # noqa: E402
 from runtime.parquet import count_rows, parquet_files  # noqa: E402
 from runtime.runs import JobError, check_claim, claim_output, read_jsonl, write_json_atomic  # noqa: E402
@@ -326,8 +327,9 @@ def steady_mean(values: list[float]) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
-def write_stats(settings: dict, config: dict, seconds: float, train_rows: int) -> dict:
-    """train_stats.json: steps, examples kept/cut/too long, speed, padding and MFU of this run."""
+def write_stats(settings: dict, config: dict, seconds: float, train_rows: int, removed: list[str]) -> dict:
+    """train_stats.json: steps, examples kept/cut/too long, speed, padding and MFU of this run, and the
+    unregistered checkpoint folders it removed."""
     from rrt.modelling.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops
 
     output = settings["output"]
@@ -351,6 +353,7 @@ def write_stats(settings: dict, config: dict, seconds: float, train_rows: int) -
              "padding_fraction": round(sum(padding) / len(padding), 4) if padding else None,
              "data_wait_fraction": round(steady_mean(waits), 4) if waits else None,
              "eval_loss_first": evals[0] if evals else None, "eval_loss_last": evals[-1] if evals else None,
+             "unregistered_checkpoints_removed": removed,
              "peak_flops": peak, "mfu": round(estimate_mfu(worker["parameters"], speed, peak, worker.get("trainable_parameters"),
                                              worker.get("finetune", "full")), 5)}
     write_json_atomic(os.path.join(output, "train_stats.json"), stats)
@@ -417,8 +420,13 @@ def fit(settings: dict, config: dict, train_rows: int, tokenizer_json: str) -> d
                              worker_runtime_env=worker_env(settings["allocator"])))
     started = time.perf_counter()
     trainer.fit()
+    seconds = time.perf_counter() - started
+    removed = remove_unregistered(os.path.join(settings["output"], "ray"))
+    if removed:
+        print(f"train: removed {len(removed)} checkpoint folder(s) that no checkpoint list holds (written as a worker "
+              f"failed, so no resume could use them): {', '.join(removed)}", flush=True)
     plot_loss(settings["output"])
-    return write_stats(settings, config, time.perf_counter() - started, train_rows)
+    return write_stats(settings, config, seconds, train_rows, removed)
 
 
 def constraint_runs(settings: dict) -> list[dict]:

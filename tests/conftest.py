@@ -230,11 +230,15 @@ def _steps(out) -> list[int]:
     return [json.loads(line)["step"] for line in path.read_text().splitlines()] if path.exists() else []
 
 
+ORPHAN_CHECKPOINT = "checkpoint_2000-01-01_00-00-00.000000"   # planted by trained_contextual before its resume
+
+
 @pytest.fixture(scope="session")
 def trained_contextual(request, prepared, tmp_path_factory):
     """One two-worker Contextual Rewriter run on the prepared real data, made the hard way: 20 steps
     with one worker process killed past the step-10 checkpoint, a rerun refused without --resume,
-    then resumed to 30 steps by `ray job submit`, as the README submits jobs to a cluster.
+    a checkpoint folder no list holds planted, then resumed to 30 steps by `ray job submit`, as the
+    README submits jobs to a cluster.
     (folder, the resumed job (its id, status and logs), what happened before it)."""
     folder = tmp_path_factory.mktemp("train")
     out = folder / "run"
@@ -261,6 +265,9 @@ def trained_contextual(request, prepared, tmp_path_factory):
     first = {"killed": killed, "returncode": job.returncode, "output": first_output, "steps": _steps(out),
              "stats": json.loads((out / "train_stats.json").read_text()) if (out / "train_stats.json").exists() else {}}
     first["refused"] = run_script("train_contextual.py", *args, "--max-steps", "30")
+    # A checkpoint folder that no checkpoint list holds, as a worker that fails while reporting leaves one.
+    (out / "ray" / ORPHAN_CHECKPOINT).mkdir()
+    (out / "ray" / ORPHAN_CHECKPOINT / "train_state.0.json").write_text("{}")
     done = submit_job(request.getfixturevalue("ray_cluster"), "jobs/train_contextual.py", *args, "--max-steps", "30",
                       "--resume")
     assert done.succeeded, done.status[-1000:] + done.logs[-4000:]

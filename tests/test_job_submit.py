@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import needs_shared_data
+from conftest import ORPHAN_CHECKPOINT, needs_shared_data
 
 
 @pytest.mark.slow
@@ -20,7 +20,11 @@ def test_ray_job_submit_runs_train_contextual(ray_cluster, trained_contextual):
     assert os.path.exists(driver_log)
     assert json.loads((out / "model" / "rrt_meta.json").read_text())["steps"] == 30
     assert (out / "metrics.jsonl").exists() and (out / "loss.png").exists()
-    assert json.loads((out / "train_stats.json").read_text())["world_size"] == 2
+    stats = json.loads((out / "train_stats.json").read_text())
+    assert stats["world_size"] == 2
+    # The planted folder no checkpoint list holds is removed and reported; Ray's own are kept.
+    assert ORPHAN_CHECKPOINT in stats["unregistered_checkpoints_removed"]
+    assert not (out / "ray" / ORPHAN_CHECKPOINT).exists() and "train: removed" in job.logs
     # Each checkpoint Ray keeps holds every rank's ZeRO optimizer shard and training state.
     checkpoints = [p for p in (out / "ray").iterdir() if p.name.startswith("checkpoint_") and p.is_dir()]
     assert len(checkpoints) == 2, checkpoints

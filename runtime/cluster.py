@@ -12,6 +12,8 @@ from runtime.runs import JobError
 ALLOCATORS = {"tcmalloc": "tcmalloc_minimal", "system": None}
 # Whether this process started the Ray it runs on (a local Ray keeps its size; a cluster may grow).
 _STARTED = {"local": False}
+# Ray Train's placement-group cleaner's monitor thread, by its name.
+CLEANER_THREAD = "PlacementGroupCleanerMonitor"
 # What a job whose own Ray is too small can do about it.
 JOIN = "ask for less, or join a cluster that has them (RAY_ADDRESS or ray.address)"
 
@@ -93,11 +95,21 @@ def start_local_ray(ray_settings: dict) -> None:
 
 def quiet_local_ray() -> None:
     """Worker setup hook of a local Ray: silence Ray Train's placement-group cleaner, which cannot
-    read actor state without a dashboard and would warn every second; a local Ray ends with its
-    job, so nothing is left for it to clean."""
+    read actor state without a dashboard and would warn every second, and whose monitor thread dies
+    with a traceback when another Ray runs on the same machine (it cannot tell which is its own);
+    a local Ray ends with its job, so nothing is left for it to clean."""
     import logging
+    import threading
 
     logging.getLogger("ray.train.v2._internal.execution.controller.placement_group_cleaner").setLevel(logging.ERROR)
+    earlier = threading.excepthook
+
+    def hook(args) -> None:
+        """Drop the cleaner's monitor thread's death; every other thread's error as before."""
+        if args.thread is None or args.thread.name != CLEANER_THREAD:
+            earlier(args)
+
+    threading.excepthook = hook
 
 
 def allocator_env(name: str) -> dict[str, str]:

@@ -115,3 +115,23 @@ def test_rrt_serve_with_gpus_its_ray_lacks_is_one_line(own_ray, tmp_path, monkey
     assert said[-1].startswith("rrt serve: error: 1 rewriter replica of 1 GPU and 1 CPU each") and \
         "serve deploy serve/config.yaml" in said[-1], said
     assert not own_ray.is_initialized()   # the service stops the Ray it would have run on
+
+
+def test_a_local_rays_worker_drops_only_the_placement_group_cleaners_thread_error():
+    """quiet_local_ray (the local Ray's worker setup hook): the cleaner's monitor thread dies when
+    another Ray runs on the machine; its traceback is dropped, any other thread's still shows."""
+    import subprocess
+    import sys
+
+    script = (
+        "import threading\n"
+        "from runtime.cluster import CLEANER_THREAD, quiet_local_ray\n"
+        "quiet_local_ray()\n"
+        "def fail(what):\n"
+        "    raise ConnectionError(what)\n"
+        "for name in (CLEANER_THREAD, 'another'):\n"
+        "    t = threading.Thread(target=fail, args=(f'from {name}',), name=name)\n"
+        "    t.start(); t.join()\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "from another" in done.stderr, done.stderr
+    assert "PlacementGroupCleanerMonitor" not in done.stderr, done.stderr

@@ -491,14 +491,13 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
             run("bucketed", "bucketed", micro, "sdpa", True, False)
         if not args.no_compile and "target" in wanted:
             # train.loss_on: target, the library's head at every position against ours at the labelled ones.
-            run("packed+compile, loss on the target", "packed", micro, "sdpa", True, True, loss_on="target")
-            run("packed+compile, loss on the target, head at the labelled positions", "packed", micro, "sdpa", True,
-                True, loss="labelled", loss_on="target")
-            pair = ("packed+compile, loss on the target, head at the labelled positions",
-                    "packed+compile, loss on the target")
-            if all(speeds.get(label) for label in pair):
+            every = "packed+compile, loss on the target"
+            labelled = every + ", head at the labelled positions"
+            run(every, "packed", micro, "sdpa", True, True, loss_on="target")
+            run(labelled, "packed", micro, "sdpa", True, True, loss="labelled", loss_on="target")
+            if speeds.get(every) and speeds.get(labelled):
                 results.add({"section": "train", "row": "ratio head at the labelled positions / every position "
-                             "(loss on the target)", "ratio": round(speeds[pair[0]] / speeds[pair[1]], 2),
+                             "(loss on the target)", "ratio": round(speeds[labelled] / speeds[every], 2),
                              "note": "MFU counts the head at every position in both rows"})
     else:
         run("padded", "padded", micro, None, False, False)

@@ -72,7 +72,7 @@ from rrt.modelling.kernels import attention_implementation, compile_model  # noq
 from rrt.modelling.labelled_head import head_on_labels  # noqa: E402
 from rrt.modelling.models import fused_gelu, special_tokens  # noqa: E402
 from rrt.modelling.speed import attention_flops_per_token, estimate_mfu, gpu_peak_flops  # noqa: E402
-from testing.timing import autocast_step, scheme_batches, sync  # noqa: E402
+from testing.timing import autocast_step, example_rows, scheme_batches, sync  # noqa: E402
 
 TODAY_BEST = 73_134        # useful tokens/s: our engine at micro-batch 64 on an H100 (benchmarks/RESULTS.md)
 GPT2_VOCAB = 50257
@@ -191,9 +191,7 @@ def token_rows(texts: list[str], tokenizer) -> list[tuple[np.ndarray, int]]:
     from rrt.modelling.batching import tokenize_table
 
     table = tokenize_table(pa.table({"text": texts}), tokenizer.backend_tokenizer.to_str(), "contextual", BLOCK)
-    return [(np.asarray(ids), start) for ids, start, n in zip(table.column("input_ids").to_pylist(),
-                                                              table.column("target_start").to_pylist(),
-                                                              table.column("length").to_pylist()) if n]
+    return example_rows(table)
 
 
 def model_config(shape: str, tokenizer):

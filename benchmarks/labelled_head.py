@@ -30,7 +30,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
-import numpy as np  # noqa: E402
 import pyarrow.dataset as pads  # noqa: E402
 
 from rrt.config import load_settings  # noqa: E402
@@ -39,7 +38,7 @@ from rrt.modelling.batching import bucket_batches, tokenize_table  # noqa: E402
 from rrt.modelling.labelled_head import head_on_labels  # noqa: E402
 from rrt.modelling.models import TINY, build_model, load_tokenizer, pad_vocabulary  # noqa: E402
 from rrt.modelling.optim import resolve_precision  # noqa: E402
-from testing.timing import sync  # noqa: E402
+from testing.timing import example_rows, sync  # noqa: E402
 from train_throughput import prepared_data  # noqa: E402
 
 WARMUP_STEPS = 2
@@ -61,10 +60,7 @@ def training_rows(data: str, variant: str, model: str, block: int, limit: int):
     import pyarrow as pa
 
     table = tokenize_table(pa.table({"text": texts}), tokenizer.backend_tokenizer.to_str(), variant, block)
-    rows = [(np.asarray(ids), start) for ids, start, n in zip(table.column("input_ids").to_pylist(),
-                                                              table.column("target_start").to_pylist(),
-                                                              table.column("length").to_pylist()) if n]
-    return tokenizer, rows
+    return tokenizer, example_rows(table)
 
 
 def new_model(model: str, tokenizer, method: str, device):

@@ -35,7 +35,6 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import numpy as np  # noqa: E402
 import pyarrow.dataset as pads  # noqa: E402
 
 from rrt.modelling.batching import pad_batch, tokenize_table  # noqa: E402
@@ -44,7 +43,7 @@ from rrt.modelling.finetune import parameter_counts  # noqa: E402
 from rrt.modelling.models import (fused_gelu, pad_vocabulary, special_tokens,  # noqa: E402
                         tiny_config, train_tiny_tokenizer)
 from rrt.modelling.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops  # noqa: E402
-from testing.timing import autocast_step, scheme_batches, sync  # noqa: E402
+from testing.timing import autocast_step, example_rows, scheme_batches, sync  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
 WARMUP_STEPS = 5
@@ -68,11 +67,7 @@ def token_rows(data: str, variant: str, vocab_size: int, block: int):
     files = sorted(glob.glob(os.path.join(data, "step_pairs", variant, "train", "**", "*.parquet"), recursive=True))
     table = pads.dataset(files, format="parquet").to_table(columns=["text"])
     tokenizer = train_tiny_tokenizer(table.column("text").to_pylist(), vocab_size)
-    tokens = tokenize_table(table, tokenizer.backend_tokenizer.to_str(), variant, block)
-    rows = [(np.asarray(ids), start) for ids, start, length in zip(tokens.column("input_ids").to_pylist(),
-                                                                   tokens.column("target_start").to_pylist(),
-                                                                   tokens.column("length").to_pylist()) if length]
-    return tokenizer, rows
+    return tokenizer, example_rows(tokenize_table(table, tokenizer.backend_tokenizer.to_str(), variant, block))
 
 
 def stock_model(tokenizer, shape: dict):

@@ -1,5 +1,5 @@
-"""Timing helpers the training benchmarks share: a GPU sync before a clock read and the plain
-autocast training step they compare against."""
+"""Timing helpers the training benchmarks share: a GPU sync before a clock read, the plain
+autocast training step they compare against, the examples of a tokenized table and their batches."""
 from __future__ import annotations
 
 
@@ -58,3 +58,12 @@ def scheme_batches(scheme: str, rows, micro: int, block: int, pad_id: int, multi
     # A window's last packed batch is short; timing full batches keeps every step the same kind of work.
     full = [b for b in batches if b.input_ids.shape[0] == micro] if scheme == "packed" else batches
     return full or batches
+
+
+def example_rows(table) -> list:
+    """(token ids, target start) of every example of a `tokenize_table` table that fits the block."""
+    import numpy as np
+
+    return [(np.asarray(ids), start) for ids, start, n in zip(table.column("input_ids").to_pylist(),
+                                                              table.column("target_start").to_pylist(),
+                                                              table.column("length").to_pylist()) if n]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import glob
 import json
 import os
@@ -44,8 +45,9 @@ from train_throughput import prepared_data  # noqa: E402
 WARMUP_STEPS = 2
 
 
+@functools.lru_cache(maxsize=1)
 def train_settings() -> dict:
-    """ray_config.yaml's train block, as the job reads it."""
+    """ray_config.yaml's train block, as the job reads it (read once; nothing here changes it)."""
     return load_settings().train.model_dump()
 
 
@@ -131,7 +133,7 @@ def main() -> None:
         raise SystemExit(f"labelled_head: cannot load {model}: {str(err).splitlines()[0]}") from None
     batches = list(bucket_batches(rows, micro, tokenizer.pad_token_id, "target", random.Random(0),
                                   micro * block))[:args.batches + WARMUP_STEPS]
-    labelled = sum(int((b.labels[:, 1:] != -100).sum()) for b in batches)
+    labelled = sum(b.predicted_tokens for b in batches)
     positions = sum(b.labels.size for b in batches)
     print(json.dumps({"model": model, "finetune": method, "variant": args.variant, "micro_batch": micro,
                       "batches": len(batches) - WARMUP_STEPS, "labelled_share": round(labelled / positions, 3),

@@ -20,6 +20,7 @@ from rrt.modelling.loading import ENGINE_KEYS
 from rrt.recipes.recipe import Recipe
 from rrt.modelling.rewriter import Rewriter
 from rrt.modelling.sampling import SamplingSettings
+from runtime.checkpoints import SNAPSHOT
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample" / "recipes.jsonl"
@@ -253,7 +254,7 @@ def trained_contextual(request, prepared, tmp_path_factory):
             # Only once Ray Train has registered the step-10 checkpoint (its snapshot file), so the
             # restart has one to resume from.
             steps = _steps(out)
-            if steps and steps[-1] >= 12 and (out / "ray" / "checkpoint_manager_snapshot.json").exists():
+            if steps and steps[-1] >= 12 and (out / "ray" / SNAPSHOT).exists():
                 workers = training_workers(job)
                 if workers:
                     killed = workers[-1]

@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from rrt.modelling import finetune  # noqa: E402
-from rrt.modelling.batching import pad_batch, tokenize_table  # noqa: E402
+from rrt.modelling.batching import IGNORED, pad_batch, tokenize_table  # noqa: E402
 from rrt.config import load_settings  # noqa: E402
 from rrt.modelling.models import build_model, load_tokenizer, pad_vocabulary  # noqa: E402
 
@@ -51,7 +51,7 @@ def dev_loss(lm, batches) -> float:
     with torch.no_grad():
         for batch in batches:
             labels = torch.from_numpy(batch.labels)
-            counted = int((labels[:, 1:] != -100).sum())
+            counted = int((labels[:, 1:] != IGNORED).sum())
             out = lm(input_ids=torch.from_numpy(batch.input_ids), attention_mask=torch.from_numpy(batch.attention_mask),
                      labels=labels)
             total += float(out.loss) * counted

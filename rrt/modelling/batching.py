@@ -21,6 +21,7 @@ from rrt.recipes.paper_format import END_INST, constraint_tokens
 # Tokens always kept at the start of a truncated example: BOS and the source tag.
 HEAD_TOKENS = {"contextual": 2, "contextual_ing": 2, "no_context": 2, "end_to_end": 2, "ing_predictor": 1,
                "no_source": 0}
+IGNORED = -100   # the label of a position the loss skips, as the library's losses read it
 TOKEN_SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("target_start", pa.int32()),
                           ("length", pa.int32()), ("truncated", pa.bool_())])
 # train.batching: token-budget buckets, a fixed number of examples, or packed rows (rrt.modelling.packing).
@@ -101,7 +102,7 @@ class Batch:
     @property
     def predicted_tokens(self) -> int:
         """Tokens the loss is taken over: the causal LM shifts labels, so a row's first is never predicted."""
-        return int((self.labels[:, 1:] != -100).sum())
+        return int((self.labels[:, 1:] != IGNORED).sum())
 
     def inputs(self, device) -> dict:
         """The model's keyword arguments as tensors on `device` (no key/value cache: training
@@ -125,7 +126,7 @@ def pad_batch(examples: list[tuple[np.ndarray, int]], pad_id: int, loss_on: str,
     width = -(-longest // multiple) * multiple
     input_ids = np.full((len(examples), width), pad_id, dtype=np.int64)
     mask = np.zeros((len(examples), width), dtype=np.int64)
-    labels = np.full((len(examples), width), -100, dtype=np.int64)
+    labels = np.full((len(examples), width), IGNORED, dtype=np.int64)
     for row, (ids, start) in enumerate(examples):
         input_ids[row, :len(ids)] = ids
         mask[row, :len(ids)] = 1

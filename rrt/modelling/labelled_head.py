@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import types
 
+from rrt.modelling.batching import IGNORED
 from rrt.modelling.decode_bodies import LLAMA_LIKE
 
-IGNORED = -100   # the label of a position the loss skips, as the library's loss reads it
 # Families whose logits are the LM head on the body's last hidden states, with nothing after it
 # (no soft-capping or scaling of the logits, which the library's forward would add).
 FAMILIES = ("gpt2", *LLAMA_LIKE)

@@ -18,7 +18,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from rrt.modelling.batching import Batch
+from rrt.modelling.batching import IGNORED, Batch
 from rrt.modelling.varlen import segment_offsets
 
 
@@ -50,7 +50,7 @@ def packed_batch(rows: list[list[tuple[np.ndarray, int]]], pad_id: int, loss_on:
     train the previous example's last token to predict this one."""
     input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
     positions = np.zeros((len(rows), width), dtype=np.int64)
-    labels = np.full((len(rows), width), -100, dtype=np.int64)
+    labels = np.full((len(rows), width), IGNORED, dtype=np.int64)
     real = 0
     for row, examples in enumerate(rows):
         at = 0

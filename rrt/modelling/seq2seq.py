@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from rrt.corpus.formats import no_context
+from rrt.modelling.batching import IGNORED
 from rrt.modelling.models import META_FILE, read_meta
 from rrt.modelling.rewriter import RewriteTask, guide_rewrite, record, scored_entry, stable_seed
 from rrt.modelling.sampling import SamplingSettings
@@ -111,7 +112,7 @@ def _copy_class():
             loss = None
             if labels is not None:
                 loss = nn.functional.nll_loss(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                                              ignore_index=-100)
+                                              ignore_index=IGNORED)
             return Seq2SeqLMOutput(loss=loss, logits=logits, cache=out.cache, cross_attentions=out.cross_attentions,
                                    encoder_last_hidden_state=out.encoder_last_hidden_state)
 
@@ -157,7 +158,7 @@ class Seq2seqBatch:
     @property
     def predicted_tokens(self) -> int:
         """Tokens the loss is taken over (every decoder label)."""
-        return int((self.labels != -100).sum())
+        return int((self.labels != IGNORED).sum())
 
     def inputs(self, device) -> dict:
         """The model's keyword arguments as tensors on `device`."""
@@ -179,7 +180,7 @@ def seq2seq_batch(examples: list[tuple[np.ndarray, int]], pad_id: int, multiple:
     source = np.full((rows, src_w), pad_id, dtype=np.int64)
     mask = np.zeros((rows, src_w), dtype=np.int64)
     decoder = np.full((rows, tgt_w), pad_id, dtype=np.int64)
-    labels = np.full((rows, tgt_w), -100, dtype=np.int64)
+    labels = np.full((rows, tgt_w), IGNORED, dtype=np.int64)
     real = 0
     for row, (src, tgt) in enumerate(pairs):
         source[row, :len(src)], mask[row, :len(src)] = src, 1

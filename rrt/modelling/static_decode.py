@@ -3,10 +3,12 @@ family model, captured as a CUDA graph on a GPU (`rewrite.decode_step`: static |
 
 The shared prefill stays as it is (rrt.modelling.sampling); its keys and values are copied into a
 cache of C rows (candidates, padded to a bucket) x L columns (prompt + new tokens), allocated
-once per shape and kept with the model. One decode step reads and writes only such fixed
-buffers: the last token and its position, the column it writes (shared by every row: left
-padding ends every prompt in the same column), the valid-column mask, each candidate's
-pre-drawn numbers and the tokens so far. So on a GPU the whole step - every block, the LM head,
+once per shape and kept with the model; a kept cache of up to COLUMN_REUSE times the columns a
+batch needs serves it, the extra columns masked (prompt lengths vary widely at a 1024-token
+block, and each new shape costs a capture, or an eviction past GPU_DECODERS). One decode step
+reads and writes only such fixed buffers: the last token and its position, the column it writes
+(shared by every row: left padding ends every prompt in the same column), the valid-column mask,
+each candidate's pre-drawn numbers and the tokens so far. So on a GPU the whole step - every block, the LM head,
 top-k / top-p and the draw - is one graph replay, with no host work and no host sync per token.
 What differs by family is in a body (rrt.modelling.decode_bodies): a Llama model's keys are cached
 already rotated to their positions, and its key-value heads are cached once, not once per query
@@ -33,6 +35,7 @@ from rrt.modelling.sampling import SamplingSettings, Sampled, _guarded_draw, dev
 SYNC_EVERY = 8             # tokens between the host's looks at finished candidates (unguarded)
 EAGER_BEFORE_CAPTURE = 2   # eager steps of a new bucket before its capture (lazy kernels, cuBLAS workspaces)
 COLUMN_MULTIPLE = 64       # cache columns round up to this, so prompts of near lengths share one cache
+COLUMN_REUSE = 1.25        # a kept cache with up to this many times the columns a batch needs serves it (masked)
 MIN_ROWS = 8               # the smallest bucket a batch shrinks to
 CACHE_SHARE = 0.4          # of the GPU's memory the kept caches may hold together
 CPU_DECODERS = 3           # caches kept per model on the host
@@ -40,7 +43,7 @@ GPU_DECODERS = 8           # and on a GPU (each also holds its graphs' memory)
 
 # Counts since the process started, for benchmarks and logs.
 STATS = {"decoders": 0, "captures": 0, "capture_failures": 0, "replays": 0, "eager_steps": 0, "guard_redraws": 0,
-         "no_room": 0}
+         "no_room": 0, "evictions": 0, "buckets": 0, "batches": 0, "columns_needed": 0, "columns_held": 0}
 
 
 class NoRoom(Exception):
@@ -249,6 +252,7 @@ class StaticDecoder:
                 self.replays[rows] = replay
                 return self.advance(rows, steps_left)
         STATS["eager_steps"] += 1
+        STATS["buckets"] += rows not in self.warmed   # a bucket's first step: on a GPU, a capture follows
         self.warmed[rows] = self.warmed.get(rows, 0) + 1
         _warm(step, self.device) if self.graph else step()
 
@@ -349,10 +353,13 @@ def _decoder(lm, rows: int, columns: int, steps: int, settings: SamplingSettings
     kept = lm.__dict__.setdefault("rrt_static_decoders", OrderedDict())
     shape = (columns, steps, settings.top_k, settings.top_p, settings.temperature, stops, str(dtype), str(device),
              graph, n)
-    # A larger decoder of the same shape serves fewer rows with its smaller buckets' graphs.
-    fits = [key for key, d in kept.items() if key[1:] == shape and rows in d.buckets()]
+    # A larger decoder of the same settings serves fewer rows with its smaller buckets' graphs, and
+    # shorter prompts with its extra columns masked: fewer shapes, so fewer captures and evictions
+    # when prompt lengths vary (a 1024-token block meets a dozen roundings to COLUMN_MULTIPLE).
+    fits = [key for key, d in kept.items()
+            if key[2:] == shape[1:] and columns <= key[1] <= columns * COLUMN_REUSE and rows in d.buckets()]
     if fits:
-        key = min(fits)
+        key = min(fits, key=lambda k: (k[1], k[0]))
         kept.move_to_end(key)
         return kept[key]
     key = (rows, *shape)
@@ -366,6 +373,7 @@ def _decoder(lm, rows: int, columns: int, steps: int, settings: SamplingSettings
     while kept and (len(kept) >= (CPU_DECODERS if limit is None else GPU_DECODERS)
                     or (limit is not None and sum(d.bytes for d in kept.values()) + need > limit)):
         kept.popitem(last=False)
+        STATS["evictions"] += 1
         if cuda:
             torch.cuda.empty_cache()
     try:
@@ -397,9 +405,12 @@ def decode_static(lm, cache, first_logits, mask, positions, streams: list, resul
     n, steps, count = settings.candidates, settings.max_new_tokens, len(results)
     flat_rows = count * n
     rows = n * (1 << max(0, count - 1).bit_length())   # prompts padded to a power of two: fewer shapes
-    columns = _round_up(mask.shape[1] + (0 if shared else steps), COLUMN_MULTIPLE)
-    decoder = _decoder(lm, rows, columns, steps, settings, tuple(sorted(stop_ids)), cache.layers[0].keys.dtype,
-                       device, graph, n if shared else 0)
+    needed = mask.shape[1] + (0 if shared else steps)
+    decoder = _decoder(lm, rows, _round_up(needed, COLUMN_MULTIPLE), steps, settings, tuple(sorted(stop_ids)),
+                       cache.layers[0].keys.dtype, device, graph, n if shared else 0)
+    STATS["batches"] += 1
+    STATS["columns_needed"] += needed
+    STATS["columns_held"] += decoder.columns
     drawn = [_Stream(rng, steps) for rng in streams]
     uniforms = np.zeros((rows, steps), dtype=np.float32)
     uniforms[:flat_rows] = [s.values[:steps] for s in drawn]

@@ -1,0 +1,141 @@
+"""Static-decode cache shapes under continuous batching: how many caches a rewrite run makes
+(on a GPU each brings its CUDA graph captures, and one made past GPU_DECODERS evicts another,
+whose shapes are captured again when they come back), with a kept cache serving only the columns
+it was made for (reuse 1.0, the baseline) against also serving a batch that needs fewer, when it
+holds at most `rrt.modelling.static_decode.COLUMN_REUSE` times as many (ours).
+
+    python benchmarks/decode_shapes.py --recipes-file ../shared/data/web_recipes/recipes.jsonl --block 1024
+
+A random-weight GPT-2 (gpu_speed.py's tiny shape, a BPE trained on the recipes' Contextual
+texts) rewrites the recipes with the Contextual system at --block: ten candidates of 64 tokens,
+every candidate run to the limit, through continuous batching of --slots recipes, with the
+static step run eagerly (the graph step's shapes and counts; its captures need CUDA). Each way
+starts without kept caches and keeps as many as a GPU does. The ways draw the same numbers;
+attention over masked columns adds nothing but may round differently, which moves a draw where
+a random model's next-token distribution is nearly flat, so each line counts the rewritten steps
+and sampled candidates unlike the baseline's (and, with --dynamic, unlike the growing cache's). Prints a JSON line per
+way: caches made, evictions, buckets first run (a capture each on a GPU), the columns held
+against those needed, steps/s on this CPU; and the ratio of caches made last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+from gpu_speed import SHAPES, broken_constraints, contextual_texts, read_recipes  # noqa: E402
+from rrt.modelling import static_decode  # noqa: E402
+
+COUNTS = ("decoders", "evictions", "buckets", "batches", "columns_needed", "columns_held")
+
+
+def parse_reuse(value: str) -> list[float]:
+    """A comma list of reuse factors, each at least 1."""
+    try:
+        factors = [float(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma list of numbers: {value}") from None
+    if not factors or min(factors) < 1:
+        raise argparse.ArgumentTypeError("each reuse factor is at least 1")
+    return factors
+
+
+def differing(records: list[dict], others: list[dict]) -> dict:
+    """Rewritten steps and sampled candidates of `records` unlike the same recipe's in `others`."""
+    by_id = {r["id"]: r for r in others}
+    steps = candidates = 0
+    for r in records:
+        other = by_id[r["id"]]
+        steps += sum(a != b for a, b in zip(r["rewrite"]["steps"], other["rewrite"]["steps"]))
+        for mine, theirs in zip(r["steps"], other["steps"]):
+            candidates += sum(a["text"] != b["text"] for a, b in zip(mine.get("candidates", []),
+                                                                     theirs.get("candidates", [])))
+    return {"steps": steps, "candidates": candidates}
+
+
+def main() -> None:
+    """Rewrite the same recipes once per reuse factor; print a JSON line each and the ratio last."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--recipes-file", help="JSON-lines recipes (default: the bundled sample)")
+    parser.add_argument("--recipes", type=int, default=64, help="recipes rewritten")
+    parser.add_argument("--block", type=int, default=1024, help="the model's block: prompts fill it less 64 tokens")
+    parser.add_argument("--slots", type=int, default=8, help="recipes in the continuous batch")
+    parser.add_argument("--prompt-cache", choices=["copied", "shared"], default="shared",
+                        help="rewrite.prompt_cache of the static step")
+    parser.add_argument("--reuse", type=parse_reuse, default=[1.0, static_decode.COLUMN_REUSE],
+                        help="comma list of reuse factors, a way each; the first is the baseline "
+                             f"(default: 1.0,{static_decode.COLUMN_REUSE})")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="also rewrite with the growing cache (rewrite.decode_step: dynamic), whose records "
+                             "each way's are compared with too")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    args = parser.parse_args()
+    if args.recipes_file and not os.path.isfile(args.recipes_file):
+        parser.error(f"no such recipes file: {args.recipes_file}")
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from rrt.modelling.models import mask_padding_rows, train_tiny_tokenizer
+    from rrt.modelling.rewriter import Rewriter, RewriteTask
+    from rrt.modelling.sampling import SamplingSettings
+    from rrt.modelling.scheduler import rewrite_all
+
+    torch.set_num_threads(args.threads)
+    recipes = read_recipes(args.recipes_file)[:args.recipes]
+    tokenizer = train_tiny_tokenizer(contextual_texts(recipes), 8000)
+    torch.manual_seed(0)
+    lm = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=args.block, **SHAPES["tiny"],
+                                    bos_token_id=None, eos_token_id=None,
+                                    pad_token_id=tokenizer.pad_token_id)).eval()
+    lm.rrt_live_vocab = len(tokenizer)
+    mask_padding_rows(lm)
+    tasks = [RewriteTask(r["id"], broken_constraints(r)[:1] or ["vegan"], r, seed=13) for r in recipes]
+    settings = SamplingSettings(top_k=40, top_p=1.0, temperature=1.0, candidates=10, max_new_tokens=64)
+    # As many caches kept as on a GPU, so evictions count as they would there.
+    static_decode.CPU_DECODERS = static_decode.GPU_DECODERS
+
+    def run(reuse: float, step: str = "static") -> dict:
+        """One rewrite of every task with this reuse factor: its counts, records and seconds."""
+        static_decode.COLUMN_REUSE = reuse
+        lm.__dict__.pop("rrt_static_decoders", None)
+        rewriter = Rewriter("contextual", lm, tokenizer, args.block, settings, batch_prompts=64, recipe_tokens=384,
+                            reuse_prefix=False, decode="host", decode_step=step,
+                            prompt_cache=args.prompt_cache, device="cpu")
+        rewriter._stop_ids = lambda variant, tok: set()   # random weights: every candidate runs to the limit
+        before = dict(static_decode.STATS)
+        started = time.perf_counter()
+        with torch.no_grad():
+            records = rewrite_all(rewriter, tasks, args.slots)
+        seconds = time.perf_counter() - started
+        counts = {k: static_decode.STATS[k] - before[k] for k in COUNTS}
+        steps = sum(len(r["rewrite"]["steps"]) for r in records)
+        return {"reuse": reuse, **counts, "rounds": rewriter.stats["rounds"],
+                "column_overhead": round(counts["columns_held"] / max(1, counts["columns_needed"]) - 1, 4),
+                "steps": steps, "seconds": round(seconds, 2), "steps_per_s": round(steps / seconds, 3),
+                "records": records}
+
+    results = [run(reuse) for reuse in args.reuse]
+    references = {"baseline": results[0]["records"]}
+    if args.dynamic:
+        references["dynamic"] = run(1.0, "dynamic")["records"]
+    for result in results:
+        records = result.pop("records")
+        # The ways draw the same numbers; a step differs where float rounding moved a draw.
+        sampled = sum(len(e.get("candidates", [])) for r in records for e in r["steps"])
+        unlike = {f"unlike_{name}": differing(records, other) for name, other in references.items()}
+        print(json.dumps({**result, "candidates": sampled, **unlike, "recipes": len(tasks), "block": args.block, "slots": args.slots,
+                          "prompt_cache": args.prompt_cache, "recipes_file": args.recipes_file or "data/sample"}),
+              flush=True)
+    base, ours = results[0], results[-1]
+    ratio = base["decoders"] / max(1, ours["decoders"])
+    print(f"ratio caches made, reuse {base['reuse']} / {ours['reuse']}: {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -8,14 +8,17 @@ holds at most `rrt.modelling.static_decode.COLUMN_REUSE` times as many (ours).
 
 A random-weight GPT-2 (gpu_speed.py's tiny shape, a BPE trained on the recipes' Contextual
 texts) rewrites the recipes with the Contextual system at --block: ten candidates of 64 tokens,
-every candidate run to the limit, through continuous batching of --slots recipes, with the
-static step run eagerly (the graph step's shapes and counts; its captures need CUDA). Each way
-starts without kept caches and keeps as many as a GPU does. The ways draw the same numbers;
+every candidate run to the limit, through continuous batching of --slots recipes, with the graph
+step (rewrite.decode_step: graph). On a CPU a stand-in takes the place of the CUDA capture: it
+records nothing and each replay runs the step eagerly, so the caches, captures and evictions
+counted are those of a GPU, and the seconds are not. With --device cuda (and --model-shape
+gpt2-medium) the model is in fp16 on the GPU and the captures are real, their time counted with
+the rest. Each way starts without kept caches and keeps as many as a GPU does. The ways draw the same numbers;
 attention over masked columns adds nothing but may round differently, which moves a draw where
 a random model's next-token distribution is nearly flat, so each line counts the rewritten steps
 and sampled candidates unlike the baseline's (and, with --dynamic, unlike the growing cache's). Prints a JSON line per
-way: caches made, evictions, buckets first run (a capture each on a GPU), the columns held
-against those needed, steps/s on this CPU; and the ratio of caches made last.
+way: caches made, graph captures, evictions, the columns held against those needed, steps/s;
+and the ratio of captures last.
 """
 from __future__ import annotations
 
@@ -29,10 +32,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
-from gpu_speed import SHAPES, broken_constraints, contextual_texts, read_recipes  # noqa: E402
+from gpu_speed import (SHAPES, broken_constraints, contextual_texts, ensure_dictionary, model_config,  # noqa: E402
+                       read_recipes)
 from rrt.modelling import static_decode  # noqa: E402
 
-COUNTS = ("decoders", "evictions", "buckets", "batches", "columns_needed", "columns_held")
+COUNTS = ("decoders", "captures", "evictions", "batches", "columns_needed", "columns_held")
+
+
+class Printed:
+    """What ensure_dictionary reports to, printed as a JSON line."""
+
+    def add(self, row: dict) -> None:
+        """Print one result row."""
+        print(json.dumps(row), flush=True)
 
 
 def parse_reuse(value: str) -> list[float]:
@@ -60,7 +72,7 @@ def differing(records: list[dict], others: list[dict]) -> dict:
 
 
 def main() -> None:
-    """Rewrite the same recipes once per reuse factor; print a JSON line each and the ratio last."""
+    """Rewrite the same recipes once per reuse factor; print a JSON line each and the ratio of captures last."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recipes-file", help="JSON-lines recipes (default: the bundled sample)")
     parser.add_argument("--recipes", type=int, default=64, help="recipes rewritten")
@@ -74,12 +86,16 @@ def main() -> None:
     parser.add_argument("--dynamic", action="store_true",
                         help="also rewrite with the growing cache (rewrite.decode_step: dynamic), whose records "
                              "each way's are compared with too")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="cuda: the model in fp16 and real CUDA graph captures, timed with the rest")
+    parser.add_argument("--model-shape", choices=sorted(SHAPES), default="tiny",
+                        help="the random GPT-2's layers (gpt2-medium on a GPU)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
     args = parser.parse_args()
     if args.recipes_file and not os.path.isfile(args.recipes_file):
         parser.error(f"no such recipes file: {args.recipes_file}")
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2LMHeadModel
 
     from rrt.modelling.models import mask_padding_rows, train_tiny_tokenizer
     from rrt.modelling.rewriter import Rewriter, RewriteTask
@@ -88,25 +104,31 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     recipes = read_recipes(args.recipes_file)[:args.recipes]
+    ensure_dictionary(recipes, Printed())
     tokenizer = train_tiny_tokenizer(contextual_texts(recipes), 8000)
     torch.manual_seed(0)
-    lm = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=args.block, **SHAPES["tiny"],
-                                    bos_token_id=None, eos_token_id=None,
-                                    pad_token_id=tokenizer.pad_token_id)).eval()
+    cuda = args.device == "cuda"
+    with torch.device(args.device):
+        lm = GPT2LMHeadModel(model_config(args.model_shape, tokenizer)).eval()
+    if cuda:
+        lm = lm.half()   # as a model is served on a GPU
     lm.rrt_live_vocab = len(tokenizer)
     mask_padding_rows(lm)
     tasks = [RewriteTask(r["id"], broken_constraints(r)[:1] or ["vegan"], r, seed=13) for r in recipes]
     settings = SamplingSettings(top_k=40, top_p=1.0, temperature=1.0, candidates=10, max_new_tokens=64)
-    # As many caches kept as on a GPU, so evictions count as they would there.
-    static_decode.CPU_DECODERS = static_decode.GPU_DECODERS
+    if not cuda:
+        # As many caches kept as on a GPU, and a capture that replays the step eagerly: the counts a GPU's.
+        static_decode.CPU_DECODERS = static_decode.GPU_DECODERS
+        static_decode._capture = lambda step, device: step
 
-    def run(reuse: float, step: str = "static") -> dict:
+    def run(reuse: float, step: str = "graph") -> dict:
         """One rewrite of every task with this reuse factor: its counts, records and seconds."""
         static_decode.COLUMN_REUSE = reuse
         lm.__dict__.pop("rrt_static_decoders", None)
         rewriter = Rewriter("contextual", lm, tokenizer, args.block, settings, batch_prompts=64, recipe_tokens=384,
-                            reuse_prefix=False, decode="host", decode_step=step,
-                            prompt_cache=args.prompt_cache, device="cpu")
+                            reuse_prefix=False, decode="host", decode_step="dynamic" if step == "dynamic" else
+                            "static", prompt_cache=args.prompt_cache, device=args.device)
+        rewriter.decode_step = step   # graph, which the settings allow on CUDA only, with the stand-in on a CPU
         rewriter._stop_ids = lambda variant, tok: set()   # random weights: every candidate runs to the limit
         before = dict(static_decode.STATS)
         started = time.perf_counter()
@@ -129,12 +151,13 @@ def main() -> None:
         # The ways draw the same numbers; a step differs where float rounding moved a draw.
         sampled = sum(len(e.get("candidates", [])) for r in records for e in r["steps"])
         unlike = {f"unlike_{name}": differing(records, other) for name, other in references.items()}
-        print(json.dumps({**result, "candidates": sampled, **unlike, "recipes": len(tasks), "block": args.block, "slots": args.slots,
-                          "prompt_cache": args.prompt_cache, "recipes_file": args.recipes_file or "data/sample"}),
+        print(json.dumps({**result, "candidates": sampled, **unlike, "recipes": len(tasks), "block": args.block,
+                          "slots": args.slots, "prompt_cache": args.prompt_cache, "device": args.device,
+                          "model_shape": args.model_shape, "recipes_file": args.recipes_file or "data/sample"}),
               flush=True)
     base, ours = results[0], results[-1]
-    ratio = base["decoders"] / max(1, ours["decoders"])
-    print(f"ratio caches made, reuse {base['reuse']} / {ours['reuse']}: {ratio:.2f}")
+    ratio = base["captures"] / max(1, ours["captures"])
+    print(f"ratio graph captures, reuse {base['reuse']} / {ours['reuse']}: {ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ The sentence-level baselines rewrite each step on its own; seq2seq_copy's --mode
 output, which holds a model per constraint (<constraint>/model), one for each constraint sampled.
 Writes into --output: rewrites.jsonl (one line per recipe, in arrival order) and run.json
 (settings, counts, tasks dropped for a missing source recipe, timings, and for the step-by-step
-systems the engine's rounds and its seconds on prompts, sampling and selection). A rerun into the same
+systems the engine's rounds, its seconds on prompts, sampling and selection, and its static caches
+made, graph captures, caches evicted and batches too big for one). A rerun into the same
 folder finishes the missing recipes only.
 """
 from __future__ import annotations
@@ -339,7 +340,7 @@ def run(settings: dict, overwrite: bool) -> dict:
     counts = {"recipes": len(tasks), "done_earlier": len(tasks) - len(todo), "written": 0, "steps": 0,
               "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0, "guard_stops": 0,
               "retrieval_fallbacks": 0}
-    engine: dict = {}   # the model actors' rounds and seconds (prompts, sampling, selection), summed
+    engine: dict = {}   # the model actors' rounds, seconds and static-cache counts (ENGINE_COUNTS), summed
     if todo:
         table = task_table(todo)
         # An actor call takes call_batches batches' worth (it keeps batch_recipes in flight); small

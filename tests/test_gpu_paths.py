@@ -225,28 +225,38 @@ def test_static_and_graph_decoding_draw_the_tokens_host_decoding_does(top_p, fam
 
 
 @pytest.mark.parametrize("prompt_cache", ["copied", "shared"])
-def test_a_kept_static_cache_with_more_columns_serves_shorter_prompts(prompt_cache, monkeypatch):
+def test_a_kept_graph_cache_with_more_columns_serves_shorter_prompts(prompt_cache, monkeypatch):
     from rrt.modelling import static_decode
 
     lm, prompts, stops, settings, seeds = _decoding_case(1.0)
     rng = np.random.default_rng(4)
     long = [list(rng.integers(3, VOCAB, size=int(rng.integers(66, 90)))) for _ in prompts]
     host = sample_candidates(lm, prompts, seeds, stops, PAD, settings, decode="host")
+    monkeypatch.setattr(static_decode, "_capture", _fake_capture)
+
+    def graph(batch, step="graph"):
+        """The batch's candidates, and the caches made and columns held for it."""
+        made, held = static_decode.STATS["decoders"], static_decode.STATS["columns_held"]
+        out = sample_candidates(lm, batch, seeds, stops, PAD, settings, step=step, prompt_cache=prompt_cache)
+        return out, static_decode.STATS["decoders"] - made, static_decode.STATS["columns_held"] - held
+
     # Columns round up to 64: the long prompts' cache has 128, the short ones need 64.
     monkeypatch.setattr(static_decode, "COLUMN_REUSE", 2.0)
-    sample_candidates(lm, long, seeds, stops, PAD, settings, step="static", prompt_cache=prompt_cache)
-    made, held = static_decode.STATS["decoders"], static_decode.STATS["columns_held"]
-    reused = sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="static", prompt_cache=prompt_cache)
-    assert static_decode.STATS["decoders"] == made and static_decode.STATS["columns_held"] - held == 128
+    assert graph(long)[1:] == (1, 128)
+    captures = static_decode.STATS["captures"]
+    reused, made, held = graph(prompts)
+    assert (made, held) == (0, 128) and static_decode.STATS["captures"] == captures   # its graphs replayed
     assert [s.tokens for s in reused] == [s.tokens for s in host]
     assert [s.ended for s in reused] == [s.ended for s in host]
-    # Past the factor the short prompts get a cache of their own columns: the same tokens.
+    # Past the factor, and eagerly (no capture to save), the short prompts get a cache of their own columns.
     monkeypatch.setattr(static_decode, "COLUMN_REUSE", 1.9)
-    own = sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="static", prompt_cache=prompt_cache)
-    assert static_decode.STATS["decoders"] == made + 1 and [s.tokens for s in own] == [s.tokens for s in host]
+    own, made, held = graph(prompts)
+    assert (made, held) == (1, 64) and [s.tokens for s in own] == [s.tokens for s in host]
     # A cache of fewer columns never serves a longer prompt.
-    sample_candidates(lm, long, seeds, stops, PAD, settings, step="static", prompt_cache=prompt_cache)
-    assert static_decode.STATS["decoders"] == made + 1 and static_decode.STATS["columns_held"] - held == 128 + 64 + 128
+    assert graph(long)[1:] == (0, 128)
+    monkeypatch.setattr(static_decode, "COLUMN_REUSE", 2.0)
+    graph(long, "static")
+    assert graph(prompts, "static")[1:] == (1, 64)
 
 
 def test_decode_step_auto_is_graph_on_cuda_for_gpt2_and_llama():

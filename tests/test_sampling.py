@@ -263,9 +263,13 @@ def test_the_rewriter_gives_the_same_rewrite_decoding_on_the_host_the_device_or_
     lm, tok = tiny
     tasks = [RewriteTask("a", ["vegan"], SOURCE, 5), RewriteTask("b", ["vegan"], {**SOURCE, "title": "Crepes"}, 5)]
     settings = sampling(top_k=40, candidates=4, max_new_tokens=12)
-    runs = [make_rewriter("contextual", lm, tok, 256, settings, decode=decode, decode_step=step).rewrite(tasks)
-            for decode, step in (("host", "dynamic"), ("device", "dynamic"), ("host", "static"))]
+    rewriters = [make_rewriter("contextual", lm, tok, 256, settings, decode=decode, decode_step=step)
+                 for decode, step in (("host", "dynamic"), ("device", "dynamic"), ("host", "static"))]
+    runs = [rewriter.rewrite(tasks) for rewriter in rewriters]
     assert [r["steps"] for r in runs[0]] == [r["steps"] for r in runs[1]] == [r["steps"] for r in runs[2]]
+    # Only the static step makes caches, and its counts say so (no graph off CUDA).
+    assert [r.stats["static_caches"] for r in rewriters[:2]] == [0, 0] and rewriters[2].stats["static_caches"] >= 1
+    assert rewriters[2].stats["graph_captures"] == rewriters[2].stats["no_room"] == 0
     # Constrained, every prompt has a guard, which checks each token's text on the host.
     guarded = make_rewriter("contextual", lm, tok, 256, settings, constrained=True, decode="device")
     assert guarded.decode_on == "device" and guarded.rewrite(tasks[:1])[0]["rewrite"]["steps"]

@@ -18,12 +18,16 @@ from rrt.modelling.prompts import (SPECIAL_NAMES, STOPS, fit_prompt, parse_ingre
                          recipe_prompt, step_prompt)
 from rrt.recipes.recipe import Recipe
 from rrt.modelling.sampling import Prefix, SamplingSettings, sample_candidates
-from rrt.modelling.static_decode import resolve_decode_step
+from rrt.modelling.static_decode import STATS as STATIC_STATS, resolve_decode_step
 from rrt.modelling.selection import StepContext, score_candidate, select_best, source_word_set
 from rrt.recipes.substitutions import substitute_recipe
 
 # The rewriter's counts of where a round's time goes, as jobs and benchmarks report them.
-ENGINE_COUNTS = ("rounds", "prompting_s", "sampling_s", "selection_s")
+# The static decode step's counts a rewriter reports (its name: rrt.modelling.static_decode.STATS's): caches
+# made (on a GPU, each with its graph captures), captures, kept caches evicted, batches that did not fit.
+STATIC_COUNTS = {"static_caches": "decoders", "graph_captures": "captures", "cache_evictions": "evictions",
+                 "no_room": "no_room"}
+ENGINE_COUNTS = ("rounds", "prompting_s", "sampling_s", "selection_s", *STATIC_COUNTS)
 
 # system -> the training variant of its model; None for the two systems without a model.
 SYSTEMS = {"rule_based": None, "retrieval": None, "no_source": "no_source", "end_to_end": "end_to_end",
@@ -142,7 +146,7 @@ class Rewriter:
         self.special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}
         self.stats = {"steps_sampled": 0, "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0,
                       "guard_stops": 0, "candidates": 0, "rounds": 0, "prompting_s": 0.0, "sampling_s": 0.0,
-                      "selection_s": 0.0}
+                      "selection_s": 0.0, **dict.fromkeys(STATIC_COUNTS, 0)}
         self._guards: dict[tuple, object] = {}
 
     def _stop_ids(self, variant: str, tokenizer) -> set[int]:
@@ -171,7 +175,7 @@ class Rewriter:
         stops = self._stop_ids(variant or self.variant, tokenizer)
         order = sorted(range(len(jobs)), key=lambda i: len(jobs[i][0]))
         out: list = [None] * len(jobs)
-        started = time.perf_counter()
+        started, static_before = time.perf_counter(), dict(STATIC_STATS)
         for lo in range(0, len(order), self.batch_prompts):
             chunk = order[lo: lo + self.batch_prompts]
             guards = [jobs[i][2] for i in chunk]
@@ -184,6 +188,8 @@ class Rewriter:
             for i, result in zip(chunk, results):
                 out[i] = result
         self.stats["sampling_s"] += time.perf_counter() - started
+        for ours, theirs in STATIC_COUNTS.items():
+            self.stats[ours] += STATIC_STATS[theirs] - static_before[theirs]
         return out
 
     def prompt_ids(self, text: str, variant: str, tokenizer=None) -> list[int] | None:

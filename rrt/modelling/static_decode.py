@@ -3,9 +3,10 @@ family model, captured as a CUDA graph on a GPU (`rewrite.decode_step`: static |
 
 The shared prefill stays as it is (rrt.modelling.sampling); its keys and values are copied into a
 cache of C rows (candidates, padded to a bucket) x L columns (prompt + new tokens), allocated
-once per shape and kept with the model; a kept cache of up to COLUMN_REUSE times the columns a
-batch needs serves it, the extra columns masked (prompt lengths vary widely at a 1024-token
-block, and each new shape costs a capture, or an eviction past GPU_DECODERS). One decode step
+once per shape and kept with the model; with graphs, a kept cache of up to COLUMN_REUSE times
+the columns a batch needs serves it, the extra columns masked (prompt lengths vary widely at a
+1024-token block, and each new shape costs captures, and past GPU_DECODERS an eviction; eagerly,
+a new shape costs only its allocation, less than attending to masked columns). One decode step
 reads and writes only such fixed buffers: the last token and its position, the column it writes
 (shared by every row: left padding ends every prompt in the same column), the valid-column mask,
 each candidate's pre-drawn numbers and the tokens so far. So on a GPU the whole step - every block, the LM head,
@@ -35,7 +36,7 @@ from rrt.modelling.sampling import SamplingSettings, Sampled, _guarded_draw, dev
 SYNC_EVERY = 8             # tokens between the host's looks at finished candidates (unguarded)
 EAGER_BEFORE_CAPTURE = 2   # eager steps of a new bucket before its capture (lazy kernels, cuBLAS workspaces)
 COLUMN_MULTIPLE = 64       # cache columns round up to this, so prompts of near lengths share one cache
-COLUMN_REUSE = 1.25        # a kept cache with up to this many times the columns a batch needs serves it (masked)
+COLUMN_REUSE = 1.25        # a kept graph cache with up to this many times the columns a batch needs serves it
 MIN_ROWS = 8               # the smallest bucket a batch shrinks to
 CACHE_SHARE = 0.4          # of the GPU's memory the kept caches may hold together
 CPU_DECODERS = 3           # caches kept per model on the host
@@ -43,7 +44,7 @@ GPU_DECODERS = 8           # and on a GPU (each also holds its graphs' memory)
 
 # Counts since the process started, for benchmarks and logs.
 STATS = {"decoders": 0, "captures": 0, "capture_failures": 0, "replays": 0, "eager_steps": 0, "guard_redraws": 0,
-         "no_room": 0, "evictions": 0, "buckets": 0, "batches": 0, "columns_needed": 0, "columns_held": 0}
+         "no_room": 0, "evictions": 0, "batches": 0, "columns_needed": 0, "columns_held": 0}
 
 
 class NoRoom(Exception):
@@ -252,7 +253,6 @@ class StaticDecoder:
                 self.replays[rows] = replay
                 return self.advance(rows, steps_left)
         STATS["eager_steps"] += 1
-        STATS["buckets"] += rows not in self.warmed   # a bucket's first step: on a GPU, a capture follows
         self.warmed[rows] = self.warmed.get(rows, 0) + 1
         _warm(step, self.device) if self.graph else step()
 
@@ -354,10 +354,11 @@ def _decoder(lm, rows: int, columns: int, steps: int, settings: SamplingSettings
     shape = (columns, steps, settings.top_k, settings.top_p, settings.temperature, stops, str(dtype), str(device),
              graph, n)
     # A larger decoder of the same settings serves fewer rows with its smaller buckets' graphs, and
-    # shorter prompts with its extra columns masked: fewer shapes, so fewer captures and evictions
-    # when prompt lengths vary (a 1024-token block meets a dozen roundings to COLUMN_MULTIPLE).
+    # with graphs shorter prompts with its extra columns masked: fewer shapes, so fewer captures and
+    # evictions when prompt lengths vary (a 1024-token block meets a dozen roundings to COLUMN_MULTIPLE).
+    most = columns * (COLUMN_REUSE if graph else 1)
     fits = [key for key, d in kept.items()
-            if key[2:] == shape[1:] and columns <= key[1] <= columns * COLUMN_REUSE and rows in d.buckets()]
+            if key[2:] == shape[1:] and columns <= key[1] <= most and rows in d.buckets()]
     if fits:
         key = min(fits, key=lambda k: (k[1], k[0]))
         kept.move_to_end(key)

@@ -23,8 +23,8 @@ from rrt.modelling.selection import StepContext, score_candidate, select_best, s
 from rrt.recipes.substitutions import substitute_recipe
 
 # The rewriter's counts of where a round's time goes, as jobs and benchmarks report them.
-# The static decode step's counts a rewriter reports (its name: rrt.modelling.static_decode.STATS's): caches
-# made (on a GPU, each with its graph captures), captures, kept caches evicted, batches that did not fit.
+# The static decode step's counts a rewriter reports, each read from rrt.modelling.static_decode.STATS:
+# caches made (on a GPU, each with its graph captures), captures, kept caches evicted, batches too big for one.
 STATIC_COUNTS = {"static_caches": "decoders", "graph_captures": "captures", "cache_evictions": "evictions",
                  "no_room": "no_room"}
 ENGINE_COUNTS = ("rounds", "prompting_s", "sampling_s", "selection_s", *STATIC_COUNTS)

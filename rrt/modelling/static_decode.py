@@ -3,13 +3,13 @@ family model, captured as a CUDA graph on a GPU (`rewrite.decode_step`: static |
 
 The shared prefill stays as it is (rrt.modelling.sampling); its keys and values are copied into a
 cache of C rows (candidates, padded to a bucket) x L columns (prompt + new tokens), allocated
-once per shape and kept with the model; with graphs, a kept cache of up to COLUMN_REUSE times
-the columns a batch needs serves it, the extra columns masked (prompt lengths vary widely at a
-1024-token block, and each new shape costs captures, and past GPU_DECODERS an eviction; eagerly,
-a new shape costs only its allocation, less than attending to masked columns). One decode step
-reads and writes only such fixed buffers: the last token and its position, the column it writes
-(shared by every row: left padding ends every prompt in the same column), the valid-column mask,
-each candidate's pre-drawn numbers and the tokens so far. So on a GPU the whole step - every block, the LM head,
+once per shape and kept with the model. With graphs, a kept cache of up to COLUMN_REUSE times
+the columns a batch needs serves it, the extra columns masked: prompt lengths vary widely at a
+1024-token block, and each new shape costs its captures, and past GPU_DECODERS an eviction (eager
+steps keep exact shapes: they have no capture to save). One decode step reads and writes only
+such fixed buffers: the last token and its position, the column it writes (shared by every row:
+left padding ends every prompt in the same column), the valid-column mask, each candidate's
+pre-drawn numbers and the tokens so far. So on a GPU the whole step - every block, the LM head,
 top-k / top-p and the draw - is one graph replay, with no host work and no host sync per token.
 What differs by family is in a body (rrt.modelling.decode_bodies): a Llama model's keys are cached
 already rotated to their positions, and its key-value heads are cached once, not once per query
@@ -355,7 +355,7 @@ def _decoder(lm, rows: int, columns: int, steps: int, settings: SamplingSettings
              graph, n)
     # A larger decoder of the same settings serves fewer rows with its smaller buckets' graphs, and
     # with graphs shorter prompts with its extra columns masked: fewer shapes, so fewer captures and
-    # evictions when prompt lengths vary (a 1024-token block meets a dozen roundings to COLUMN_MULTIPLE).
+    # evictions when prompt lengths vary (at a 1024-token block, dozens of roundings to COLUMN_MULTIPLE).
     most = columns * (COLUMN_REUSE if graph else 1)
     fits = [key for key, d in kept.items()
             if key[2:] == shape[1:] and columns <= key[1] <= most and rows in d.buckets()]

@@ -26,7 +26,7 @@ sys.path.insert(0, ROOT)
 
 from rrt.config import load_settings  # noqa: E402
 from rrt.modelling.loading import build_rewriter, load_model  # noqa: E402
-from rrt.modelling.prompts import STOPS, step_prompt  # noqa: E402
+from rrt.modelling.prompts import step_prompt  # noqa: E402
 from rrt.modelling.rewriter import Rewriter, RewriteTask, step_context  # noqa: E402
 from rrt.modelling.sampling import SamplingSettings  # noqa: E402
 from rrt.modelling.selection import select_best  # noqa: E402
@@ -75,7 +75,7 @@ def straightforward(rewriter: Rewriter, tasks: list[RewriteTask], stops: list[in
 
     lm, tok, settings = rewriter.lm, rewriter.tokenizer, rewriter.settings
     if stops is None:
-        stops = [tok.convert_tokens_to_ids(t) for t in STOPS[rewriter.variant]]
+        stops = sorted(rewriter._stop_ids(rewriter.variant, tok))
     steps = 0
     for task in tasks:
         state = rewriter.start(task)

@@ -49,6 +49,30 @@ def test_generated_parts_parse():
     assert parse_recipe("just words")["steps"] == ["just words"]
 
 
+def test_a_step_ends_at_the_first_special_token_the_model_writes(tiny, monkeypatch, tmp_path):
+    from rrt.modelling import prompts
+    from rrt.modelling.models import load_tokenizer, special_tokens
+    from rrt.recipes.paper_format import ING, NO_INGS
+    from testing.local_service import PRETRAINED_BOS, tiny_pretrained
+
+    lm, tok = tiny
+    rewriter = make_rewriter("contextual", lm, tok, 256, sampling(candidates=2, max_new_tokens=8))
+    ours = {tok.convert_tokens_to_ids(t) for t in special_tokens()}
+    assert len(ours) == len(special_tokens())
+    for variant in ("contextual", "contextual_ing", "no_context", "no_source"):
+        assert rewriter._stop_ids(variant, tok) == ours
+    # The next-ingredient model writes <ing> and <noings>, End-to-End every mark of a recipe.
+    assert not {tok.convert_tokens_to_ids(t) for t in (ING, NO_INGS)} & rewriter._stop_ids("ing_predictor", tok)
+    assert rewriter._stop_ids("end_to_end", tok) == {tok.convert_tokens_to_ids(EOS)}
+    # A pretrained tokenizer's own special tokens (a Llama's <s>, a chat model's marks) end a step too.
+    llama_tok = load_tokenizer(tiny_pretrained(str(tmp_path / "llama")))   # ours added to its own, as to any base
+    assert llama_tok.convert_tokens_to_ids(PRETRAINED_BOS) in rewriter._stop_ids("contextual", llama_tok)
+    assert llama_tok.convert_tokens_to_ids(PRETRAINED_BOS) not in rewriter._stop_ids("end_to_end", llama_tok)
+    # A name the tokenizer lacks maps to its unknown token (the end of text here): no stop.
+    monkeypatch.setitem(prompts.STOPS, "end_to_end", (INST, "<not-a-token>"))
+    assert rewriter._stop_ids("end_to_end", tok) == {tok.convert_tokens_to_ids(INST)}
+
+
 def test_fitting_drops_left_context_but_never_the_title_or_the_current_step(tiny):
     _, tok = tiny
     special = {t: tok.convert_tokens_to_ids(t) for t in ("<endoftitle>", "<endofings>", INST, END_INST,

@@ -12,6 +12,10 @@ _MARK = "\x00"   # stands where the model's text starts; no recipe holds it
 STOPS = {"contextual": (INST, END_INST, EOS), "contextual_ing": (INST, END_INST, EOS),
          "no_context": (INST, END_INST, EOS), "no_source": (INST, END_INST, EOS),
          "ing_predictor": (EOS, END_INST, INST), "end_to_end": (EOS,)}
+# The variants that write one step, which holds no special token: besides its STOPS, any special token
+# of the tokenizer (an ingredient field's marks, a tag, padding, a pretrained model's own chat marks)
+# is the model leaving the step, so it ends there too.
+STEP_VARIANTS = frozenset({"contextual", "contextual_ing", "no_context", "no_source"})
 
 
 def _cut(text: str) -> str:

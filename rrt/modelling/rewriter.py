@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from rrt.recipes.ingredients import ingredient_name, step_ingredients
 from rrt.recipes.paper_format import END_INST, INST
-from rrt.modelling.prompts import (SPECIAL_NAMES, STOPS, fit_prompt, parse_ingredients, parse_recipe, protected_span,
-                         recipe_prompt, step_prompt)
+from rrt.modelling.prompts import (SPECIAL_NAMES, STEP_VARIANTS, STOPS, fit_prompt, parse_ingredients, parse_recipe,
+                                   protected_span, recipe_prompt, step_prompt)
 from rrt.recipes.recipe import Recipe
 from rrt.modelling.sampling import Prefix, SamplingSettings, sample_candidates
 from rrt.modelling.static_decode import STATS as STATIC_STATS, resolve_decode_step
@@ -150,7 +150,12 @@ class Rewriter:
         self._guards: dict[tuple, object] = {}
 
     def _stop_ids(self, variant: str, tokenizer) -> set[int]:
-        return {tokenizer.convert_tokens_to_ids(t) for t in STOPS[variant]}
+        named = {t: tokenizer.convert_tokens_to_ids(t) for t in STOPS[variant]}
+        # A name the tokenizer lacks maps to None or to its unknown token: not a stop.
+        ids = {i for t, i in named.items() if i is not None and tokenizer.convert_ids_to_tokens(i) == t}
+        if variant in STEP_VARIANTS:
+            ids |= {i for i, token in tokenizer.added_tokens_decoder.items() if token.special}
+        return ids
 
     def _guard(self, constraints: list[str]):
         if not self.constrained:

@@ -126,8 +126,8 @@ def main() -> None:
         static_decode.COLUMN_REUSE = reuse
         lm.__dict__.pop("rrt_static_decoders", None)
         rewriter = Rewriter("contextual", lm, tokenizer, args.block, settings, batch_prompts=64, recipe_tokens=384,
-                            reuse_prefix=False, decode="host", decode_step="dynamic" if step == "dynamic" else
-                            "static", prompt_cache=args.prompt_cache, device=args.device)
+                            reuse_prefix=False, decode="host", decode_step="static", prompt_cache=args.prompt_cache,
+                            device=args.device)
         rewriter.decode_step = step   # graph, which the settings allow on CUDA only, with the stand-in on a CPU
         rewriter._stop_ids = lambda variant, tok: set()   # random weights: every candidate runs to the limit
         before = dict(static_decode.STATS)

@@ -70,7 +70,8 @@ def load_inputs(args):
 
 def straightforward(rewriter: Rewriter, tasks: list[RewriteTask], stops: list[int] | None = None) -> int:
     """The paper's loop: per recipe, per step, one generate() call with ten return sequences
-    (ending at the variant's stop tokens, or `stops` when given; [] runs every step to the end)."""
+    (ending at the variant's stop tokens, or `stops` when given; [] runs every step to the end),
+    never writing the tokens the engine bans."""
     import torch
 
     lm, tok, settings = rewriter.lm, rewriter.tokenizer, rewriter.settings
@@ -94,7 +95,8 @@ def straightforward(rewriter: Rewriter, tasks: list[RewriteTask], stops: list[in
                                       do_sample=True, top_k=settings.top_k, top_p=settings.top_p,
                                       temperature=settings.temperature, num_return_sequences=settings.candidates,
                                       max_new_tokens=settings.max_new_tokens, eos_token_id=stops or None,
-                                      pad_token_id=tok.pad_token_id)
+                                      pad_token_id=tok.pad_token_id,
+                                      suppress_tokens=list(rewriter._banned_ids(tok)) or None)
                 texts = []
                 for row in out[:, len(ids):].tolist():
                     cut = next((i for i, t in enumerate(row) if t in stops), len(row))

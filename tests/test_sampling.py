@@ -280,6 +280,48 @@ def test_the_rewriter_gives_the_same_rewrite_with_and_without_prefix_reuse(tiny)
     assert [r["rewrite"] for r in runs[0]] == [r["rewrite"] for r in runs[1]]
 
 
+def test_a_banned_token_is_never_drawn_on_any_decoding_path(tiny, monkeypatch):
+    from dataclasses import replace
+
+    from rrt.modelling import static_decode
+    from rrt.modelling.constrained import ViolationGuard
+    from rrt.modelling.rewriter import RewriteTask
+
+    lm, tok = tiny
+    pad = tok.pad_token_id
+    stops = {tok.convert_tokens_to_ids(t) for t in (INST, END_INST, EOS)}
+    guard = ViolationGuard(tok, ["vegan"], stops)
+
+    def padding_first(module, inputs, logits):
+        """Padding outweighs every other token, as in a briefly fine-tuned model that writes it for a space."""
+        logits[..., pad] += 20.0
+
+    hook = lm.get_output_embeddings().register_forward_hook(padding_first)
+    monkeypatch.setattr(static_decode, "_capture", lambda step, device: step)   # the CPU's stand-in for a graph
+    settings = sampling(candidates=3, max_new_tokens=6)
+    ways = [("host", "dynamic", "copied"), ("device", "dynamic", "copied"), ("device", "static", "copied"),
+            ("device", "static", "shared"), ("device", "graph", "shared")]
+    try:
+        for decode, step, cache in ways:
+            def run(banned, guards=None):
+                runs = sample_candidates(lm, _prompts(tok), [1, 2, 3], stops, pad, replace(settings, banned=banned),
+                                         guards=guards, decode=decode, step=step, prompt_cache=cache)
+                return [t for r in runs for t in r.tokens]
+            assert all(t == [pad] * 6 for t in run(())), (decode, step)
+            for guards in (None, [guard, None, guard]):
+                drawn = run((pad,), guards)
+                assert len(drawn) == 9 and pad not in {i for t in drawn for i in t}, (decode, step, guards)
+                assert sum(map(len, drawn)) > 9
+        # The rewriter bans padding, which would otherwise end every step at once (it is a special token).
+        rewriter = make_rewriter("contextual", lm, tok, 256, sampling(candidates=2, max_new_tokens=8))
+        assert rewriter._banned_ids(tok) == (pad,) and pad in rewriter._stop_ids("contextual", tok)
+        records = rewriter.rewrite([RewriteTask("a", ["vegan"], SOURCE, 5)])
+    finally:
+        hook.remove()
+    texts = [c["text"] for entry in records[0]["steps"] for c in entry["candidates"]]
+    assert texts and all(texts) and not any("<pad>" in t for t in texts)
+
+
 @needs_dictionary
 def test_the_rewriter_gives_the_same_rewrite_decoding_on_the_host_the_device_or_the_static_cache(tiny):
     from rrt.modelling.rewriter import RewriteTask

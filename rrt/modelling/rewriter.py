@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rrt.recipes.ingredients import ingredient_name, step_ingredients
 from rrt.recipes.paper_format import END_INST, INST
@@ -157,6 +157,13 @@ class Rewriter:
             ids |= {i for i, token in tokenizer.added_tokens_decoder.items() if token.special}
         return ids
 
+    @staticmethod
+    def _banned_ids(tokenizer) -> tuple[int, ...]:
+        # Padding is masked out of every label, so a model never learns to write it; a briefly
+        # fine-tuned pretrained one still draws it where its starting embedding (a space) fits.
+        pad = tokenizer.pad_token_id
+        return (pad,) if pad is not None and pad != tokenizer.eos_token_id else ()
+
     def _guard(self, constraints: list[str]):
         if not self.constrained:
             return None
@@ -178,6 +185,7 @@ class Rewriter:
         """Sample every (prompt ids, seed, guard[, prefix, keep]) job, in length-sorted chunks."""
         lm, tokenizer = lm or self.lm, tokenizer or self.tokenizer
         stops = self._stop_ids(variant or self.variant, tokenizer)
+        settings = replace(settings, banned=self._banned_ids(tokenizer))
         order = sorted(range(len(jobs)), key=lambda i: len(jobs[i][0]))
         out: list = [None] * len(jobs)
         started, static_before = time.perf_counter(), dict(STATIC_STATS)

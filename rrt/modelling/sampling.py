@@ -20,13 +20,15 @@ GUARD_TRIES = 24
 
 @dataclass
 class SamplingSettings:
-    """Decoding settings: top-k, nucleus, temperature, candidates per step and new tokens per step."""
+    """Decoding settings: top-k, nucleus, temperature, candidates per step, new tokens per step and
+    the token ids never drawn."""
 
     top_k: int
     top_p: float
     temperature: float
     candidates: int
     max_new_tokens: int
+    banned: tuple[int, ...] = ()
 
     @classmethod
     def from_config(cls, values: dict, **changes) -> "SamplingSettings":
@@ -59,6 +61,9 @@ def _filtered_probs(logits, settings: SamplingSettings):
     import torch
 
     scaled = logits.float() / max(settings.temperature, 1e-6)
+    # One fill per id, with no host-to-device copy, so a captured decode step can ban them too.
+    for token in settings.banned:
+        scaled[..., token] = float("-inf")
     k = min(settings.top_k or scaled.shape[-1], scaled.shape[-1])
     values, ids = torch.topk(scaled, k, dim=-1)
     probs = torch.softmax(values, dim=-1)

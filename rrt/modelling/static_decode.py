@@ -351,8 +351,8 @@ def _decoder(lm, rows: int, columns: int, steps: int, settings: SamplingSettings
     import torch
 
     kept = lm.__dict__.setdefault("rrt_static_decoders", OrderedDict())
-    shape = (columns, steps, settings.top_k, settings.top_p, settings.temperature, stops, str(dtype), str(device),
-             graph, n)
+    shape = (columns, steps, settings.top_k, settings.top_p, settings.temperature, settings.banned, stops,
+             str(dtype), str(device), graph, n)
     # A larger decoder of the same settings serves fewer rows with its smaller buckets' graphs, and
     # with graphs shorter prompts with its extra columns masked: fewer shapes, so fewer captures and
     # evictions when prompt lengths vary (at a 1024-token block, dozens of roundings to COLUMN_MULTIPLE).

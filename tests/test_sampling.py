@@ -280,6 +280,25 @@ def test_the_rewriter_gives_the_same_rewrite_with_and_without_prefix_reuse(tiny)
     assert [r["rewrite"] for r in runs[0]] == [r["rewrite"] for r in runs[1]]
 
 
+def test_a_round_of_prompts_tokenized_together_gives_each_prompt_its_own_ids(tiny, tmp_path):
+    from rrt.modelling.models import load_tokenizer
+    from testing.local_service import tiny_pretrained
+
+    lm, tok = tiny
+    long_source = {**SOURCE, "steps": ["Stir the batter slowly. " * 30] + SOURCE["steps"]}
+    texts = [step_prompt("contextual", source, n, source["steps"][:n], "vegan")
+             for source in (SOURCE, long_source) for n in range(3)]
+    llama_tok = load_tokenizer(tiny_pretrained(str(tmp_path / "llama")))
+    for tokenizer in (tok, llama_tok):
+        roomy = make_rewriter("contextual", lm, tokenizer, 100_000, sampling())
+        assert roomy.prompts_ids(texts, "contextual") == [tokenizer.encode(t, add_special_tokens=False) for t in texts]
+        tight = make_rewriter("contextual", lm, tokenizer, 160, sampling(max_new_tokens=16))
+        fitted = tight.prompts_ids(texts, "contextual")
+        assert fitted == [tight.prompt_ids(t, "contextual") for t in texts]
+        assert None in fitted and any(ids and len(ids) <= 144 for ids in fitted)
+    assert make_rewriter("contextual", lm, tok, 256, sampling()).prompts_ids([], "contextual") == []
+
+
 def test_a_banned_token_is_never_drawn_on_any_decoding_path(tiny, monkeypatch):
     from dataclasses import replace
 

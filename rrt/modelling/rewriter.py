@@ -207,12 +207,20 @@ class Rewriter:
 
     def prompt_ids(self, text: str, variant: str, tokenizer=None) -> list[int] | None:
         """A prompt's token ids fitted to the block (room left for the new text); None if it cannot fit."""
+        return self.prompts_ids([text], variant, tokenizer)[0]
+
+    def prompts_ids(self, texts: list[str], variant: str, tokenizer=None) -> list[list[int] | None]:
+        """Each prompt's token ids fitted to the block, as `prompt_ids`, the texts tokenized in one call."""
         tok = tokenizer or self.tokenizer
         special = self.special if tok is self.tokenizer else {n: tok.convert_tokens_to_ids(n) for n in SPECIAL_NAMES}
-        ids = tok.encode(text, add_special_tokens=False)
-        head, tail, steps_from = protected_span(variant, ids, special)
         max_new = self.recipe_tokens if variant == "end_to_end" else self.settings.max_new_tokens
-        return fit_prompt(ids, head, tail, self.block - max_new, steps_from, {special[INST]})
+        fitted = []
+        # A fast tokenizer encodes a batch on all the host's cores; a round's prompts are the whole
+        # documents, so tokenizing them is most of the host's work for a round's prompts.
+        for ids in (tok(texts, add_special_tokens=False)["input_ids"] if texts else []):
+            head, tail, steps_from = protected_span(variant, ids, special)
+            fitted.append(fit_prompt(ids, head, tail, self.block - max_new, steps_from, {special[INST]}))
+        return fitted
 
     def _prefix_end(self, ids: list[int]) -> int:
         """Where the part of a prompt the next step's prompt starts with ends (0: none).
@@ -254,9 +262,9 @@ class Rewriter:
                 prompts[k] = [state.names[m.index] for m in mentioned]
             return prompts
         jobs, owners = [], []
-        for k, state in enumerate(states):
-            text = step_prompt("ing_predictor", state.task.source, state.step, state.done, "", state.rewritten)
-            ids = self.prompt_ids(text, "ing_predictor", self.ing_tokenizer)
+        texts = [step_prompt("ing_predictor", state.task.source, state.step, state.done, "", state.rewritten)
+                 for state in states]
+        for k, (state, ids) in enumerate(zip(states, self.prompts_ids(texts, "ing_predictor", self.ing_tokenizer))):
             if ids is None:
                 prompts[k] = []
                 continue
@@ -273,19 +281,23 @@ class Rewriter:
         self.stats["rounds"] += 1
         ing_prompts = self._ingredient_prompts(live) if self.variant == "contextual_ing" else {}
         started = time.perf_counter()
-        jobs, owners = [], []
+        texts, writing = [], []
         for k, state in enumerate(live):
             n, source = state.step, state.task.source
-            ctx = step_context(state, n)
             if not source["steps"][n].strip():
-                state.entries.append(scored_entry("", ctx, n, "empty source step"))
+                state.entries.append(scored_entry("", step_context(state, n), n, "empty source step"))
                 self.stats["empty_steps"] += 1
                 continue
             # The models learned one tag per example: the first constraint picks it, and the
             # selection rules (and the guard) hold the rewrite to all of them.
-            text = step_prompt(self.variant, source, n, state.done, state.task.constraints[0], state.rewritten, ing_prompts.get(k))
-            ids = self.prompt_ids(text, self.variant)
+            texts.append(step_prompt(self.variant, source, n, state.done, state.task.constraints[0], state.rewritten,
+                                     ing_prompts.get(k)))
+            writing.append(state)
+        jobs, owners = [], []
+        for state, ids in zip(writing, self.prompts_ids(texts, self.variant)):
+            n = state.step
             if ids is None:
+                ctx = step_context(state, n)
                 state.entries.append(scored_entry(state.guide_steps[n], ctx, n,
                                                   "source step longer than the block: rule-based rewrite"))
                 self.stats["steps_fallback"] += 1

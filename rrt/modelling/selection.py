@@ -47,13 +47,19 @@ class StepContext:
     @functools.cached_property
     def known_words(self) -> frozenset[str]:
         """Words accepted besides the dictionary: the source recipe's and the ingredient names'."""
-        names = {w for name in self.ingredient_names for w in _WORD.findall(name)}
-        return frozenset(w.lower().replace("’", "'") for w in names | set(self.source_words))
+        return _known_words(tuple(self.ingredient_names), frozenset(self.source_words))
 
     @functools.cached_property
     def source_ingredients(self) -> frozenset[int]:
         """Indices of the ingredients the source step mentions (computed once per step)."""
         return frozenset(m.index for m in step_ingredients(self.source_step, self.ingredient_names))
+
+
+@functools.lru_cache(maxsize=256)
+def _known_words(ingredient_names: tuple[str, ...], source_words: frozenset[str]) -> frozenset[str]:
+    # The same for every step of a recipe, and a recipe's steps are scored one after another.
+    names = {w for name in ingredient_names for w in _WORD.findall(name)}
+    return frozenset(w.lower().replace("’", "'") for w in names | set(source_words))
 
 
 @functools.cache
@@ -151,7 +157,12 @@ def select_best(candidates: list[str], ctx: StepContext) -> tuple[int, list[dict
     """Index of the best candidate (highest total, then lowest index) and every candidate's scores."""
     if not candidates:
         raise ValueError("select_best needs at least one candidate")
-    scores = [score_candidate(text, ctx) for text in candidates]
+    # Sampled candidates often repeat one another; a text is scored once per step.
+    known: dict[str, dict[str, float]] = {}
+    for text in candidates:
+        if text not in known:
+            known[text] = score_candidate(text, ctx)
+    scores = [dict(known[text]) for text in candidates]
     best = max(range(len(scores)), key=lambda i: (scores[i]["total"], -i))
     return best, scores
 

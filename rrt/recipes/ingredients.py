@@ -79,16 +79,19 @@ def ingredient_name(line: str) -> str:
     return name or " ".join(words).lower()
 
 
+@functools.lru_cache(maxsize=65536)
+def _content_word(token: str) -> str:
+    # Steps repeat a small vocabulary, and scoring reads every candidate's words: one look per word.
+    token = token.strip(".'’-")
+    if (not token or token in STOP_WORDS or token in UNITS or token in SIZES or token in PREPARATION
+            or not any(c.isalpha() for c in token)):
+        return ""
+    return _singular(token)
+
+
 def content_words(text: str) -> list[str]:
     """Lowercase singular words of a text, without stop words, units, sizes and numbers."""
-    out = []
-    for token in _TOKEN.findall(text.lower()):
-        token = token.strip(".'’-")
-        if (not token or token in STOP_WORDS or token in UNITS or token in SIZES or token in PREPARATION
-                or not any(c.isalpha() for c in token)):
-            continue
-        out.append(_singular(token))
-    return out
+    return [word for word in map(_content_word, _TOKEN.findall(text.lower())) if word]
 
 
 @dataclass

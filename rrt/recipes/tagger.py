@@ -105,6 +105,12 @@ def normalise_term(text: str) -> str:
     return re.sub(r"[\s-]+", " ", text.lower()).strip()
 
 
+@functools.lru_cache(maxsize=8192)
+def _letter_words(text: str) -> frozenset[str]:
+    # Every category's pre-check reads a line's words: split it once, not once per category.
+    return frozenset(_LETTERS.findall(text.lower()))
+
+
 class _CategoryMatcher:
     def __init__(self, category: Category):
         self.category = category
@@ -168,7 +174,7 @@ class _CategoryMatcher:
         return "modifier" if grams & self.modifiers else ""
 
     def scan(self, text: str, whole_title: bool = False) -> list[Mention]:
-        if self.terms is None or not text or self.first_words.isdisjoint(_LETTERS.findall(text.lower())):
+        if self.terms is None or not text or self.first_words.isdisjoint(_letter_words(text)):
             return []
         matches = list(self.terms.finditer(text))
         if not matches:

@@ -204,7 +204,12 @@ def test_a_repeated_candidate_is_scored_once_and_keeps_its_own_scores(vegan_ctx,
     from rrt.modelling import selection
 
     scored = []
-    monkeypatch.setattr(selection, "score_candidate", lambda text, ctx: scored.append(text) or score_candidate(text, ctx))
+
+    def counted(text, ctx):
+        scored.append(text)
+        return score_candidate(text, ctx)
+
+    monkeypatch.setattr(selection, "score_candidate", counted)
     same, other = "Whisk the cocoa powder.", "Whisk the eggs."
     best, scores = selection.select_best([other, same, other, same, same], vegan_ctx)
     assert scored == [other, same] and best == 1

@@ -299,6 +299,7 @@ def test_a_round_of_prompts_tokenized_together_gives_each_prompt_its_own_ids(tin
     assert make_rewriter("contextual", lm, tok, 256, sampling()).prompts_ids([], "contextual") == []
 
 
+@needs_dictionary
 def test_a_banned_token_is_never_drawn_on_any_decoding_path(tiny, monkeypatch):
     from dataclasses import replace
 

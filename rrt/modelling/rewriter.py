@@ -215,8 +215,8 @@ class Rewriter:
         special = self.special if tok is self.tokenizer else {n: tok.convert_tokens_to_ids(n) for n in SPECIAL_NAMES}
         max_new = self.recipe_tokens if variant == "end_to_end" else self.settings.max_new_tokens
         fitted = []
-        # A fast tokenizer encodes a batch on all the host's cores; a round's prompts are the whole
-        # documents, so tokenizing them is most of the host's work for a round's prompts.
+        # Each prompt is a whole document, so tokenizing is most of a round's prompt work, and a fast
+        # tokenizer encodes a batch on all the host's cores.
         for ids in (tok(texts, add_special_tokens=False)["input_ids"] if texts else []):
             head, tail, steps_from = protected_span(variant, ids, special)
             fitted.append(fit_prompt(ids, head, tail, self.block - max_new, steps_from, {special[INST]}))

@@ -39,8 +39,8 @@ from rrt.corpus.pairing import PairSettings, dish_likeness  # noqa: E402
 from rrt.recipes.recipe import Recipe  # noqa: E402
 from rrt.recipes.step_kinds import split_method  # noqa: E402
 from rrt.recipes.tagger import parse_constraints, tag_recipe  # noqa: E402
+from testing.shared_data import SHARED  # noqa: E402
 
-SHARED = os.environ.get("RRT_SHARED_DATA") or os.path.join(os.path.dirname(ROOT), "shared", "data")
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "alignment")
 LABELS = [os.path.join(FIXTURES, "real_pairs.jsonl"), os.path.join(FIXTURES, "fresh_pairs.jsonl")]
 EM_PER_DISH = 4

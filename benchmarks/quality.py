@@ -34,7 +34,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-SHARED = os.environ.get("RRT_SHARED_DATA") or os.path.join(os.path.dirname(ROOT), "shared", "data")
+from testing.shared_data import SHARED  # noqa: E402
 # label -> (training variant, rewrite system); the No-Source LM only scores perplexity.
 MODELS = {"contextual_rule": "contextual_ing", "contextual": "contextual", "no_context": "no_context",
           "no_source": "no_source"}

@@ -40,8 +40,8 @@ from rrt.modelling.selection import StepContext, select_best, source_word_set  #
 from rrt.recipes.ingredients import ingredient_name  # noqa: E402
 from rrt.recipes.loaders import read_recipes  # noqa: E402
 from rrt.recipes.tagger import parse_constraints  # noqa: E402
+from testing.shared_data import web_recipes_or_sample  # noqa: E402
 
-SHARED = os.environ.get("RRT_SHARED_DATA") or os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 
 def steps_to_score(recipes, candidates: int) -> list[tuple]:
@@ -112,8 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(err))
     if min(args.candidates, args.repeats, args.round) < 1:
         parser.error("--candidates, --repeats and --round must be at least 1")
-    web = os.path.join(SHARED, "web_recipes", "recipes.jsonl")
-    corpus = web if os.path.exists(web) else os.path.join(ROOT, "data", "sample", "recipes.jsonl")
+    corpus = web_recipes_or_sample()
     recipes = list(read_recipes([corpus]))
     jobs = steps_to_score(recipes, args.candidates)
     sources = [{"title": r.title, "ingredients": list(r.ingredients), "steps": list(r.steps)} for r in recipes]

@@ -23,8 +23,8 @@ sys.path.insert(0, ROOT)
 from rrt.recipes.loaders import read_recipes  # noqa: E402
 from rrt.recipes.recipe import Recipe  # noqa: E402
 from rrt.recipes.tagger import parse_constraints, tag_recipe  # noqa: E402
+from testing.shared_data import web_recipes_or_sample  # noqa: E402
 
-SHARED = os.environ.get("RRT_SHARED_DATA") or os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 
 def odd_step(mentions: int) -> str:
@@ -53,8 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give at least two sizes, each at least 1")
     constraints = parse_constraints("all")
     tag_recipe(Recipe("warm-up", "Toast", ["1 tbsp butter"], ["Toast the bread."]), constraints)
-    web = os.path.join(SHARED, "web_recipes", "recipes.jsonl")
-    corpus = web if os.path.exists(web) else os.path.join(ROOT, "data", "sample", "recipes.jsonl")
+    corpus = web_recipes_or_sample()
     recipes = list(read_recipes([corpus]))
     started = time.perf_counter()
     for recipe in recipes:

@@ -1,7 +1,7 @@
 """Decode steps side by side: the growing cache (`rewrite.decode_step: dynamic`, the baseline)
 against the preallocated static cache (`static`, with the copied and the shared prompt cache;
-`graph` on CUDA), one trained model rewriting the same recipes the way the rewrite job does
-(continuous batching).
+`graph` on CUDA; `-step`: step-level batching, `rewrite.schedule: step`), one trained model
+rewriting the same recipes the way the rewrite job does (continuous batching).
 
     python benchmarks/decode_steps.py --model out/quality/train/contextual_rule/model \\
         --data out/quality/prepared --recipes 16
@@ -31,9 +31,11 @@ from rrt.modelling.loading import build_rewriter  # noqa: E402
 from rrt.modelling import static_decode  # noqa: E402
 from rrt.modelling.scheduler import rewrite_all  # noqa: E402
 
-# way: (rewrite.decode_step, rewrite.prompt_cache)
-WAYS = {"dynamic": ("dynamic", "copied"), "static": ("static", "copied"), "static-shared": ("static", "shared"),
-        "graph": ("graph", "copied"), "graph-shared": ("graph", "shared")}
+# way: (rewrite.decode_step, rewrite.prompt_cache, rewrite.schedule)
+WAYS = {"dynamic": ("dynamic", "copied", "round"), "static": ("static", "copied", "round"),
+        "static-shared": ("static", "shared", "round"), "static-step": ("static", "shared", "step"),
+        "graph": ("graph", "copied", "round"), "graph-shared": ("graph", "shared", "round"),
+        "graph-step": ("graph", "shared", "step")}
 DEFAULT_WAYS = {"cpu": "dynamic,static,static-shared", "cuda": "dynamic,graph,graph-shared"}
 
 
@@ -62,8 +64,8 @@ def main() -> None:
 
     def run(way: str) -> tuple[float, list[dict], dict]:
         """Seconds, records and engine counts of one rewrite of every task this way."""
-        step, cache = WAYS[way]
-        rewriter = build_rewriter(model, {**settings, "decode_step": step, "prompt_cache": cache},
+        step, cache, schedule = WAYS[way]
+        rewriter = build_rewriter(model, {**settings, "decode_step": step, "prompt_cache": cache, "schedule": schedule},
                                   settings["candidates"], constrained=args.constrained)
         started = time.perf_counter()
         records = rewrite_all(rewriter, tasks, slots)
@@ -88,6 +90,8 @@ def main() -> None:
         print(json.dumps({"way": way, "recipes": len(tasks), "steps": steps, "slots": slots,
                           "seconds": [round(t, 2) for t in times[way]], "steps_per_s": round(speed[way], 3),
                           "sampling_s": round(stats[way]["sampling_s"], 2), "static_decode": counts[way],
+                          # decode steps run: what a GPU pays for, at nearly one cost for any rows
+                          "decode_steps": counts[way].get("replays", 0) + counts[way].get("eager_steps", 0),
                           "same_records_as_dynamic": first[way] == first["dynamic"], "constrained": args.constrained,
                           "model": args.model, "device": args.device, "threads": args.threads}), flush=True)
     best = max((w for w in ways if w != "dynamic"), key=lambda w: speed[w], default=None)

@@ -27,7 +27,7 @@ Training rows, each a fresh model, fused AdamW, clipping 1.0, loss on every toke
   engine       jobs/train_worker.build_engine on packed batches, compiled when that row was faster:
                torch (train.engine: torch: autocast, fused AdamW) and deepspeed (ZeRO-2, bf16 weights);
                micro-batch 64 and 8 (timed after the rewrite rows; --sections engine runs them alone)
-Rewrite rows (fp16, top-k 40, ten candidates, every candidate runs to max_step_tokens):
+Rewrite rows (fp16, top-k 40, ten candidates, every candidate runs to max_step_tokens but in batching):
   generate loop   one generate(num_return_sequences=10) per recipe step (the paper's way)
   ours, host / device decode   rrt.modelling.rewriter.Rewriter on the growing cache
                   (rewrite.decode_step: dynamic) with rewrite.decode host / device
@@ -40,9 +40,12 @@ Rewrite rows (fp16, top-k 40, ten candidates, every candidate runs to max_step_t
   batching        the service's engine in-process, our fastest way: one recipe at a time, 8 at once
                   (held until the longest ends) and continuous batching (rrt.modelling.scheduler:
                   --serve-recipes recipes through each --slots count, joining and leaving between steps),
-                  each run once untimed first; rows carry where the time went, in ms a rewritten
-                  step (prompts, engine, selection rules), and the ratios against one at a time
-                  (Ray Serve's own batching is measured by serve_throughput.py)
+                  then, on the static step, step-level batching through each --slots count (each recipe's
+                  step on its own clock: rrt.modelling.step_decode), each run once untimed first; a candidate ends at a seeded --stop-share of the
+                  vocabulary, so steps vary in length about as real ones do (a round lasts as long as
+                  its longest step); rows carry where the time went, in ms a rewritten step (prompts,
+                  engine, selection rules), the decode steps a rewritten step, and the ratios against
+                  one at a time (Ray Serve's own batching is measured by serve_throughput.py)
   ratio           our fastest way against the generate loop, printed last (target 10)
 Llama rows (--sections llama): a Llama of SmolLM2-135M's shape (random weights) rewriting
   --generate-recipes recipes through our engine with the growing cache and with the graph-captured
@@ -93,6 +96,11 @@ SECTIONS = ("train", "rewrite", "serve", "llama", "engine")
 LLAMA_SHAPE = {"hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
                "num_key_value_heads": 3, "rope_theta": 100000.0, "tie_word_embeddings": True}
 LLAMA_VOCAB = 49152
+# The batching rows: with this share of the vocabulary ending a candidate, the random model's steps run
+# about as long as a fine-tuned model's on real recipes (benchmarks/RESULTS.md); a round of several
+# recipes lasts as long as its longest step, so lengths that never vary would flatter batching.
+STOP_SHARE = 0.07
+STOP_SEED = 13
 NEED_S = {"section": 60, "generate": 45, "ours": 20, "dynamic": 20, "static": 15, "graph": 10, "one": 25, "check": 10}
 
 
@@ -570,18 +578,20 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
             if mode[1] == "graph" and mode in chosen:
                 results.skip(section, labels[mode], "needs CUDA")
 
-    def engine(decode: str, step: str = "dynamic", cache: str = "copied") -> Rewriter:
-        """Our rewriter with this draw, decode step and prompt cache, every candidate run to the limit."""
+    def engine(decode: str, step: str = "dynamic", cache: str = "copied", stops: frozenset = frozenset(),
+               schedule: str = "round") -> Rewriter:
+        """Our rewriter with this draw, decode step, prompt cache and schedule; a candidate ends at one
+        of `stops` (none: every candidate runs to the limit)."""
         rewriter = Rewriter("contextual", lm, tokenizer, BLOCK, settings, batch_prompts=64, recipe_tokens=384,
                             reuse_prefix=False, decode=decode, decode_step=step, prompt_cache=cache,
-                            device=str(device))
-        rewriter._stop_ids = lambda variant, tok: set()   # random weights: every candidate runs to the limit
+                            schedule=schedule, device=str(device))
+        rewriter._stop_ids = lambda variant, tok: set(stops)   # random weights never draw the real stops
         return rewriter
 
-    def steps_of(mode, batch, slots: int = 0):
+    def steps_of(mode, batch, slots: int = 0, stops: frozenset = frozenset(), schedule: str = "round"):
         """Rewritten steps of one rewrite of `batch` with this mode, and the engine's counts; with
         `slots`, through continuous batching, as the job's actors and the service run it."""
-        rewriter = engine(*mode)
+        rewriter = engine(*mode, stops=stops, schedule=schedule)
         records = rewrite_all(rewriter, batch, slots) if slots else rewriter.rewrite(batch)
         return sum(len(r["rewrite"]["steps"]) for r in records), rewriter.stats
 
@@ -610,6 +620,9 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
             row["ms_a_step"] = ms_a_step(counts_of_engine, steps)
         if extra == "static":
             row["static_decode"] = {k: v - counts[k] for k, v in static_decode.STATS.items() if v != counts[k]}
+            # A round's decode steps are what a GPU pays for, at nearly the same cost for 10 rows as for 80.
+            decode_steps = row["static_decode"].get("replays", 0) + row["static_decode"].get("eager_steps", 0)
+            row["decode_steps_a_step"] = round(decode_steps / max(1, steps), 2)
             if row["static_decode"].get("capture_failures"):
                 row["note"] = "a capture failed: those steps ran eagerly"
         results.add(row)
@@ -648,7 +661,9 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
                 results.add({"section": "check", "row": "static decode tokens", "failed":
                              f"{type(err).__name__}: {str(err)[:300]}"})
     best = max(speeds, key=lambda m: speeds[m] or 0) if any(speeds.values()) else (modes or [("host", "dynamic")])[-1]
-    serve_rows(args, best, labels[best], steps_of, timed, serve_tasks, results)
+    stops = stop_tokens(tokenizer, args.stop_share)
+    serve_rows(args, best, labels[best], lambda mode, batch, slots=0, schedule="round": steps_of(
+        mode, batch, slots, stops, schedule), timed, serve_tasks, results)
     if loop and speeds.get(best):
         results.add({"section": "rewrite", "row": f"ratio {labels[best]} / generate loop",
                      "ratio": round(speeds[best] / loop, 2), "target": 10.0})
@@ -673,13 +688,21 @@ def llama_ratio(modes, labels, timed, steps_of, tasks, results: Results) -> None
                      "note": "rewrite.decode_step auto picks graph on CUDA for Llama family models"})
 
 
+def stop_tokens(tokenizer, share: float) -> frozenset:
+    """A seeded `share` of the tokenizer's ids, each of which ends a candidate."""
+    ids = np.random.default_rng(STOP_SEED).permutation(len(tokenizer))
+    return frozenset(int(i) for i in ids[:round(share * len(tokenizer))])
+
+
 def serve_rows(args, best, label: str, steps_of, timed, tasks: list, results: Results) -> None:
     """The service's engine in-process: one recipe at a time, whole batches of the first `--slots`
     (each held until its longest recipe ends) and continuous batching through each `--slots`
     count (recipes join and leave between steps, longest first) over the same `--serve-recipes`
     recipes; each way runs once untimed first, so every shape it meets is built (and on a GPU
-    captured) before the clock starts. The ratios against one at a time (target 5), and
-    continuous against whole batches."""
+    captured) before the clock starts. Candidates end at `--stop-share`'s tokens. With a static
+    decode step, each slot count again with step-level batching (`rewrite.schedule: step`). The
+    ratios against one at a time (target 5), continuous against whole batches, and step-level
+    against round-level."""
     sizes, used = [int(s) for s in args.slots.split(",")], tasks[:args.serve_recipes]
     slots = sizes[0]
     # One at a time costs the most time a step: four recipes spread over the same ones stand for them.
@@ -688,6 +711,10 @@ def serve_rows(args, best, label: str, steps_of, timed, tasks: list, results: Re
             (f"whole batches of {slots}", used,
              lambda: [steps_of(best, used[i:i + slots]) for i in range(0, len(used), slots)])]
     ways += [(f"continuous, {size} slots", used, lambda size=size: steps_of(best, used, size)) for size in sizes]
+    stepped = best[1] in ("static", "graph")   # step-level batching runs on the static step
+    if stepped:
+        ways += [(f"continuous, {size} slots, step-level", used,
+                  lambda size=size: steps_of(best, used, size, schedule="step")) for size in sizes]
     speeds = {}
     for name, recipes, work in ways:
         if results.left() < 2 * NEED_S["ours"] + args.reserve_s:
@@ -710,6 +737,8 @@ def serve_rows(args, best, label: str, steps_of, timed, tasks: list, results: Re
                              "static")
     names = [name for name, _, _ in ways]
     pairs = [(names[1], names[0], 5.0)] + [(name, names[0], 5.0) for name in names[2:]] + [(names[2], names[1], None)]
+    if stepped:   # step-level against round-level batching through the same slots
+        pairs += [(names[2 + len(sizes) + i], names[2 + i], None) for i in range(len(sizes))]
     for better, base, target in pairs:
         if speeds.get(better) and speeds.get(base):
             results.add({"section": "serve", "row": f"engine batching: {better} vs {base} (in-process)",
@@ -809,6 +838,8 @@ def table(results: Results) -> str:
             note = f"ratio {r['ratio']}{target_text(r)} {note}".strip()
         if "ms_a_step" in r:
             note = (note + " ms a step: " + ", ".join(f"{k} {v}" for k, v in r["ms_a_step"].items())).strip()
+        if "decode_steps_a_step" in r:
+            note = f"{note}; decode steps a step {r['decode_steps_a_step']}".strip("; ")
         if "max_abs_diff" in r:
             note = f"max diff {r['max_abs_diff']:.2e} ({'ok' if r['ok'] else 'NOT EQUAL'})"
         speed = r.get("useful_tokens_per_s", r.get("steps_per_s", ""))
@@ -844,6 +875,9 @@ def main() -> None:
     parser.add_argument("--train-recipes-file", help="JSON-lines recipes whose Contextual texts the training rows "
                                                      "train on (default: the bundled sample), e.g. "
                                                      "../shared/data/web_recipes/recipes.jsonl")
+    parser.add_argument("--stop-share", type=float, default=STOP_SHARE,
+                        help="the batching rows: share of the vocabulary that ends a candidate, so steps vary in "
+                             "length as real ones do (0: every candidate runs to the limit)")
     parser.add_argument("--slots", default="8", type=counts,
                         help="comma list: recipes in the continuous batch at most (serve.batch.max_batch_size), "
                              "a row each; the first is also the whole batches' size")
@@ -874,6 +908,8 @@ def main() -> None:
     parser.add_argument("--no-deepspeed", action="store_true",
                         help="skip the engine rows (as if DeepSpeed were absent)")
     args = parser.parse_args()
+    if not 0 <= args.stop_share < 1:
+        parser.error(f"--stop-share must be at least 0 and below 1, got {args.stop_share}")
     for path in (args.train_recipes_file, args.serve_recipes_file):
         if path and not os.path.isfile(path):
             parser.error(f"no such recipes file: {path}")

@@ -183,7 +183,8 @@ def fingerprint(settings: dict) -> str:
     keep = {k: v for k, v in settings.items() if k not in ("output", "ray", "actors", "use_gpu", "batch_recipes",
                                                              "call_batches",
                                                              "batch_prompts", "cpus_per_actor", "torch_threads",
-                                                             "reuse_prefix", "decode", "decode_step", "prompt_cache")}
+                                                             "reuse_prefix", "decode", "decode_step", "prompt_cache",
+                                                             "schedule")}
     stats = os.path.join(settings["data"], "stats.json")
     keep["data_id"] = os.path.getmtime(stats) if os.path.exists(stats) else None
     return hashlib.sha1(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -183,6 +183,7 @@ class Decoding(Section):
     decode: Literal["host", "device"]
     decode_step: Literal["auto", "dynamic", "static", "graph"]
     prompt_cache: Literal["copied", "shared"]
+    schedule: Literal["round", "step"]
 
 
 class ControlBlock(Section):

@@ -18,7 +18,8 @@ for _system, _variant in SYSTEMS.items():
         VARIANT_SYSTEMS.setdefault(_variant, _system)
 
 # Rewriter settings that a config section may carry; absent ones keep the Rewriter's defaults.
-ENGINE_KEYS = ("batch_prompts", "recipe_tokens", "reuse_prefix", "decode", "decode_step", "prompt_cache")
+ENGINE_KEYS = ("batch_prompts", "recipe_tokens", "reuse_prefix", "decode", "decode_step", "prompt_cache",
+               "schedule")
 
 
 @dataclass
@@ -50,7 +51,7 @@ def build_rewriter(model: LoadedModel, settings: dict, candidates: int, constrai
                    system: str | None = None, ing_model: LoadedModel | None = None) -> Rewriter:
     """The rewriter of `system` (default: the model's own) on a loaded model, sampling as the
     settings say (top_k, top_p, temperature, max_step_tokens; batch_prompts, recipe_tokens,
-    reuse_prefix, decode, decode_step and prompt_cache when given)."""
+    reuse_prefix, decode, decode_step, prompt_cache and schedule when given)."""
     system = system or model.system
     if system is None:
         raise ValueError(f"{model.folder} holds a {model.meta.get('variant')} model, which does not rewrite recipes")

@@ -126,7 +126,7 @@ class Rewriter:
 
     def __init__(self, system: str, lm, tokenizer, block_size: int, settings: SamplingSettings, *,
                  batch_prompts: int, recipe_tokens: int, reuse_prefix: bool, decode: str, decode_step: str,
-                 prompt_cache: str = "copied", constrained: bool = False,
+                 prompt_cache: str = "copied", schedule: str = "round", constrained: bool = False,
                  ing_lm=None, ing_tokenizer=None, device: str = "cpu"):
         if SYSTEMS.get(system) is None:
             raise ValueError(f"{system!r} is not a model system; choose from "
@@ -143,6 +143,10 @@ class Rewriter:
         # static / graph where the model allows it (the next-ingredient model may fall back to dynamic).
         self.decode_step = resolve_decode_step(decode_step, lm, device)
         self.prompt_cache = prompt_cache
+        # Step-level batching needs the static step and no guard (which checks each token on the host).
+        self.schedule = ("step" if schedule == "step" and self.decode_step in ("static", "graph") and not constrained
+                         and self.variant in STEP_VARIANTS else "round")
+        self._slot_samplers: dict[int, object] = {}
         self.special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}
         self.stats = {"steps_sampled": 0, "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0,
                       "guard_stops": 0, "candidates": 0, "rounds": 0, "prompting_s": 0.0, "sampling_s": 0.0,
@@ -275,6 +279,49 @@ class Rewriter:
             prompts[k] = parse_ingredients(self.decode(result.tokens[0], self.ing_tokenizer))
         return prompts
 
+    def _step_prompt(self, state: RecipeState, ingredients: list[str] | None) -> str | None:
+        """The prompt of a recipe's next step; None when its source step is empty (that entry recorded)."""
+        n, source = state.step, state.task.source
+        if not source["steps"][n].strip():
+            state.entries.append(scored_entry("", step_context(state, n), n, "empty source step"))
+            self.stats["empty_steps"] += 1
+            return None
+        # The models learned one tag per example: the first constraint picks it, and the
+        # selection rules (and the guard) hold the rewrite to all of them.
+        return step_prompt(self.variant, source, n, state.done, state.task.constraints[0], state.rewritten,
+                           ingredients)
+
+    def _step_job(self, state: RecipeState, ids: list[int] | None) -> tuple | None:
+        """The (prompt ids, seed, guard, prefix, keep) job of a recipe's next step; None when its
+        prompt cannot fit the block (the guide's rewrite recorded)."""
+        n = state.step
+        if ids is None:
+            state.entries.append(scored_entry(state.guide_steps[n], step_context(state, n), n,
+                                              "source step longer than the block: rule-based rewrite"))
+            self.stats["steps_fallback"] += 1
+            return None
+        seed = stable_seed(state.task.seed, state.task.id, ",".join(state.task.constraints), n)
+        return ids, seed, self._guard(state.task.constraints), state.prefix, self._prefix_end(ids)
+
+    def _choose(self, state: RecipeState, result) -> None:
+        """A sampled step's candidates scored and the best chosen (its entry recorded)."""
+        state.prefix = result.prefix
+        texts = [self._finish(self.decode(t), state) for t in result.tokens]
+        chosen, scores = select_best(texts, step_context(state, state.step))
+        state.entries.append({"source_step": state.step, "chosen": chosen,
+                              "candidates": [{"text": t, "scores": s, "ended": e}
+                                             for t, s, e in zip(texts, scores, result.ended)]})
+        self.stats["steps_sampled"] += 1
+        self.stats["candidates"] += len(texts)
+        self.stats["guard_stops"] += result.ended.count("guard")
+
+    @staticmethod
+    def _close_step(state: RecipeState) -> None:
+        """The step's chosen text becomes the recipe's, and the recipe moves to its next step."""
+        entry = state.entries[-1]
+        state.done.append(entry["candidates"][entry["chosen"]]["text"])
+        state.step += 1
+
     def _round(self, states: list[RecipeState]) -> None:
         """Rewrite the next step of every unfinished recipe."""
         live = [s for s in states if not s.finished]
@@ -283,46 +330,67 @@ class Rewriter:
         started = time.perf_counter()
         texts, writing = [], []
         for k, state in enumerate(live):
-            n, source = state.step, state.task.source
-            if not source["steps"][n].strip():
-                state.entries.append(scored_entry("", step_context(state, n), n, "empty source step"))
-                self.stats["empty_steps"] += 1
-                continue
-            # The models learned one tag per example: the first constraint picks it, and the
-            # selection rules (and the guard) hold the rewrite to all of them.
-            texts.append(step_prompt(self.variant, source, n, state.done, state.task.constraints[0], state.rewritten,
-                                     ing_prompts.get(k)))
-            writing.append(state)
+            text = self._step_prompt(state, ing_prompts.get(k))
+            if text is not None:
+                texts.append(text)
+                writing.append(state)
         jobs, owners = [], []
         for state, ids in zip(writing, self.prompts_ids(texts, self.variant)):
-            n = state.step
-            if ids is None:
-                ctx = step_context(state, n)
-                state.entries.append(scored_entry(state.guide_steps[n], ctx, n,
-                                                  "source step longer than the block: rule-based rewrite"))
-                self.stats["steps_fallback"] += 1
-                continue
-            seed = stable_seed(state.task.seed, state.task.id, ",".join(state.task.constraints), n)
-            jobs.append((ids, seed, self._guard(state.task.constraints), state.prefix, self._prefix_end(ids)))
-            owners.append(state)
+            job = self._step_job(state, ids)
+            if job is not None:
+                jobs.append(job)
+                owners.append(state)
         self.stats["prompting_s"] += time.perf_counter() - started
         sampled = self._sample(jobs, self.settings)
         started = time.perf_counter()
         for state, result in zip(owners, sampled):
-            state.prefix = result.prefix
-            texts = [self._finish(self.decode(t), state) for t in result.tokens]
-            ctx = step_context(state, state.step)
-            chosen, scores = select_best(texts, ctx)
-            state.entries.append({"source_step": state.step, "chosen": chosen,
-                                  "candidates": [{"text": t, "scores": s, "ended": e}
-                                                 for t, s, e in zip(texts, scores, result.ended)]})
-            self.stats["steps_sampled"] += 1
-            self.stats["candidates"] += len(texts)
-            self.stats["guard_stops"] += result.ended.count("guard")
+            self._choose(state, result)
         for state in live:
-            entry = state.entries[-1]
-            state.done.append(entry["candidates"][entry["chosen"]]["text"])
-            state.step += 1
+            self._close_step(state)
+        self.stats["selection_s"] += time.perf_counter() - started
+
+    def next_job(self, state: RecipeState) -> tuple | None:
+        """Step-level batching: the job of a recipe's next step to sample, the steps before it that
+        need no sampling (empty, too long) recorded; None once the recipe is finished."""
+        while not state.finished:
+            ingredients = self._ingredient_prompts([state]).get(0) if self.variant == "contextual_ing" else None
+            started = time.perf_counter()
+            text = self._step_prompt(state, ingredients)
+            job = None if text is None else self._step_job(state, self.prompts_ids([text], self.variant)[0])
+            self.stats["prompting_s"] += time.perf_counter() - started
+            if job is not None:
+                return job
+            self._close_step(state)
+        return None
+
+    def slot_sampler(self, slots: int):
+        """Step-level batching: this rewriter's SlotSampler of `slots` recipes (made once)."""
+        if slots not in self._slot_samplers:
+            from rrt.modelling.step_decode import SlotSampler
+
+            settings = replace(self.settings, banned=self._banned_ids(self.tokenizer))
+            self._slot_samplers[slots] = SlotSampler(
+                self.lm, slots, self.block - self.settings.max_new_tokens, self._stop_ids(self.variant, self.tokenizer),
+                self.tokenizer.pad_token_id, settings, self.device, graph=self.decode_step == "graph")
+        return self._slot_samplers[slots]
+
+    def sample_steps(self, sampler, jobs: list[tuple]) -> list[tuple]:
+        """Step-level batching: start (key, next_job's job) steps in free slots, then decode until one
+        or more steps end; theirs as (key, Sampled)."""
+        started, static_before = time.perf_counter(), dict(STATIC_STATS)
+        sampler.start([(key, ids, seed, prefix, keep) for key, (ids, seed, _, prefix, keep) in jobs])
+        out = sampler.run()
+        self.stats["rounds"] += 1
+        self.stats["sampling_s"] += time.perf_counter() - started
+        for ours, theirs in STATIC_COUNTS.items():
+            self.stats[ours] += STATIC_STATS[theirs] - static_before[theirs]
+        return out
+
+    def accept(self, state: RecipeState, result) -> None:
+        """Step-level batching: a sampled step's best candidate chosen, and the recipe moved on."""
+        started = time.perf_counter()
+        self._choose(state, result)
+        self._close_step(state)
         self.stats["selection_s"] += time.perf_counter() - started
 
     def _end_to_end(self, states: list[RecipeState]) -> None:

@@ -138,26 +138,27 @@ def _kept_prefix(cache, row: int, prompt: list[int], past: int, lp: int, tail_st
     return Prefix(prompt[:keep], layers)
 
 
-def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: set[int], pad_id: int,
-                      settings: SamplingSettings, guards: list | None = None, device: str = "cpu",
-                      prefixes: list[Prefix | None] | None = None, keep: list[int] | None = None,
-                      decode: str = "host", step: str = "dynamic", prompt_cache: str = "copied") -> list[Sampled]:
-    """N candidates for each prompt, from one prefill per prompt; each stops at a stop token.
+@dataclass
+class Prefilled:
+    """A batch of prompts after their one forward pass: the cache (prompts left-padded to end in one
+    column), each prompt's last logits, the cache's valid columns, the prompts' positions and the
+    prefixes asked back."""
 
-    `guards` holds one ViolationGuard (or None) per prompt for constrained decoding.
-    `prefixes` are earlier prompts' kept prefixes (their tokens skip the prefill); `keep[i]`
-    asks for prompt i's first tokens back as a Prefix (in `Sampled.prefix`). `decode` is
-    where tokens are drawn (rewrite.decode): both ways draw the same tokens; guarded
-    prompts always decode on the host, which checks each token's text. `step` is how a decode
-    step runs (rewrite.decode_step, resolved): dynamic (the model's forward on a growing cache,
-    tokens drawn per `decode`), static or graph (rrt.modelling.static_decode: a preallocated cache,
-    tokens drawn on the device, the same tokens; graph captures the step on CUDA), whose cache holds
-    each prompt copied into every candidate's row or, with `prompt_cache` shared, once per prompt."""
+    cache: object
+    logits: object          # [prompts, vocab]
+    mask: object            # [prompts, cached columns]
+    positions: object       # [prompts, new columns]
+    kept: list
+
+
+def prefill(lm, prompts: list[list[int]], pad_id: int, device: str = "cpu", prefixes: list[Prefix | None] | None = None,
+            keep: list[int] | None = None) -> Prefilled:
+    """One forward pass over every prompt; a prompt that starts with its earlier prefix skips those
+    tokens, and `keep[i]` asks for prompt i's first tokens back as a Prefix."""
     import torch
     from transformers import DynamicCache
 
-    n, count = settings.candidates, len(prompts)
-    guards = guards or [None] * count
+    count = len(prompts)
     # A usable prefix is one the prompt really starts with; its tokens are not run again.
     prefixes = [p if p is not None and len(p.ids) < len(q) and q[:len(p.ids)] == p.ids else None
                 for p, q in zip(prefixes or [None] * count, prompts)]
@@ -184,22 +185,46 @@ def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: 
                  logits_to_keep=1, **{cache_kw: cache})
     kept = [_kept_prefix(cache, row, prompts[row], past[row], lp, width - len(tails[row]), keep[row])
             if keep and keep[row] else None for row in range(count)]
+    return Prefilled(cache, out.logits[:, -1, :], mask, positions, kept)
+
+
+def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: set[int], pad_id: int,
+                      settings: SamplingSettings, guards: list | None = None, device: str = "cpu",
+                      prefixes: list[Prefix | None] | None = None, keep: list[int] | None = None,
+                      decode: str = "host", step: str = "dynamic", prompt_cache: str = "copied") -> list[Sampled]:
+    """N candidates for each prompt, from one prefill per prompt; each stops at a stop token.
+
+    `guards` holds one ViolationGuard (or None) per prompt for constrained decoding.
+    `prefixes` are earlier prompts' kept prefixes (their tokens skip the prefill); `keep[i]`
+    asks for prompt i's first tokens back as a Prefix (in `Sampled.prefix`). `decode` is
+    where tokens are drawn (rewrite.decode): both ways draw the same tokens; guarded
+    prompts always decode on the host, which checks each token's text. `step` is how a decode
+    step runs (rewrite.decode_step, resolved): dynamic (the model's forward on a growing cache,
+    tokens drawn per `decode`), static or graph (rrt.modelling.static_decode: a preallocated cache,
+    tokens drawn on the device, the same tokens; graph captures the step on CUDA), whose cache holds
+    each prompt copied into every candidate's row or, with `prompt_cache` shared, once per prompt."""
+    import torch
+
+    n, count = settings.candidates, len(prompts)
+    guards = guards or [None] * count
+    done = prefill(lm, prompts, pad_id, device, prefixes, keep)
+    cache, mask, positions, first = done.cache, done.mask, done.positions, done.logits
     rngs = [np.random.default_rng([seeds[i // n], i % n]) for i in range(count * n)]
-    results = [Sampled([[] for _ in range(n)], ["length"] * n, kept[row]) for row in range(count)]
+    results = [Sampled([[] for _ in range(n)], ["length"] * n, done.kept[row]) for row in range(count)]
     if step in ("static", "graph"):
         from rrt.modelling import static_decode
 
         try:
             if static_decode.supports(lm):
                 with torch.no_grad():
-                    static_decode.decode_static(lm, cache, out.logits[:, -1, :], mask, positions, rngs, results,
+                    static_decode.decode_static(lm, cache, first, mask, positions, rngs, results,
                                                 stop_ids, settings, guards, device, graph=step == "graph",
                                                 shared=prompt_cache == "shared")
                 return results
         except static_decode.NoRoom:
             static_decode.STATS["no_room"] += 1   # this batch decodes the dynamic way below
     cache.batch_repeat_interleave(n)
-    state = _Decoding(lm, cache, cache_kw, out.logits[:, -1, :].repeat_interleave(n, dim=0),
+    state = _Decoding(lm, cache, cache_argument(lm), first.repeat_interleave(n, dim=0),
                       mask.repeat_interleave(n, dim=0), positions[:, -1:].repeat_interleave(n, dim=0) + 1,
                       rngs, device)
     if decode == "device" and all(g is None for g in guards):

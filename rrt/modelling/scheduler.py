@@ -11,12 +11,19 @@ and go (the service's engine; `Rewriter.rewrite` instead holds a batch until its
 A recipe's samples depend on its own seeds only (rrt.modelling.sampling), so it gets the same
 rewrite whichever recipes share its rounds. A round that fails is rolled back and each of its
 recipes retried alone, so a recipe that breaks the engine fails only itself.
+
+With a rewriter of `rewrite.schedule: step` (rrt.modelling.step_decode) a round is a stretch of
+decode steps instead: each recipe's step runs on its own clock, a recipe starts its next step as
+soon as its last one ends, and the round returns once some step has ended. If that engine fails,
+the steps in flight are dropped (no recipe's state has changed) and the scheduler goes on with
+round-level batching.
 """
 from __future__ import annotations
 
 import copy
 import threading
 import time
+import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Hashable
@@ -69,6 +76,8 @@ class StepScheduler:
         self._pending: deque = deque()
         self._live: list[_Live] = []
         self._lock = threading.Lock()
+        self._step_level = getattr(rewriter, "schedule", "round") == "step"
+        self._in_flight: set[int] = set()   # step-level: id() of each recipe whose step is being decoded
 
     @property
     def busy(self) -> bool:
@@ -93,9 +102,12 @@ class StepScheduler:
         with self._lock:
             dropped = [key for key, _ in self._pending if not keep(key)]
             self._pending = deque((key, task) for key, task in self._pending if keep(key))
-            dropped += [live.key for live in self._live if not keep(live.key)]
+            gone = [live for live in self._live if not keep(live.key)]
             self._live = [live for live in self._live if keep(live.key)]
-        return dropped
+        if self._step_level and gone:
+            self.rewriter.slot_sampler(self.slots).drop([id(live) for live in gone])
+            self._in_flight -= {id(live) for live in gone}
+        return dropped + [live.key for live in gone]
 
     def _admit(self) -> list[Outcome]:
         failed = []
@@ -129,28 +141,77 @@ class StepScheduler:
                 return [batch[0].outcome]
         return [outcome for live in batch for outcome in self._advance([live])]
 
+    def _steps(self, batch: list[_Live]) -> list[Outcome]:
+        """Step-level: every recipe not in flight starts its next step, then decoding runs until some
+        step ends; the recipes that finished or failed. An engine failure drops the steps in flight
+        and turns the scheduler to round-level batching."""
+        failed = []
+        jobs = []
+        for live in batch:
+            if id(live) in self._in_flight:
+                continue
+            live.outcome.rounds += 1
+            live.outcome.batch_sizes.append(len(batch))
+            try:
+                job = self.rewriter.next_job(live.state)
+            except Exception as err:  # noqa: BLE001 - this recipe fails alone
+                live.outcome.error = err
+                failed.append(live)
+                continue
+            if job is not None:
+                jobs.append((id(live), job))
+        by_id = {id(live): live for live in batch}
+        sampler = self.rewriter.slot_sampler(self.slots)
+        try:
+            ended = self.rewriter.sample_steps(sampler, jobs)
+        except Exception as err:  # noqa: BLE001 - no state has changed: round-level batching from here on
+            warnings.warn(f"step-level batching failed, going on round by round: {type(err).__name__}: {err}")
+            sampler.clear()
+            self._in_flight.clear()
+            self._step_level = False
+            ended = []
+        else:
+            self._in_flight |= {key for key, _ in jobs}
+        for key, sampled in ended:
+            self._in_flight.discard(key)
+            try:
+                self.rewriter.accept(by_id[key].state, sampled)
+            except Exception as err:  # noqa: BLE001 - this recipe fails alone
+                by_id[key].outcome.error = err
+                failed.append(by_id[key])
+        return self._leave(batch, failed)
+
+    def _leave(self, batch: list[_Live], failed: list[_Live]) -> list[Outcome]:
+        """The failed recipes and those finished (their records made) leave the batch; their outcomes."""
+        out = [live.outcome for live in failed]
+        broken = {id(live) for live in failed}
+        finished = [live for live in batch if id(live) not in broken and id(live) not in self._in_flight
+                    and live.state.finished]
+        for live in finished:
+            try:
+                live.outcome.record = self.rewriter.result(live.state)
+            except Exception as err:  # noqa: BLE001 - this recipe fails alone
+                live.outcome.error = err
+            out.append(live.outcome)
+        gone = broken | {id(live) for live in finished}
+        with self._lock:
+            self._live = [live for live in self._live if id(live) not in gone]
+        return out
+
     def round(self) -> list[Outcome]:
         """Admit waiting recipes into free slots, advance every recipe of the batch one step, and
         return those that finished or failed (they leave the batch)."""
         out = self._admit()
         with self._lock:
             batch = list(self._live)
+        if batch and self._step_level:
+            return out + self._steps(batch)
         if batch:
             for live in batch:
                 live.outcome.rounds += 1
                 live.outcome.batch_sizes.append(len(batch))
             failed = {id(outcome) for outcome in self._advance(batch)}
-            out += [live.outcome for live in batch if id(live.outcome) in failed]
-            finished = [live for live in batch if id(live.outcome) not in failed and live.state.finished]
-            for live in finished:
-                try:
-                    live.outcome.record = self.rewriter.result(live.state)
-                except Exception as err:  # noqa: BLE001 - this recipe fails alone
-                    live.outcome.error = err
-                out.append(live.outcome)
-            gone = {id(live) for live in finished} | {id(live) for live in batch if id(live.outcome) in failed}
-            with self._lock:
-                self._live = [live for live in self._live if id(live) not in gone]
+            out += self._leave(batch, [live for live in batch if id(live.outcome) in failed])
         return out
 
     def drain(self) -> list[Outcome]:

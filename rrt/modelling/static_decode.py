@@ -317,7 +317,7 @@ class SharedPromptDecoder(StaticDecoder):
 
         body, width = self.body, self.heads * self.dim
         prompts, n, kv, groups, dim = self.prompts, self.n, self.kv_heads, self.groups, self.dim
-        column = self.own_from + (self.step - 1)             # where each row's token goes
+        column = self._columns()
         self.valid.view(rows, self.width).index_put_((self.row_index, column),
                                                      torch.ones((), dtype=torch.bool, device=self.device))
         mask = torch.zeros((prompts, 1, n, self.width), dtype=self.keys[0].dtype, device=self.device).masked_fill_(
@@ -339,9 +339,27 @@ class SharedPromptDecoder(StaticDecoder):
                 hidden = body.finish(layer, hidden, out)
         self._next_token(hidden, rows)
 
+    def _columns(self):
+        """Where each row's last token goes in its prompt's buffer."""
+        return self.own_from + (self.step - 1)
+
     def compact(self, live: list[int], rows: int) -> None:
         """Rows stay in place (one size)."""
         raise NotImplementedError("a shared-prompt decoder keeps its rows in place")
+
+
+def cache_room(lm, cells: int, dtype, device) -> tuple[int, float | None]:
+    """The bytes a static cache of `cells` positions per layer takes, and what the kept caches may
+    take together on this device (None off CUDA); NoRoom when the one cache alone is too much."""
+    import torch
+
+    body = body_of(lm)
+    need = 2 * body.layers * cells * body.kv_heads * body.dim * torch.empty((), dtype=dtype).element_size()
+    limit = (CACHE_SHARE * torch.cuda.get_device_properties(device).total_memory
+             if str(device).startswith("cuda") else None)
+    if limit is not None and need > limit:
+        raise NoRoom(f"a static cache of {cells} positions a layer needs {need / 2 ** 30:.1f} GiB")
+    return need, limit
 
 
 def _decoder(lm, rows: int, columns: int, steps: int, settings: SamplingSettings, stops: tuple, dtype, device,
@@ -366,11 +384,7 @@ def _decoder(lm, rows: int, columns: int, steps: int, settings: SamplingSettings
     key = (rows, *shape)
     cuda = str(device).startswith("cuda")
     cells = (rows // n) * (columns + n * steps) if n else rows * columns   # cached positions per layer
-    body = body_of(lm)
-    need = 2 * body.layers * cells * body.kv_heads * body.dim * torch.empty((), dtype=dtype).element_size()
-    limit = CACHE_SHARE * torch.cuda.get_device_properties(device).total_memory if cuda else None
-    if limit is not None and need > limit:
-        raise NoRoom(f"a static cache of {rows} rows x {columns} columns needs {need / 2 ** 30:.1f} GiB")
+    need, limit = cache_room(lm, cells, dtype, device)
     while kept and (len(kept) >= (CPU_DECODERS if limit is None else GPU_DECODERS)
                     or (limit is not None and sum(d.bytes for d in kept.values()) + need > limit)):
         kept.popitem(last=False)

@@ -39,12 +39,25 @@ WAYS = {"dynamic": ("dynamic", "copied", "round"), "static": ("static", "copied"
 DEFAULT_WAYS = {"cpu": "dynamic,static,static-shared", "cuda": "dynamic,graph,graph-shared"}
 
 
+def step_lengths(records: list[dict], tokenizer) -> dict:
+    """How long the sampled steps ran: the mean tokens of a candidate and of each step's longest
+    candidate (a stop counted as a token), which a round of recipes waits for."""
+    steps = [[len(tokenizer(c["text"], add_special_tokens=False)["input_ids"]) + (c["ended"] == "stop")
+              for c in entry["candidates"]] for r in records for entry in r["steps"]
+             if entry["candidates"] and "ended" in entry["candidates"][0]]
+    flat = [n for step in steps for n in step]
+    return {"sampled_steps": len(steps), "mean_candidate_tokens": round(statistics.mean(flat), 2) if flat else None,
+            "mean_longest_tokens": round(statistics.mean(max(s) for s in steps), 2) if steps else None}
+
+
 def main() -> None:
     """Time each decode step on the same recipes; print a JSON line each and the ratio last."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     input_arguments(parser, 16, os.path.join(ROOT, "out", "demo", "contextual_rule", "model"))
     parser.add_argument("--slots", type=int, help="recipes in flight (default: rewrite.batch_recipes)")
-    parser.add_argument("--rounds", type=int, default=3, help="timed runs of each way, in turns")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="timed runs of each way, in turns (0: the first run of each only, its shapes' "
+                             "set-up in its time: for the records and counts)")
     parser.add_argument("--constrained", action="store_true",
                         help="constrained decoding (the guard checks each drawn token), as the job's --constrained")
     parser.add_argument("--device", default="cpu", choices=sorted(DEFAULT_WAYS))
@@ -71,24 +84,27 @@ def main() -> None:
         records = rewrite_all(rewriter, tasks, slots)
         return time.perf_counter() - started, records, rewriter.stats
 
-    first, counts = {}, {}
+    first, counts, first_seconds = {}, {}, {}
+    stats: dict[str, dict] = {}
     for way in ways:   # untimed: each way's first shapes and kernels (and what the static cache counted)
         before = dict(static_decode.STATS)
-        first[way] = run(way)[1]
+        seconds, first[way], stats[way] = run(way)
+        first_seconds[way] = seconds
         counts[way] = {k: v - before[k] for k, v in static_decode.STATS.items() if v != before[k]}
     times: dict[str, list[float]] = {way: [] for way in ways}
-    stats: dict[str, dict] = {}
     for _ in range(args.rounds):
         for way in ways:
             seconds, records, stats[way] = run(way)
             times[way].append(seconds)
     steps = sum(len(r["rewrite"]["steps"]) for r in first["dynamic"])
+    print(json.dumps({"lengths": step_lengths(first["dynamic"], model.tokenizer)}), flush=True)
     speed = {}
     for way in ways:
-        median = statistics.median(times[way])
+        median = statistics.median(times[way] or [first_seconds[way]])
         speed[way] = steps / median
         print(json.dumps({"way": way, "recipes": len(tasks), "steps": steps, "slots": slots,
-                          "seconds": [round(t, 2) for t in times[way]], "steps_per_s": round(speed[way], 3),
+                          "seconds": [round(t, 2) for t in times[way] or [first_seconds[way]]],
+                          "first_run_only": not times[way], "steps_per_s": round(speed[way], 3),
                           "sampling_s": round(stats[way]["sampling_s"], 2), "static_decode": counts[way],
                           # decode steps run: what a GPU pays for, at nearly one cost for any rows
                           "decode_steps": counts[way].get("replays", 0) + counts[way].get("eager_steps", 0),

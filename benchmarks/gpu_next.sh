@@ -3,8 +3,9 @@
 # benchmarks/RESULTS.md ("The next GPU run") still lacks, most wanted first.
 #   1. Rewriting: the generate loop (the baseline, rerun), then our graph-captured engine with the
 #      copied and the shared prompt cache, a token check, then the service's batching rows (one
-#      recipe at a time, whole batches, continuous through 8 and 32 slots) with the faster cache,
-#      on real recipes when .gpu/recipes.jsonl is there.
+#      recipe at a time, whole batches, continuous through 8 slots round- and step-level) with the
+#      faster cache, steps of real lengths (--stop-share), on real recipes when .gpu/recipes.jsonl
+#      is there.
 #   2. Training at micro-batch 128, on the real recipes' Contextual texts when .gpu/recipes.jsonl is
 #      there (else the bundled sample's): the padded baseline (rerun), packed + compile (the 36.5% MFU
 #      row), then variable-length attention in rows twice the block (micro-batch 64), the fused
@@ -32,7 +33,7 @@ if ! "$PYTHON" -c "import pydantic" 2>/dev/null; then
     export PYTHONPATH="$PWD/.gpu/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 set -- --sections rewrite,train,llama --rewrite-modes graph,graph-shared --train-rows padded,compile,varlen-wide,combined,varlen --fused-ce cce,liger \
-    --slots 8,32 --micro-batch 128 --engines "" --budget-s 520 --out "$DEST/gpu_next.jsonl" "$@"
+    --slots 8 --micro-batch 128 --engines "" --budget-s 520 --out "$DEST/gpu_next.jsonl" "$@"
 if [ -f .gpu/recipes.jsonl ]; then
     set -- --serve-recipes-file .gpu/recipes.jsonl --train-recipes-file .gpu/recipes.jsonl "$@"
 fi

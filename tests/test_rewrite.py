@@ -98,9 +98,10 @@ def test_every_sampled_recipe_is_rewritten_step_by_step_with_scored_candidates(c
     # The engine's rounds (one step of every recipe in flight each) and where its time went.
     assert run["engine"]["rounds"] >= max((len(r["source"]["steps"]) for r in ours), default=0)
     assert run["engine"]["sampling_s"] > 0 and set(run["engine"]) == {
-        "rounds", "prompting_s", "sampling_s", "selection_s", "static_caches", "graph_captures", "cache_evictions",
-        "no_room"}
-    assert run["engine"]["static_caches"] == 0   # decode_step auto: the growing cache on a CPU
+        "rounds", "step_rounds", "prompting_s", "sampling_s", "selection_s", "static_caches", "graph_captures",
+        "cache_evictions", "no_room"}
+    # decode_step auto: the growing cache on a CPU, so round-level batching.
+    assert run["engine"]["static_caches"] == 0 and run["engine"]["step_rounds"] == 0
     assert f"{10 - len(before)} recipes written ({len(before)} done earlier)" in done.stdout
 
 

@@ -41,6 +41,8 @@ def test_a_prompt_started_in_a_freed_slot_draws_the_tokens_it_draws_alone(family
             sampler.start([(i, prompts[i], seeds[i], None, 0) for i in joining])
             got.update(sampler.run())
         assert part_way >= 2 and not sampler.owners and sorted(got) == list(range(len(prompts)))
+        # Decoding records no autograd history: the kept buffers would otherwise hold every step's graph.
+        assert not any(t.requires_grad for t in (*sampler.decoder.keys, sampler.decoder.logits))
         for i, sampled in got.items():
             assert sampled.tokens == alone[i].tokens, (graph, i)
             assert sampled.ended == alone[i].ended, (graph, i)
@@ -75,10 +77,11 @@ def test_step_level_batching_gives_the_rewrites_of_round_level_in_fewer_decode_s
         rewriter = _rewriter(tiny, schedule, reuse_prefix=reuse_prefix)
         assert rewriter.schedule == schedule
         before = static_decode.STATS["eager_steps"]
-        return rewrite_all(rewriter, tiny[2], 3), static_decode.STATS["eager_steps"] - before
+        records = rewrite_all(rewriter, tiny[2], 3)
+        return records, static_decode.STATS["eager_steps"] - before, rewriter.stats["step_rounds"]
 
-    (rounds, round_steps), (steps, step_steps) = run("round"), run("step")
-    assert steps == rounds
+    (rounds, round_steps, none), (steps, step_steps, stepped) = run("round"), run("step")
+    assert steps == rounds and none == 0 and stepped > 0
     assert {c["ended"] for r in rounds for s in r["steps"] for c in s["candidates"] if "ended" in c} == {"stop",
                                                                                                           "length"}
     # A round waits for its longest step; here a recipe whose candidates ended starts its next step.

@@ -27,7 +27,8 @@ from rrt.recipes.substitutions import substitute_recipe
 # caches made (on a GPU, each with its graph captures), captures, kept caches evicted, batches too big for one.
 STATIC_COUNTS = {"static_caches": "decoders", "graph_captures": "captures", "cache_evictions": "evictions",
                  "no_room": "no_room"}
-ENGINE_COUNTS = ("rounds", "prompting_s", "sampling_s", "selection_s", *STATIC_COUNTS)
+# step_rounds: rounds run step-level (rewrite.schedule: step; 0 where it fell back to round-level).
+ENGINE_COUNTS = ("rounds", "step_rounds", "prompting_s", "sampling_s", "selection_s", *STATIC_COUNTS)
 
 # system -> the training variant of its model; None for the two systems without a model.
 SYSTEMS = {"rule_based": None, "retrieval": None, "no_source": "no_source", "end_to_end": "end_to_end",
@@ -149,7 +150,8 @@ class Rewriter:
         self._slot_samplers: dict[int, object] = {}
         self.special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}
         self.stats = {"steps_sampled": 0, "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0,
-                      "guard_stops": 0, "candidates": 0, "rounds": 0, "prompting_s": 0.0, "sampling_s": 0.0,
+                      "guard_stops": 0, "candidates": 0, "rounds": 0, "step_rounds": 0, "prompting_s": 0.0,
+                      "sampling_s": 0.0,
                       "selection_s": 0.0, **dict.fromkeys(STATIC_COUNTS, 0)}
         self._guards: dict[tuple, object] = {}
 
@@ -381,6 +383,7 @@ class Rewriter:
         sampler.start([(key, ids, seed, prefix, keep) for key, (ids, seed, _, prefix, keep) in jobs])
         out = sampler.run()
         self.stats["rounds"] += 1
+        self.stats["step_rounds"] += 1
         self.stats["sampling_s"] += time.perf_counter() - started
         for ours, theirs in STATIC_COUNTS.items():
             self.stats[ours] += STATIC_STATS[theirs] - static_before[theirs]

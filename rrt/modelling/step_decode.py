@@ -133,6 +133,13 @@ class SlotSampler:
             return
         if len(jobs) > self.free:
             raise ValueError(f"{len(jobs)} prompts for {self.free} free slots")
+        with torch.no_grad():
+            self._load(jobs)
+
+    def _load(self, jobs: list[tuple]) -> None:
+        """The jobs' one prefill, each prompt's own columns loaded into a free slot."""
+        import torch
+
         done = prefill(self.lm, [job[1] for job in jobs], self.pad_id, self.device, [job[3] for job in jobs],
                        [job[4] for job in jobs])
         decoder = self._decoder(done.cache.layers[0].keys.dtype)
@@ -156,14 +163,22 @@ class SlotSampler:
     def run(self) -> list[tuple[Hashable, Sampled]]:
         """Decode until every candidate of at least one slot has ended; those slots' (key, Sampled), the
         slots freed."""
+        import torch
+
         if not self.owners:
             return []
+        with torch.no_grad():
+            done = self._decode()
+        return self._harvest(done)
+
+    def _decode(self) -> list[int]:
+        """Decode steps until some slot's candidates have all ended; those slots."""
         decoder = self.decoder
         while True:
             ended = decoder.ended_slots()
             done = [slot for slot in self.owners if ended[slot]]
             if done:
-                break
+                return done
             # To the next slot's next look: each slot is looked at where a round's decoding looks
             # (every SYNC_EVERY tokens, and at its last), so no step runs longer than it would there.
             ahead = max(1, min(self._next_look(self.ages[slot]) - self.ages[slot] for slot in self.owners))
@@ -171,7 +186,10 @@ class SlotSampler:
                 decoder.advance(decoder.rows, decoder.steps)
             for slot in self.owners:
                 self.ages[slot] += ahead
-        n = self.settings.candidates
+
+    def _harvest(self, done: list[int]) -> list[tuple[Hashable, Sampled]]:
+        """The ended slots' steps as (key, Sampled), their slots freed."""
+        decoder, n = self.decoder, self.settings.candidates
         out = []
         for slot in sorted(done):
             key, kept = self.owners.pop(slot)

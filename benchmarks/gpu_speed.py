@@ -41,11 +41,12 @@ Rewrite rows (fp16, top-k 40, ten candidates, every candidate runs to max_step_t
                   (held until the longest ends) and continuous batching (rrt.modelling.scheduler:
                   --serve-recipes recipes through each --slots count, joining and leaving between steps),
                   then, on the static step, step-level batching through each --slots count (each recipe's
-                  step on its own clock: rrt.modelling.step_decode), each run once untimed first; a candidate ends at a seeded --stop-share of the
-                  vocabulary, so steps vary in length about as real ones do (a round lasts as long as
-                  its longest step); rows carry where the time went, in ms a rewritten step (prompts,
-                  engine, selection rules), the decode steps a rewritten step, and the ratios against
-                  one at a time (Ray Serve's own batching is measured by serve_throughput.py)
+                  step on its own clock: rrt.modelling.step_decode), each run once untimed first; a
+                  candidate ends at a seeded --stop-share of the vocabulary, so steps vary in length
+                  about as real ones do (a round lasts as long as its longest step); rows carry
+                  where the time went, in ms a rewritten step (prompts, engine, selection rules), the
+                  decode steps a rewritten step, and the ratios against one at a time (Ray Serve's
+                  own batching is measured by serve_throughput.py)
   ratio           our fastest way against the generate loop, printed last (target 10)
 Llama rows (--sections llama): a Llama of SmolLM2-135M's shape (random weights) rewriting
   --generate-recipes recipes through our engine with the growing cache and with the graph-captured

@@ -151,8 +151,7 @@ class Rewriter:
         self.special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}
         self.stats = {"steps_sampled": 0, "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0,
                       "guard_stops": 0, "candidates": 0, "rounds": 0, "step_rounds": 0, "prompting_s": 0.0,
-                      "sampling_s": 0.0,
-                      "selection_s": 0.0, **dict.fromkeys(STATIC_COUNTS, 0)}
+                      "sampling_s": 0.0, "selection_s": 0.0, **dict.fromkeys(STATIC_COUNTS, 0)}
         self._guards: dict[tuple, object] = {}
 
     def _stop_ids(self, variant: str, tokenizer) -> set[int]:

@@ -129,3 +129,30 @@ def test_step_level_batching_runs_where_the_static_step_does_and_no_guard_is_ask
     lm, tok, _ = tiny
     end_to_end = make_rewriter("end_to_end", lm, tok, 256, sampling(), decode_step="static", schedule="step")
     assert end_to_end.schedule == "round"
+
+
+@needs_dictionary
+def test_the_services_engine_answers_every_request_with_the_round_level_rewrite(tiny):
+    """serve.schedule: step through the service's engine thread (the replica without Ray)."""
+    import asyncio
+    import time
+
+    from serve.app import Rewriter as Replica
+    from serve.schema import RewriteRequest
+
+    tasks = tiny[2][:5]
+    want = rewrite_all(_rewriter(tiny, "round"), [RewriteTask("request", t.constraints, t.source, seed=n)
+                                                  for n, t in enumerate(tasks)], 2)
+    rewriter = _rewriter(tiny, "step")
+    replica = Replica.__new__(Replica)
+    replica._setup(lambda candidates, constrained: rewriter, 2, 0.05)
+    replica._answer = lambda outcome: outcome.record
+
+    async def requests():
+        now = time.time()
+        return await asyncio.gather(*(replica.rewrite(RewriteRequest(t.source, t.constraints, seed=n, received=now,
+                                                                     deadline=now + 300))
+                                      for n, t in enumerate(tasks)))
+
+    assert asyncio.run(requests()) == want
+    assert rewriter.stats["step_rounds"] > 0 and not rewriter.slot_sampler(2).owners

@@ -60,10 +60,12 @@ def tiny():
     return lm, tok, tasks
 
 
-def _rewriter(tiny, schedule: str, **changes):
+def _rewriter(tiny, schedule: str, system: str = "contextual", **changes):
     lm, tok, _ = tiny
-    rewriter = make_rewriter("contextual", lm, tok, 256, sampling(candidates=4, max_new_tokens=16),
-                             **{"decode_step": "static", "prompt_cache": "shared", "schedule": schedule, **changes})
+    # contextual_gpt2's next-ingredient model: the same random model.
+    rewriter = make_rewriter(system, lm, tok, 256, sampling(candidates=4, max_new_tokens=16),
+                             **{"decode_step": "static", "prompt_cache": "shared", "schedule": schedule,
+                                "ing_lm": lm, "ing_tokenizer": tok, **changes})
     # A random model never draws the real stops: common tokens end candidates at varied lengths.
     stops = rewriter._stop_ids
     rewriter._stop_ids = lambda variant, tokenizer: stops(variant, tokenizer) | set(range(5, 1200, 17))
@@ -71,10 +73,11 @@ def _rewriter(tiny, schedule: str, **changes):
 
 
 @needs_dictionary
-@pytest.mark.parametrize("reuse_prefix", [False, True])
-def test_step_level_batching_gives_the_rewrites_of_round_level_in_fewer_decode_steps(tiny, reuse_prefix):
+@pytest.mark.parametrize("system, reuse_prefix", [("contextual", False), ("contextual", True),
+                                                  ("contextual_rule", False), ("no_source", False)])
+def test_step_level_batching_gives_the_rewrites_of_round_level_in_fewer_decode_steps(tiny, system, reuse_prefix):
     def run(schedule):
-        rewriter = _rewriter(tiny, schedule, reuse_prefix=reuse_prefix)
+        rewriter = _rewriter(tiny, schedule, system, reuse_prefix=reuse_prefix)
         assert rewriter.schedule == schedule
         before = static_decode.STATS["eager_steps"]
         records = rewrite_all(rewriter, tiny[2], 3)
@@ -129,6 +132,8 @@ def test_step_level_batching_runs_where_the_static_step_does_and_no_guard_is_ask
     lm, tok, _ = tiny
     end_to_end = make_rewriter("end_to_end", lm, tok, 256, sampling(), decode_step="static", schedule="step")
     assert end_to_end.schedule == "round"
+    # Its next-ingredient model predicts a whole round's steps in one batch.
+    assert _rewriter(tiny, "step", "contextual_gpt2").schedule == "round"
 
 
 @needs_dictionary

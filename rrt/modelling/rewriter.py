@@ -144,9 +144,10 @@ class Rewriter:
         # static / graph where the model allows it (the next-ingredient model may fall back to dynamic).
         self.decode_step = resolve_decode_step(decode_step, lm, device)
         self.prompt_cache = prompt_cache
-        # Step-level batching needs the static step and no guard (which checks each token on the host).
+        # Step-level batching needs the static step and no guard (which checks each token on the host);
+        # contextual_gpt2's next-ingredient model is sampled for a whole round's recipes at once.
         self.schedule = ("step" if schedule == "step" and self.decode_step in ("static", "graph") and not constrained
-                         and self.variant in STEP_VARIANTS else "round")
+                         and self.variant in STEP_VARIANTS and system != "contextual_gpt2" else "round")
         self._slot_samplers: dict[int, object] = {}
         self.special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}
         self.stats = {"steps_sampled": 0, "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0,

@@ -50,6 +50,13 @@ def step_lengths(records: list[dict], tokenizer) -> dict:
             "mean_longest_tokens": round(statistics.mean(max(s) for s in steps), 2) if steps else None}
 
 
+def differing_candidates(records: list[dict], baseline: list[dict]) -> int:
+    """Sampled candidates whose text differs from the baseline's at the same recipe, step and place
+    (a changed choice changes every later prompt of its recipe)."""
+    return sum(a["text"] != b["text"] for r, q in zip(records, baseline) for e, f in zip(r["steps"], q["steps"])
+               for a, b in zip(e["candidates"], f["candidates"]))
+
+
 def main() -> None:
     """Time each decode step on the same recipes; print a JSON line each and the ratio last."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -108,7 +115,10 @@ def main() -> None:
                           "sampling_s": round(stats[way]["sampling_s"], 2), "static_decode": counts[way],
                           # decode steps run: what a GPU pays for, at nearly one cost for any rows
                           "decode_steps": counts[way].get("replays", 0) + counts[way].get("eager_steps", 0),
-                          "same_records_as_dynamic": first[way] == first["dynamic"], "constrained": args.constrained,
+                          "same_records_as_dynamic": first[way] == first["dynamic"],
+                          "records_differing": sum(a != b for a, b in zip(first[way], first["dynamic"])),
+                          "candidates_differing": differing_candidates(first[way], first["dynamic"]),
+                          "constrained": args.constrained,
                           "model": args.model, "device": args.device, "threads": args.threads}), flush=True)
     best = max((w for w in ways if w != "dynamic"), key=lambda w: speed[w], default=None)
     if best:

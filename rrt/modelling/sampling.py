@@ -307,6 +307,16 @@ def _decode_on_host(state: _Decoding, results: list[Sampled], stop_ids: set[int]
         logits = state.logits.float().cpu()
 
 
+def record_drawn(sample: Sampled, j: int, row: list[int], stop_ids: set[int]) -> None:
+    """Candidate j's tokens from a row drawn on the device (-1: not drawn), cut at its first stop,
+    which ends it as "stop"."""
+    row = [t for t in row if t >= 0]
+    cut = next((i for i, t in enumerate(row) if t in stop_ids), None)
+    if cut is not None:
+        sample.ended[j], row = "stop", row[:cut]
+    sample.tokens[j] = row
+
+
 def device_draw(logits, uniforms, settings: SamplingSettings):
     """One token per row drawn on the logits' device with the host's inverse-CDF draw (`_draw`):
     the float32 running sum against u x its total, u being the row's float32 number."""
@@ -353,10 +363,4 @@ def _decode_on_device(state: _Decoding, results: list[Sampled], stop_ids: set[in
                 active, stopped, token = active[going], stopped[going], token[going]
         state.forward(token[:, None])
     for flat, row in enumerate(tokens.cpu().tolist()):
-        sample = results[flat // n]
-        row = [t for t in row if t >= 0]
-        cut = next((i for i, t in enumerate(row) if t in stop_ids), None)
-        if cut is not None:
-            sample.ended[flat % n] = "stop"
-            row = row[:cut]
-        sample.tokens[flat % n] = row
+        record_drawn(results[flat // n], flat % n, row, stop_ids)

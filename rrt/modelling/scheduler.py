@@ -77,7 +77,6 @@ class StepScheduler:
         self._live: list[_Live] = []
         self._lock = threading.Lock()
         self._step_level = getattr(rewriter, "schedule", "round") == "step"
-        self._in_flight: set[int] = set()   # step-level: id() of each recipe whose step is being decoded
 
     @property
     def busy(self) -> bool:
@@ -106,7 +105,6 @@ class StepScheduler:
             self._live = [live for live in self._live if keep(live.key)]
         if self._step_level and gone:
             self.rewriter.slot_sampler(self.slots).drop([id(live) for live in gone])
-            self._in_flight -= {id(live) for live in gone}
         return dropped + [live.key for live in gone]
 
     def _admit(self) -> list[Outcome]:
@@ -147,8 +145,10 @@ class StepScheduler:
         and turns the scheduler to round-level batching."""
         failed = []
         jobs = []
+        sampler = self.rewriter.slot_sampler(self.slots)
+        in_flight = sampler.keys
         for live in batch:
-            if id(live) in self._in_flight:
+            if id(live) in in_flight:
                 continue
             live.outcome.rounds += 1
             live.outcome.batch_sizes.append(len(batch))
@@ -161,19 +161,14 @@ class StepScheduler:
             if job is not None:
                 jobs.append((id(live), job))
         by_id = {id(live): live for live in batch}
-        sampler = self.rewriter.slot_sampler(self.slots)
         try:
             ended = self.rewriter.sample_steps(sampler, jobs)
         except Exception as err:  # noqa: BLE001 - no state has changed: round-level batching from here on
             warnings.warn(f"step-level batching failed, going on round by round: {type(err).__name__}: {err}")
             sampler.clear()
-            self._in_flight.clear()
             self._step_level = False
             ended = []
-        else:
-            self._in_flight |= {key for key, _ in jobs}
         for key, sampled in ended:
-            self._in_flight.discard(key)
             try:
                 self.rewriter.accept(by_id[key].state, sampled)
             except Exception as err:  # noqa: BLE001 - this recipe fails alone
@@ -185,8 +180,8 @@ class StepScheduler:
         """The failed recipes and those finished (their records made) leave the batch; their outcomes."""
         out = [live.outcome for live in failed]
         broken = {id(live) for live in failed}
-        finished = [live for live in batch if id(live) not in broken and id(live) not in self._in_flight
-                    and live.state.finished]
+        # A recipe whose step is in flight has not reached its end: its step moves on when accepted.
+        finished = [live for live in batch if id(live) not in broken and live.state.finished]
         for live in finished:
             try:
                 live.outcome.record = self.rewriter.result(live.state)

@@ -31,7 +31,7 @@ from collections import OrderedDict
 import numpy as np
 
 from rrt.modelling.decode_bodies import LLAMA_LIKE, body_of
-from rrt.modelling.sampling import SamplingSettings, Sampled, _guarded_draw, device_draw
+from rrt.modelling.sampling import SamplingSettings, Sampled, _guarded_draw, device_draw, record_drawn
 
 SYNC_EVERY = 8             # tokens between the host's looks at finished candidates (unguarded)
 EAGER_BEFORE_CAPTURE = 2   # eager steps of a new bucket before its capture (lazy kernels, cuBLAS workspaces)
@@ -465,12 +465,7 @@ def decode_static(lm, cache, first_logits, mask, positions, streams: list, resul
         if f in guarded:
             sample.tokens[f % n], sample.ended[f % n] = checker.tokens[f], checker.ended.get(f, "length")
             continue
-        row = [t for t in finished[f] if t >= 0]
-        cut = next((i for i, t in enumerate(row) if t in stop_ids), None)
-        if cut is not None:
-            sample.ended[f % n] = "stop"
-            row = row[:cut]
-        sample.tokens[f % n] = row
+        record_drawn(sample, f % n, finished[f], stop_ids)
 
 
 class _Stream:

@@ -20,7 +20,7 @@ from typing import Hashable
 
 import numpy as np
 
-from rrt.modelling.sampling import Sampled, SamplingSettings, device_draw, prefill
+from rrt.modelling.sampling import Sampled, SamplingSettings, device_draw, prefill, record_drawn
 from rrt.modelling.static_decode import (COLUMN_MULTIPLE, STATS, SYNC_EVERY, NoRoom, SharedPromptDecoder, _round_up,
                                          _Stream, cache_room)
 
@@ -105,6 +105,11 @@ class SlotSampler:
         self.owners: dict[int, tuple] = {}   # slot -> (key, kept prefix)
         self.ages: dict[int, int] = {}       # slot -> decode steps since its prompt was loaded
         self.decoder: SlotDecoder | None = None
+
+    @property
+    def keys(self) -> set:
+        """The keys of the prompts in the slots (their steps being decoded)."""
+        return {key for key, _ in self.owners.values()}
 
     @property
     def free(self) -> int:
@@ -196,11 +201,7 @@ class SlotSampler:
             del self.ages[slot]
             sampled = Sampled([[] for _ in range(n)], ["length"] * n, kept)
             for j, row in enumerate(decoder.tokens[slot * n: slot * n + n].tolist()):
-                row = [t for t in row if t >= 0]
-                cut = next((i for i, t in enumerate(row) if t in self.stop_ids), None)
-                if cut is not None:
-                    sampled.ended[j], row = "stop", row[:cut]
-                sampled.tokens[j] = row
+                record_drawn(sampled, j, row, self.stop_ids)
             decoder.park(slot)
             out.append((key, sampled))
         return out

@@ -138,12 +138,16 @@ def test_mfu_formula():
 
 
 def test_built_models_use_the_fused_tanh_gelu_which_equals_gpt2s_own():
+    import math
+
     import torch
-    from transformers.activations import ACT2FN
 
     from rrt.modelling.models import build_model
 
     lm = build_model("tiny", 300, {"n_layer": 1, "n_head": 2, "n_embd": 16})
     assert lm.config.activation_function == "gelu_pytorch_tanh"
     x = torch.linspace(-8, 8, 10_001)
-    assert torch.allclose(lm.transformer.h[0].mlp.act(x), ACT2FN["gelu_new"](x), atol=1e-6)
+    # GPT-2's own activation (`gelu_new`), evaluated in float64: its float32 form goes through torch.tanh,
+    # which on some CPU runs is off by about 1e-4 near |x| = 4 and so cannot be the reference.
+    exact = 0.5 * x.double() * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x.double() + 0.044715 * x.double() ** 3)))
+    assert torch.allclose(lm.transformer.h[0].mlp.act(x).double(), exact, atol=1e-6)

@@ -7,6 +7,8 @@ SYSTEM_PACKAGES := libenchant-2-2 hunspell-en-us libtcmalloc-minimal4 chromium c
 # Root installs directly; otherwise only a sudo that asks no password (a prompt would stop make).
 SUDO := $(shell if [ "$$(id -u)" = 0 ]; then :; elif sudo -n true 2>/dev/null; then echo sudo; else echo none; fi)
 PYTEST_ARGS ?=
+# pytest-xdist workers (conftest.py keeps each module, and the tests of the session's Ray, on one worker).
+TEST_WORKERS ?= 2
 
 .PHONY: demo test setup system-packages clean help
 
@@ -61,7 +63,7 @@ demo: setup  ## the whole pipeline on the bundled sample from the pretrained smo
 	$(VENV)/bin/rrt show $(DEMO_OUT)/rewrites/contextual_rule_constrained --recipes 3
 
 test: setup  ## run the test suite
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 clean:  ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache

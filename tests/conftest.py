@@ -320,3 +320,33 @@ def quick_train_config(folder, **train) -> str:
     path = Path(folder) / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     return str(path)
+
+
+# `make test` runs the suite on two pytest-xdist workers, a module at a time (its module fixtures are made
+# once). The tests of the session's Ray run on one worker, as that Ray listens on fixed ports and the
+# trained run is made once: these modules hold them, and collection fails if another module uses them.
+SESSION_RAY = {"ray_cluster", "prepared", "trained_contextual"}
+SESSION_RAY_MODULES = {"test_controllable", "test_job_submit", "test_prepare_data", "test_pretrained_chain",
+                       "test_rewrite", "test_seq2seq", "test_train"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test of the session's Ray outside SESSION_RAY_MODULES is a usage error: it could run on the
+    other worker."""
+    strays = sorted({item.module.__name__ for item in items
+                     if SESSION_RAY & set(item.fixturenames) and item.module.__name__ not in SESSION_RAY_MODULES})
+    if strays:
+        raise pytest.UsageError(f"tests of the session's Ray outside conftest.SESSION_RAY_MODULES: {strays}")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's scheduling by module, with the session's Ray modules as one unit."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "session-ray" if Path(module).stem in SESSION_RAY_MODULES else module
+
+    return ByModule(config, log)

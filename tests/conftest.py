@@ -31,8 +31,7 @@ PAPER_SAMPLE = SHARED_DATA / "paper_sample"
 DECODING = load_settings().rewrite.model_dump()
 
 # Every process of the session (this one, the jobs, the session's Ray) finds the environment's own tools
-# first. DeepSpeed JIT-builds its CPU comm op with whichever `ninja` is on PATH, and two ninja versions
-# (the system's and the one pip installs) keep different build logs, so each rebuilds the op after the other.
+# first: `ray job submit -- python ...` runs the `python` it finds on PATH.
 _BIN = os.path.dirname(sys.executable)
 if os.environ.get("PATH", "").split(os.pathsep)[0] != _BIN:
     os.environ["PATH"] = f"{_BIN}{os.pathsep}{os.environ.get('PATH', '')}"

@@ -332,8 +332,8 @@ SESSION_RAY_MODULES = {"test_controllable", "test_job_submit", "test_prepare_dat
 def pytest_collection_modifyitems(config, items):
     """A test of the session's Ray outside SESSION_RAY_MODULES is a usage error: it could run on the
     other worker."""
-    strays = sorted({item.module.__name__ for item in items
-                     if SESSION_RAY & set(item.fixturenames) and item.module.__name__ not in SESSION_RAY_MODULES})
+    strays = sorted({item.module.__name__ for item in items if SESSION_RAY & set(getattr(item, "fixturenames", ()))
+                     and item.module.__name__ not in SESSION_RAY_MODULES})
     if strays:
         raise pytest.UsageError(f"tests of the session's Ray outside conftest.SESSION_RAY_MODULES: {strays}")
 

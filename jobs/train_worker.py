@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 import random
-import sys
 import tempfile
 import time
 
 import numpy as np
 
+from runtime.cluster import own_tools_first
 from runtime.runs import read_jsonl, write_atomic, write_json_atomic
 from rrt.modelling import finetune
 from rrt.modelling.batching import bucket_batches
@@ -168,21 +168,12 @@ def build_engine(lm, ds: dict, precision: str, total_steps: int, device, kind: s
     if kind == "torch":
         return TorchEngine(lm.to(device), optimizer, schedule, precision, ds["grad_accum"],
                            ds["gradient_clipping"], device), schedule
-    own_tools_first()
+    own_tools_first()   # DeepSpeed JIT-builds its CPU comm op with the first ninja on PATH
     import deepspeed
 
     engine, _, _, _ = deepspeed.initialize(model=lm.to(device), optimizer=optimizer, lr_scheduler=schedule,
                                            config=deepspeed_config(ds, precision))
     return engine, schedule
-
-
-def own_tools_first() -> None:
-    """This environment's tools first on the process's PATH: DeepSpeed JIT-builds its CPU comm op with
-    the first `ninja` there, and the system's and pip's keep different build logs, so a run started
-    without this environment's bin on PATH rebuilt the op after every run started with it."""
-    own, path = os.path.dirname(sys.executable), os.environ.get("PATH", "")
-    if path.split(os.pathsep)[0] != own:
-        os.environ["PATH"] = f"{own}{os.pathsep}{path}"
 
 
 def train_func(cfg: dict) -> None:

@@ -119,3 +119,13 @@ def allocator_env(name: str) -> dict[str, str]:
     if not library:
         return {}
     return {"LD_PRELOAD": ":".join(filter(None, [library, os.environ.get("LD_PRELOAD")]))}
+
+
+def own_tools_first() -> None:
+    """This environment's bin first on the process's PATH, so the tools a process runs by name (DeepSpeed's
+    JIT `ninja`, `python` for `ray job submit`) are this environment's. The system's ninja and pip's keep
+    different build logs, so a run without this environment's bin first rebuilt DeepSpeed's CPU comm op
+    after every run with it."""
+    own, path = os.path.dirname(sys.executable), os.environ.get("PATH", "")
+    if path.split(os.pathsep)[0] != own:
+        os.environ["PATH"] = f"{own}{os.pathsep}{path}"

@@ -21,6 +21,7 @@ from rrt.recipes.recipe import Recipe
 from rrt.modelling.rewriter import Rewriter
 from rrt.modelling.sampling import SamplingSettings
 from runtime.checkpoints import SNAPSHOT
+from runtime.cluster import own_tools_first
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample" / "recipes.jsonl"
@@ -32,9 +33,7 @@ DECODING = load_settings().rewrite.model_dump()
 
 # Every process of the session (this one, the jobs, the session's Ray) finds the environment's own tools
 # first: `ray job submit -- python ...` runs the `python` it finds on PATH.
-_BIN = os.path.dirname(sys.executable)
-if os.environ.get("PATH", "").split(os.pathsep)[0] != _BIN:
-    os.environ["PATH"] = f"{_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+own_tools_first()
 
 
 def sampling(**changes) -> SamplingSettings:

@@ -119,7 +119,7 @@ def main() -> None:
     parser.add_argument("--batch-prompts", type=int, default=64, help="prompts per forward pass (ours)")
     parser.add_argument("--decode-step", choices=("auto", "dynamic", "static", "graph"),
                         help="ours: how a decode step runs (default: rewrite.decode_step; auto: graph on CUDA)")
-    parser.add_argument("--prompt-cache", choices=("copied", "shared"),
+    parser.add_argument("--prompt-cache", choices=("auto", "copied", "shared"),
                         help="ours, static and graph steps: each prompt's cache copied per candidate or held once "
                              "(default: rewrite.prompt_cache)")
     args = parser.parse_args()

@@ -96,7 +96,7 @@ def main() -> None:
                         help="recipes the requests carry (any corpus file; default: the bundled sample), e.g. "
                              "../shared/data/web_recipes/recipes.jsonl, whose step counts vary as users' do")
     parser.add_argument("--use-gpu", action="store_true", help="one GPU per replica (serve.num_gpus: 1); target 5x")
-    parser.add_argument("--prompt-cache", choices=["copied", "shared"], help="override serve.prompt_cache")
+    parser.add_argument("--prompt-cache", choices=["auto", "copied", "shared"], help="override serve.prompt_cache")
     parser.add_argument("--decode-step", choices=["auto", "dynamic", "static", "graph"],
                         help="override serve.decode_step")
     parser.add_argument("--schedule", choices=["round", "step"],

@@ -182,7 +182,7 @@ class Decoding(Section):
     reuse_prefix: bool
     decode: Literal["host", "device"]
     decode_step: Literal["auto", "dynamic", "static", "graph"]
-    prompt_cache: Literal["copied", "shared"]
+    prompt_cache: Literal["auto", "copied", "shared"]
     schedule: Literal["round", "step"]
 
 

@@ -282,3 +282,13 @@ def test_decode_step_auto_is_graph_on_cuda_for_gpt2_and_llama():
             resolve_decode_step("static", lm, "cpu")
     with pytest.raises(ValueError, match="needs a CUDA device"):
         resolve_decode_step("graph", gpt2, "cpu")
+
+
+def test_prompt_cache_auto_is_shared_for_gpt2_and_copied_for_the_llama_family():
+    from rrt.modelling.static_decode import resolve_prompt_cache
+
+    gpt2, llamas = _gpt2(), (_llama(), _llama(family="qwen2"), _llama(family="mistral", sliding_window=None))
+    assert resolve_prompt_cache("auto", gpt2) == "shared"
+    assert [resolve_prompt_cache("auto", lm) for lm in llamas] == ["copied"] * 3
+    for value in ("copied", "shared"):   # a setting named is kept
+        assert {resolve_prompt_cache(value, lm) for lm in (gpt2, *llamas)} == {value}

@@ -136,6 +136,16 @@ def test_step_level_batching_runs_where_the_static_step_does_and_no_guard_is_ask
     assert _rewriter(tiny, "step", "contextual_gpt2").schedule == "round"
 
 
+def test_the_rewriters_prompt_cache_is_the_settings_resolved_for_its_model(tiny):
+    from rrt.config import load_settings
+
+    assert load_settings().rewrite.prompt_cache == load_settings().serve.prompt_cache == "auto"
+    lm, tok, _ = tiny
+    for named, held in (("auto", "shared"), ("copied", "copied"), ("shared", "shared")):   # tiny: a GPT-2
+        assert make_rewriter("contextual", lm, tok, 256, sampling(), decode_step="static",
+                             prompt_cache=named).prompt_cache == held
+
+
 @needs_dictionary
 def test_the_services_engine_answers_every_request_with_the_round_level_rewrite(tiny):
     """serve.schedule: step through the service's engine thread (the replica without Ray)."""

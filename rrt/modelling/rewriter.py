@@ -18,7 +18,7 @@ from rrt.modelling.prompts import (SPECIAL_NAMES, STEP_VARIANTS, STOPS, fit_prom
                                    protected_span, recipe_prompt, step_prompt)
 from rrt.recipes.recipe import Recipe
 from rrt.modelling.sampling import Prefix, SamplingSettings, sample_candidates
-from rrt.modelling.static_decode import STATS as STATIC_STATS, resolve_decode_step
+from rrt.modelling.static_decode import STATS as STATIC_STATS, resolve_decode_step, resolve_prompt_cache
 from rrt.modelling.selection import StepContext, score_candidate, select_best, source_word_set
 from rrt.recipes.substitutions import substitute_recipe
 
@@ -143,7 +143,7 @@ class Rewriter:
         self.decode_on = decode
         # static / graph where the model allows it (the next-ingredient model may fall back to dynamic).
         self.decode_step = resolve_decode_step(decode_step, lm, device)
-        self.prompt_cache = prompt_cache
+        self.prompt_cache = resolve_prompt_cache(prompt_cache, lm)
         # Step-level batching needs the static step and no guard (which checks each token on the host);
         # contextual_gpt2's next-ingredient model is sampled for a whole round's recipes at once.
         self.schedule = ("step" if schedule == "step" and self.decode_step in ("static", "graph") and not constrained

@@ -82,6 +82,14 @@ def resolve_decode_step(value: str, lm, device: str) -> str:
     return value
 
 
+def resolve_prompt_cache(value: str, lm) -> str:
+    """The prompt cache a setting means for this model: auto is shared for the GPT-2 family and copied
+    for the others (each the faster of the two on an H200: benchmarks/RESULTS.md)."""
+    if value == "auto":
+        return "shared" if getattr(getattr(lm, "config", None), "model_type", None) == "gpt2" else "copied"
+    return value
+
+
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 

@@ -1,24 +1,20 @@
 #!/bin/sh
 # The next GPU measurement as one call of about 9 minutes on one H100 or H200: what
-# benchmarks/RESULTS.md ("The next GPU run") still lacks, most wanted first.
-#   1. Rewriting: the generate loop (the baseline, rerun), then our graph-captured engine with the
-#      copied and the shared prompt cache, a token check, then the service's batching rows (one
-#      recipe at a time, whole batches, continuous through 8 slots round- and step-level) with the
-#      faster cache, steps of real lengths (--stop-share), on real recipes when .gpu/recipes.jsonl
-#      is there.
+# benchmarks/RESULTS.md ("The next GPU run") still lacks after the H200 run of 2026-11-28, most wanted first.
+#   1. Serving: the service's batching rows in-process (one recipe at a time, whole batches, continuous
+#      through 8 and 16 slots, round- and step-level) with the graph step and the shared prompt cache,
+#      steps of real lengths (--stop-share), on real recipes when .gpu/recipes.jsonl is there: the 5x
+#      target (4.91x through 8 slots on 2026-11-28).
 #   2. Training at micro-batch 128, on the real recipes' Contextual texts when .gpu/recipes.jsonl is
-#      there (else the bundled sample's): the padded baseline (rerun), packed + compile (the 36.5% MFU
-#      row), then variable-length attention in rows twice the block (micro-batch 64), the fused
-#      linear cross-entropy of cut-cross-entropy and of liger-kernel, the wide varlen rows with
-#      cut-cross-entropy's loss (both at once), and variable-length attention in rows of the block.
-#   3. If time is left: a Llama of SmolLM2-135M's shape rewriting with the growing cache against
-#      the graph-captured static step (what decode_step auto picks on CUDA for the Llama family).
+#      there (else the bundled sample's): the padded baseline (rerun), packed + compile with the LM head
+#      padded to train.pad_vocab_to as training pads it, the same unpadded (the 37.6% row of
+#      2026-11-28, like for like), variable-length attention in rows twice the block (micro-batch 64,
+#      head padded), then Liger's fused linear cross-entropy (never measured).
 # Rows that would not fit the budget are recorded as skipped; every row is written when measured.
 #
 #   sh benchmarks/carry_packages.sh .venv/lib/python3.11/site-packages 3.12   # here, once: fills .gpu/
 #   sh benchmarks/gpu_next.sh results/                                        # there, with .gpu copied along
-#   PYTHON=.venv/bin/python sh benchmarks/gpu_next.sh /tmp --model-shape tiny --device cpu \
-#       --rewrite-modes static,static-shared                                  # a try on a CPU
+#   PYTHON=.venv/bin/python sh benchmarks/gpu_next.sh /tmp --model-shape tiny --device cpu   # a try on a CPU
 #
 # Later flags override the plan's (gpu_speed.py reads the last of each).
 set -e
@@ -32,8 +28,8 @@ export PYTHONUNBUFFERED=1
 if ! "$PYTHON" -c "import pydantic" 2>/dev/null; then
     export PYTHONPATH="$PWD/.gpu/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
-set -- --sections rewrite,train,llama --rewrite-modes graph,graph-shared --train-rows padded,compile,varlen-wide,combined,varlen --fused-ce cce,liger \
-    --slots 8 --micro-batch 128 --engines "" --budget-s 520 --out "$DEST/gpu_next.jsonl" "$@"
+set -- --sections serve,train --train-rows padded,compile,unpadded-head,varlen-wide --fused-ce liger \
+    --slots 8,16 --micro-batch 128 --engines "" --budget-s 520 --out "$DEST/gpu_next.jsonl" "$@"
 if [ -f .gpu/recipes.jsonl ]; then
     set -- --serve-recipes-file .gpu/recipes.jsonl --train-recipes-file .gpu/recipes.jsonl "$@"
 fi

@@ -19,6 +19,9 @@ Training rows, each a fresh model, fused AdamW, clipping 1.0, loss on every toke
   packed       examples end to end in rows of the block (train.batching: packed), sdpa, fused GELU
   packed+compile   the same, torch.compile'd (train.compile); --compile-modes adds a row per mode,
                    --fused-ce one per fused linear cross-entropy kernel (cut-cross-entropy, liger)
+  unpadded-head    packed+compile with the LM head's rows unpadded (GPT-2's 50,257 plus our tokens): every
+               row of ours but the fused losses' pads them to train.pad_vocab_to as training does
+               (jobs/train_worker.py), which the rows before 2026-11-28 did not
   varlen       packed+compile with attention by example (train.attention: varlen, flash's
                variable-length form), in rows of the block and in rows twice as wide (half the rows)
   target       packed+compile with the loss on the target (train.loss_on: target): the library's head at
@@ -74,7 +77,7 @@ import numpy as np  # noqa: E402
 
 from rrt.modelling.kernels import attention_implementation, compile_model  # noqa: E402
 from rrt.modelling.labelled_head import head_on_labels  # noqa: E402
-from rrt.modelling.models import fused_gelu, special_tokens  # noqa: E402
+from rrt.modelling.models import fused_gelu, pad_vocabulary, special_tokens  # noqa: E402
 from rrt.modelling.speed import attention_flops_per_token, estimate_mfu, gpu_peak_flops  # noqa: E402
 from testing.timing import autocast_step, example_rows, scheme_batches, sync  # noqa: E402
 
@@ -91,7 +94,7 @@ COMPILE_RESERVE_S = {"cuda": 100, "cpu": 60}   # time a compiled row needs at le
 REWRITE_MODES = {"host": ("host", "dynamic", "copied"), "device": ("device", "dynamic", "copied"),
                  "static": ("host", "static", "copied"), "static-shared": ("host", "static", "shared"),
                  "graph": ("host", "graph", "copied"), "graph-shared": ("host", "graph", "shared")}
-TRAIN_ROWS = ("padded", "packed", "compile", "varlen", "varlen-wide", "combined", "bucketed", "target")
+TRAIN_ROWS = ("padded", "packed", "compile", "unpadded-head", "varlen", "varlen-wide", "combined", "bucketed", "target")
 SECTIONS = ("train", "rewrite", "serve", "llama", "engine")
 # The llama rows' model: SmolLM2-135M's shape (the pretrained preset's family), random weights.
 LLAMA_SHAPE = {"hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
@@ -399,11 +402,13 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
 
     def run(label: str, kind: str, micro: int, attention: str | None, fused: bool, compiled: bool,
             engine: str | None = None, mode: str = "default", loss: str = "model", width: int = BLOCK,
-            loss_on: str = "all") -> None:
+            loss_on: str = "all", pad_head: bool = True) -> None:
         """Time one training row (a fresh model, its batches, its step) and record it; `mode` is
         torch.compile's, `loss` the model's own, a fused kernel's (FUSED_LOSSES) or `labelled` (the
         head at the labelled positions only, rrt.modelling.labelled_head), `width` the packed rows'
-        tokens, `loss_on` the labels' (all | target)."""
+        tokens, `loss_on` the labels' (all | target). Our rows (`fused`) pad the LM head's rows to
+        --pad-vocab-to as training does (train.pad_vocab_to), unless `pad_head` is off or a fused loss
+        reads the head's weight itself (its padding rows would enter the loss's softmax)."""
         need = COMPILE_RESERVE_S[device.type] * (3 if mode.startswith("max-autotune") else 1) if compiled else args.row_s
         if results.left() < need + args.reserve_s:
             return results.skip("train", label, f"budget: {results.left():.0f}s left")
@@ -415,6 +420,9 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
         batches = scheme_batches(kind, rows, micro, BLOCK, pad_id, width=width, boundaries=attention == "varlen",
                                  loss_on=loss_on)
         model = new_model(config, device, attention, fused)
+        if fused and pad_head and loss not in FUSED_LOSSES:
+            pad_vocabulary(model, args.pad_vocab_to)
+        head_rows = model.get_output_embeddings().weight.shape[0]
         if loss == "labelled":
             head_on_labels(model)
         parameters = sum(p.numel() for p in model.parameters())
@@ -445,7 +453,7 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
             if retry:
                 # The padded baseline at micro-batch 128 outgrows an H100 (RESULTS.md): half of it there.
                 return run(label.replace(f"micro {micro}", f"micro {micro // 2}"), kind, micro // 2, attention,
-                           fused, compiled, engine, mode, loss, width, loss_on)
+                           fused, compiled, engine, mode, loss, width, loss_on, pad_head)
             return None
         speeds[label] = speed
         real = sum(b.real_tokens for b in batches)
@@ -453,6 +461,7 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
                      "device": name, "loss_on": loss_on, "lm_head": "labelled positions" if loss == "labelled"
                      else "every position",
                      "attention": model.config._attn_implementation, "compiled": compiled, "engine": engine,
+                     "lm_head_rows": head_rows,
                      "parameters": parameters, "timed_steps": timed, "row_wall_s": round(wall, 1),
                      "useful_tokens_per_s": round(speed), "padding_fraction": round(1 - real / sum(
                          b.total_tokens for b in batches), 3),
@@ -479,6 +488,9 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
             for mode in args.compile_modes.split(","):
                 run("packed+compile" + ("" if mode == "default" else f" ({mode})"), "packed", micro, "sdpa", True,
                     True, mode=mode)
+        if not args.no_compile and "unpadded-head" in wanted:
+            # The rows measured before the head was padded here as in training: the like-for-like figure.
+            run("packed+compile, LM head unpadded", "packed", micro, "sdpa", True, True, pad_head=False)
         # Attention by example (rrt.modelling.varlen) in rows twice the block at half the rows (the same
         # tokens a step, less padding), then the fused losses, then varlen in rows of the block: the
         # most promising first, so a short budget keeps them.
@@ -843,6 +855,8 @@ def table(results: Results) -> str:
             note = f"{note}; decode steps a step {r['decode_steps_a_step']}".strip("; ")
         if "max_abs_diff" in r:
             note = f"max diff {r['max_abs_diff']:.2e} ({'ok' if r['ok'] else 'NOT EQUAL'})"
+        if "lm_head_rows" in r:
+            note = f"{note}; LM head {r['lm_head_rows']:,} rows".strip("; ")
         speed = r.get("useful_tokens_per_s", r.get("steps_per_s", ""))
         size = (f"{r['batches']} x{r['micro_batch']}" if "batches" in r else r.get("recipes", ""))
         mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else ""
@@ -893,10 +907,14 @@ def main() -> None:
                              "graph-shared (CUDA only)")
     parser.add_argument("--train-rows", default=",".join(TRAIN_ROWS), type=choices(TRAIN_ROWS),
                         help="comma list of the plain training rows: padded (the baseline), packed, compile "
-                             "(a packed+compile row per --compile-modes), varlen (packed+compile with "
+                             "(a packed+compile row per --compile-modes), unpadded-head (packed+compile with "
+                             "the LM head's rows unpadded, as the rows before 2026-11-28), varlen (packed+compile with "
                              "train.attention: varlen), varlen-wide (the same in rows twice the block at half "
                              "the micro-batch), combined (varlen-wide with the first --fused-ce loss), bucketed")
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled rows")
+    parser.add_argument("--pad-vocab-to", type=int, default=None,
+                        help="our training rows' LM head rows rounded up to this multiple, as training does "
+                             "(default: train.pad_vocab_to; 1: off)")
     parser.add_argument("--compile-modes", default="default",
                         help="comma list of torch.compile modes, a packed+compile row each "
                              "(e.g. default,max-autotune-no-cudagraphs)")
@@ -911,6 +929,12 @@ def main() -> None:
     args = parser.parse_args()
     if not 0 <= args.stop_share < 1:
         parser.error(f"--stop-share must be at least 0 and below 1, got {args.stop_share}")
+    if args.pad_vocab_to is None:
+        from rrt.config import load_settings
+
+        args.pad_vocab_to = load_settings().train.pad_vocab_to
+    elif args.pad_vocab_to < 1:
+        parser.error(f"--pad-vocab-to must be at least 1, got {args.pad_vocab_to}")
     for path in (args.train_recipes_file, args.serve_recipes_file):
         if path and not os.path.isfile(path):
             parser.error(f"no such recipes file: {path}")

@@ -31,8 +31,9 @@ def test_a_prompt_started_in_a_freed_slot_draws_the_tokens_it_draws_alone(family
              for i, p in enumerate(prompts)}
     assert {e for s in alone.values() for e in s.ended} == {"stop", "length"}
     monkeypatch.setattr(static_decode, "_capture", _fake_capture)   # the graph path, replays run on CPU
-    for graph in (False, True):
-        sampler = SlotSampler(lm, 3, 64, stops, PAD, settings, "cpu", graph)
+    # decode_ahead (CUDA's default): the steps to the next look queued before the ended steps go back.
+    for graph, ahead in ((False, False), (True, False), (True, True)):
+        sampler = SlotSampler(lm, 3, 64, stops, PAD, settings, "cpu", graph, decode_ahead=ahead)
         waiting, got, part_way = list(range(len(prompts))), {}, 0
         while waiting or sampler.owners:
             # Prompts join whenever a slot is free, beside others already part-way.
@@ -44,10 +45,35 @@ def test_a_prompt_started_in_a_freed_slot_draws_the_tokens_it_draws_alone(family
         # Decoding records no autograd history: the kept buffers would otherwise hold every step's graph.
         assert not any(t.requires_grad for t in (*sampler.decoder.keys, sampler.decoder.logits))
         for i, sampled in got.items():
-            assert sampled.tokens == alone[i].tokens, (graph, i)
-            assert sampled.ended == alone[i].ended, (graph, i)
+            assert sampled.tokens == alone[i].tokens, (graph, ahead, i)
+            assert sampled.ended == alone[i].ended, (graph, ahead, i)
     with pytest.raises(ValueError, match="does not fit"):
         SlotSampler(lm, 1, 8, stops, PAD, settings, "cpu", False).start([(0, list(range(3, 80)), 1, None, 0)])
+
+
+@pytest.mark.parametrize("ahead", [False, True])
+def test_the_host_looks_at_every_slot_together_on_the_decoders_clock(ahead):
+    """Looks fall on multiples of SYNC_EVERY decode steps, or where a slot reaches its last token; the
+    slots that ended by then start their next prompts in one prefill."""
+    lm, steps = _gpt2(seed=3), 20
+    prompts, seeds = _prompts(12, 4), list(range(12))
+    stops = {int(t) for t in np.random.default_rng(5).integers(3, VOCAB, size=30)}
+    settings = SamplingSettings(top_k=40, top_p=1.0, temperature=1.0, candidates=3, max_new_tokens=steps)
+    sampler = SlotSampler(lm, 4, 64, stops, PAD, settings, "cpu", False, decode_ahead=ahead)
+    looks, starts, waiting = [], [], list(range(len(prompts)))
+    while waiting or sampler.owners:
+        joining, waiting = waiting[:sampler.free], waiting[sampler.free:]
+        if joining:
+            starts.append(len(joining))
+        sampler.start([(i, prompts[i], seeds[i], None, 0) for i in joining])
+        if sampler.decoder is not None and not hasattr(sampler.decoder, "looked"):
+            ended_slots = sampler.decoder.ended_slots
+            sampler.decoder.looked = lambda: looks.append((sampler.clock, dict(sampler.ages))) or ended_slots()
+            sampler.decoder.ended_slots = sampler.decoder.looked
+        sampler.run()
+    assert len(looks) > 4 and max(starts) > 1
+    for clock, ages in looks:
+        assert clock % static_decode.SYNC_EVERY == 0 or steps - 1 in ages.values(), (clock, ages)
 
 
 @pytest.fixture(scope="module")

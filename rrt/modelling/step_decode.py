@@ -95,15 +95,25 @@ class SlotDecoder(SharedPromptDecoder):
 
 class SlotSampler:
     """Prompts decoded each in a slot of one SlotDecoder of its own, a new prompt started in any
-    free slot between decode steps: `start` prefills and loads, `run` decodes until a slot ends."""
+    free slot between decode steps: `start` prefills and loads, `run` decodes until a slot ends.
+
+    The host looks at every slot together, every SYNC_EVERY decode steps of the decoder and when a
+    slot reaches its last token, so the slots that ended since the last look start their next
+    prompts in one prefill. A step still ends at most SYNC_EVERY - 1 decode steps after its last
+    candidate, as in a round. With `decode_ahead` (on CUDA, where the host only queues the GPU's
+    work), `run` queues the decode steps to the next look before it hands the ended steps back, so
+    the GPU decodes the other slots while the host chooses candidates and prefills the next prompts."""
 
     def __init__(self, lm, slots: int, prompt_tokens: int, stop_ids: set[int], pad_id: int,
-                 settings: SamplingSettings, device, graph: bool):
+                 settings: SamplingSettings, device, graph: bool, decode_ahead: bool | None = None):
         self.lm, self.slots, self.settings, self.device, self.graph = lm, slots, settings, device, graph
         self.columns = _round_up(prompt_tokens, COLUMN_MULTIPLE)
         self.stop_ids, self.pad_id = set(stop_ids), pad_id
         self.owners: dict[int, tuple] = {}   # slot -> (key, kept prefix)
         self.ages: dict[int, int] = {}       # slot -> decode steps since its prompt was loaded
+        self.clock = 0                       # decode steps of the decoder so far (looks fall on its multiples)
+        self.looked: int | None = None       # the clock at the last look
+        self.decode_ahead = str(device).startswith("cuda") if decode_ahead is None else decode_ahead
         self.decoder: SlotDecoder | None = None
 
     @property
@@ -173,24 +183,36 @@ class SlotSampler:
         if not self.owners:
             return []
         with torch.no_grad():
-            done = self._decode()
-        return self._harvest(done)
+            done = self._harvest(self._decode())
+            if self.decode_ahead and self.owners:
+                self._advance()
+        return done
 
     def _decode(self) -> list[int]:
         """Decode steps until some slot's candidates have all ended; those slots."""
         decoder = self.decoder
         while True:
-            ended = decoder.ended_slots()
-            done = [slot for slot in self.owners if ended[slot]]
-            if done:
-                return done
-            # To the next slot's next look: each slot is looked at where a round's decoding looks
-            # (every SYNC_EVERY tokens, and at its last), so no step runs longer than it would there.
-            ahead = max(1, min(self._next_look(self.ages[slot]) - self.ages[slot] for slot in self.owners))
-            for _ in range(ahead):
-                decoder.advance(decoder.rows, decoder.steps)
-            for slot in self.owners:
-                self.ages[slot] += ahead
+            # No look again before a step: only a prompt whose every candidate stopped at its first
+            # token could have ended since, and the next look finds it.
+            if self.looked != self.clock:
+                self.looked = self.clock
+                ended = decoder.ended_slots()
+                done = [slot for slot in self.owners if ended[slot]]
+                if done:
+                    return done
+            self._advance()
+
+    def _advance(self) -> None:
+        """Decode steps to the next look: the next multiple of SYNC_EVERY, or sooner where a slot
+        reaches its last token."""
+        decoder = self.decoder
+        last = min(self.settings.max_new_tokens - 1 - self.ages[slot] for slot in self.owners)
+        ahead = max(1, min(SYNC_EVERY - self.clock % SYNC_EVERY, last))
+        for _ in range(ahead):
+            decoder.advance(decoder.rows, decoder.steps)
+        self.clock += ahead
+        for slot in self.owners:
+            self.ages[slot] += ahead
 
     def _harvest(self, done: list[int]) -> list[tuple[Hashable, Sampled]]:
         """The ended slots' steps as (key, Sampled), their slots freed."""
@@ -205,10 +227,6 @@ class SlotSampler:
             decoder.park(slot)
             out.append((key, sampled))
         return out
-
-    def _next_look(self, age: int) -> int:
-        """The decode step after which a slot that has run `age` steps is next looked at."""
-        return min(self.settings.max_new_tokens - 1, (age + 1) // SYNC_EVERY * SYNC_EVERY + SYNC_EVERY - 1)
 
     def drop(self, keys) -> None:
         """Empty the slots of these keys' prompts (their recipes left the batch)."""

@@ -601,10 +601,18 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
         rewriter._stop_ids = lambda variant, tok: set(stops)   # random weights never draw the real stops
         return rewriter
 
+    kept: dict[tuple, Rewriter] = {}
+
     def steps_of(mode, batch, slots: int = 0, stops: frozenset = frozenset(), schedule: str = "round"):
         """Rewritten steps of one rewrite of `batch` with this mode, and the engine's counts; with
-        `slots`, through continuous batching, as the job's actors and the service run it."""
-        rewriter = engine(*mode, stops=stops, schedule=schedule)
+        `slots`, through continuous batching, as the job's actors and the service run it. One rewriter
+        per way, kept as a job's actor or a replica keeps it, so an untimed first run builds (and on a
+        GPU captures) what a timed one uses, step-level batching's slot cache too; its counts start
+        at zero each run."""
+        rewriter = kept.get((mode, stops, schedule))
+        if rewriter is None:
+            rewriter = kept[(mode, stops, schedule)] = engine(*mode, stops=stops, schedule=schedule)
+        rewriter.stats = {k: 0.0 if isinstance(v, float) else 0 for k, v in rewriter.stats.items()}
         records = rewrite_all(rewriter, batch, slots) if slots else rewriter.rewrite(batch)
         return sum(len(r["rewrite"]["steps"]) for r in records), rewriter.stats
 

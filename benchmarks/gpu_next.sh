@@ -29,7 +29,7 @@ if ! "$PYTHON" -c "import pydantic" 2>/dev/null; then
     export PYTHONPATH="$PWD/.gpu/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 set -- --sections serve,train --train-rows padded,compile,unpadded-head,varlen-wide --fused-ce liger \
-    --slots 8,16 --micro-batch 128 --engines "" --budget-s 520 --out "$DEST/gpu_next.jsonl" "$@"
+    --slots 8,16 --micro-batch 128 --engines "" --budget-s 550 --out "$DEST/gpu_next.jsonl" "$@"
 if [ -f .gpu/recipes.jsonl ]; then
     set -- --serve-recipes-file .gpu/recipes.jsonl --train-recipes-file .gpu/recipes.jsonl "$@"
 fi

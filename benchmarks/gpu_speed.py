@@ -42,7 +42,8 @@ Rewrite rows (fp16, top-k 40, ten candidates, every candidate runs to max_step_t
   check           the first step of every recipe sampled each way: the share of identical candidates
   batching        the service's engine in-process, our fastest way: one recipe at a time, 8 at once
                   (held until the longest ends) and continuous batching (rrt.modelling.scheduler:
-                  --serve-recipes recipes through each --slots count, joining and leaving between steps),
+                  --serve-recipes recipes through the first --slots count, as many per slot through the
+                  others, joining and leaving between steps),
                   then, on the static step, step-level batching through each --slots count (each recipe's
                   step on its own clock: rrt.modelling.step_decode), each run once untimed first; a
                   candidate ends at a seeded --stop-share of the vocabulary, so steps vary in length
@@ -718,24 +719,31 @@ def stop_tokens(tokenizer, share: float) -> frozenset:
 def serve_rows(args, best, label: str, steps_of, timed, tasks: list, results: Results) -> None:
     """The service's engine in-process: one recipe at a time, whole batches of the first `--slots`
     (each held until its longest recipe ends) and continuous batching through each `--slots`
-    count (recipes join and leave between steps, longest first) over the same `--serve-recipes`
-    recipes; each way runs once untimed first, so every shape it meets is built (and on a GPU
-    captured) before the clock starts. Candidates end at `--stop-share`'s tokens. With a static
-    decode step, each slot count again with step-level batching (`rewrite.schedule: step`). The
-    ratios against one at a time (target 5), continuous against whole batches, and step-level
-    against round-level."""
+    count (recipes join and leave between steps, longest first) over the first `--serve-recipes`
+    recipes, or as many per slot as the first count has (`through`); each way runs once untimed
+    first, so every shape it meets is built (and on a GPU captured) before the clock starts.
+    Candidates end at `--stop-share`'s tokens. With a static decode step, each slot count again
+    with step-level batching (`rewrite.schedule: step`). The ratios against one at a time
+    (target 5), continuous against whole batches, and step-level against round-level."""
     sizes, used = [int(s) for s in args.slots.split(",")], tasks[:args.serve_recipes]
     slots = sizes[0]
+
+    def through(size: int) -> list:
+        """The recipes a slot count rewrites: as many per slot as the first count's, so every count
+        runs as many waves and none is timed mostly on its tail (the last recipes, slots emptying)."""
+        return tasks[:max(len(used), len(used) * size // slots)]
+
     # One at a time costs the most time a step: four recipes spread over the same ones stand for them.
     alone = used[::max(1, len(used) // 4)][:4]
     ways = [("1 recipe at a time", alone, lambda: [steps_of(best, [t]) for t in alone]),
             (f"whole batches of {slots}", used,
              lambda: [steps_of(best, used[i:i + slots]) for i in range(0, len(used), slots)])]
-    ways += [(f"continuous, {size} slots", used, lambda size=size: steps_of(best, used, size)) for size in sizes]
+    ways += [(f"continuous, {size} slots", through(size), lambda size=size: steps_of(best, through(size), size))
+             for size in sizes]
     stepped = best[1] in ("static", "graph")   # step-level batching runs on the static step
     if stepped:
-        ways += [(f"continuous, {size} slots, step-level", used,
-                  lambda size=size: steps_of(best, used, size, schedule="step")) for size in sizes]
+        ways += [(f"continuous, {size} slots, step-level", through(size),
+                  lambda size=size: steps_of(best, through(size), size, schedule="step")) for size in sizes]
     speeds = {}
     for name, recipes, work in ways:
         if results.left() < 2 * NEED_S["ours"] + args.reserve_s:
@@ -889,7 +897,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=25, help="timed steps per training row (after warm-up)")
     parser.add_argument("--recipes", type=int, default=16, help="recipes our engine rewrites")
     parser.add_argument("--generate-recipes", type=int, default=4, help="recipes the generate loop rewrites")
-    parser.add_argument("--serve-recipes", type=int, default=32, help="recipes the batching rows rewrite")
+    parser.add_argument("--serve-recipes", type=int, default=32,
+                        help="recipes the batching rows through the first --slots count rewrite (a larger count "
+                             "rewrites as many per slot)")
     parser.add_argument("--serve-prompt-cache", choices=["copied", "shared"], default="shared",
                         help="the batching rows' rewrite.prompt_cache with --sections serve alone (else the "
                              "fastest way measured)")

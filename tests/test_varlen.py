@@ -81,3 +81,41 @@ def test_off_cuda_the_varlen_setting_is_the_sdpa_function():
     _assert_same(_packed(_gpt2("sdpa"), examples, 128), _packed(lm, examples, 128))
     # Padded batches carry no boundaries: sdpa with their padding mask.
     _assert_same(_padded_run(_gpt2("sdpa"), examples, "all"), _padded_run(lm, examples, "all"))
+
+
+@torch.library.custom_op("rrt_test::segments", mutates_args=())
+def _opaque_segments(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, offsets: torch.Tensor, longest: int,
+                     dropout: float, scale: float) -> torch.Tensor:
+    """The reference kernel as one operator a compiled graph keeps whole, as it keeps the flash kernel."""
+    return varlen.reference_segments(query, key, value, offsets, longest, dropout, scale)
+
+
+@_opaque_segments.register_fake
+def _(query, key, value, offsets, longest, dropout, scale):
+    return torch.empty_like(query)
+
+
+def test_a_compiled_model_is_built_once_whatever_a_batch_holds():
+    """Batches hold different numbers of examples, so of boundaries: the first batch's build serves
+    the rest (built again at the second, a compile costs about a minute for gpt2-medium on a GPU)."""
+    from torch._dynamo.utils import counters
+
+    name = varlen.register("rrt_varlen_opaque", kernel=lambda q, k, v, offsets, longest, dropout, scale:
+                           _opaque_segments(q, k, v, offsets, longest, dropout, q.shape[-1] ** -0.5
+                                            if scale is None else scale), devices=("cpu",), dtypes=("float32",))
+    lm = _gpt2(name)
+    plain = _gpt2(CHECKED)
+    lm.compile()
+    torch._dynamo.reset()
+    counts, graphs = [], []
+    for size in (8, 9, 10):   # four rows each, as a job's batches hold micro-batch rows each
+        rows = pack_rows(_examples(size, seed=7), 64)
+        batch = packed_batch(rows, PAD, "all", 64, boundaries=True)
+        assert batch.input_ids.shape == (4, 64)
+        counts.append(len(batch.segments))
+        with torch.no_grad():
+            logits = lm(**batch.inputs("cpu")).logits
+            torch.testing.assert_close(logits, plain(**batch.inputs("cpu")).logits, atol=1e-4, rtol=1e-4)
+        graphs.append(counters["stats"]["unique_graphs"])
+    assert len(set(counts)) == 3, counts   # the batches really differ in their boundaries' length
+    assert graphs[0] >= 1 and graphs[-1] == graphs[0], graphs

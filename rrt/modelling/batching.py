@@ -113,6 +113,9 @@ class Batch:
                   "position_ids": self.position_ids, "cu_seq_lens_q": self.segments}
         tensors = {k: torch.from_numpy(v).to(device, non_blocking=True) for k, v in arrays.items() if v is not None}
         if self.segments is not None:
+            # The examples in a batch, so the boundaries' length, vary: marked variable from the
+            # first batch, a compiled model is built once, not again at the second batch's count.
+            torch._dynamo.maybe_mark_dynamic(tensors["cu_seq_lens_q"], 0)
             # Queries and keys share the boundaries; an upper bound on an example's length (the
             # row's width), one value for every batch so a compiled model is not specialised again.
             tensors["cu_seq_lens_k"] = tensors["cu_seq_lens_q"]

@@ -326,15 +326,20 @@ def fused_ce_step(model, device, sample: dict, results: Results, kernel: str):
     return step
 
 
-def time_steps(step, batches: list, steps: int, device, cap_s: float) -> tuple[float, int]:
-    """Useful tokens/s over up to `steps` timed steps (fewer when `cap_s` runs out), after warm-up."""
-    for index in range(WARMUP):
+def time_steps(step, batches: list, steps: int, device, cap_s: float, wait_each: bool = False,
+               warmup: int = WARMUP) -> tuple[float, int]:
+    """Useful tokens/s over up to `steps` timed steps (fewer when `cap_s` runs out), after warm-up;
+    `wait_each`: the host waits for the device after every step, as the training job's loop did
+    before its losses stayed on the device (rrt.modelling.step_window)."""
+    for index in range(warmup):
         step(batches[index % len(batches)].inputs(device))
     sync(device)
     useful, done, started = 0, 0, time.perf_counter()
     while done < steps and (done < 3 or time.perf_counter() - started < cap_s):
         batch = batches[(WARMUP + done) % len(batches)]
         step(batch.inputs(device))
+        if wait_each:
+            sync(device)
         useful += batch.real_tokens
         done += 1
     sync(device)
@@ -442,6 +447,10 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
                 step = (engine_step(model, device, micro, args.steps + WARMUP, engine) if engine
                         else autocast_step(model, device))
             speed, timed = time_steps(step, batches, args.steps, device, args.row_s)
+            if label == "packed+compile":
+                # The same steps with a wait for the device after each: what the training job's loop
+                # paid before its losses stayed on the device.
+                waiting, _ = time_steps(step, batches, args.steps, device, args.row_s, wait_each=True, warmup=0)
         except Exception as err:  # noqa: BLE001 - one failed row is recorded; the others still run
             results.add({"section": "train", "row": label, "failed": f"{type(err).__name__}: {str(err)[:300]}"})
             retry = isinstance(err, torch.cuda.OutOfMemoryError) and micro > 8
@@ -473,6 +482,10 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
                      "peak_memory_gb": round(torch.cuda.max_memory_allocated() / 2 ** 30, 1) if cuda else None,
                      "vs_padded": round(speed / speeds["padded"], 2) if "padded" in speeds else None,
                      "vs_73134": round(speed / TODAY_BEST, 2)})
+        if label == "packed+compile":
+            results.add({"section": "train", "row": "packed+compile, a wait for the device after every step",
+                         "useful_tokens_per_s": round(waiting), "ratio": round(speed / waiting, 3),
+                         "note": "no wait / a wait each step (the training job's loop before)"})
         del model, step
         if cuda:
             torch.cuda.empty_cache()

@@ -27,6 +27,7 @@ from rrt.modelling.optim import deepspeed_config, lr_factor, resolve_precision
 from rrt.modelling.packing import packed_batches
 from rrt.modelling.seq2seq import SEQ2SEQ, build_seq2seq, seq2seq_batches
 from rrt.modelling.speed import loaded_allocator
+from rrt.modelling.step_window import StepWindow
 
 STATE_FILE = "train_state.{rank}.json"  # one per worker: each keeps its own example counts
 
@@ -70,11 +71,6 @@ def micro_batches(shard, cfg: dict, seed: int, counts: dict | None, shuffle: int
         yield from _window_batches(window, cfg, rng)
 
 
-def _new_window() -> dict:
-    """Counters of the steps since the last metrics line."""
-    return {"loss": 0.0, "micro": 0, "real": 0, "total": 0, "seconds": 0.0, "wait": 0.0}
-
-
 def _sum(values: list[float], device) -> list[float]:
     """Element-wise sum over all workers."""
     import torch
@@ -85,14 +81,31 @@ def _sum(values: list[float], device) -> list[float]:
     return tensor.tolist()
 
 
-def _all_have(flag: bool, device) -> bool:
-    """True when every worker still has a batch (so no worker waits on a collective alone)."""
+def _agreement(world: int, device):
+    """A function of a worker's flag that is true when every worker still has a batch, so no worker
+    waits on a collective alone. Asked over the host (gloo), so reading it waits for no GPU work;
+    one worker asks no one."""
     import torch
     import torch.distributed as dist
 
-    tensor = torch.tensor([1 if flag else 0], device=device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MIN)
-    return bool(tensor.item())
+    if world == 1:
+        return lambda flag: flag
+    group = dist.new_group(backend="gloo") if device.type == "cuda" else None   # CPU workers' group is gloo
+
+    def all_have(flag: bool) -> bool:
+        tensor = torch.tensor([1 if flag else 0])
+        dist.all_reduce(tensor, op=dist.ReduceOp.MIN, group=group)
+        return bool(tensor.item())
+
+    return all_have
+
+
+def _timed_next(batches, window: StepWindow):
+    """The next micro-batch (None at the end), its wait added to the window."""
+    started = time.perf_counter()
+    batch = next(batches, None)
+    window.waited(time.perf_counter() - started)
+    return batch
 
 
 def evaluate(engine, dev_shard, cfg: dict, rank: int, world: int, device) -> float | None:
@@ -107,10 +120,11 @@ def evaluate(engine, dev_shard, cfg: dict, rank: int, world: int, device) -> flo
             if index % world != rank:
                 continue
             counted = batch.predicted_tokens
-            loss_sum += float(engine.module(**batch.inputs(device)).loss) * counted
+            # Summed on the device: read once, after the last batch (StepWindow says why).
+            loss_sum = loss_sum + engine.module(**batch.inputs(device)).loss.float() * counted
             tokens += counted
     engine.module.train()
-    total_loss, total_tokens = _sum([loss_sum, float(tokens)], device)
+    total_loss, total_tokens = _sum([float(loss_sum), float(tokens)], device)
     return total_loss / total_tokens if total_tokens else None
 
 
@@ -221,7 +235,7 @@ def train_func(cfg: dict) -> None:
         log({"step": 0, "epoch": 0, "train_loss": None, "eval_loss": evaluate(engine, dev_shard, cfg, rank, world, device),
              "lr": schedule.get_last_lr()[0], "tokens_per_s": None, "padding_fraction": None,
              "data_wait_fraction": None})
-    window = _new_window()
+    window, all_have = StepWindow(), _agreement(world, device)
     progress = None
     if rank == 0:
         from tqdm import tqdm
@@ -234,23 +248,22 @@ def train_func(cfg: dict) -> None:
         for _ in range(state["micro_in_epoch"]):
             next(batches, None)
         ran = 0
+        window.start()   # the wait for an epoch's first batch is the window's time too
+        batch = _timed_next(batches, window)
         while state["step"] < total:
-            started = time.perf_counter()
-            batch = next(batches, None)
-            waited = time.perf_counter() - started
-            if not _all_have(batch is not None, device):
+            if not all_have(batch is not None):
                 break
+            window.start()
             loss = engine(**batch.inputs(device)).loss
             engine.backward(loss)
             engine.step()
             ran += 1
             state["micro_in_epoch"] += 1
-            window["loss"] += float(loss.detach())
-            window["micro"] += 1
-            window["real"] += batch.real_tokens
-            window["total"] += batch.total_tokens
-            window["seconds"] += time.perf_counter() - started
-            window["wait"] += waited
+            window.add(loss, batch)
+            if engine.global_steps < total:
+                # Read and built while the device runs the step just queued: no step waits on the
+                # device between metrics lines (rrt.modelling.step_window).
+                batch = _timed_next(batches, window)
             if engine.global_steps == state["step"]:
                 continue  # inside a gradient accumulation
             state["step"] = engine.global_steps
@@ -258,9 +271,7 @@ def train_func(cfg: dict) -> None:
                 progress.update(1)
             step, last = state["step"], state["step"] >= total
             if step % cfg["log_interval"] == 0 or last or step % cfg["eval_interval"] == 0:
-                loss_sum, micro, real, padded, seconds, wait = _sum(
-                    [window["loss"], window["micro"], window["real"], window["total"], window["seconds"],
-                     window["wait"]], device)
+                loss_sum, micro, real, padded, seconds, wait = _sum(window.totals(device), device)
                 eval_loss = None
                 if step % cfg["eval_interval"] == 0 or last:
                     eval_loss = evaluate(engine, dev_shard, cfg, rank, world, device)
@@ -272,7 +283,7 @@ def train_func(cfg: dict) -> None:
                          # per cent the input pipeline, not the model, sets the pace.
                          "data_wait_fraction": wait / seconds if seconds else 0.0}
                 log(entry)
-                window = _new_window()
+                window = StepWindow()
             if step % cfg["checkpoint_interval"] == 0 and not last:
                 _checkpoint(engine, state, {"step": step}, rank)
         if ran == 0:

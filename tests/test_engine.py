@@ -2,6 +2,8 @@
 checkpoint that resumes to the same weights."""
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -78,3 +80,72 @@ def test_a_checkpoint_resumes_to_the_same_weights(tmp_path, precision):
     _run(resumed, batches[3:])
     for ours, theirs in zip(resumed.module.parameters(), straight.module.parameters()):
         assert torch.equal(ours, theirs)
+
+
+# Reading a tensor's values on the host: on a GPU each waits until the device has computed them.
+READS = ("item", "tolist", "numpy", "__float__", "__int__", "__bool__")
+
+
+@contextlib.contextmanager
+def _host_reads():
+    """Counts the tensor values read on the host inside it."""
+    count = [0]
+    own = {name: torch.Tensor.__dict__.get(name) for name in READS}
+    for name in READS:
+        read = getattr(torch.Tensor, name)
+
+        def counted(self, *args, read=read, **kwargs):
+            count[0] += 1
+            return read(self, *args, **kwargs)
+
+        setattr(torch.Tensor, name, counted)
+    try:
+        yield count
+    finally:
+        for name, read in own.items():
+            if read is None:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, read)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_steps_wait_on_the_device_only_at_the_metrics_line(precision):
+    """Every step of the training loop's (the compiled model's call, backward and update, and the
+    window's sums) leaves the losses on the device; the metrics line reads them once. A GPU then
+    never idles between steps while the host builds the next batch. (Compiled, as on a GPU: the
+    library's eager forward of packed rows reads one value back to find the examples.)"""
+    from rrt.modelling.kernels import compile_model
+    from rrt.modelling.packing import pack_rows, packed_batch
+    from rrt.modelling.step_window import StepWindow
+
+    def example(n: int):
+        return torch.randint(1, 300, (n,), generator=torch.Generator().manual_seed(n)).numpy(), n // 2
+
+    # Two rows of 32 each, as a job's batches are one shape.
+    batches = [packed_batch(pack_rows([example(a), example(b)], 32), 0, "target", 32)
+               for a, b in ((20, 15), (25, 12), (18, 30))]
+    assert {b.input_ids.shape for b in batches} == {(2, 32)}
+    engine, window = _engine(precision=precision), StepWindow()
+    reference = _engine(precision=precision)
+    compile_model(engine.module)
+    engine.module(**batches[0].inputs("cpu"))   # built before the count: building reads values
+    with _host_reads() as reads:
+        for batch in batches:
+            window.start()
+            loss = engine(**batch.inputs("cpu")).loss
+            engine.backward(loss)
+            engine.step()
+            window.add(loss, batch)
+    assert reads[0] == 0
+    with _host_reads() as reads:
+        loss_sum, micro, real, total, seconds, wait = window.totals(torch.device("cpu"))
+    assert reads[0] == 1 and micro == 3 and seconds > 0 and wait == 0.0
+    assert real == sum(b.real_tokens for b in batches) and total == sum(b.total_tokens for b in batches)
+    read_each_step = 0.0
+    for batch in batches:   # the same run, each loss read at once
+        loss = reference(**batch.inputs("cpu")).loss
+        reference.backward(loss)
+        reference.step()
+        read_each_step += float(loss)
+    assert loss_sum == pytest.approx(read_each_step, rel=1e-6)

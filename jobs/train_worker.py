@@ -279,8 +279,9 @@ def train_func(cfg: dict) -> None:
                 entry = {"step": step, "epoch": state["epoch"], "train_loss": loss_sum / max(1, micro),
                          "eval_loss": eval_loss, "lr": schedule.get_last_lr()[0], "tokens_per_s": speed,
                          "padding_fraction": 1 - real / padded if padded else 0.0,
-                         # Share of step time spent waiting for the next batch: above a few
-                         # per cent the input pipeline, not the model, sets the pace.
+                         # Share of the window's time the host waited for the next batch (the
+                         # device may still run queued steps meanwhile): above a few per cent
+                         # the input pipeline, not the model, may set the pace.
                          "data_wait_fraction": wait / seconds if seconds else 0.0}
                 log(entry)
                 window = StepWindow()

@@ -97,7 +97,7 @@ def _(query, key, value, offsets, longest, dropout, scale):
 
 def test_a_compiled_model_is_built_once_whatever_a_batch_holds():
     """Batches hold different numbers of examples, so of boundaries: the first batch's build serves
-    the rest (built again at the second, a compile costs about a minute for gpt2-medium on a GPU)."""
+    the rest, not built again at the second (RESULTS.md: what a build costs on a GPU)."""
     from torch._dynamo.utils import counters
 
     name = varlen.register("rrt_varlen_opaque", kernel=lambda q, k, v, offsets, longest, dropout, scale:

@@ -7,9 +7,11 @@
 #      .gpu/recipes.jsonl is there: the 5x target (4.91x through 8 slots on 2026-11-28).
 #   2. Training at micro-batch 128, on the real recipes' Contextual texts when .gpu/recipes.jsonl is
 #      there (else the bundled sample's): the padded baseline (rerun), packed + compile with the LM head
-#      padded to train.pad_vocab_to as training pads it, variable-length attention in rows twice the
-#      block (micro-batch 64, head padded), Liger's fused linear cross-entropy (never measured), then
-#      packed + compile with the head unpadded (the 37.6% row of 2026-11-28, like for like).
+#      padded to train.pad_vocab_to as training pads it (its steps timed again with a wait for the
+#      device after each, as the training job's loop waited before), variable-length attention in
+#      rows twice the block (micro-batch 64, head padded), Liger's fused linear cross-entropy (never
+#      measured), then packed + compile with the head unpadded (the 37.6% row of 2026-11-28, like
+#      for like).
 # Rows that would not fit the budget are recorded as skipped; every row is written when measured.
 #
 #   sh benchmarks/carry_packages.sh .venv/lib/python3.11/site-packages 3.12   # here, once: fills .gpu/

@@ -81,7 +81,7 @@ def _sum(values: list[float], device) -> list[float]:
     return tensor.tolist()
 
 
-def _agreement(world: int, device):
+def _agreement(world: int):
     """A function of a worker's flag that is true when every worker still has a batch, so no worker
     waits on a collective alone. Asked over the host (gloo), so reading it waits for no GPU work;
     one worker asks no one."""
@@ -90,7 +90,7 @@ def _agreement(world: int, device):
 
     if world == 1:
         return lambda flag: flag
-    group = dist.new_group(backend="gloo") if device.type == "cuda" else None   # CPU workers' group is gloo
+    group = dist.new_group(backend="gloo")   # on CPU workers too, so the tests run the GPU workers' path
 
     def all_have(flag: bool) -> bool:
         tensor = torch.tensor([1 if flag else 0])
@@ -235,7 +235,7 @@ def train_func(cfg: dict) -> None:
         log({"step": 0, "epoch": 0, "train_loss": None, "eval_loss": evaluate(engine, dev_shard, cfg, rank, world, device),
              "lr": schedule.get_last_lr()[0], "tokens_per_s": None, "padding_fraction": None,
              "data_wait_fraction": None})
-    window, all_have = StepWindow(), _agreement(world, device)
+    window, all_have = StepWindow(), _agreement(world)
     progress = None
     if rank == 0:
         from tqdm import tqdm

@@ -111,10 +111,10 @@ def _host_reads():
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_steps_wait_on_the_device_only_at_the_metrics_line(precision):
-    """Every step of the training loop's (the compiled model's call, backward and update, and the
-    window's sums) leaves the losses on the device; the metrics line reads them once. A GPU then
-    never idles between steps while the host builds the next batch. (Compiled, as on a GPU: the
-    library's eager forward of packed rows reads one value back to find the examples.)"""
+    """Each training step as the job's loop runs it (the compiled model's call, backward and update,
+    and the window's sums) leaves its loss on the device; the metrics line reads them once. A GPU
+    then never idles between steps while the host builds the next batch. (Compiled, as on a GPU:
+    the library's eager forward of packed rows reads one value back to find the examples.)"""
     from rrt.modelling.kernels import compile_model
     from rrt.modelling.packing import pack_rows, packed_batch
     from rrt.modelling.step_window import StepWindow

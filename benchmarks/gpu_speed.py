@@ -408,13 +408,15 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
 
     def run(label: str, kind: str, micro: int, attention: str | None, fused: bool, compiled: bool,
             engine: str | None = None, mode: str = "default", loss: str = "model", width: int = BLOCK,
-            loss_on: str = "all", pad_head: bool = True) -> None:
+            loss_on: str = "all", pad_head: bool = True, waiting_too: bool = False) -> None:
         """Time one training row (a fresh model, its batches, its step) and record it; `mode` is
         torch.compile's, `loss` the model's own, a fused kernel's (FUSED_LOSSES) or `labelled` (the
         head at the labelled positions only, rrt.modelling.labelled_head), `width` the packed rows'
         tokens, `loss_on` the labels' (all | target). Our rows (`fused`) pad the LM head's rows to
         --pad-vocab-to as training does (train.pad_vocab_to), unless `pad_head` is off or a fused loss
-        reads the head's weight itself (its padding rows would enter the loss's softmax)."""
+        reads the head's weight itself (its padding rows would enter the loss's softmax). With
+        `waiting_too`, the same steps are timed again with a wait for the device after each, a row
+        of its own."""
         need = COMPILE_RESERVE_S[device.type] * (3 if mode.startswith("max-autotune") else 1) if compiled else args.row_s
         if results.left() < need + args.reserve_s:
             return results.skip("train", label, f"budget: {results.left():.0f}s left")
@@ -447,9 +449,8 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
                 step = (engine_step(model, device, micro, args.steps + WARMUP, engine) if engine
                         else autocast_step(model, device))
             speed, timed = time_steps(step, batches, args.steps, device, args.row_s)
-            if label == "packed+compile":
-                # The same steps with a wait for the device after each: what the training job's loop
-                # paid before its losses stayed on the device.
+            if waiting_too:
+                # What the training job's loop paid before its losses stayed on the device.
                 waiting, _ = time_steps(step, batches, args.steps, device, args.row_s, wait_each=True, warmup=0)
         except Exception as err:  # noqa: BLE001 - one failed row is recorded; the others still run
             results.add({"section": "train", "row": label, "failed": f"{type(err).__name__}: {str(err)[:300]}"})
@@ -463,7 +464,7 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
             if retry:
                 # The padded baseline at micro-batch 128 outgrows an H100 (RESULTS.md): half of it there.
                 return run(label.replace(f"micro {micro}", f"micro {micro // 2}"), kind, micro // 2, attention,
-                           fused, compiled, engine, mode, loss, width, loss_on, pad_head)
+                           fused, compiled, engine, mode, loss, width, loss_on, pad_head, waiting_too)
             return None
         speeds[label] = speed
         real = sum(b.real_tokens for b in batches)
@@ -482,8 +483,8 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
                      "peak_memory_gb": round(torch.cuda.max_memory_allocated() / 2 ** 30, 1) if cuda else None,
                      "vs_padded": round(speed / speeds["padded"], 2) if "padded" in speeds else None,
                      "vs_73134": round(speed / TODAY_BEST, 2)})
-        if label == "packed+compile":
-            results.add({"section": "train", "row": "packed+compile, a wait for the device after every step",
+        if waiting_too:
+            results.add({"section": "train", "row": f"{label}, a wait for the device after every step",
                          "useful_tokens_per_s": round(waiting), "ratio": round(speed / waiting, 3),
                          "note": "no wait / a wait each step (the training job's loop before)"})
         del model, step
@@ -501,7 +502,7 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
         if not args.no_compile and "compile" in wanted:
             for mode in args.compile_modes.split(","):
                 run("packed+compile" + ("" if mode == "default" else f" ({mode})"), "packed", micro, "sdpa", True,
-                    True, mode=mode)
+                    True, mode=mode, waiting_too=mode == "default")
         # Attention by example (rrt.modelling.varlen) in rows twice the block at half the rows (the same
         # tokens a step, less padding), then the fused losses, then varlen in rows of the block, then
         # the unpadded head (a control): the most promising first, so a short budget keeps them.

@@ -10,12 +10,19 @@ PYTEST_ARGS ?=
 # pytest-xdist workers (conftest.py keeps each module, and the tests of the session's Ray, on one worker).
 TEST_WORKERS ?= 2
 
-.PHONY: demo test setup system-packages clean help
+.PHONY: demo test setup system-packages deepspeed-op clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-setup: system-packages $(STAMP)  ## create .venv and install everything (idempotent)
+setup: system-packages $(STAMP) deepspeed-op  ## create .venv and install everything (idempotent)
+
+# DeepSpeed JIT-builds its CPU comm op at a run's first use (half a minute of both cores), into
+# ~/.cache/torch_extensions; built here, no job or test waits for it. The environment's bin first:
+# the jobs run its ninja, and another ninja's build log would rebuild the op (runtime.cluster.own_tools_first).
+deepspeed-op: $(STAMP)  ## build DeepSpeed's CPU comm op once (a no-op when built)
+	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -c "from deepspeed.comm.torch import build_shm_op; build_shm_op()" \
+		2>&1 | grep -v "Setting accelerator to CPU" || true
 
 system-packages:  ## apt-install the spell-check libraries, tcmalloc (training workers), chromium and its driver (the page tests) when missing
 	@if dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1; then :; \

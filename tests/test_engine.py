@@ -134,8 +134,8 @@ def test_steps_wait_on_the_device_only_at_the_metrics_line(precision):
     # compile's minute here): the capture is what keeps the model's own checks off the host, and
     # inductor's kernels read no values back.
     engine.module.compile(backend="aot_eager")
-    # One whole step before the count, on both: building the compiled forward, and the backward at its
-    # first call (unless inductor's cache holds it), reads values.
+    # One whole step before the count, on both: capturing the forward, and the backward at its first
+    # call, reads values.
     for warmed in (engine, reference):
         _run(warmed, [batches[0].inputs("cpu")])
     with _host_reads() as reads:

@@ -304,12 +304,13 @@ def trained_contextual(request, prepared, tmp_path_factory):
                            cwd=ROOT, env={**job_env(), **cluster.env}, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
     killed = job_id = None
+    next_lookup = 0.0
     try:
         deadline = time.time() + 600
         while time.time() < deadline and job.poll() is None and killed is None:
             steps = _steps(out)
-            if steps and job_id is None:  # it has joined: its first evaluation is written
-                job_id = ray_job_id(cluster, job.pid)
+            if steps and job_id is None and time.time() >= next_lookup:  # it has joined: its first evaluation is out
+                job_id, next_lookup = ray_job_id(cluster, job.pid), time.time() + 2
             # Only once Ray Train has registered the step-10 checkpoint (its snapshot file), so the
             # restart has one to resume from.
             if steps and steps[-1] >= 12 and (out / "ray" / SNAPSHOT).exists():

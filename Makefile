@@ -7,7 +7,7 @@ SYSTEM_PACKAGES := libenchant-2-2 hunspell-en-us libtcmalloc-minimal4 chromium c
 # Root installs directly; otherwise only a sudo that asks no password (a prompt would stop make).
 SUDO := $(shell if [ "$$(id -u)" = 0 ]; then :; elif sudo -n true 2>/dev/null; then echo sudo; else echo none; fi)
 PYTEST_ARGS ?=
-# pytest-xdist workers (conftest.py keeps each module on one worker, and the session Ray's modules in two units).
+# pytest-xdist workers (conftest.py keeps each module, and the tests of the session's Ray, on one worker).
 TEST_WORKERS ?= 2
 
 .PHONY: demo test setup system-packages deepspeed-op clean help

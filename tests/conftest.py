@@ -103,13 +103,13 @@ def kill_tree(process: subprocess.Popen) -> None:
 
 
 class RayCluster:
-    """One `ray start --head` for the session on its own ports and temp dir: the jobs of the session's
-    Ray modules join it (RAY_ADDRESS) instead of each starting a Ray, and `ray job submit` talks to it."""
+    """One `ray start --head` for the session on its own ports and temp dir: the jobs under test
+    join it (RAY_ADDRESS) instead of each starting a Ray, and `ray job submit` talks to it."""
 
     PORT, DASHBOARD = 6391, 8276  # outside the default worker port range and any default Ray's ports
 
-    def __init__(self, temp_dir: str | None = None):
-        self.temp_dir = temp_dir or tempfile.mkdtemp(prefix="rrt-ray-")  # short: Ray's socket paths must stay short
+    def __init__(self):
+        self.temp_dir = tempfile.mkdtemp(prefix="rrt-ray-")  # short: Ray's socket paths must stay short
         self.address = f"127.0.0.1:{self.PORT}"
         self.dashboard = f"http://127.0.0.1:{self.DASHBOARD}"
         # `ray start --head` turns on token authentication; clients read the token with this set. (PATH,
@@ -122,12 +122,10 @@ class RayCluster:
                               text=True, timeout=timeout, cwd=ROOT, env={**os.environ, **self.env, **(env or {})})
 
     def start(self) -> "RayCluster":
-        """Start the head node: two CPUs, as a laptop's local Ray here, for each unit of tests whose
-        jobs run on it side by side."""
+        """Start the head node (two CPUs, as a laptop's local Ray here)."""
         started = self.ray("start", "--head", "--port", str(self.PORT), "--dashboard-port", str(self.DASHBOARD),
-                           "--num-cpus", str(2 * len(SESSION_RAY_UNITS)), "--object-store-memory", str(10**9),
-                           "--min-worker-port", "20102", "--max-worker-port", "20200", "--temp-dir", self.temp_dir,
-                           "--disable-usage-stats",
+                           "--num-cpus", "2", "--object-store-memory", str(10**9), "--min-worker-port", "20102",
+                           "--max-worker-port", "20200", "--temp-dir", self.temp_dir, "--disable-usage-stats",
                            env={"RAY_ADDRESS": ""})
         if started.returncode != 0:
             raise RuntimeError(f"ray start failed:\n{started.stderr[-2000:]}")
@@ -161,119 +159,65 @@ class RayCluster:
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
-# What the pytest-xdist workers of one session share: the session's Ray and the prepared real data,
-# each made once by whichever worker asks first (under a lock), in a folder the controller (or the
-# only process) makes before the workers start and removes, with that Ray, when the session ends.
-SESSION_FOLDER = "RRT_TEST_SESSION"
-
-
-def pytest_configure(config):
-    """The session's shared folder, made by the controller: its workers inherit the variable."""
-    if not hasattr(config, "workerinput"):
-        os.environ[SESSION_FOLDER] = tempfile.mkdtemp(prefix="rrt-tests-")
-
-
-def pytest_unconfigure(config):
-    """Stop the session's Ray, if a worker started it, and remove the shared folder."""
-    if hasattr(config, "workerinput") or SESSION_FOLDER not in os.environ:
-        return
-    folder = Path(os.environ.pop(SESSION_FOLDER))
-    if (folder / "ray.json").exists():
-        RayCluster(json.loads((folder / "ray.json").read_text())["temp_dir"]).stop()
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-def made_once(name: str, make):
-    """The record `make()` returns, made by the first process of the session to ask and read back
-    from the shared folder by the others."""
-    from filelock import FileLock
-
-    folder = Path(os.environ[SESSION_FOLDER])
-    record = folder / f"{name}.json"
-    with FileLock(str(folder / f"{name}.lock")):
-        if not record.exists():
-            record.write_text(json.dumps(make()))
-    return json.loads(record.read_text())
-
-
 _cluster: RayCluster | None = None
-_in_session_ray_module = {"now": False}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _session_ray_module(request):
-    """Whether the running module's jobs join the session's Ray (before its module fixtures run)."""
-    _in_session_ray_module["now"] = request.module.__name__ in SESSION_RAY_MODULES
 
 
 @pytest.fixture(scope="session")
 def ray_cluster():
-    """The session's Ray, started on first use by either worker; the jobs of the session's Ray modules
-    join it."""
+    """The session's Ray, started on first use; every later `run_script` joins it."""
     global _cluster
-    _cluster = RayCluster(made_once("ray", lambda: {"temp_dir": RayCluster().start().temp_dir})["temp_dir"])
-    return _cluster
-
-
-def session_ray_env() -> dict:
-    """RAY_ADDRESS and the rest for a job of a session-Ray module once that Ray runs; {} otherwise."""
-    return _cluster.env if _cluster is not None and _in_session_ray_module["now"] else {}
+    _cluster = RayCluster().start()
+    try:
+        yield _cluster
+    finally:
+        cluster, _cluster = _cluster, None
+        cluster.stop()
 
 
 def run_script(script: str, *args: str, timeout: int = 900, env: dict | None = None,
                own_ray: bool = False) -> subprocess.CompletedProcess:
-    """Run one of the jobs/ scripts as a user would, capturing its output; in a session-Ray module it
-    joins the session's Ray once that runs, unless `own_ray` (then it starts and stops a Ray of its own)."""
-    merged = {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1",
-              **({} if own_ray else session_ray_env()), **(env or {})}
+    """Run one of the jobs/ scripts as a user would, capturing its output; it joins the
+    session's Ray once that runs, unless `own_ray` (then it starts and stops a Ray of its own)."""
+    merged = {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1"}
+    if _cluster is not None and not own_ray:
+        merged.update(_cluster.env)
+    merged.update(env or {})
     return subprocess.run([sys.executable, str(ROOT / "jobs" / script), *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env=merged)
 
 
 def job_env() -> dict:
-    """The environment of a job a test starts itself: the session's Ray to join, as `run_script` has."""
-    return {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1", **session_ray_env()}
-
-
-def _prepare(cluster: RayCluster, out: Path, inputs: str) -> dict:
-    done = run_script("prepare_data.py", "--input", inputs, "--output", str(out), "--dish-key", "head",
-                      "--num-cpus", "2", timeout=600, env=cluster.env)
-    return {"args": done.args, "returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+    """The environment of a job a test starts itself: the session's Ray to join, once it runs."""
+    return {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1",
+            **(_cluster.env if _cluster is not None else {})}
 
 
 @pytest.fixture(scope="session")
-def prepared(request):
+def prepared(request, tmp_path_factory):
     """prepare_data run once on the real web recipes and the paper's samples: (folder, inputs, result)."""
     if not WEB_RECIPES.exists() or not PAPER_SAMPLE.exists():
         pytest.skip(f"real recipes and paper samples not found in {SHARED_DATA}")
-    cluster = request.getfixturevalue("ray_cluster")
-    out = Path(os.environ[SESSION_FOLDER]) / "prepared" / "run"
+    request.getfixturevalue("ray_cluster")
+    out = tmp_path_factory.mktemp("prepared") / "run"
     inputs = f"{WEB_RECIPES},{PAPER_SAMPLE}"
-    done = subprocess.CompletedProcess(**made_once("prepared", lambda: _prepare(cluster, out, inputs)))
+    done = run_script("prepare_data.py", "--input", inputs, "--output", str(out), "--dish-key", "head",
+                      "--num-cpus", "2", timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return out, inputs, done
 
 
-def ray_job_id(cluster: RayCluster, driver_pid: int) -> str | None:
-    """The id of the Ray job whose driver is process `driver_pid` (None before it has joined)."""
-    listed = cluster.ray("list", "jobs", "--format", "json", "--limit", "1000", env={"RAY_ADDRESS": cluster.dashboard})
-    jobs = json.loads(listed.stdout) if listed.returncode == 0 else []
-    return next((job["job_id"] for job in jobs if str((job.get("driver_info") or {}).get("pid")) == str(driver_pid)),
-                None)
-
-
-def training_workers(job: subprocess.Popen, job_id: str | None = None) -> list:
-    """The Ray Train worker processes of a training job a test started: its own Ray's, or, on the
-    session's Ray, those of Ray job `job_id` (the other unit's trainings run there too)."""
+def training_workers(job: subprocess.Popen) -> list:
+    """The Ray Train worker processes of a training job a test started: its own Ray's, or the
+    session cluster's (one training runs at a time)."""
     import psutil
 
-    own = psutil.Process(job.pid).children(recursive=True)
-    joined = [c for proc in _cluster.processes() for c in proc.children(recursive=True)] if _cluster and job_id else []
+    candidates = psutil.Process(job.pid).children(recursive=True)
+    if _cluster is not None:
+        candidates += [c for proc in _cluster.processes() for c in proc.children(recursive=True)]
     found = []
-    for proc in own + joined:
+    for proc in candidates:
         try:
-            if ("RayTrainWorker" in " ".join(proc.cmdline()) and proc not in found
-                    and (proc in own or proc.environ().get("RAY_JOB_ID") == job_id)):
+            if "RayTrainWorker" in " ".join(proc.cmdline()) and proc not in found:
                 found.append(proc)
         except psutil.NoSuchProcess:
             pass
@@ -295,26 +239,21 @@ def trained_contextual(request, prepared, tmp_path_factory):
     a checkpoint folder no list holds planted, then resumed to 30 steps by `ray job submit`, as the
     README submits jobs to a cluster.
     (folder, the resumed job (its id, status and logs), what happened before it)."""
-    cluster = request.getfixturevalue("ray_cluster")
     folder = tmp_path_factory.mktemp("train")
     out = folder / "run"
     args = ["--data", str(prepared[0]), "--output", str(out), "--num-workers", "2",
             "--config", quick_train_config(folder)]
     job = subprocess.Popen([sys.executable, str(ROOT / "jobs" / "train_contextual.py"), *args, "--max-steps", "20"],
-                           cwd=ROOT, env={**job_env(), **cluster.env}, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
-    killed = job_id = None
-    next_lookup = 0.0
+                           cwd=ROOT, env=job_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    killed = None
     try:
         deadline = time.time() + 600
         while time.time() < deadline and job.poll() is None and killed is None:
-            steps = _steps(out)
-            if steps and job_id is None and time.time() >= next_lookup:  # it has joined: its first evaluation is out
-                job_id, next_lookup = ray_job_id(cluster, job.pid), time.time() + 2
             # Only once Ray Train has registered the step-10 checkpoint (its snapshot file), so the
             # restart has one to resume from.
+            steps = _steps(out)
             if steps and steps[-1] >= 12 and (out / "ray" / SNAPSHOT).exists():
-                workers = training_workers(job, job_id)
+                workers = training_workers(job)
                 if workers:
                     killed = workers[-1]
                     killed.kill()
@@ -324,11 +263,12 @@ def trained_contextual(request, prepared, tmp_path_factory):
         kill_tree(job)
     first = {"killed": killed, "returncode": job.returncode, "output": first_output, "steps": _steps(out),
              "stats": json.loads((out / "train_stats.json").read_text()) if (out / "train_stats.json").exists() else {}}
-    first["refused"] = run_script("train_contextual.py", *args, "--max-steps", "30", env=cluster.env)
+    first["refused"] = run_script("train_contextual.py", *args, "--max-steps", "30")
     # A checkpoint folder that no checkpoint list holds, as a worker that fails while reporting leaves one.
     (out / "ray" / ORPHAN_CHECKPOINT).mkdir()
     (out / "ray" / ORPHAN_CHECKPOINT / "train_state.0.json").write_text("{}")
-    done = submit_job(cluster, "jobs/train_contextual.py", *args, "--max-steps", "30", "--resume")
+    done = submit_job(request.getfixturevalue("ray_cluster"), "jobs/train_contextual.py", *args, "--max-steps", "30",
+                      "--resume")
     assert done.succeeded, done.status[-1000:] + done.logs[-4000:]
     return out, done, first
 
@@ -381,47 +321,30 @@ def quick_train_config(folder, **train) -> str:
 
 
 # `make test` runs the suite on two pytest-xdist workers, a module at a time (its module fixtures are made
-# once). The modules of the session's Ray (one Ray on fixed ports, the prepared real data, the trained run)
-# run as two units: the trained run's, the longest, starts first on one worker; the other is the last
-# work handed out, so it runs beside the first unit's end instead of after it. Every test of the trained
-# run is in its unit, so the run is made once; collection fails if another module uses these fixtures.
+# once). The tests of the session's Ray run on one worker, as that Ray listens on fixed ports and the
+# trained run is made once: these modules hold them, and collection fails if another module uses them.
 SESSION_RAY = {"ray_cluster", "prepared", "trained_contextual"}
-TRAINED, PREPARED = "session-ray-trained", "session-ray-prepared"
-SESSION_RAY_UNITS = {
-    TRAINED: {"test_job_submit", "test_rewrite", "test_train", "test_controllable", "test_prepare_data"},
-    PREPARED: {"test_pretrained_chain", "test_seq2seq"},
-}
-SESSION_RAY_MODULES = set().union(*SESSION_RAY_UNITS.values())
+SESSION_RAY_MODULES = {"test_controllable", "test_job_submit", "test_prepare_data", "test_pretrained_chain",
+                       "test_rewrite", "test_seq2seq", "test_train"}
 
 
 def pytest_collection_modifyitems(config, items):
-    """A test of the session's Ray outside SESSION_RAY_MODULES, or of the trained run outside its unit,
-    is a usage error: it could run elsewhere, or make the run twice."""
-    for fixtures, modules, where in ((SESSION_RAY, SESSION_RAY_MODULES, "SESSION_RAY_MODULES"),
-                                     ({"trained_contextual"}, SESSION_RAY_UNITS[TRAINED], f"the {TRAINED} unit")):
-        strays = sorted({item.module.__name__ for item in items if fixtures & set(getattr(item, "fixturenames", ()))
-                         and item.module.__name__ not in modules})
-        if strays:
-            raise pytest.UsageError(f"tests of {sorted(fixtures)} outside conftest's {where}: {strays}")
+    """A test of the session's Ray outside SESSION_RAY_MODULES is a usage error: it could run on the
+    other worker."""
+    strays = sorted({item.module.__name__ for item in items if SESSION_RAY & set(getattr(item, "fixturenames", ()))
+                     and item.module.__name__ not in SESSION_RAY_MODULES})
+    if strays:
+        raise pytest.UsageError(f"tests of the session's Ray outside conftest.SESSION_RAY_MODULES: {strays}")
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """pytest-xdist's scheduling by module, with the session's Ray modules as two units: one first, one last."""
+    """pytest-xdist's scheduling by module, with the session's Ray modules as one unit."""
     from xdist.scheduler import LoadScopeScheduling
-
-    unit_of = {module: unit for unit, modules in SESSION_RAY_UNITS.items() for module in modules}
 
     class ByModule(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return unit_of.get(Path(module).stem, module)
-
-        def _assign_work_unit(self, node) -> None:
-            if TRAINED in self.workqueue:
-                self.workqueue.move_to_end(TRAINED, last=False)
-            if PREPARED in self.workqueue:
-                self.workqueue.move_to_end(PREPARED)
-            super()._assign_work_unit(node)
+            return "session-ray" if Path(module).stem in SESSION_RAY_MODULES else module
 
     return ByModule(config, log)

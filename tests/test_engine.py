@@ -115,6 +115,7 @@ def test_steps_wait_on_the_device_only_at_the_metrics_line(precision):
     and the window's sums) leaves its loss on the device; the metrics line reads them once. A GPU
     then never idles between steps while the host builds the next batch. (Compiled, as on a GPU:
     the library's eager forward of packed rows reads one value back to find the examples.)"""
+    from rrt.modelling.kernels import compile_model
     from rrt.modelling.packing import pack_rows, packed_batch
     from rrt.modelling.step_window import StepWindow
 
@@ -133,7 +134,7 @@ def test_steps_wait_on_the_device_only_at_the_metrics_line(precision):
     # Captured as torch.compile captures it, without inductor's build of kernels (most of a cold
     # compile's minute here): the capture is what keeps the model's own checks off the host, and
     # inductor's kernels read no values back.
-    engine.module.compile(backend="aot_eager")
+    compile_model(engine.module, backend="aot_eager")
     # One whole step before the count, on both: capturing the forward, and the backward at its first
     # call, reads values.
     for warmed in (engine, reference):

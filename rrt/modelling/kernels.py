@@ -29,15 +29,15 @@ def resolve_compile(setting, device_type: str) -> bool:
     return bool(setting)
 
 
-def compile_model(lm) -> None:
+def compile_model(lm, **options) -> None:
     """Compile the model's forward in place (its state dict keeps its names, so checkpoints
     and the export are unchanged); with the head on the labelled positions
     (rrt.modelling.labelled_head), its body only: how many positions the head takes is known only
-    from the labels, a shape a compiled graph would break at."""
+    from the labels, a shape a compiled graph would break at. `options` go to torch.compile."""
     from rrt.modelling.labelled_head import causal_lm, labelled_head
 
     if labelled_head(lm):
-        causal_lm(lm).base_model.compile()
+        causal_lm(lm).base_model.compile(**options)
     else:
-        lm.compile()
+        lm.compile(**options)
 

@@ -300,11 +300,14 @@ def done_keys(path: str) -> set[tuple[str, str]]:
 
 
 def record_counts(row: dict) -> dict[str, int]:
-    """What one rewrite record holds that the run counts: guide fallbacks, empty steps, guard stops."""
+    """What one rewrite record holds that the run counts: guide fallbacks, empty steps, guard stops,
+    and the chosen steps with a forbidden food inside a non-word (selection's `no_disguised_food`)."""
     notes = [e.get("note", "") for e in row["steps"]]
+    chosen = [e["candidates"][e["chosen"]].get("scores", {}) for e in row["steps"] if "chosen" in e]
     return {"steps_fallback": sum("rule-based rewrite" in n for n in notes),
             "empty_steps": sum(n == "empty source step" for n in notes),
-            "guard_stops": sum(c.get("ended") == "guard" for e in row["steps"] for c in e["candidates"])}
+            "guard_stops": sum(c.get("ended") == "guard" for e in row["steps"] for c in e["candidates"]),
+            "disguised_food_steps": sum(s.get("no_disguised_food") == 0.0 for s in chosen)}
 
 
 def run(settings: dict, overwrite: bool) -> dict:
@@ -340,7 +343,7 @@ def run(settings: dict, overwrite: bool) -> dict:
           f"{len(tasks)} recipes, {len(tasks) - len(todo)} done earlier, {len(todo)} to go", flush=True)
     counts = {"recipes": len(tasks), "done_earlier": len(tasks) - len(todo), "written": 0, "steps": 0,
               "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0, "guard_stops": 0,
-              "retrieval_fallbacks": 0}
+              "disguised_food_steps": 0, "retrieval_fallbacks": 0}
     engine: dict = {}   # the model actors' rounds, seconds and static-cache counts (ENGINE_COUNTS), summed
     if todo:
         table = task_table(todo)
@@ -399,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
     counts = manifest["counts"]
     print(f"rewrite: {counts['written']} recipes written ({counts['done_earlier']} done earlier), "
           f"{counts['steps']} steps, {manifest['steps_per_s']} steps/s; "
-          f"{counts['steps_fallback']} steps by the guide (too long), {counts['empty_steps']} empty steps; "
+          f"{counts['steps_fallback']} steps by the guide (too long), {counts['empty_steps']} empty steps, "
+          f"{counts['disguised_food_steps']} with a forbidden food inside a non-word; "
           f"{settings['output']}/{REWRITES}")
     return 0
 

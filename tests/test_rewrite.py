@@ -23,6 +23,11 @@ def rewrites(folder) -> list[dict]:
         return [json.loads(line) for line in handle]
 
 
+def disguised_chosen(rows: list[dict]) -> int:
+    """Chosen steps that selection scored as hiding a forbidden food in a non-word."""
+    return sum(e["candidates"][e["chosen"]]["scores"]["no_disguised_food"] == 0.0 for r in rows for e in r["steps"])
+
+
 def candidate_violations(rows: list[dict]) -> int:
     """Sampled candidates (all of them, chosen or not) that break their recipe's constraints."""
     return sum(bool(text_violations(c["text"], row["constraint"].split(",")))
@@ -92,6 +97,7 @@ def test_every_sampled_recipe_is_rewritten_step_by_step_with_scored_candidates(c
     ours = rows[len(before):]
     noted = sum(bool(e.get("note")) for r in ours for e in r["steps"])
     assert run["counts"]["steps_fallback"] + run["counts"]["empty_steps"] == noted
+    assert run["counts"]["disguised_food_steps"] == disguised_chosen(ours)
     assert noted < run["counts"]["steps"] / 4
     assert run["counts"]["written"] == 10 - len(before) and run["steps_per_s"] > 0
     assert run["counts"]["steps"] == sum(len(r["rewrite"]["steps"]) for r in ours)
@@ -113,6 +119,9 @@ def test_constrained_decoding_leaves_no_violation_where_sampling_makes_some(cont
     assert candidate_violations(held) == 0
     assert all(not text_violations(s, r["constraint"].split(",")) for r in held for s in r["rewrite"]["steps"])
     assert all(r["constrained"] for r in held)
+    out, done, _ = contextual_runs["constrained"]
+    assert json.loads((out / "run.json").read_text())["counts"]["disguised_food_steps"] == disguised_chosen(held)
+    assert f"{disguised_chosen(held)} with a forbidden food inside a non-word" in done.stdout
 
 
 def test_a_stopped_run_finishes_the_rest_and_writes_each_recipe_once(contextual_runs):

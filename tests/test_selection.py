@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from rrt.modelling.selection import (RULES, StepContext, capitalised, clean_chars, dictionary_words, ends_with_punctuation,
-                           ingredient_overlap, is_english, no_violation, recipe_words, score_candidate, select_best,
-                           short, step_context)
+from rrt.modelling.selection import (RULES, StepContext, capitalised, clean_chars, dictionary_words, disguised_foods,
+                           ends_with_punctuation, ingredient_overlap, is_english, no_disguised_food, no_violation,
+                           recipe_words, score_candidate, select_best, short, step_context)
 from conftest import make_recipe, needs_dictionary
 
 RECIPE = make_recipe(
@@ -41,6 +41,39 @@ def test_no_violation_checks_every_constraint():
     assert no_violation("Fold in the walnuts.", ctx) == 0.0  # only nut-free forbids it
     assert no_violation("Fold in the eggs.", ctx) == 0.0  # only egg-free forbids it
     assert no_violation("Fold in the walnuts.", step_context(RECIPE, 0, "egg-free")) == 1.0
+
+
+@pytest.mark.parametrize("constraints,text,found", [
+    # What constrained decoding wrote once "chicken", "beef" or "meatball" had to go on with letters.
+    ("vegan", "Toss the chickenocks with the granny tomato.", ["chickenocks"]),
+    ("vegetarian", "Simmer the ground beefockward, then the meatballsiless.", ["beefockward", "meatballsiless"]),
+    ("vegan", "Blend the tofu with the MayoCal and the cheddarsweet potato.", ["MayoCal", "cheddarsweet"]),
+    ("vegan", "Fold in the tofuegg.", ["tofuegg"]),                      # a food at the end too
+    ("nut-free", "A walnutty crumble.", ["walnutty"]),
+    ("vegan", "Slice the eggplant, grate the nutmeg and serve it eggless and dairyfree.", []),
+    ("vegan", "Whisk the zqxv and blorpt.", []),                         # non-words that hide no food
+    ("egg-free", "A walnutty crumble.", []),                             # walnuts are not what egg-free forbids
+    ("vegan", "Season with the za'atar.", []),
+])
+def test_disguised_foods_are_non_words_that_begin_or_end_with_a_forbidden_food(constraints, text, found):
+    ctx = step_context(RECIPE, 0, constraints)
+    assert disguised_foods(text, ctx) == found
+    assert no_disguised_food(text, ctx) == float(not found)
+    assert no_violation(text, ctx) == 1.0    # the tagger's word boundaries miss every one of them
+
+
+def test_a_word_of_the_source_recipe_is_no_disguise():
+    recipe = make_recipe(["1 Honeycrisp apple"], ["Slice the Honeycrisp."])
+    assert disguised_foods("Slice the Honeycrisp.", step_context(recipe, 0, "vegan")) == []
+    assert disguised_foods("Slice the Honeycrisp.", step_context(RECIPE, 0, "vegan")) == ["Honeycrisp"]
+
+
+def test_a_clean_step_beats_a_disguised_food_which_beats_a_named_one(vegan_ctx):
+    clean, disguised, named = ("Whisk the flax with the cocoa.", "Whisk the eggocks with the cocoa.",
+                               "Whisk the eggs with the cocoa.")
+    best, scores = select_best([named, disguised, clean], vegan_ctx)
+    assert best == 2 and scores[2]["total"] > scores[1]["total"] > scores[0]["total"]
+    assert select_best([named, disguised], vegan_ctx)[0] == 1
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -144,7 +177,7 @@ def test_no_violation_dominates_every_other_rule(vegan_ctx):
     perfect_but_violating = "Whisk the eggs with the cocoa powder."
     best, scores = select_best([perfect_but_violating, clean_but_ugly], vegan_ctx)
     assert best == 1
-    assert scores[0]["no_violation"] == 0.0 and scores[0]["total"] == 6.0
+    assert scores[0]["no_violation"] == 0.0 and scores[0]["total"] == 56.0
     assert scores[1]["no_violation"] == 1.0 and scores[1]["short"] == scores[1]["clean_chars"] == 0.0
 
 
@@ -152,7 +185,7 @@ def test_scores_are_every_rule_plus_total_and_json_floats(vegan_ctx):
     scores = score_candidate("Whisk the flax eggs with the cocoa powder.", vegan_ctx)
     assert list(scores) == list(RULES) + ["total"]
     assert all(type(v) is float for v in scores.values())
-    assert scores["total"] == sum(RULES[n][1] * scores[n] for n in RULES) == 106.0
+    assert scores["total"] == sum(RULES[n][1] * scores[n] for n in RULES) == 156.0
     assert json.loads(json.dumps(scores)) == scores
 
 

@@ -21,6 +21,8 @@ Limits, by design:
 - Exceptions decided by the words that FOLLOW a term are blocked conservatively: once
   "egg" is complete, "egg replacer", "egg-free", "oyster crackers" or "butter substitute"
   can no longer be written; the model must word it another way.
+- Once a term's word is complete, only letters may follow, and a model may glue some on
+  ("chickenocks"). The tagger sees no food there; selection's `no_disguised_food` rule does.
 - A byte-level token holding part of a multi-byte character reads as U+FFFD, so a term
   spelled through such fragments ("crème" as "cr", 0xC3, 0xA8, "me") is invisible here.
   Run `guard_text` on the finally decoded text as the last resort.

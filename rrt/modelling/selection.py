@@ -6,8 +6,11 @@ and keep the best.
 
 Each rule scores a candidate in [0, 1] (1 = passes) and has a weight; the total is the
 weighted sum. `no_violation` weighs more than all other rules together, so a compliant
-candidate always beats a violating one. `dictionary_words` and `ingredient_overlap` are
-graded (fractions), the others pass or fail. An empty candidate is no rewrite at all and
+candidate always beats a violating one. `no_disguised_food` weighs more than the rules below it
+together: a word outside the dictionary that begins or ends with a forbidden food ("chickenocks",
+"beefbreed", "cheddarsweet") names that food to a reader, though the tagger's word boundaries miss
+it. Constrained decoding makes such words: once a banned word is written, only letters may
+follow. `dictionary_words` and `ingredient_overlap` are graded (fractions), the others pass or fail. An empty candidate is no rewrite at all and
 scores 0 on every rule, even `no_violation`, so it loses to any non-empty text. Ties go to
 the lowest index, so a selection is reproducible.
 """
@@ -29,6 +32,8 @@ DICTIONARY_PACKAGES = "libenchant-2-2 hunspell-en-us"
 _TAG = re.compile(r"<[^<>\s]*>|<\||\|>")  # whole special tokens and broken halves of `<|...|>`
 _SENTENCE_END = re.compile(r"[.!?…][)\]\"'’”]*$")
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")  # letters only: numbers are not dictionary words
+_WITHOUT = ("less", "free")   # "eggless", "dairyfree" name the food's absence
+_PIECE = 3                    # the shortest food a disguised word is searched for ("egg", "ham")
 
 
 class DictionaryMissing(RuntimeError):
@@ -95,6 +100,37 @@ def no_violation(text: str, ctx: StepContext) -> float:
     return float(not text_violations(text, ctx.constraints))
 
 
+@functools.lru_cache(maxsize=65_536)
+def _glued_food(word: str, constraints: tuple[str, ...]) -> bool:
+    # A food and "less"/"free" is its absence; otherwise every split into a head and a tail of
+    # _PIECE letters or more, each judged by the tagger.
+    if any(word.endswith(without) and text_violations(word[:-len(without)], constraints) for without in _WITHOUT):
+        return False
+    for cut in range(_PIECE, len(word) - 1):
+        head, tail = word[:cut], word[cut:]
+        if text_violations(head, constraints) or (len(tail) >= _PIECE and text_violations(tail, constraints)):
+            return True
+    return False
+
+
+def disguised_foods(text: str, ctx: StepContext) -> list[str]:
+    """The words outside the dictionary (and the source recipe) that begin or end with a food the
+    constraints forbid: "chickenocks", "meatStephanie"."""
+    constraints = tuple(ctx.constraints)
+    found = []
+    for word in _WORD.findall(text):
+        lower = word.replace("’", "'").lower()
+        if len(lower) > _PIECE and lower not in ctx.known_words and not is_english(word) \
+                and _glued_food(lower, constraints):
+            found.append(word)
+    return found
+
+
+def no_disguised_food(text: str, ctx: StepContext) -> float:
+    """1 when no word outside the dictionary hides a forbidden food (`disguised_foods`)."""
+    return float(not disguised_foods(text, ctx))
+
+
 def short(text: str, ctx: StepContext) -> float:
     """1 when the step is under MAX_CHARS characters."""
     return float(len(text) < MAX_CHARS)
@@ -136,6 +172,7 @@ def ingredient_overlap(text: str, ctx: StepContext) -> float:
 Rule = Callable[[str, StepContext], float]
 RULES: dict[str, tuple[Rule, float]] = {
     "no_violation": (no_violation, 100.0),
+    "no_disguised_food": (no_disguised_food, 50.0),
     "short": (short, 1.0),
     "clean_chars": (clean_chars, 1.0),
     "capitalised": (capitalised, 1.0),

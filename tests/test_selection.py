@@ -173,6 +173,8 @@ def test_ingredient_overlap_is_1_when_the_source_step_names_none():
 def test_no_violation_dominates_every_other_rule(vegan_ctx):
     weights = {name: weight for name, (_, weight) in RULES.items()}
     assert weights["no_violation"] > sum(w for n, w in weights.items() if n != "no_violation")
+    assert weights["no_disguised_food"] > sum(w for n, w in weights.items() if n not in ("no_violation",
+                                                                                          "no_disguised_food"))
     clean_but_ugly = "whisk zqx blorp %% <inst> " * 6
     perfect_but_violating = "Whisk the eggs with the cocoa powder."
     best, scores = select_best([perfect_but_violating, clean_but_ugly], vegan_ctx)

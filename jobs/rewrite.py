@@ -303,7 +303,9 @@ def record_counts(row: dict) -> dict[str, int]:
     """What one rewrite record holds that the run counts: guide fallbacks, empty steps, guard stops,
     and the chosen steps with a forbidden food inside a non-word (selection's `no_disguised_food`)."""
     notes = [e.get("note", "") for e in row["steps"]]
-    chosen = [e["candidates"][e["chosen"]].get("scores", {}) for e in row["steps"] if "chosen" in e]
+    # An empty step scores 0 on every rule, so only a written one can hide a food.
+    chosen = [c.get("scores", {}) for e in row["steps"] if "chosen" in e
+              for c in [e["candidates"][e["chosen"]]] if c["text"].strip()]
     return {"steps_fallback": sum("rule-based rewrite" in n for n in notes),
             "empty_steps": sum(n == "empty source step" for n in notes),
             "guard_stops": sum(c.get("ended") == "guard" for e in row["steps"] for c in e["candidates"]),

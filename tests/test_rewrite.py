@@ -24,8 +24,12 @@ def rewrites(folder) -> list[dict]:
 
 
 def disguised_chosen(rows: list[dict]) -> int:
-    """Chosen steps that selection scored as hiding a forbidden food in a non-word."""
-    return sum(e["candidates"][e["chosen"]]["scores"]["no_disguised_food"] == 0.0 for r in rows for e in r["steps"])
+    """Chosen steps that hide a forbidden food in a non-word (`disguised_foods`)."""
+    from rrt.modelling.selection import disguised_foods, step_context
+
+    return sum(bool(disguised_foods(e["candidates"][e["chosen"]]["text"],
+                                    step_context(r["source"], e["source_step"], r["constraint"])))
+               for r in rows for e in r["steps"])
 
 
 def candidate_violations(rows: list[dict]) -> int:
@@ -170,6 +174,7 @@ def test_bad_settings_are_one_line_before_ray_starts(prepared, tmp_path, args, m
 
 
 def test_one_step_empty_step_and_overlong_step_recipes_are_rewritten_and_counted(trained_contextual):
+    from jobs.rewrite import record_counts
     from rrt.modelling.models import load_exported
     from rrt.modelling.rewriter import RewriteTask
 
@@ -188,6 +193,8 @@ def test_one_step_empty_step_and_overlong_step_recipes_are_rewritten_and_counted
     assert out["none"]["rewrite"]["steps"] == [] and out["none"]["notes"] == ["the source recipe has no steps"]
     assert rewriter.stats["empty_steps"] == 1 and rewriter.stats["steps_fallback"] == 1
     assert rewriter.stats["recipes_without_steps"] == 1
+    # The empty step scores 0 on every rule, yet hides no food.
+    assert record_counts(out["empty"])["disguised_food_steps"] == 0
 
 
 def test_the_sample_is_every_recipe_whose_dish_has_a_version_obeying_the_constraint():

@@ -28,15 +28,13 @@ from rrt.recipes.loaders import read_recipes  # noqa: E402
 RULE = "no_disguised_food"
 
 
-def chosen_index(texts: list[str], ctx: StepContext, with_rule: bool) -> int:
-    """The candidate selection keeps, with or without the rule."""
-    rules = selection.RULES
-    if not with_rule:
-        selection.RULES = {name: rule for name, rule in rules.items() if name != RULE}
-    try:
-        return select_best(texts, ctx)[0]
-    finally:
-        selection.RULES = rules
+def chosen_indices(texts: list[str], ctx: StepContext) -> tuple[int, int]:
+    """The candidate selection keeps without the rule and with it: one scoring, the rule's part of
+    each total taken out for the first (ties still to the lowest index)."""
+    after, scores = select_best(texts, ctx)
+    weight = selection.RULES[RULE][1]
+    without = [s["total"] - weight * s[RULE] for s in scores]
+    return max(range(len(texts)), key=lambda i: (without[i], -i)), after
 
 
 def pools(folder: str) -> dict:
@@ -52,7 +50,7 @@ def pools(folder: str) -> dict:
                     continue
                 ctx = step_context(record["source"], entry["source_step"], record["constraint"])
                 hidden = [bool(disguised_foods(t, ctx)) for t in texts]
-                before, after = chosen_index(texts, ctx, False), chosen_index(texts, ctx, True)
+                before, after = chosen_indices(texts, ctx)
                 counts.update(steps=1, candidates=len(texts), disguised=sum(hidden), all_disguised=all(hidden),
                               chosen_before=hidden[before], chosen_after=hidden[after])
                 if hidden[before] and not hidden[after] and len(changed) < 4:

@@ -405,7 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"rewrite: {counts['written']} recipes written ({counts['done_earlier']} done earlier), "
           f"{counts['steps']} steps, {manifest['steps_per_s']} steps/s; "
           f"{counts['steps_fallback']} steps by the guide (too long), {counts['empty_steps']} empty steps, "
-          f"{counts['disguised_food_steps']} with a forbidden food inside a non-word; "
+          f"{counts['disguised_food_steps']} with a forbidden food inside a non-word"
+          + (f", {manifest['engine'].get('words_taken_back', 0)} forbidden words taken back while sampling"
+             if settings["constrained"] else "") + "; "
           f"{settings['output']}/{REWRITES}")
     return 0
 

@@ -208,3 +208,66 @@ def test_prefilter_never_changes_a_verdict(tokenizer, stop_ids):
                 # The guard's premise is a text without completed violations: restart after one.
                 text = text + fast.piece(token_id) if verdicts[-1] is Verdict.OK else ""
     assert Verdict.BAN_WORD_END in verdicts and Verdict.OK in verdicts
+
+
+class _Numbers:
+    """A stream of fixed numbers for a draw (the row's seeded generator in the engine)."""
+
+    def __init__(self, values):
+        self.values = list(values)
+
+    def random(self):
+        return self.values.pop(0)
+
+
+def _one_hot(size: int, token: int):
+    import torch
+
+    logits = torch.full((size,), -30.0)
+    logits[token] = 10.0
+    return logits
+
+
+@pytest.mark.parametrize("text, constraints, word", [("Toss the goat cheese", ["vegan"], " goat"),
+                                                     ("Whisk the eggs", ["egg-free"], " eggs"),
+                                                     ("Add chicken", ["vegetarian"], " chicken"),
+                                                     ("Butter", ["dairy-free"], "Butter")])
+def test_a_refused_word_is_taken_back_to_the_token_that_began_it(tokenizer, stop_ids, text, constraints, word):
+    from rrt.modelling.guarded_row import TAKEN_BACK, GuardedRow
+    from conftest import sampling
+
+    g = guard(tokenizer, stop_ids, constraints)
+    row = GuardedRow(g, prompt_token=7, prompt_column=40, position=100)
+    ids = tokenizer.encode(text)
+    for i, token in enumerate(ids):
+        assert g.check(row.text, token) is Verdict.OK
+        row.accept(token)
+        row.fed(41 + i)
+    assert row.text == text and g.violation_start(text) == text.index(word.strip())
+    cut = next(i for i in range(len(ids)) if tokenizer.decode(ids[i:]).startswith(word))
+    period = tokenizer.convert_tokens_to_ids(".")
+    settings = sampling(top_k=0, top_p=1.0, temperature=1.0)
+    assert row.draw(_one_hot(len(tokenizer), period), settings, _Numbers([0.5])) == TAKEN_BACK
+    assert row.tokens == ids[:cut] and row.text == tokenizer.decode(ids[:cut])
+    assert row.bans == {cut: {ids[cut]}} and row.taken_back == 1
+    # The token before the cut (or the prompt's last) is fed again at its old position; its old
+    # column and every later one are masked.
+    assert row.refeed == ((ids[cut - 1] if cut else 7), 100 + cut - 1)
+    assert row.hidden == ([40] if not cut else []) + list(range(41 + max(cut - 1, 0), 41 + len(ids)))
+    assert row.must_redraw()
+    # At that index the banned token is never drawn again, even when the model wants nothing else.
+    assert row.draw(_one_hot(len(tokenizer), ids[cut]), settings, _Numbers([0.5] * 30)) not in (ids[cut], TAKEN_BACK)
+
+
+def test_past_its_take_backs_a_row_only_lets_letters_follow(tokenizer, stop_ids, monkeypatch):
+    from rrt.modelling import guarded_row
+    from conftest import sampling
+
+    monkeypatch.setattr(guarded_row, "TAKE_BACKS", 0)
+    g = guard(tokenizer, stop_ids, ["egg-free"])
+    row = guarded_row.GuardedRow(g, prompt_token=7, prompt_column=40, position=100)
+    for token in tokenizer.encode("Whisk the eggs"):
+        row.accept(token)
+    token = row.draw(_one_hot(len(tokenizer), tokenizer.convert_tokens_to_ids(".")),
+                     sampling(top_k=0, top_p=1.0, temperature=1.0), _Numbers([0.5] * 30))
+    assert token is not None and not g.ends_word(token) and row.taken_back == 0

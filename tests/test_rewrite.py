@@ -108,8 +108,9 @@ def test_every_sampled_recipe_is_rewritten_step_by_step_with_scored_candidates(c
     # The engine's rounds (one step of every recipe in flight each) and where its time went.
     assert run["engine"]["rounds"] >= max((len(r["source"]["steps"]) for r in ours), default=0)
     assert run["engine"]["sampling_s"] > 0 and set(run["engine"]) == {
-        "rounds", "step_rounds", "prompting_s", "sampling_s", "selection_s", "static_caches", "graph_captures",
-        "cache_evictions", "no_room"}
+        "rounds", "step_rounds", "prompting_s", "sampling_s", "selection_s", "words_taken_back", "static_caches",
+        "graph_captures", "cache_evictions", "no_room"}
+    assert run["engine"]["words_taken_back"] == 0 and "taken back" not in done.stdout   # plain: no guard
     # decode_step auto: the growing cache on a CPU, so round-level batching.
     assert run["engine"]["static_caches"] == 0 and run["engine"]["step_rounds"] == 0
     assert f"{10 - len(before)} recipes written ({len(before)} done earlier)" in done.stdout
@@ -124,8 +125,12 @@ def test_constrained_decoding_leaves_no_violation_where_sampling_makes_some(cont
     assert all(not text_violations(s, r["constraint"].split(",")) for r in held for s in r["rewrite"]["steps"])
     assert all(r["constrained"] for r in held)
     out, done, _ = contextual_runs["constrained"]
-    assert json.loads((out / "run.json").read_text())["counts"]["disguised_food_steps"] == disguised_chosen(held)
+    run = json.loads((out / "run.json").read_text())
+    assert run["counts"]["disguised_food_steps"] == disguised_chosen(held)
     assert f"{disguised_chosen(held)} with a forbidden food inside a non-word" in done.stdout
+    taken_back = run["engine"]["words_taken_back"]
+    assert taken_back > 0   # the tiny model writes forbidden foods often
+    assert f", {taken_back} forbidden words taken back while sampling;" in done.stdout
 
 
 def test_a_stopped_run_finishes_the_rest_and_writes_each_recipe_once(contextual_runs):

@@ -209,8 +209,52 @@ def test_static_decoding_of_guarded_prompts_draws_the_host_tokens(tiny):
     for run in runs[1:]:
         assert [r.tokens for r in runs[0]] == [r.tokens for r in run]
         assert [r.ended for r in runs[0]] == [r.ended for r in run]
+        assert [r.taken_back for r in runs[0]] == [r.taken_back for r in run]
     assert {e for r in runs[0] for e in r.ended} >= {"stop", "length"}
+    assert sum(r.taken_back for r in runs[0]) > 10
     assert static_decode.STATS["guard_redraws"] - before > 10
+
+
+def test_a_refused_word_is_taken_back_instead_of_glued_to_letters(tiny, monkeypatch):
+    import re
+
+    from rrt.modelling import guarded_row
+    from rrt.modelling.constrained import ViolationGuard
+    from rrt.recipes.tagger import text_violations
+
+    lm, tok = tiny
+    stops = {tok.convert_tokens_to_ids(t) for t in (INST, END_INST, EOS)}
+    eggs, word_end = tok.encode(" eggs"), tok.encode(" and")
+    assert len(eggs) == len(word_end) == 1
+
+    def biased(module, inputs, logits):
+        # The model wants " eggs", then to end the word: refused, it must glue letters on or take it back.
+        logits[..., eggs[0]] += 6.0
+        logits[..., word_end[0]] += 5.0
+
+    guard = ViolationGuard(tok, ["vegan"], stops)
+    settings = sampling(candidates=6, max_new_tokens=24)
+    glued = re.compile(r"eggs[a-z]", re.IGNORECASE)
+    hook = lm.get_output_embeddings().register_forward_hook(biased)
+    try:
+        def run(take_backs: int, step: str):
+            monkeypatch.setattr(guarded_row, "TAKE_BACKS", take_backs)
+            results = sample_candidates(lm, _prompts(tok), [1, 2, 3], stops, tok.pad_token_id, settings,
+                                        guards=[guard] * 3, step=step)
+            texts = [tok.decode(t) for r in results for t in r.tokens]
+            return texts, sum(bool(glued.search(t)) for t in texts), sum(r.taken_back for r in results)
+
+        limit = guarded_row.TAKE_BACKS
+        _, glued_before, _ = run(0, "dynamic")
+        runs = [run(limit, step) for step in ("dynamic", "static")]
+    finally:
+        hook.remove()
+    assert glued_before > 5
+    texts, glued_after, taken_back = runs[0]
+    assert runs[1] == runs[0] and glued_after == 0 and taken_back > 10
+    assert all(t.strip() for t in texts)   # the steps still get written
+    # Only a candidate cut by its token budget may end on the word; the engine's final check cuts it.
+    assert all(m.end == len(t) for t in texts for m in text_violations(t, ["vegan"]))
 
 
 @needs_dictionary

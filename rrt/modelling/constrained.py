@@ -8,8 +8,9 @@ samples a token and asks the guard about `text + piece(token)`:
     Verdict.OK            -> accept the token
     Verdict.BAN_TOKEN     -> a violation ends inside this token's piece: ban it, resample
     Verdict.BAN_WORD_END  -> the violating word is already written and this token would end
-                             it: ban every id in `guard.word_end_ids` for this row, so only a
-                             letter can follow ("egg" -> "eggplant", "butter" -> "buttery")
+                             it: take the word back (`guard.violation_start(text)`), or ban
+                             every id in `guard.word_end_ids` for this row, so only a letter
+                             can follow ("egg" -> "eggplant", "butter" -> "buttery")
 
 A violation is what `rrt.recipes.tagger.text_violations` reports, so its harmless mentions stay
 allowed ("eggplant", "nutmeg", "coconut milk", "peanut butter" for dairy-free). It counts
@@ -21,8 +22,9 @@ Limits, by design:
 - Exceptions decided by the words that FOLLOW a term are blocked conservatively: once
   "egg" is complete, "egg replacer", "egg-free", "oyster crackers" or "butter substitute"
   can no longer be written; the model must word it another way.
-- Once a term's word is complete, only letters may follow, and a model may glue some on
-  ("chickenocks"). The tagger sees no food there; selection's `no_disguised_food` rule does.
+- Once a term's word is complete, only letters may follow, and a model would glue some on
+  ("chickenocks"). So the decode loops take such a word back instead (rrt.modelling.guarded_row),
+  up to a number of times a row; past that, selection's `no_disguised_food` rule sees the glued word.
 - A byte-level token holding part of a multi-byte character reads as U+FFFD, so a term
   spelled through such fragments ("crème" as "cr", 0xC3, 0xA8, "me") is invisible here.
   Run `guard_text` on the finally decoded text as the last resort.
@@ -115,6 +117,16 @@ class ViolationGuard:
         if self._word_end[token_id] and any(m.end == len(text) for m in found):
             return Verdict.BAN_WORD_END
         return Verdict.BAN_TOKEN
+
+    def violation_start(self, text: str) -> int:
+        """Where the violation that ends at the end of `text` starts (its word's start if none does)."""
+        starts = [m.start for m in text_violations(text, self.constraints) if m.end == len(text)]
+        if starts:
+            return min(starts)
+        start = len(text)
+        while start and _word_char(text[start - 1]):
+            start -= 1
+        return start
 
     def _completes_term_word(self, text: str, candidate: str, complete: bool) -> bool:
         # The words this token completes: the one in progress at the end of `text`, and any

@@ -28,7 +28,9 @@ from rrt.recipes.substitutions import substitute_recipe
 STATIC_COUNTS = {"static_caches": "decoders", "graph_captures": "captures", "cache_evictions": "evictions",
                  "no_room": "no_room"}
 # step_rounds: rounds run step-level (rewrite.schedule: step; 0 where it fell back to round-level).
-ENGINE_COUNTS = ("rounds", "step_rounds", "prompting_s", "sampling_s", "selection_s", *STATIC_COUNTS)
+# words_taken_back: forbidden words the guard took back while sampling (rrt.modelling.guarded_row).
+ENGINE_COUNTS = ("rounds", "step_rounds", "prompting_s", "sampling_s", "selection_s", "words_taken_back",
+                 *STATIC_COUNTS)
 
 # system -> the training variant of its model; None for the two systems without a model.
 SYSTEMS = {"rule_based": None, "retrieval": None, "no_source": "no_source", "end_to_end": "end_to_end",
@@ -151,8 +153,8 @@ class Rewriter:
         self._slot_samplers: dict[int, object] = {}
         self.special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}
         self.stats = {"steps_sampled": 0, "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0,
-                      "guard_stops": 0, "candidates": 0, "rounds": 0, "step_rounds": 0, "prompting_s": 0.0,
-                      "sampling_s": 0.0, "selection_s": 0.0, **dict.fromkeys(STATIC_COUNTS, 0)}
+                      "guard_stops": 0, "words_taken_back": 0, "candidates": 0, "rounds": 0, "step_rounds": 0,
+                      "prompting_s": 0.0, "sampling_s": 0.0, "selection_s": 0.0, **dict.fromkeys(STATIC_COUNTS, 0)}
         self._guards: dict[tuple, object] = {}
 
     def _stop_ids(self, variant: str, tokenizer) -> set[int]:
@@ -316,6 +318,7 @@ class Rewriter:
         self.stats["steps_sampled"] += 1
         self.stats["candidates"] += len(texts)
         self.stats["guard_stops"] += result.ended.count("guard")
+        self.stats["words_taken_back"] += result.taken_back
 
     @staticmethod
     def _close_step(state: RecipeState) -> None:

@@ -7,15 +7,14 @@ Each candidate draws from its own seeded stream, so a recipe's samples do not de
 which other recipes share its batch.
 
 With a `guard` (rrt.modelling.constrained.ViolationGuard) a sampled token that would complete a
-violating term is refused and the row resamples, so adherence holds by construction.
+violating term is refused and the row resamples, or takes the word back (rrt.modelling.guarded_row),
+so adherence holds by construction.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
-
-GUARD_TRIES = 24
 
 
 @dataclass
@@ -54,6 +53,7 @@ class Sampled:
     tokens: list[list[int]] = field(default_factory=list)
     ended: list[str] = field(default_factory=list)   # stop | length | guard
     prefix: Prefix | None = None
+    taken_back: int = 0     # words the guard took back, over every candidate
 
 
 def _filtered_probs(logits, settings: SamplingSettings):
@@ -80,26 +80,6 @@ def _draw(ids: np.ndarray, probs: np.ndarray, u: float) -> int:
     cdf = np.cumsum(probs)
     spot = int(np.searchsorted(cdf, u * cdf[-1], side="right"))
     return int(ids[min(spot, len(ids) - 1)])
-
-
-def _guarded_draw(row_logits, settings, rng, guard, text: str) -> tuple[int | None, str]:
-    """A token the guard accepts for this row, resampling with bans; None when none is found."""
-    import torch
-
-    logits = row_logits.clone()
-    for _ in range(GUARD_TRIES):
-        ids, probs = _filtered_probs(logits[None], settings)
-        ids, probs = ids[0].numpy(), probs[0].numpy()
-        if not np.isfinite(probs).all() or probs.sum() <= 0:
-            return None, text
-        token = _draw(ids, probs, rng.random())
-        verdict = guard.check(text, token)
-        if verdict == "ok":
-            return token, text + guard.piece(token)
-        if verdict == "ban_word_end":
-            logits[torch.as_tensor(guard.word_end_ids, dtype=torch.long)] = float("-inf")
-        logits[token] = float("-inf")
-    return None, text
 
 
 def cache_argument(lm) -> str:
@@ -219,7 +199,7 @@ def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: 
                 with torch.no_grad():
                     static_decode.decode_static(lm, cache, first, mask, positions, rngs, results,
                                                 stop_ids, settings, guards, device, graph=step == "graph",
-                                                shared=prompt_cache == "shared")
+                                                shared=prompt_cache == "shared", last_tokens=[p[-1] for p in prompts])
                 return results
         except static_decode.NoRoom:
             static_decode.STATS["no_room"] += 1   # this batch decodes the dynamic way below
@@ -230,8 +210,25 @@ def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: 
     if decode == "device" and all(g is None for g in guards):
         _decode_on_device(state, results, stop_ids, settings)
     else:
-        _decode_on_host(state, results, stop_ids, settings, guards)
+        rows = guarded_rows(guards, n, [p[-1] for p in prompts], mask.shape[1] - 1, positions[:, -1] + 1)
+        _decode_on_host(state, results, stop_ids, settings, rows)
     return results
+
+
+def guarded_rows(guards: list, n: int, last_tokens: list[int], prompt_column: int, first_positions) -> dict:
+    """A GuardedRow for each candidate (flat index) whose prompt has a guard."""
+    from rrt.modelling.guarded_row import GuardedRow
+
+    first = first_positions.tolist()
+    return {f: GuardedRow(guards[f // n], last_tokens[f // n], prompt_column, first[f // n])
+            for f in range(len(guards) * n) if guards[f // n] is not None}
+
+
+def finish_guarded(rows: dict, results: list[Sampled], n: int) -> None:
+    """Each guarded candidate's tokens, as its row holds them, and the words taken back."""
+    for f, row in rows.items():
+        results[f // n].tokens[f % n] = list(row.tokens)
+        results[f // n].taken_back += row.taken_back
 
 
 @dataclass
@@ -269,33 +266,43 @@ class _Decoding:
 
 
 def _decode_on_host(state: _Decoding, results: list[Sampled], stop_ids: set[int], settings: SamplingSettings,
-                    guards: list) -> None:
-    """Draw each token on the host; a candidate leaves the batch the step it stops."""
+                    guarded: dict) -> None:
+    """Draw each token on the host; a candidate leaves the batch the step it stops. A guarded row
+    (`guarded`: flat index -> GuardedRow) that takes a word back feeds its token before the cut again."""
     import torch
 
+    from rrt.modelling.guarded_row import TAKEN_BACK
+
     n = settings.candidates
-    plain = any(g is None for g in guards)
-    texts = [""] * len(state.rngs)
+    plain = len(guarded) < len(state.rngs)
     active = list(range(len(state.rngs)))   # flat candidate index of each batch row
     logits = state.logits.float().cpu()
     for _ in range(settings.max_new_tokens):
-        chosen, kept = [], []
+        chosen, kept, refed = [], [], {}
         if plain:
             ids, probs = _filtered_probs(logits, settings)
             ids, probs = ids.numpy(), probs.numpy()
         for row, flat in enumerate(active):
-            guard = guards[flat // n]
+            guard = guarded.get(flat)
             if guard is None:
                 token = _draw(ids[row], probs[row], state.rngs[flat].random())
             else:
-                token, texts[flat] = _guarded_draw(logits[row], settings, state.rngs[flat], guard, texts[flat])
+                token = guard.draw(logits[row], settings, state.rngs[flat])
+                if token == TAKEN_BACK:
+                    token, refed[flat] = guard.refeed
+                    chosen.append(token)
+                    kept.append(row)
+                    continue
             sample = results[flat // n]
             if token is None:
                 sample.ended[flat % n] = "guard"
             elif token in stop_ids:
                 sample.ended[flat % n] = "stop"
             else:
-                sample.tokens[flat % n].append(token)
+                if guard is None:
+                    sample.tokens[flat % n].append(token)
+                else:
+                    guard.accept(token)
                 chosen.append(token)
                 kept.append(row)
         if not kept:
@@ -303,8 +310,17 @@ def _decode_on_host(state: _Decoding, results: list[Sampled], stop_ids: set[int]
         if len(kept) < len(active):
             state.select(kept)
             active = [active[r] for r in kept]
+        for row, flat in enumerate(active):
+            if flat in refed:
+                state.mask[row, guarded[flat].hidden] = 0
+                state.next_pos[row, 0] = refed[flat]
+        column = state.mask.shape[1]
         state.forward(torch.as_tensor(chosen, dtype=torch.long, device=state.device)[:, None])
+        for flat in active:
+            if flat in guarded:
+                guarded[flat].fed(column)
         logits = state.logits.float().cpu()
+    finish_guarded(guarded, results, n)
 
 
 def record_drawn(sample: Sampled, j: int, row: list[int], stop_ids: set[int]) -> None:

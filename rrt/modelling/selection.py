@@ -9,8 +9,8 @@ weighted sum. `no_violation` weighs more than all other rules together, so a com
 candidate always beats a violating one. `no_disguised_food` weighs more than the rules below it
 together: a word outside the dictionary that begins or ends with a forbidden food ("chickenocks",
 "beefbreed", "cheddarsweet") names that food to a reader, though the tagger's word boundaries miss
-it. Constrained decoding makes such words: once a banned word is written, only letters may
-follow. `dictionary_words` and `ingredient_overlap` are graded (fractions), the others pass or
+it. A model writes such words, and constrained decoding did often before it took refused words
+back (rrt.modelling.guarded_row). `dictionary_words` and `ingredient_overlap` are graded (fractions), the others pass or
 fail. An empty candidate is no rewrite at all and scores 0 on every rule, even `no_violation`,
 so it loses to any non-empty text. Ties go to the lowest index, so a selection is reproducible.
 """

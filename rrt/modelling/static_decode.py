@@ -20,7 +20,8 @@ are the host's (on CPU, token for token; on a GPU up to float rounding). Every S
 the host looks at which candidates stopped; when at most half the rows are live they move to
 the front and a graph of the smaller bucket takes over. A guarded prompt (ViolationGuard) is
 checked on the host after each step: the tokens are copied back, and only a token the guard
-refuses costs more (that row's logits come back and it redraws as the host would). A batch whose
+refuses costs more (that row's logits come back and it redraws as the host would; a row that takes
+a word back gets its token before the cut as its next input, the cut columns masked). A batch whose
 cache would take more than CACHE_SHARE of the GPU's memory is decoded the dynamic way (NoRoom).
 """
 from __future__ import annotations
@@ -31,7 +32,7 @@ from collections import OrderedDict
 import numpy as np
 
 from rrt.modelling.decode_bodies import LLAMA_LIKE, body_of
-from rrt.modelling.sampling import SamplingSettings, Sampled, _guarded_draw, device_draw, record_drawn
+from rrt.modelling.sampling import SamplingSettings, Sampled, device_draw, finish_guarded, record_drawn
 
 SYNC_EVERY = 8             # tokens between the host's looks at finished candidates (unguarded)
 EAGER_BEFORE_CAPTURE = 2   # eager steps of a new bucket before its capture (lazy kernels, cuBLAS workspaces)
@@ -190,6 +191,7 @@ class StaticDecoder:
         self.valid[:rows].zero_()
         self.valid[:rows, :prefilled].copy_(mask.index_select(0, index).bool())
         self.col.fill_(prefilled)
+        self.prefilled = prefilled
         self._first_token(first_logits, positions, index, uniforms)
 
     def _first_token(self, first_logits, positions, index, uniforms) -> None:
@@ -264,6 +266,15 @@ class StaticDecoder:
         self.warmed[rows] = self.warmed.get(rows, 0) + 1
         _warm(step, self.device) if self.graph else step()
 
+    def column(self, row: int, step: int) -> int:
+        """The cache column the token drawn at `step` is fed into (every row's is the same)."""
+        return self.prefilled + step
+
+    def take_back(self, row: int, hidden: list[int], token: int, position: int) -> None:
+        """A row that took a word back: its cut columns masked, and `token` at `position` fed next."""
+        self.valid[row, hidden] = False
+        self.tok[row], self.pos[row] = token, position
+
     def compact(self, live: list[int], rows: int) -> None:
         """Move the live rows to the front of the first `rows` (the rest copy the first, stopped)."""
         import torch
@@ -315,6 +326,7 @@ class SharedPromptDecoder(StaticDecoder):
             self.values[layer][:, :, :prefilled].copy_(cached.values.index_select(0, slots))
         self.valid.zero_()
         self.valid[:, :, :prefilled].copy_(mask.index_select(0, slots).bool()[:, None, :].expand(-1, self.n, -1))
+        self.prefilled = prefilled
         self._first_token(first_logits, positions, torch.as_tensor(owner, dtype=torch.long, device=self.device),
                           uniforms)
 
@@ -350,6 +362,15 @@ class SharedPromptDecoder(StaticDecoder):
     def _columns(self):
         """Where each row's last token goes in its prompt's buffer."""
         return self.own_from + (self.step - 1)
+
+    def column(self, row: int, step: int) -> int:
+        """The column of its prompt's buffer the row's token drawn at `step` is fed into."""
+        return self.width - self.n * self.steps + (row % self.n) * self.steps + step
+
+    def take_back(self, row: int, hidden: list[int], token: int, position: int) -> None:
+        """A row that took a word back: its cut columns masked for it alone, `token` at `position` fed next."""
+        self.valid[row // self.n, row % self.n, hidden] = False
+        self.tok[row], self.pos[row] = token, position
 
     def compact(self, live: list[int], rows: int) -> None:
         """Rows stay in place (one size)."""
@@ -419,11 +440,15 @@ def _buckets(rows: int) -> list[int]:
 
 
 def decode_static(lm, cache, first_logits, mask, positions, streams: list, results: list[Sampled], stop_ids: set[int],
-                  settings: SamplingSettings, guards: list, device, graph: bool, shared: bool = False) -> None:
+                  settings: SamplingSettings, guards: list, device, graph: bool, shared: bool = False, *,
+                  last_tokens: list[int]) -> None:
     """Decode every candidate of a prefilled batch on the static cache (see the module's text);
     `streams` are the candidates' seeded generators, `results` are filled in place; `shared`
-    holds each prompt's cache once for its candidates (SharedPromptDecoder)."""
+    holds each prompt's cache once for its candidates (SharedPromptDecoder); `last_tokens` are
+    the prompts' last tokens (a guarded row that takes back its first word feeds its prompt's again)."""
     import torch
+
+    from rrt.modelling.sampling import guarded_rows
 
     n, steps, count = settings.candidates, settings.max_new_tokens, len(results)
     flat_rows = count * n
@@ -441,8 +466,8 @@ def decode_static(lm, cache, first_logits, mask, positions, streams: list, resul
     decoder.load(cache, first_logits, mask, positions, owner, torch.as_tensor(uniforms, device=device))
     flat = list(range(flat_rows)) + [-1] * (rows - flat_rows)   # the candidate of each row (-1: padding)
     decoder.stopped[flat_rows:rows] = True
-    guarded = {f for f in range(flat_rows) if guards[f // n] is not None}
-    checker = _GuardChecker(decoder, drawn, guards, stop_ids, settings, n) if guarded else None
+    guarded = guarded_rows(guards, n, last_tokens, mask.shape[1] - 1, positions[:, -1] + 1)
+    checker = _GuardChecker(decoder, drawn, guarded, stop_ids, settings, n) if guarded else None
     finished: dict[int, list[int]] = {}
     width = rows
     for step in range(steps):
@@ -471,9 +496,10 @@ def decode_static(lm, cache, first_logits, mask, positions, streams: list, resul
     for f in range(flat_rows):
         sample = results[f // n]
         if f in guarded:
-            sample.tokens[f % n], sample.ended[f % n] = checker.tokens[f], checker.ended.get(f, "length")
+            sample.ended[f % n] = checker.ended.get(f, "length")
             continue
         record_drawn(sample, f % n, finished[f], stop_ids)
+    finish_guarded(guarded, results, n)
 
 
 class _Stream:
@@ -497,35 +523,36 @@ class _Stream:
 
 class _GuardChecker:
     """The host's side of guarded rows: each drawn token checked against the row's text, and a
-    refused one redrawn from the row's logits with the host's own guarded draw."""
+    refused one (or one drawn where the row has bans) redrawn from the row's logits as the host
+    would draw it."""
 
-    def __init__(self, decoder: StaticDecoder, streams: list[_Stream], guards: list, stop_ids: set[int],
+    def __init__(self, decoder: StaticDecoder, streams: list[_Stream], guarded: dict, stop_ids: set[int],
                  settings: SamplingSettings, n: int):
-        self.decoder, self.streams, self.guards, self.stop_ids = decoder, streams, guards, stop_ids
+        self.decoder, self.streams, self.guarded, self.stop_ids = decoder, streams, guarded, stop_ids
         self.settings, self.n = settings, n
-        self.texts: dict[int, str] = {}
-        self.tokens: dict[int, list[int]] = {f: [] for f in range(len(streams)) if guards[f // n] is not None}
         self.ended: dict[int, str] = {}
 
     def check(self, step: int, flat: list[int], width: int) -> None:
         """Judge the tokens drawn at `step` for every open guarded row, redrawing refused ones."""
         import torch
 
+        from rrt.modelling.guarded_row import TAKEN_BACK
+
         decoder = self.decoder
         drawn = decoder.tok[:width].tolist()
         for r in range(width):
             f = flat[r]
-            if f < 0 or f not in self.tokens or f in self.ended:
+            if f < 0 or f not in self.guarded or f in self.ended:
                 continue
-            guard, stream, text = self.guards[f // self.n], self.streams[f], self.texts.get(f, "")
-            token = drawn[r]
-            if guard.check(text, token) == "ok":
+            row, stream, token = self.guarded[f], self.streams[f], drawn[r]
+            if not row.must_redraw() and row.guard.check(row.text, token) == "ok":
                 stream.used += 1
-                text += guard.piece(token)
             else:
                 STATS["guard_redraws"] += 1
-                token, text = _guarded_draw(decoder.logits[r].float().cpu(), self.settings, stream, guard, text)
-                if token is not None:
+                token = row.draw(decoder.logits[r].float().cpu(), self.settings, stream)
+                if token == TAKEN_BACK:
+                    decoder.take_back(r, row.hidden, *row.refeed)
+                elif token is not None:
                     decoder.tok[r] = token
                     decoder.tokens[r, step] = token
                 # The refused token may have been a stop; the redraw decides.
@@ -534,7 +561,6 @@ class _GuardChecker:
                 following = [stream.at(stream.used + i) for i in range(decoder.steps - step - 1)]
                 if following:
                     decoder.uniforms[r, step + 1:] = torch.as_tensor(following, dtype=torch.float32)
-            self.texts[f] = text
             if token is None:
                 self.ended[f] = "guard"
                 decoder.stopped[r] = True
@@ -542,4 +568,6 @@ class _GuardChecker:
                 self.ended[f] = "stop"
                 decoder.stopped[r] = True
             else:
-                self.tokens[f].append(token)
+                if token != TAKEN_BACK:
+                    row.accept(token)
+                row.fed(decoder.column(r, step))

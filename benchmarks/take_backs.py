@@ -43,7 +43,8 @@ def measure(records: list[dict]) -> Counter:
             hidden = [bool(w) for w in words]
             counts.update(f"word:{w}" for found in words for w in found)
             chosen = candidates[entry["chosen"]]
-            counts.update(steps=1, candidates=len(candidates), hidden=sum(hidden), chosen_hidden=hidden[entry["chosen"]],
+            counts.update(steps=1, candidates=len(candidates), hidden=sum(hidden),
+                          chosen_hidden=hidden[entry["chosen"]],
                           length=sum(c["ended"] == "length" for c in candidates),
                           guard=sum(c["ended"] == "guard" for c in candidates),
                           chosen_empty=not chosen["text"].strip(), chosen_words=len(chosen["text"].split()))

@@ -15,13 +15,16 @@ model exported by jobs/train.py (--variant no_source). Metrics:
                       FooDB's food.csv names with --foods
   rouge_l_recall      ROUGE-L recall x100 of the rewritten steps against the source steps
   trigram_diversity   unique word trigrams over all word trigrams of a system's steps
-The LM scores recipes in a pool of Ray Data actors that load it once. Writes into --output:
+and, apart from the paper's measures, each system's rewritten steps that hide a forbidden food
+inside a non-word ("chickenocks", which adherence's whole-word mentions do not see; needs the
+en_US dictionary, else not counted). The LM scores recipes in a pool of Ray Data actors that load it once. Writes into --output:
 metrics.json, eval_stats.json, table.md, per_constraint.md, metrics.png and report.html.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -38,11 +41,13 @@ from rrt.config import ConfigError, load_settings  # noqa: E402
 from rrt.evaluation.metrics import (food_vocabulary, names_from_lines, read_foods, recipe_measures,  # noqa: E402
                          summarise)
 from rrt.modelling.models import META_FILE, read_meta  # noqa: E402
+from rrt.modelling.selection import dictionary_missing  # noqa: E402
 from rrt.recipes.paper_format import END_INGS  # noqa: E402
 from rrt.evaluation.report import metrics_markdown, per_constraint_markdown, plot_metrics, render_report  # noqa: E402
 from rrt.evaluation.rewrite_records import read_records, system_label  # noqa: E402
 
-MEASURE_KEYS = ("obeying", "mentions", "empty", "rouge_l_recall")
+MEASURE_KEYS = ("obeying", "mentions", "empty", "rouge_l_recall", "hidden_food_steps")
+SOURCE_KEYS = ("source_title", "source_ingredients", "source_steps")   # what measure_batch reads and drops
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -171,14 +176,40 @@ def build_vocabulary(ray_data, settings: dict):
     return food_vocabulary(names_from_lines(lines)), "the source recipes' ingredient lines"
 
 
-def measure_batch(batch: pa.Table, vocabulary) -> pa.Table:
-    """Ray Data task: adherence counts and ROUGE-L recall of each rewrite in a batch."""
+def rewrite_items(systems: dict) -> list[dict]:
+    """One row per rewrite of every system (its position in the system's records), as
+    measure_batch and the scorers read them."""
+    return [{"system": label, "position": i, "constraint": r.get("constraint") or "",
+             "title": str(r["rewrite"].get("title") or ""), "ingredients": list(r["rewrite"].get("ingredients") or []),
+             "steps": list(r["rewrite"].get("steps") or []), "source_title": str(r["source"].get("title") or ""),
+             "source_ingredients": list(r["source"].get("ingredients") or []),
+             "source_steps": list(r["source"].get("steps") or [])}
+            for label, s in systems.items() for i, r in enumerate(s["records"])]
+
+
+def measure_batch(batch: pa.Table, vocabulary, count_hidden: bool) -> pa.Table:
+    """Ray Data task: adherence counts, ROUGE-L recall and (with `count_hidden`) the steps hiding a
+    forbidden food of each rewrite in a batch."""
     rows = batch.to_pylist()
-    measures = [recipe_measures({"constraint": r["constraint"], "source": {"steps": r["source_steps"]},
-                                 "rewrite": {"ingredients": r["ingredients"], "steps": r["steps"]}}, vocabulary)
-                for r in rows]
-    return batch.drop_columns(["source_steps"]).append_column(
-        "measures", pa.array([[float(m[k]) for k in MEASURE_KEYS] for m in measures], pa.list_(pa.float64())))
+    measures = [recipe_measures({"constraint": r["constraint"],
+                                 "source": {"title": r["source_title"], "ingredients": r["source_ingredients"],
+                                            "steps": r["source_steps"]},
+                                 "rewrite": {"ingredients": r["ingredients"], "steps": r["steps"]}},
+                                vocabulary, count_hidden) for r in rows]
+    # A measure not taken travels as NaN (a list of floats holds no None).
+    return batch.drop_columns(list(SOURCE_KEYS)).append_column(
+        "measures", pa.array([[float("nan") if m[k] is None else float(m[k]) for k in MEASURE_KEYS]
+                              for m in measures], pa.list_(pa.float64())))
+
+
+def row_measures(row: dict) -> dict:
+    """A scored row's measures as `summarise` takes them."""
+    measures = dict(zip(MEASURE_KEYS, row["measures"]))
+    hidden = measures["hidden_food_steps"]
+    measures.update(obeying=int(measures["obeying"]), mentions=int(measures["mentions"]),
+                    empty=bool(measures["empty"]), hidden_food_steps=None if math.isnan(hidden) else int(hidden),
+                    nll=row["nll"], tokens=row["tokens"], dropped_tokens=row["dropped_tokens"])
+    return measures
 
 
 class StepScorer:
@@ -207,16 +238,12 @@ class StepScorer:
                          "dropped_tokens": pa.array([s["dropped_tokens"] for s in scores], pa.int64())})
 
 
-def score_rewrites(ray_data, settings: dict, vocabulary) -> dict[str, list[dict]]:
+def score_rewrites(ray_data, settings: dict, vocabulary, count_hidden: bool) -> dict[str, list[dict]]:
     """Per-recipe measures and step NLL of every rewrite, computed on Ray Data; per system, in order."""
-    items = [{"system": label, "position": i, "constraint": r.get("constraint") or "",
-              "title": str(r["rewrite"].get("title") or ""),
-              "ingredients": list(r["rewrite"].get("ingredients") or []),
-              "steps": list(r["rewrite"].get("steps") or []), "source_steps": list(r["source"].get("steps") or [])}
-             for label, s in settings["systems"].items() for i, r in enumerate(s["records"])]
     cpus = settings["cpus_per_scorer"]
-    rows = (ray_data.from_items(items)
-            .map_batches(measure_batch, batch_format="pyarrow", batch_size=64, fn_kwargs={"vocabulary": vocabulary})
+    rows = (ray_data.from_items(rewrite_items(settings["systems"]))
+            .map_batches(measure_batch, batch_format="pyarrow", batch_size=64,
+                         fn_kwargs={"vocabulary": vocabulary, "count_hidden": count_hidden})
             .map_batches(StepScorer, batch_format="pyarrow", batch_size=max(16, settings["batch_size"] * 4),
                          compute=ray_data.ActorPoolStrategy(size=settings["scorers"]), num_cpus=cpus,
                          num_gpus=1 if settings["use_gpu"] else 0,
@@ -226,11 +253,7 @@ def score_rewrites(ray_data, settings: dict, vocabulary) -> dict[str, list[dict]
             .take_all())
     out: dict[str, list[dict]] = {label: [None] * len(s["records"]) for label, s in settings["systems"].items()}
     for row in rows:
-        measures = dict(zip(MEASURE_KEYS, row["measures"]))
-        measures.update(obeying=int(measures["obeying"]), mentions=int(measures["mentions"]),
-                        empty=bool(measures["empty"]), nll=row["nll"], tokens=row["tokens"],
-                        dropped_tokens=row["dropped_tokens"])
-        out[row["system"]][row["position"]] = measures
+        out[row["system"]][row["position"]] = row_measures(row)
     return out
 
 
@@ -288,8 +311,11 @@ def main(argv: list[str] | None = None) -> int:
     vocab_s = time.perf_counter() - started - ray_s
     log(f"food vocabulary: {len(vocabulary)} names from {origin}")
     log(f"scoring with {settings['scorers']} LM actor(s), block {settings['block']}, batch {settings['batch_size']}")
+    missing = dictionary_missing()
+    if missing:
+        log(f"steps hiding a forbidden food in a non-word: not counted ({missing})")
     try:
-        measures = score_rewrites(ray.data, settings, vocabulary)
+        measures = score_rewrites(ray.data, settings, vocabulary, count_hidden=not missing)
     except Exception as err:  # noqa: BLE001 - a failed Ray stage is reported as one line, details in Ray's logs
         if type(err).__module__.startswith("ray"):
             print(f"evaluate: error: scoring failed: {str(err).splitlines()[0]}", file=sys.stderr)
@@ -306,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
     print(metrics_markdown(metrics).split("\n## Paper")[0].rstrip())
     print()
     print(per_constraint_markdown(metrics).rstrip())
+    if not missing:
+        print("\nsteps hiding a forbidden food inside a non-word (adherence does not see them): " + ", ".join(
+            f"{label} {s['hidden_food_steps']} of {s['rewritten_steps']}" for label, s in stats["systems"].items()))
     report = os.path.join(settings["output"], "report.html")
     print(f"\nevaluate: {count} rewrites in {stats['total_s']}s; report: {report}")
     return 0

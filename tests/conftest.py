@@ -20,6 +20,7 @@ from rrt.modelling.loading import ENGINE_KEYS
 from rrt.recipes.recipe import Recipe
 from rrt.modelling.rewriter import Rewriter
 from rrt.modelling.sampling import SamplingSettings
+from rrt.modelling.selection import dictionary_missing
 from runtime.checkpoints import SNAPSHOT
 from runtime.cluster import own_tools_first
 
@@ -63,17 +64,6 @@ needs_shared_data = pytest.mark.skipif(
     not WEB_RECIPES.exists() or not PAPER_SAMPLE.exists(),
     reason=f"real recipes and paper samples not found in {SHARED_DATA} (a fresh clone has no ../shared)",
 )
-
-
-def dictionary_missing() -> str:
-    """Why the English dictionary behind candidate selection cannot load ("" when it can)."""
-    from rrt.modelling.selection import DictionaryMissing, is_english
-
-    try:
-        is_english("stir")
-    except DictionaryMissing as err:
-        return str(err)
-    return ""
 
 
 # Selecting among rewrite candidates needs pyenchant's dictionary (system packages that `make`

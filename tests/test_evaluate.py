@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import run_script
+from conftest import dictionary_missing, run_script
 from rrt.evaluation.report import recipe_html
 from test_metrics import export_tiny_lm
 
@@ -46,7 +46,8 @@ def rule_based_records():
 
 def contextual_records():
     """Best-of-3 candidates per step; the second recipe's rewrite came back with no steps."""
-    texts = ["Boil the macaroni until tender.", "Warm the olive oil with the oat milk.", "Serve hot."]
+    # The last step hides a forbidden food in a non-word, which adherence's whole words miss.
+    texts = ["Boil the macaroni until tender.", "Warm the olive oil with the oat milk.", "Serve the chickenocks hot."]
     steps = [{"source_step": i, "chosen": 1, "candidates": [
         {"text": "Add the <b>cheese</b> now!", "scores": {"no_violation": -100.0, "length": 1.0, "total": -99.0}},
         {"text": t, "scores": {"no_violation": 0.0, "length": 1.0, "total": 1.0}},
@@ -117,6 +118,12 @@ def test_metrics_json_has_every_system_and_sensible_values(evaluated):
     stats = json.loads((out / "eval_stats.json").read_text())
     assert stats["systems"]["contextual+constrained"]["empty_rewrites"] == 1
     assert stats["vocabulary"].startswith("corpus ") and stats["vocabulary_names"] == 7
+    hidden = {label: s["hidden_food_steps"] for label, s in stats["systems"].items()}
+    if dictionary_missing():
+        assert hidden == {"rule-based": None, "contextual+constrained": None} and "not counted" in done.stderr
+    else:
+        assert hidden == {"rule-based": 0, "contextual+constrained": 1}
+        assert "rule-based 0 of 5, contextual+constrained 1 of 3" in done.stdout
 
 
 @pytest.mark.slow

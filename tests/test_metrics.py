@@ -6,9 +6,10 @@ import math
 import pytest
 
 from rrt.corpus.formats import no_source
+from conftest import needs_dictionary
 from rrt.evaluation.metrics import (adherence_counts, encode_recipe, fit_block, food_mentions, food_vocabulary,
-                                    mention_verdicts, percent, perplexity, read_foods, rouge_l_recall, step_nll,
-                                    summarise, trigram_diversity)
+                                    hidden_food_steps, mention_verdicts, percent, perplexity, read_foods,
+                                    rouge_l_recall, step_nll, summarise, trigram_diversity)
 from rrt.modelling.models import lm_block_size
 from rrt.recipes.paper_format import END_INGS
 
@@ -115,6 +116,25 @@ def test_recipes_without_mentions_leave_the_adherence_mean():
     assert system["rouge_l_recall"] == pytest.approx(10.0)
     assert per_constraint == {"vegan": 50.0, "nut-free": None}
     assert counts["recipes_without_mentions"] == 2 and counts["empty_rewrites"] == 1
+
+
+@needs_dictionary
+def test_steps_hiding_a_forbidden_food_in_a_non_word_are_counted_apart_from_adherence():
+    source = {"title": "Pancakes", "ingredients": ["2 eggs", "1 cup Eggnoggin mix"], "steps": ["Mix."]}
+    steps = ["Serve the chickenocks hot.", "Fold in the beefockward.", "Bake the eggless cake.", "Stir the Eggnoggin."]
+    # Not in adherence: the tagger's whole words see no food there.
+    assert adherence_counts([], steps[:2], "vegan", food_vocabulary(["flour"])) == (0, 0)
+    # "eggless" names the food's absence; "Eggnoggin" is the source recipe's own word.
+    assert hidden_food_steps(steps, source, "vegan") == 2
+    assert hidden_food_steps(steps, source, "egg-free") == 0
+    assert hidden_food_steps(steps, source, "") == 0
+
+
+def test_hidden_food_steps_are_none_in_the_counts_when_not_counted():
+    records = [{"constraint": "vegan", "rewrite": {"steps": ["Stir."]}}] * 2
+    measure = {"obeying": 0, "mentions": 0, "empty": False, "rouge_l_recall": 0.0, "nll": 0.0, "tokens": 0}
+    assert summarise(records, [{**measure, "hidden_food_steps": 1}] * 2)[2]["hidden_food_steps"] == 2
+    assert summarise(records, [{**measure, "hidden_food_steps": 1}, measure])[2]["hidden_food_steps"] is None
 
 
 def test_foods_file_needs_a_name_column(tmp_path):

@@ -118,22 +118,17 @@ def _evaluate(args: list[str]) -> dict:
     """The evaluation job's settings, Ray Data task and scorer actor in this process; its outputs."""
     import pyarrow as pa
 
-    from jobs.evaluate import StepScorer, measure_batch, parse_args, settings_from, write_outputs
+    from jobs.evaluate import (StepScorer, measure_batch, parse_args, rewrite_items, row_measures, settings_from,
+                               write_outputs)
     from rrt.evaluation.metrics import food_vocabulary
 
     settings = settings_from(parse_args(args))
-    items = [{"system": label, "position": i, "constraint": r["constraint"], "title": r["rewrite"]["title"],
-              "ingredients": r["rewrite"]["ingredients"], "steps": r["rewrite"]["steps"],
-              "source_steps": r["source"]["steps"]}
-             for label, s in settings["systems"].items() for i, r in enumerate(s["records"])]
-    measured = measure_batch(pa.Table.from_pylist(items), food_vocabulary(settings["foods"]))
+    items = rewrite_items(settings["systems"])
+    measured = measure_batch(pa.Table.from_pylist(items), food_vocabulary(settings["foods"]), False)
     scored = StepScorer(settings["lm"], settings["block"], settings["batch_size"], False, 1)(measured).to_pylist()
     measures = {label: [None] * len(s["records"]) for label, s in settings["systems"].items()}
     for row in scored:
-        keys = dict(zip(("obeying", "mentions", "empty", "rouge_l_recall"), row["measures"]))
-        measures[row["system"]][row["position"]] = {
-            **keys, "obeying": int(keys["obeying"]), "mentions": int(keys["mentions"]), "empty": bool(keys["empty"]),
-            "nll": row["nll"], "tokens": row["tokens"], "dropped_tokens": row["dropped_tokens"]}
+        measures[row["system"]][row["position"]] = row_measures(row)
     return write_outputs(settings, measures, {})
 
 

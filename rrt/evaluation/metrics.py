@@ -2,6 +2,8 @@
 
     fluency     perplexity of the rewritten steps under the No-Source LM (lower is better)
     adherence   percent of the food mentions in the rewrite that obey the constraint
+                (and, apart from it, the rewritten steps that hide a forbidden food inside a
+                non-word, "chickenocks", which the paper's whole-word measure does not see)
     closeness   ROUGE-L recall of the rewritten steps against the source steps, x100
     diversity   unique word trigrams over all word trigrams of a system's rewritten steps
 
@@ -216,16 +218,30 @@ def perplexity(nll: float, tokens: int) -> float | None:
     return math.exp(nll / tokens) if tokens else None
 
 
+def hidden_food_steps(steps: list[str], source: dict, constraint: str) -> int:
+    """Rewritten steps with a forbidden food inside a word outside the dictionary and the source
+    recipe ("chickenocks"; rrt.modelling.selection.disguised_foods); needs the dictionary."""
+    from rrt.modelling.selection import StepContext, disguised_foods, source_word_set
+
+    if not constraint:
+        return 0
+    names = [ingredient_name(line) for line in source.get("ingredients") or []]
+    ctx = StepContext(parse_constraints(constraint), "", names, source_word_set(source))
+    return sum(bool(disguised_foods(step, ctx)) for step in steps)
+
+
 # ---- per recipe and per system -----------------------------------------------------------
 
-def recipe_measures(record: dict, vocabulary: FoodVocabulary) -> dict:
-    """Adherence counts and ROUGE-L recall of one rewrite record (rewrites.jsonl schema)."""
+def recipe_measures(record: dict, vocabulary: FoodVocabulary, count_hidden: bool) -> dict:
+    """Adherence counts, ROUGE-L recall and (with `count_hidden`, else None) the steps hiding a
+    forbidden food of one rewrite record (rewrites.jsonl schema)."""
     rewrite, source = record.get("rewrite") or {}, record.get("source") or {}
     steps = list(rewrite.get("steps") or [])
-    obeying, mentions = adherence_counts(list(rewrite.get("ingredients") or []), steps,
-                                         record.get("constraint") or "", vocabulary)
+    constraint = record.get("constraint") or ""
+    obeying, mentions = adherence_counts(list(rewrite.get("ingredients") or []), steps, constraint, vocabulary)
     return {"obeying": obeying, "mentions": mentions, "empty": not steps,
-            "rouge_l_recall": rouge_l_recall(steps, list(source.get("steps") or []))}
+            "rouge_l_recall": rouge_l_recall(steps, list(source.get("steps") or [])),
+            "hidden_food_steps": hidden_food_steps(steps, source, constraint) if count_hidden else None}
 
 
 def summarise(records: list[dict], measures: list[dict]) -> tuple[dict, dict, dict]:
@@ -254,5 +270,8 @@ def summarise(records: list[dict], measures: list[dict]) -> tuple[dict, dict, di
               "recipes_without_mentions": sum(1 for m in measures if not m["mentions"]),
               "adherence_recipe_mean": sum(recipe_percents) / len(recipe_percents) if recipe_percents else None,
               "empty_rewrites": sum(1 for m in measures if m["empty"]), "rewritten_steps": len(steps),
-              "trigrams": sum(len(trigrams(s)) for s in steps)}
+              "trigrams": sum(len(trigrams(s)) for s in steps),
+              # None when the dictionary was missing (not counted), not 0.
+              "hidden_food_steps": None if any(m.get("hidden_food_steps") is None for m in measures)
+              else sum(m["hidden_food_steps"] for m in measures)}
     return system, {c: percent(o, n) for c, (o, n) in per_constraint.items()}, counts

@@ -82,6 +82,15 @@ def _english():
                                 f" apt-get install {DICTIONARY_PACKAGES} ({err})") from err
 
 
+def dictionary_missing() -> str:
+    """Why the English dictionary cannot load ("" when it can)."""
+    try:
+        _english()
+    except DictionaryMissing as err:
+        return str(err)
+    return ""
+
+
 @functools.cache
 def recipe_words() -> frozenset[str]:
     """Cooking words that en_US lacks (rrt/data/recipe_words.txt): tahini, sauté, tempeh..."""

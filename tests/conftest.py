@@ -97,6 +97,9 @@ class RayCluster:
     join it (RAY_ADDRESS) instead of each starting a Ray, and `ray job submit` talks to it."""
 
     PORT, DASHBOARD = 6391, 8276  # outside the default worker port range and any default Ray's ports
+    # The job agent's HTTP port: Ray's default (52365) is taken by whichever Ray starts first, and a
+    # test's own local Ray on the other test worker can; `ray job submit` then finds no agent.
+    AGENT = 8277
 
     def __init__(self):
         self.temp_dir = tempfile.mkdtemp(prefix="rrt-ray-")  # short: Ray's socket paths must stay short
@@ -114,6 +117,7 @@ class RayCluster:
     def start(self) -> "RayCluster":
         """Start the head node (two CPUs, as a laptop's local Ray here)."""
         started = self.ray("start", "--head", "--port", str(self.PORT), "--dashboard-port", str(self.DASHBOARD),
+                           "--dashboard-agent-listen-port", str(self.AGENT),
                            "--num-cpus", "2", "--object-store-memory", str(10**9), "--min-worker-port", "20102",
                            "--max-worker-port", "20200", "--temp-dir", self.temp_dir, "--disable-usage-stats",
                            env={"RAY_ADDRESS": ""})

@@ -5,6 +5,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -97,9 +98,7 @@ class RayCluster:
     join it (RAY_ADDRESS) instead of each starting a Ray, and `ray job submit` talks to it."""
 
     PORT, DASHBOARD = 6391, 8276  # outside the default worker port range and any default Ray's ports
-    # The job agent's HTTP port: Ray's default (52365) is taken by whichever Ray starts first, and a
-    # test's own local Ray on the other test worker can; `ray job submit` then finds no agent.
-    AGENT = 8277
+    AGENT, SPARE_AGENT = 52365, 8277  # the job agent's HTTP port: Ray's default, or ours when that is taken
 
     def __init__(self):
         self.temp_dir = tempfile.mkdtemp(prefix="rrt-ray-")  # short: Ray's socket paths must stay short
@@ -117,13 +116,25 @@ class RayCluster:
     def start(self) -> "RayCluster":
         """Start the head node (two CPUs, as a laptop's local Ray here)."""
         started = self.ray("start", "--head", "--port", str(self.PORT), "--dashboard-port", str(self.DASHBOARD),
-                           "--dashboard-agent-listen-port", str(self.AGENT),
+                           "--dashboard-agent-listen-port", str(self._agent_port()),
                            "--num-cpus", "2", "--object-store-memory", str(10**9), "--min-worker-port", "20102",
                            "--max-worker-port", "20200", "--temp-dir", self.temp_dir, "--disable-usage-stats",
                            env={"RAY_ADDRESS": ""})
         if started.returncode != 0:
             raise RuntimeError(f"ray start failed:\n{started.stderr[-2000:]}")
         return self
+
+    def _agent_port(self) -> int:
+        # Another Ray (a test's own, on the other test worker) may hold the default port, and then
+        # `ray job submit` finds no agent. Ours in every run made the suite slower on 2 cores
+        # (benchmarks/RESULTS.md): likely since the other Rays' agents, failing to bind the port this
+        # cluster holds, exit early.
+        with socket.socket() as probe:
+            try:
+                probe.bind(("0.0.0.0", self.AGENT))
+            except OSError:
+                return self.SPARE_AGENT
+        return self.AGENT
 
     def processes(self) -> list:
         """Every process of this cluster (its command line names its temp dir or port). The client

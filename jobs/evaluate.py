@@ -17,7 +17,8 @@ model exported by jobs/train.py (--variant no_source). Metrics:
   trigram_diversity   unique word trigrams over all word trigrams of a system's steps
 and, apart from the paper's measures, each system's rewritten steps that hide a forbidden food
 inside a non-word ("chickenocks", which adherence's whole-word mentions do not see; needs the
-en_US dictionary, else not counted). The LM scores recipes in a pool of Ray Data actors that load it once. Writes into --output:
+en_US dictionary, else not counted). The LM scores recipes in a pool of Ray Data actors that
+load it once. Writes into --output:
 metrics.json, eval_stats.json, table.md, per_constraint.md, metrics.png and report.html.
 """
 from __future__ import annotations

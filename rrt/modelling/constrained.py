@@ -57,6 +57,14 @@ def _word_char(char: str) -> bool:
     return char.isalnum() or char == "_"
 
 
+def _last_word_start(text: str) -> int:
+    # Where the word running to the end of `text` starts (its length when it ends in a non-word character).
+    start = len(text)
+    while start and _word_char(text[start - 1]):
+        start -= 1
+    return start
+
+
 def _forms(word: str) -> set[str]:
     # The plural forms the tagger's term patterns accept.
     forms = {word, word + "s", word + "es"}
@@ -121,19 +129,12 @@ class ViolationGuard:
     def violation_start(self, text: str) -> int:
         """Where the violation that ends at the end of `text` starts (its word's start if none does)."""
         starts = [m.start for m in text_violations(text, self.constraints) if m.end == len(text)]
-        if starts:
-            return min(starts)
-        start = len(text)
-        while start and _word_char(text[start - 1]):
-            start -= 1
-        return start
+        return min(starts) if starts else _last_word_start(text)
 
     def _completes_term_word(self, text: str, candidate: str, complete: bool) -> bool:
         # The words this token completes: the one in progress at the end of `text`, and any
         # finished inside the piece. Only a term's last word can complete a violation.
-        start = len(text)
-        while start and _word_char(text[start - 1]):
-            start -= 1
+        start = _last_word_start(text)
         stop = len(candidate)
         if not complete:
             while stop > start and _word_char(candidate[stop - 1]):

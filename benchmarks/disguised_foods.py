@@ -12,7 +12,6 @@ chosen steps with a disguised food, without the rule against with it, last.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -21,7 +20,8 @@ from collections import Counter
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from rrt.modelling import selection  # noqa: E402
-from rrt.modelling.selection import StepContext, disguised_foods, select_best, step_context  # noqa: E402
+from rrt.evaluation.rewrite_records import read_records, sampled_steps  # noqa: E402
+from rrt.modelling.selection import StepContext, disguised_foods, select_best  # noqa: E402
 from rrt.recipes.lexicon import CONSTRAINTS  # noqa: E402
 from rrt.recipes.loaders import read_recipes  # noqa: E402
 
@@ -41,20 +41,14 @@ def pools(folder: str) -> dict:
     """Counts over every sampled step of one rewrite folder, and a few steps the rule changed."""
     counts = Counter()
     changed = []
-    with open(os.path.join(folder, "rewrites.jsonl"), encoding="utf-8") as handle:
-        for line in handle:
-            record = json.loads(line)
-            for entry in record["steps"]:
-                texts = [c["text"] for c in entry["candidates"]]
-                if len(texts) < 2:   # the guide's or an empty step: nothing to choose
-                    continue
-                ctx = step_context(record["source"], entry["source_step"], record["constraint"])
-                hidden = [bool(disguised_foods(t, ctx)) for t in texts]
-                before, after = chosen_indices(texts, ctx)
-                counts.update(steps=1, candidates=len(texts), disguised=sum(hidden), all_disguised=all(hidden),
-                              chosen_before=hidden[before], chosen_after=hidden[after])
-                if hidden[before] and not hidden[after] and len(changed) < 4:
-                    changed.append((record["constraint"], texts[before], texts[after]))
+    for record, entry, ctx, words in sampled_steps(read_records(os.path.join(folder, "rewrites.jsonl"))):
+        texts = [c["text"] for c in entry["candidates"]]
+        hidden = [bool(w) for w in words]
+        before, after = chosen_indices(texts, ctx)
+        counts.update(steps=1, candidates=len(texts), disguised=sum(hidden), all_disguised=all(hidden),
+                      chosen_before=hidden[before], chosen_after=hidden[after])
+        if hidden[before] and not hidden[after] and len(changed) < 4:
+            changed.append((record["constraint"], texts[before], texts[after]))
     return {"counts": counts, "changed": changed}
 
 

@@ -25,30 +25,25 @@ from jobs.rewrite import build_parser, plan_tasks, settings_from  # noqa: E402
 from jobs.rewrite_actor import _seeded_tasks, task_table  # noqa: E402
 from rrt.modelling import guarded_row  # noqa: E402
 from rrt.modelling.loading import build_rewriter, load_model  # noqa: E402
+from rrt.evaluation.rewrite_records import sampled_steps  # noqa: E402
 from rrt.modelling.scheduler import rewrite_all  # noqa: E402
-from rrt.modelling.selection import disguised_foods, step_context  # noqa: E402
 from runtime.runs import JobError  # noqa: E402
 
 
 def measure(records: list[dict]) -> Counter:
     """Counts over every sampled step of the records (steps with a choice among candidates)."""
     counts = Counter()
-    for record in records:
-        for entry in record["steps"]:
-            candidates = entry["candidates"]
-            if len(candidates) < 2:   # the guide's or an empty step: nothing was sampled
-                continue
-            ctx = step_context(record["source"], entry["source_step"], record["constraint"])
-            words = [disguised_foods(c["text"], ctx) for c in candidates]
-            hidden = [bool(w) for w in words]
-            counts.update(f"word:{w}" for found in words for w in found)
-            chosen = candidates[entry["chosen"]]
-            counts.update(steps=1, candidates=len(candidates), hidden=sum(hidden),
-                          chosen_hidden=hidden[entry["chosen"]],
-                          length=sum(c["ended"] == "length" for c in candidates),
-                          guard=sum(c["ended"] == "guard" for c in candidates),
-                          chosen_empty=not chosen["text"].strip(), chosen_words=len(chosen["text"].split()))
-            counts["chosen_score"] += chosen["scores"]["total"]
+    for _, entry, _, words in sampled_steps(records):
+        candidates = entry["candidates"]
+        hidden = [bool(w) for w in words]
+        counts.update(f"word:{w}" for found in words for w in found)
+        chosen = candidates[entry["chosen"]]
+        counts.update(steps=1, candidates=len(candidates), hidden=sum(hidden),
+                      chosen_hidden=hidden[entry["chosen"]],
+                      length=sum(c["ended"] == "length" for c in candidates),
+                      guard=sum(c["ended"] == "guard" for c in candidates),
+                      chosen_empty=not chosen["text"].strip(), chosen_words=len(chosen["text"].split()))
+        counts["chosen_score"] += chosen["scores"]["total"]
     return counts
 
 

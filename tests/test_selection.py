@@ -270,3 +270,16 @@ def test_missing_dictionary_names_the_packages(monkeypatch):
     finally:
         selection._english.cache_clear()
         selection.is_english.cache_clear()
+
+
+def test_sampled_steps_skip_unsampled_steps_and_name_each_candidates_hidden_foods():
+    from rrt.evaluation.rewrite_records import sampled_steps
+
+    source = {"title": RECIPE.title, "ingredients": RECIPE.ingredients, "steps": RECIPE.steps}
+    record = {"source": source, "constraint": "vegan", "steps": [
+        {"source_step": 0, "chosen": 0, "candidates": [{"text": "Whisk the flax."}, {"text": "Whisk the eggocks."}]},
+        {"source_step": 1, "chosen": 0, "candidates": [{"text": "Pour in the oat milk."}]},   # one candidate: a guide's
+        {"source_step": 2, "chosen": 1, "candidates": [{"text": "Serve the tofuegg."}, {"text": "Serve warm."}]},
+    ]}
+    found = [(entry["source_step"], ctx.source_step, words) for _, entry, ctx, words in sampled_steps([record])]
+    assert found == [(0, RECIPE.steps[0], [[], ["eggocks"]]), (2, RECIPE.steps[2], [["tofuegg"], []])]

@@ -2,8 +2,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from rrt.recipes.tagger import parse_constraints
+
+if TYPE_CHECKING:
+    from rrt.modelling.selection import StepContext
 
 
 def read_records(path: str) -> list[dict]:
@@ -36,3 +41,17 @@ def system_label(records: list[dict], run: dict | None = None) -> str:
     system = settings.get("system") or records[0].get("system") or "unknown"
     constrained = settings.get("constrained", records[0].get("constrained", False))
     return f"{system}+constrained" if constrained else str(system)
+
+
+def sampled_steps(records: Iterable[dict]) -> Iterator[tuple[dict, dict, StepContext, list[list[str]]]]:
+    """Each step the records chose among sampled candidates: (record, its step entry, the step's
+    selection context, each candidate's forbidden foods hidden in non-words); needs the dictionary."""
+    from rrt.modelling.selection import disguised_foods, step_context
+
+    for record in records:
+        for entry in record["steps"]:
+            candidates = entry["candidates"]
+            if len(candidates) < 2:   # the guide's or an empty step: nothing was sampled
+                continue
+            ctx = step_context(record["source"], entry["source_step"], record["constraint"])
+            yield record, entry, ctx, [disguised_foods(c["text"], ctx) for c in candidates]

@@ -317,7 +317,8 @@ def run(settings: dict, overwrite: bool) -> dict:
     import ray.data
     from tqdm import tqdm
 
-    from jobs.rewrite_actor import ControlledBatch, RewriteBatch, Seq2seqBatch, rewrite_baseline, task_table
+    from jobs.rewrite_actor import (ACTOR_KEY, ControlledBatch, RewriteBatch, Seq2seqBatch, rewrite_baseline,
+                                     task_table)
 
     start_ray(settings["ray"])
     ray.data.DataContext.get_current().enable_progress_bars = False
@@ -347,6 +348,7 @@ def run(settings: dict, overwrite: bool) -> dict:
               "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0, "guard_stops": 0,
               "disguised_food_steps": 0, "retrieval_fallbacks": 0}
     engine: dict = {}   # the model actors' rounds, seconds and static-cache counts (ENGINE_COUNTS), summed
+    actors: set = set()  # the model actors that rewrote (a run that left one idle wasted its share)
     if todo:
         table = task_table(todo)
         # An actor call takes call_batches batches' worth (it keeps batch_recipes in flight); small
@@ -361,12 +363,17 @@ def run(settings: dict, overwrite: bool) -> dict:
                      Seq2seqBatch if settings["system"] in SEQ2SEQ else RewriteBatch)
             ds = ds.map_batches(actor, fn_constructor_kwargs={"settings": settings},
                                 batch_size=batch, batch_format="pyarrow", udf_modifying_row_count=False,
-                                compute=ray.data.ActorPoolStrategy(size=min(settings["actors"], len(todo))),
+                                # One call at a time per actor: with more in flight, the first actor
+                                # ready took every block of a small run while the others idled.
+                                compute=ray.data.ActorPoolStrategy(size=min(settings["actors"], len(todo)),
+                                                                   max_tasks_in_flight_per_actor=1),
                                 num_gpus=1 if settings["use_gpu"] else 0, num_cpus=settings["cpus_per_actor"])
         with open(path, "a", encoding="utf-8") as out, tqdm(total=len(todo), desc="recipes", unit="recipe") as bar:
             for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
                 for counted in filter(None, batch.column("engine").to_pylist()):
-                    for key, value in json.loads(counted).items():
+                    call = json.loads(counted)
+                    actors.add(call.pop(ACTOR_KEY, None))
+                    for key, value in call.items():
                         engine[key] = engine.get(key, 0) + value
                 for line in batch.column("record").to_pylist():
                     out.write(line + "\n")
@@ -384,6 +391,7 @@ def run(settings: dict, overwrite: bool) -> dict:
     rewriting = time.perf_counter() - planned
     manifest.update({"resumed": resumed, "counts": counts, "dropped": {"source_recipe_missing": len(missing)},
                      "engine": {k: round(v, 2) if isinstance(v, float) else v for k, v in engine.items()},
+                     "actors_used": len(actors - {None}),
                      "seconds": round(seconds, 1),
                      "seconds_per_stage": {"plan": round(planned - started, 1), "rewrite": round(rewriting, 1)},
                      "steps_per_s": round(counts["steps"] / rewriting, 3) if counts["steps"] else None,
@@ -403,7 +411,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     counts = manifest["counts"]
     print(f"rewrite: {counts['written']} recipes written ({counts['done_earlier']} done earlier), "
-          f"{counts['steps']} steps, {manifest['steps_per_s']} steps/s; "
+          f"{counts['steps']} steps, {manifest['steps_per_s']} steps/s"
+          + (f" on {manifest['actors_used']} actors" if manifest["actors_used"] else "") + "; "
           f"{counts['steps_fallback']} steps by the guide (too long), {counts['empty_steps']} empty steps, "
           f"{counts['disguised_food_steps']} with a forbidden food inside a non-word"
           + (f", {manifest['engine'].get('words_taken_back', 0)} forbidden words taken back while sampling"

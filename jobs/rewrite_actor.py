@@ -11,6 +11,8 @@ import pyarrow as pa
 
 from rrt.modelling.rewriter import ENGINE_COUNTS, RewriteTask
 
+ACTOR_KEY = "actor"   # in a call's engine counts: the Ray actor that made the call (not a count)
+
 _LINES = pa.list_(pa.string())
 TASK_SCHEMA = pa.schema([
     ("id", pa.string()), ("constraints", _LINES), ("title", pa.string()), ("ingredients", _LINES),
@@ -63,6 +65,15 @@ def _table(records: list[dict], engine: dict | None = None) -> pa.Table:
     """One row per record; the call's engine counts (JSON) ride on its first row."""
     counts = [json.dumps(engine) if engine and i == 0 else "" for i in range(len(records))]
     return pa.table({"record": [json.dumps(r, ensure_ascii=False) for r in records], "engine": counts})
+
+
+def _actor_table(records: list[dict], engine: dict | None = None) -> pa.Table:
+    """_table for an actor's call, which also names the actor (ACTOR_KEY), so the job can count its actors."""
+    import ray
+
+    # Called in-process (no Ray), it names none: asking Ray's context would start a Ray.
+    actor = ray.get_runtime_context().get_actor_id() if ray.is_initialized() else None
+    return _table(records, {**(engine or {}), ACTOR_KEY: actor})
 
 
 def rewrite_baseline(batch: pa.Table, system: str) -> pa.Table:
@@ -120,7 +131,7 @@ class ControlledBatch:
         records = []
         for task in _seeded_tasks(batch, self.seed):
             records += ControlledRewriter(self.system, self._writer(task.constraints)).rewrite([task])
-        return _table(records)
+        return _actor_table(records)
 
 
 class Seq2seqBatch:
@@ -141,7 +152,7 @@ class Seq2seqBatch:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Rewrite every task of the batch."""
-        return _table(self.rewriter.rewrite(_seeded_tasks(batch, self.seed)))
+        return _actor_table(self.rewriter.rewrite(_seeded_tasks(batch, self.seed)))
 
 
 class RewriteBatch:
@@ -165,4 +176,4 @@ class RewriteBatch:
 
         before = {key: self.rewriter.stats[key] for key in ENGINE_COUNTS}
         records = rewrite_all(self.rewriter, _seeded_tasks(batch, self.seed), self.slots)
-        return _table(records, {key: self.rewriter.stats[key] - before[key] for key in ENGINE_COUNTS})
+        return _actor_table(records, {key: self.rewriter.stats[key] - before[key] for key in ENGINE_COUNTS})

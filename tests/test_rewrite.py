@@ -111,6 +111,7 @@ def test_every_sampled_recipe_is_rewritten_step_by_step_with_scored_candidates(c
         "rounds", "step_rounds", "prompting_s", "sampling_s", "selection_s", "words_taken_back", "static_caches",
         "graph_captures", "cache_evictions", "no_room"}
     assert run["engine"]["words_taken_back"] == 0 and "taken back" not in done.stdout   # plain: no guard
+    assert run["actors_used"] == 1
     # decode_step auto: the growing cache on a CPU, so round-level batching.
     assert run["engine"]["static_caches"] == 0 and run["engine"]["step_rounds"] == 0
     assert f"{10 - len(before)} recipes written ({len(before)} done earlier)" in done.stdout
@@ -130,6 +131,8 @@ def test_constrained_decoding_leaves_no_violation_where_sampling_makes_some(cont
     assert f"{disguised_chosen(held)} with a forbidden food inside a non-word" in done.stdout
     taken_back = run["engine"]["words_taken_back"]
     assert taken_back > 0   # the tiny model writes forbidden foods often
+    # Two actors, two shares of 5 recipes: each actor rewrote one (the first actor up used to take both).
+    assert run["actors_used"] == 2
     assert f", {taken_back} forbidden words taken back while sampling;" in done.stdout
 
 

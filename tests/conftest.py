@@ -104,7 +104,7 @@ class RayCluster:
         self.temp_dir = tempfile.mkdtemp(prefix="rrt-ray-")  # short: Ray's socket paths must stay short
         self.address = f"127.0.0.1:{self.PORT}"
         self.dashboard = f"http://127.0.0.1:{self.DASHBOARD}"
-        # `ray start --head` turns on token authentication; clients read the token with this set. (PATH,
+        # The head runs with token authentication; clients read the token with this set. (PATH,
         # with this environment's tools first, is set for the whole session above.)
         self.env = {"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "token"}
 
@@ -115,6 +115,11 @@ class RayCluster:
 
     def start(self) -> "RayCluster":
         """Start the head node (two CPUs, as a laptop's local Ray here)."""
+        # With RAY_AUTH_MODE=token, `ray start` needs a token to exist and makes none; on a machine
+        # that never ran a local `ray.init()` there is none yet (the README's first command, too).
+        made = self.ray("get-auth-token", "--generate", env={"RAY_ADDRESS": ""})
+        if made.returncode != 0:
+            raise RuntimeError(f"ray get-auth-token --generate failed:\n{made.stderr[-2000:]}")
         started = self.ray("start", "--head", "--port", str(self.PORT), "--dashboard-port", str(self.DASHBOARD),
                            "--dashboard-agent-listen-port", str(self._agent_port()),
                            "--num-cpus", "2", "--object-store-memory", str(10**9), "--min-worker-port", "20102",

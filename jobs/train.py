@@ -74,7 +74,8 @@ def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
     parser.add_argument("--micro-batch", type=int, help="examples per worker per forward pass")
     parser.add_argument("--lr", type=float, help="peak learning rate")
     parser.add_argument("--eval-examples", type=int, help="dev examples per evaluation")
-    parser.add_argument("--loss-on", choices=("all", "target"), help="loss on every token or the target only")
+    parser.add_argument("--loss-on", choices=("step", "target", "all"),
+                        help="loss on the learned step only, the whole target, or every token (default: train.loss_on)")
     parser.add_argument("--constraint", help="seq2seq_copy: the constraints to train a model for (vegan,nut-free; "
                                              "default: every constraint with training pairs)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --output from its last checkpoint")

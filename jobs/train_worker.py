@@ -32,13 +32,13 @@ from rrt.modelling.step_window import StepWindow
 STATE_FILE = "train_state.{rank}.json"  # one per worker: each keeps its own example counts
 
 
-def _rows(shard, counts: dict | None, shuffle: int = 0, seed: int = 0):
-    """(token ids, target start) of every usable row; rows too long for the block are counted.
+def _rows(shard, counts: dict | None, shuffle: int = 0, seed: int = 0, starts: str = "target_start"):
+    """(token ids, loss start: the `starts` column) of every usable row; rows too long for the block are counted.
     `shuffle` rows are mixed in a buffer: prepared step pairs come a dish at a time, and a run
     shorter than an epoch would otherwise learn from a few dishes only."""
     shuffled = {"local_shuffle_buffer_size": shuffle, "local_shuffle_seed": seed} if shuffle else {}
     for part in shard.iter_batches(batch_size=1024, batch_format="numpy", **shuffled):
-        for ids, start, length, cut in zip(part["input_ids"], part["target_start"], part["length"],
+        for ids, start, length, cut in zip(part["input_ids"], part[starts], part["length"],
                                            part["truncated"]):
             if counts is not None:
                 counts["too_long" if length == 0 else "truncated" if cut else "whole"] += 1
@@ -62,7 +62,9 @@ def micro_batches(shard, cfg: dict, seed: int, counts: dict | None, shuffle: int
     rng = random.Random(seed)
     size = cfg["micro_batch"] * cfg["bucket_window"]
     window: list = []
-    for row in _rows(shard, counts, shuffle, seed):
+    # An encoder-decoder splits its rows at the target tag, whatever the loss covers.
+    starts = "step_start" if cfg["loss_on"] == "step" and cfg["variant"] not in SEQ2SEQ else "target_start"
+    for row in _rows(shard, counts, shuffle, seed, starts):
         window.append(row)
         if len(window) == size:
             yield from _window_batches(window, cfg, rng)
@@ -216,7 +218,7 @@ def train_func(cfg: dict) -> None:
     cuda = device.type == "cuda"
     precision = resolve_precision(cfg["precision"], cuda, cuda and torch.cuda.is_bf16_supported())
     total = cfg["total_steps"]
-    if cfg["loss_on"] == "target":
+    if cfg["loss_on"] != "all":
         head_on_labels(lm)
     if resolve_compile(cfg["compile"], device.type):
         compile_model(lm)

@@ -143,7 +143,7 @@ class TrainSettings(Section):
     seq2seq: Seq2seqShape
     constraint: str | None
     block_size: dict[Variant, Annotated[int, Field(ge=8, le=4096)]]
-    loss_on: Literal["target", "all"]
+    loss_on: Literal["step", "target", "all"]
     epochs: Count
     max_steps: Count | None
     num_workers: Count

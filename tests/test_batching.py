@@ -9,7 +9,7 @@ import pytest
 
 from rrt.modelling.batching import bucket_batches, fit_block, pad_batch, token_budget_chunks, tokenize_table
 from rrt.config import load_settings
-from rrt.corpus.formats import contextual, no_source
+from rrt.corpus.formats import contextual, contextual_ing, no_context, no_source
 from rrt.modelling.models import build_model, special_tokens, train_tiny_tokenizer
 from rrt.modelling.optim import deepspeed_config, lr_factor, resolve_precision
 from rrt.modelling.speed import attention_flops_per_token, estimate_mfu, gpu_peak_flops
@@ -47,6 +47,26 @@ def test_truncation_cuts_the_source_context_from_the_left_and_keeps_the_target(t
     assert kept[2:kept_start] == ids[start - (kept_start - 2):start]  # the context nearest the target stays
 
 
+@pytest.mark.parametrize("block", [1024, 40])
+@pytest.mark.parametrize("steps", [1, 2])
+def test_the_learned_step_starts_after_the_earlier_target_steps(tokenizer, steps, block):
+    # What the rewriter writes is the last target step; the earlier ones are its own rewrites then.
+    table = tokenizer.backend_tokenizer.to_str()
+    texts = {"contextual": contextual(TITLE, INGS, SOURCE, TARGET[:steps], "vegan"),
+             "contextual_ing": contextual_ing(TITLE, INGS, SOURCE, TARGET[:steps], "vegan", ["cocoa", "sugar"])}
+    for variant, text in texts.items():
+        rows = tokenize_table(pa.table({"text": [text]}), table, variant, block)
+        ids, start, step = (rows.column(c)[0].as_py() for c in ("input_ids", "target_start", "step_start"))
+        assert block > len(ids) or rows.column("truncated")[0].as_py()
+        assert tokenizer.convert_ids_to_tokens(ids[start]) == "<tgt:vegan>" and step > start
+        assert tokenizer.convert_ids_to_tokens(ids[step - 1]) == (
+            "<endofprompt>" if variant == "contextual_ing" else "<inst>" if steps > 1 else "<tgt:vegan>")
+        assert tokenizer.decode(ids[step:]).replace(" ", "").startswith(TARGET[steps - 1].replace(" ", ""))
+    plain = tokenize_table(pa.table({"text": [no_context(TITLE, SOURCE[0], TARGET[0], "vegan")]}), table,
+                           "no_context", block)
+    assert plain.column("step_start")[0].as_py() == plain.column("target_start")[0].as_py()
+
+
 def test_a_target_longer_than_the_block_is_marked_not_cut(tokenizer):
     text = contextual(TITLE, INGS, SOURCE, TARGET * 20, "vegan")
     rows = tokenize_table(pa.table({"text": [text]}), tokenizer.backend_tokenizer.to_str(), "contextual", 64)
@@ -66,6 +86,8 @@ def test_pad_batch_masks_padding_and_optionally_the_context():
     assert batch.labels[0].tolist() == [-100, 6, 7] + [-100] * 5
     assert batch.labels[1].tolist() == [-100, -100, 7, 8, 9] + [-100] * 3
     assert batch.attention_mask[0].tolist() == [1, 1, 1] + [0] * 5
+    # With the learned step's start as the example's start, "step" labels as "target" does.
+    assert pad_batch([(np.array([5, 6, 7]), 1)], pad_id=0, loss_on="step").labels[0, :3].tolist() == [-100, 6, 7]
     every = pad_batch([(np.array([5, 6, 7]), 1)], pad_id=0, loss_on="all")
     assert every.labels[0, :3].tolist() == [5, 6, 7]
 
@@ -151,3 +173,30 @@ def test_built_models_use_the_fused_tanh_gelu_which_equals_gpt2s_own():
     # which on some CPU runs is off by about 1e-4 near |x| = 4 and so cannot be the reference.
     exact = 0.5 * x.double() * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x.double() + 0.044715 * x.double() ** 3)))
     assert torch.allclose(lm.transformer.h[0].mlp.act(x).double(), exact, atol=1e-6)
+
+
+class _Shard:
+    """A worker's shard as Ray Train hands it over, reduced to the one call the worker makes."""
+
+    def __init__(self, table: pa.Table):
+        self.table = table
+
+    def iter_batches(self, batch_size: int, batch_format: str, **_):
+        yield {name: self.table.column(name).to_numpy(zero_copy_only=False) for name in self.table.column_names}
+
+
+@pytest.mark.parametrize("loss_on", ["step", "target", "all"])
+def test_the_worker_labels_what_train_loss_on_names(tokenizer, loss_on):
+    from jobs.train_worker import micro_batches
+
+    text = contextual_ing(TITLE, INGS, SOURCE, TARGET, "vegan", ["cocoa", "sugar"])
+    rows = tokenize_table(pa.table({"text": [text]}), tokenizer.backend_tokenizer.to_str(), "contextual_ing", 1024)
+    cfg = {"variant": "contextual_ing", "micro_batch": 1, "bucket_window": 1, "batching": "tokens", "pad_id": 0,
+           "loss_on": loss_on, "token_budget": None}
+    (batch,) = micro_batches(_Shard(rows), cfg, seed=0, counts=None)
+    learned = [t for t in batch.labels[0].tolist() if t != -100]
+    expected = {"step": TARGET[-1:], "target": TARGET, "all": [TITLE, *SOURCE, *TARGET]}
+    words = tokenizer.decode(learned, skip_special_tokens=True).replace(" ", "")
+    assert all(part.replace(" ", "") in words for part in expected[loss_on])
+    if loss_on == "step":
+        assert words.replace(TARGET[-1].replace(" ", ""), "") == ""   # nothing but the learned step

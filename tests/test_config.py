@@ -47,7 +47,7 @@ def test_every_profile_is_valid():
     ({"train": {"epochs": 0}}, "train.epochs must be >= 1 (got 0)"),
     ({"train": {"epochs": True}}, "train.epochs must be a whole number (got True)"),
     ({"train": {"deepspeed": {"lr": 1}}}, "train.deepspeed.lr must be < 1.0 (got 1)"),
-    ({"train": {"loss_on": "some"}}, "train.loss_on must be one of target, all (got 'some')"),
+    ({"train": {"loss_on": "some"}}, "train.loss_on must be one of step, target, all (got 'some')"),
     ({"train": {"colour": "red"}}, "unknown setting train.colour"),
     ({"rewrite": {"top_p": 1.5}}, "rewrite.top_p must be <= 1.0 (got 1.5)"),
     ({"serve": {"limits": {"steps": "many"}}}, "serve.limits.steps must be a whole number (got 'many')"),

@@ -135,7 +135,7 @@ def test_an_empty_split_or_bad_config_value_is_one_line(tmp_path):
     config = quick_train_config(tmp_path, loss_on="sometimes")
     done = run_script("train_contextual.py", "--data", str(data), "--config", config, timeout=120)
     assert done.returncode == 2 and done.stderr.strip() == (
-        "train_contextual: error: train.loss_on must be one of target, all (got 'sometimes')")
+        "train_contextual: error: train.loss_on must be one of step, target, all (got 'sometimes')")
     assert not (tmp_path / "out").exists()
     shutil.rmtree(data)
 

@@ -16,14 +16,16 @@ import numpy as np
 import pyarrow as pa
 
 from rrt.recipes.lexicon import CONSTRAINTS
-from rrt.recipes.paper_format import END_INST, constraint_tokens
+from rrt.recipes.paper_format import END_INST, END_PROMPT, INST, constraint_tokens
 
 # Tokens always kept at the start of a truncated example: BOS and the source tag.
 HEAD_TOKENS = {"contextual": 2, "contextual_ing": 2, "no_context": 2, "end_to_end": 2, "ing_predictor": 1,
                "no_source": 0}
 IGNORED = -100   # the label of a position the loss skips, as the library's losses read it
 TOKEN_SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("target_start", pa.int32()),
-                          ("length", pa.int32()), ("truncated", pa.bool_())])
+                          ("step_start", pa.int32()), ("length", pa.int32()), ("truncated", pa.bool_())])
+# The mark before a contextual text's learned step: the earlier target steps are context at rewrite time.
+STEP_MARKS = {"contextual": INST, "contextual_ing": END_PROMPT}
 # train.batching: token-budget buckets, a fixed number of examples, or packed rows (rrt.modelling.packing).
 _BACKENDS: dict[str, object] = {}
 
@@ -49,6 +51,14 @@ def target_start(variant: str, ids: list[int], markers: set[int]) -> int:
     return next((i for i, t in enumerate(ids) if t in markers), 0)
 
 
+def step_start(ids: list[int], start: int, mark: int | None) -> int:
+    """Index of a contextual text's learned step, the last target step (just after the last `mark`
+    past the target tag, or after the tag itself); `start` when the variant has no such mark."""
+    if mark is None:
+        return start
+    return next((i + 1 for i in range(len(ids) - 1, start, -1) if ids[i] == mark), start + 1)
+
+
 def fit_block(ids: list[int], start: int, block: int, head: int) -> tuple[list[int], int] | None:
     """Cut the context from the left (after `head` tokens) so the example fits `block`;
     None when the target alone is too long. A plain LM text (start 0) is cut from the right."""
@@ -72,16 +82,18 @@ def tokenize_table(batch: pa.Table, tokenizer_json: str, variant: str, block: in
     if variant not in ("ing_predictor", "no_source"):
         # Only target tags mark the target; source tags open the text.
         markers = {backend.token_to_id(t) for t in marker_tokens if t.startswith("<tgt:")} - {None}
-    rows, starts, lengths, truncated = [], [], [], []
+    mark = backend.token_to_id(STEP_MARKS[variant]) if variant in STEP_MARKS else None
+    rows, starts, steps, lengths, truncated = [], [], [], [], []
     for encoding in backend.encode_batch(batch.column("text").to_pylist(), add_special_tokens=False):
         ids = encoding.ids
         fitted = fit_block(ids, target_start(variant, ids, markers), block, HEAD_TOKENS[variant])
         if fitted is None:
-            rows.append([]), starts.append(0), lengths.append(0), truncated.append(True)
+            rows.append([]), starts.append(0), steps.append(0), lengths.append(0), truncated.append(True)
             continue
         kept, start = fitted
-        rows.append(kept), starts.append(start), lengths.append(len(kept)), truncated.append(len(kept) < len(ids))
-    return pa.table([pa.array(rows, pa.list_(pa.int32())), pa.array(starts, pa.int32()),
+        rows.append(kept), starts.append(start), steps.append(step_start(kept, start, mark))
+        lengths.append(len(kept)), truncated.append(len(kept) < len(ids))
+    return pa.table([pa.array(rows, pa.list_(pa.int32())), pa.array(starts, pa.int32()), pa.array(steps, pa.int32()),
                      pa.array(lengths, pa.int32()), pa.array(truncated, pa.bool_())], schema=TOKEN_SCHEMA)
 
 
@@ -124,7 +136,8 @@ class Batch:
 
 
 def pad_batch(examples: list[tuple[np.ndarray, int]], pad_id: int, loss_on: str, multiple: int = 8) -> Batch:
-    """Right-pad examples to the longest (rounded up to `multiple`); loss on all tokens or the target."""
+    """Right-pad examples to the longest (rounded up to `multiple`); loss on all tokens or from each
+    example's start on (`loss_on` target or step: the start the worker gave it)."""
     longest = max(len(ids) for ids, _ in examples)
     width = -(-longest // multiple) * multiple
     input_ids = np.full((len(examples), width), pad_id, dtype=np.int64)
@@ -133,7 +146,7 @@ def pad_batch(examples: list[tuple[np.ndarray, int]], pad_id: int, loss_on: str,
     for row, (ids, start) in enumerate(examples):
         input_ids[row, :len(ids)] = ids
         mask[row, :len(ids)] = 1
-        first = start if loss_on == "target" else 0
+        first = 0 if loss_on == "all" else start
         labels[row, first:len(ids)] = ids[first:]
     real = int(mask.sum())
     return Batch(input_ids, mask, labels, real, int(mask.size))

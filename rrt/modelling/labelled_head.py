@@ -1,4 +1,4 @@
-"""The LM head and the loss on the labelled positions only, for `train.loss_on: target`.
+"""The LM head and the loss on the labelled positions only, for `train.loss_on` step or target.
 
 The library's forward of a causal LM computes logits at every position, casts them to fp32, and
 then takes the loss at the positions whose next token is labelled. With the loss on the rewrite

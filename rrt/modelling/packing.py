@@ -58,7 +58,7 @@ def packed_batch(rows: list[list[tuple[np.ndarray, int]]], pad_id: int, loss_on:
             end = at + len(ids)
             input_ids[row, at:end] = ids
             positions[row, at:end] = np.arange(len(ids))
-            first = max(1, start if loss_on == "target" else 0)
+            first = max(1, 0 if loss_on == "all" else start)
             labels[row, at + first:end] = ids[first:]
             at = end
         real += at

@@ -25,7 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.quality import finished, form_pass_share, inputs, run_job  # noqa: E402
-from rrt.evaluation.metrics import _rouge, rouge_l_recall, trigram_diversity  # noqa: E402
+from rrt.config import load_settings  # noqa: E402
+from rrt.evaluation.metrics import rouge_l_recall, trigram_diversity  # noqa: E402
 
 SETTINGS = ("step", "target")
 
@@ -42,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--micro-batch", type=int, default=4, help="examples per worker per step")
     parser.add_argument("--eval-examples", type=int, default=64, help="dev examples per evaluation while training")
     parser.add_argument("--num-recipes", type=int, default=24, help="test recipes each run rewrites")
-    parser.add_argument("--seeds", default="13,7", help="comma list: one seeded sample of recipes and draws each")
+    parser.add_argument("--seeds", default=f"{load_settings().rewrite.seed},7",
+                        help="comma list: one seeded sample of recipes and draws each (default: rewrite.seed and 7)")
     parser.add_argument("--candidates", type=int, default=10, help="samples per step (best kept)")
     parser.add_argument("--actors", type=int, default=2, help="rewriter actors")
     return parser
@@ -52,9 +54,8 @@ def measure(folder: str) -> dict:
     """ROUGE-L recall, per-step closeness, trigram diversity and form rules of one rewrite run."""
     with open(os.path.join(folder, "rewrites.jsonl"), encoding="utf-8") as handle:
         records = [json.loads(line) for line in handle]
-    scorer = _rouge()
     recipes = [rouge_l_recall(r["rewrite"]["steps"], r["source"]["steps"]) for r in records]
-    steps = [scorer.score(source, rewrite)["rougeL"].recall for r in records
+    steps = [rouge_l_recall([rewrite], [source]) / 100 for r in records
              for source, rewrite in zip(r["source"]["steps"], r["rewrite"]["steps"])]
     written = [s for r in records for s in r["rewrite"]["steps"]]
     return {"recipes": len(records), "steps": len(steps),
@@ -84,8 +85,9 @@ def main(argv: list[str] | None = None) -> int:
             flags = ["--variant", "contextual_ing", "--data", data, "--output", folder, "--model", args.model,
                      "--loss-on", setting, "--max-steps", str(args.steps), "--micro-batch", str(args.micro_batch),
                      "--eval-examples", str(args.eval_examples)]
-            seconds = run_job("train.py", *flags, *(["--resume"] if os.path.exists(os.path.join(folder, "run.json"))
-                                                      else []))
+            if os.path.exists(os.path.join(folder, "run.json")):
+                flags.append("--resume")   # a stopped run continues from its checkpoint
+            seconds = run_job("train.py", *flags)
         for seed in seeds:
             rewrites = os.path.join(out, "rewrites", f"{setting}-seed{seed}")
             started = time.perf_counter()

@@ -317,17 +317,23 @@ def submit_job(cluster: "RayCluster", script: str, *args: str) -> SubmittedJob:
     return SubmittedJob(job_id, status.stdout + status.stderr, logs.stdout + logs.stderr)
 
 
-def quick_train_config(folder, **train) -> str:
-    """A copy of ray_config.yaml with a smaller, quicker training block, written into folder."""
+def config_copy(folder, **sections) -> str:
+    """A copy of ray_config.yaml's local settings with some keys of its sections replaced, written into folder."""
     config = load_config(str(ROOT / "ray_config.yaml"), "local")
-    config["train"].update({"model": "tiny", "tiny": {"n_layer": 2, "n_head": 4, "n_embd": 128, "vocab_size": 4000,
-                                                      "lr": 1.0e-3},
-                            "eval_examples": 96, "log_interval": 5, "eval_interval": 10,
-                            "checkpoint_interval": 10, **train})
+    for section, values in sections.items():
+        config[section].update(values)
     config.pop("profile", None)
     path = Path(folder) / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     return str(path)
+
+
+def quick_train_config(folder, **train) -> str:
+    """A copy of ray_config.yaml with a smaller, quicker training block, written into folder."""
+    return config_copy(folder, train={"model": "tiny", "tiny": {"n_layer": 2, "n_head": 4, "n_embd": 128,
+                                                                "vocab_size": 4000, "lr": 1.0e-3},
+                                      "eval_examples": 96, "log_interval": 5, "eval_interval": 10,
+                                      "checkpoint_interval": 10, **train})
 
 
 # `make test` runs the suite on two pytest-xdist workers, a module at a time (its module fixtures are made

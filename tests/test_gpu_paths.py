@@ -142,7 +142,7 @@ def test_compiled_model_computes_what_the_eager_one_does():
         pad_vocabulary(lm, 64)   # the -inf hook on padding rows must survive compilation
     # The capture (dynamo and AOTAutograd) is what could lose the hook or the names; inductor's CPU kernels
     # are not the GPU's, and tests/test_labelled_head.py compiles a training step with inductor (its C++
-    # builds, paid again here, are the suite's costliest seconds on a fresh machine: RESULTS.md).
+    # builds would be paid again here on a fresh machine: RESULTS.md, the test suite).
     compiled.compile(backend="aot_eager")
     _assert_same(_packed_run(eager, examples, "all"), _packed_run(compiled, examples, "all"), atol=1e-4)
     assert list(compiled.state_dict()) == list(eager.state_dict())   # checkpoints keep their names

@@ -24,7 +24,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.quality import finished, form_pass_share, inputs, run_job  # noqa: E402
+from benchmarks.quality import batch_recipes, finished, form_pass_share, inputs, run_job  # noqa: E402
 from rrt.config import load_settings  # noqa: E402
 from rrt.evaluation.metrics import rouge_l_recall, trigram_diversity  # noqa: E402
 
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
                 run_job("rewrite.py", "--data", data, "--split", "test", "--system", "contextual_rule",
                         "--model", os.path.join(folder, "model"), "--output", rewrites,
                         "--num-recipes", str(args.num_recipes), "--candidates", str(args.candidates),
-                        "--batch-recipes", str(max(1, -(-args.num_recipes // (3 * args.actors)))),
+                        "--batch-recipes", str(batch_recipes(args.num_recipes, args.actors)),
                         "--actors", str(args.actors), "--seed", str(seed))
             runs[f"{setting}-seed{seed}"] = {"setting": setting, "seed": seed, **measure(rewrites),
                                              "train_s": round(seconds, 1),

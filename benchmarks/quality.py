@@ -123,6 +123,12 @@ def seq2seq_runs(out: str) -> list[tuple]:
             ("seq2seq_copy", "seq2seq_copy", os.path.join(folder, "seq2seq_copy"), False)]
 
 
+def batch_recipes(recipes: int, actors: int) -> int:
+    """Recipes per rewrite batch: three batches per actor, so an actor that finishes early takes
+    another instead of idling."""
+    return max(1, -(-recipes // (3 * actors)))
+
+
 def rewrite(args, out: str, label: str, system: str, model: str | None, constrained: bool,
             recipes: int | None = None) -> float:
     """Rewrite the test sample with one system unless a finished run is there (the job itself
@@ -132,8 +138,7 @@ def rewrite(args, out: str, label: str, system: str, model: str | None, constrai
         return 0.0
     flags = ["--data", os.path.join(out, "prepared"), "--split", "test", "--system", system,
              "--output", folder, "--num-recipes", str(recipes or args.num_recipes), "--candidates", str(args.candidates),
-             # Three batches per actor: an actor that finishes early takes another instead of idling.
-             "--batch-recipes", str(max(1, -(-(recipes or args.num_recipes) // (3 * args.actors)))),
+             "--batch-recipes", str(batch_recipes(recipes or args.num_recipes, args.actors)),
              "--actors", str(args.actors)]
     if model:
         flags += ["--model", model]

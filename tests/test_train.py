@@ -45,7 +45,7 @@ def test_two_workers_learn_and_write_every_output(trained):
     assert stats["torch_threads"] >= 1
     assert stats["allocator"] == ("tcmalloc" if allocator_env("tcmalloc") else "system")
     assert stats["finetune"] == "full" and stats["trainable_parameters"] == stats["parameters"]
-    assert stats["lm_head"] == "labelled positions"   # train.loss_on: target (rrt.modelling.labelled_head)
+    assert stats["lm_head"] == "labelled positions"   # train.loss_on: step (rrt.modelling.labelled_head)
     # The LM head trains on a vocabulary padded to 64 rows; the export has the tokenizer's own.
     assert stats["vocab_padded_to"] % 64 == 0 and stats["vocab_padded_to"] >= stats["vocab"]
     assert "Failed to query Ray Train Controller" not in done.logs  # the cleaner is quiet

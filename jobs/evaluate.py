@@ -39,16 +39,17 @@ from runtime.cluster import bundle, ensure_room, start_ray  # noqa: E402
 from runtime.parquet import parquet_files  # noqa: E402
 from runtime.runs import JobError, write_json_atomic  # noqa: E402
 from rrt.config import ConfigError, load_settings  # noqa: E402
-from rrt.evaluation.metrics import (food_vocabulary, names_from_lines, read_foods, recipe_measures,  # noqa: E402
-                         summarise)
+from rrt.evaluation.metrics import (GROUNDING_KEYS, names_from_lines, read_foods, recipe_measures,  # noqa: E402
+                                    summarise)
+from rrt.recipes.foods import food_vocabulary  # noqa: E402
 from rrt.modelling.models import META_FILE, read_meta  # noqa: E402
 from rrt.modelling.selection import dictionary_missing  # noqa: E402
 from rrt.recipes.paper_format import END_INGS  # noqa: E402
 from rrt.evaluation.report import metrics_markdown, per_constraint_markdown, plot_metrics, render_report  # noqa: E402
 from rrt.evaluation.rewrite_records import read_records, system_label  # noqa: E402
 
-MEASURE_KEYS = ("obeying", "mentions", "empty", "rouge_l_recall", "hidden_food_steps")
-SOURCE_KEYS = ("source_title", "source_ingredients", "source_steps")   # what measure_batch reads and drops
+MEASURE_KEYS = ("obeying", "mentions", "empty", "rouge_l_recall", "hidden_food_steps", *GROUNDING_KEYS)
+SOURCE_KEYS = ("source_title", "source_ingredients", "source_steps", "step_sources")   # what measure_batch reads and drops
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -184,7 +185,9 @@ def rewrite_items(systems: dict) -> list[dict]:
              "title": str(r["rewrite"].get("title") or ""), "ingredients": list(r["rewrite"].get("ingredients") or []),
              "steps": list(r["rewrite"].get("steps") or []), "source_title": str(r["source"].get("title") or ""),
              "source_ingredients": list(r["source"].get("ingredients") or []),
-             "source_steps": list(r["source"].get("steps") or [])}
+             "source_steps": list(r["source"].get("steps") or []),
+             "step_sources": [e.get("source_step") if isinstance(e.get("source_step"), int) else -1
+                              for e in r.get("steps") or [] if isinstance(e, dict)]}
             for label, s in systems.items() for i, r in enumerate(s["records"])]
 
 
@@ -195,7 +198,8 @@ def measure_batch(batch: pa.Table, vocabulary, count_hidden: bool) -> pa.Table:
     measures = [recipe_measures({"constraint": r["constraint"],
                                  "source": {"title": r["source_title"], "ingredients": r["source_ingredients"],
                                             "steps": r["source_steps"]},
-                                 "rewrite": {"ingredients": r["ingredients"], "steps": r["steps"]}},
+                                 "rewrite": {"title": r["title"], "ingredients": r["ingredients"], "steps": r["steps"]},
+                                 "steps": [{"source_step": None if n < 0 else n} for n in r["step_sources"]]},
                                 vocabulary, count_hidden) for r in rows]
     # A measure not taken travels as NaN (a list of floats holds no None).
     return batch.drop_columns(list(SOURCE_KEYS)).append_column(
@@ -207,6 +211,7 @@ def row_measures(row: dict) -> dict:
     """A scored row's measures as `summarise` takes them."""
     measures = dict(zip(MEASURE_KEYS, row["measures"]))
     hidden = measures["hidden_food_steps"]
+    measures.update({key: int(measures[key]) for key in GROUNDING_KEYS})
     measures.update(obeying=int(measures["obeying"]), mentions=int(measures["mentions"]),
                     empty=bool(measures["empty"]), hidden_food_steps=None if math.isnan(hidden) else int(hidden),
                     nll=row["nll"], tokens=row["tokens"], dropped_tokens=row["dropped_tokens"])
@@ -260,12 +265,13 @@ def score_rewrites(ray_data, settings: dict, vocabulary, count_hidden: bool) -> 
 
 def write_outputs(settings: dict, measures: dict[str, list[dict]], stats: dict) -> dict:
     """metrics.json, table.md, per_constraint.md, metrics.png and report.html; adds counts to stats."""
-    metrics: dict = {"systems": {}, "per_constraint": {}}
+    metrics: dict = {"systems": {}, "per_constraint": {}, "grounding_per_constraint": {}}
     stats["systems"] = {}
     for label, system in settings["systems"].items():
-        summary, per_constraint, counts = summarise(system["records"], measures[label])
+        summary, per_constraint, grounding, counts = summarise(system["records"], measures[label])
         metrics["systems"][label] = summary
         metrics["per_constraint"][label] = per_constraint
+        metrics["grounding_per_constraint"][label] = grounding
         stats["systems"][label] = {"folder": system["folder"], **counts}
     out = settings["output"]
     os.makedirs(out, exist_ok=True)

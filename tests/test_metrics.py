@@ -7,7 +7,8 @@ import pytest
 
 from rrt.corpus.formats import no_source
 from conftest import needs_dictionary
-from rrt.evaluation.metrics import (adherence_counts, encode_recipe, fit_block, food_mentions, food_vocabulary,
+from rrt.recipes.foods import food_mentions, food_vocabulary
+from rrt.evaluation.metrics import (adherence_counts, encode_recipe, fit_block,
                                     hidden_food_steps, mention_verdicts, percent, perplexity, read_foods,
                                     rouge_l_recall, step_nll, summarise, trigram_diversity)
 from rrt.modelling.models import lm_block_size
@@ -110,7 +111,7 @@ def test_recipes_without_mentions_leave_the_adherence_mean():
     measures = [{"obeying": 0, "mentions": 0, "empty": False, "rouge_l_recall": 10.0, "nll": 2.0, "tokens": 2},
                 {"obeying": 1, "mentions": 2, "empty": False, "rouge_l_recall": 20.0, "nll": 4.0, "tokens": 2},
                 {"obeying": 0, "mentions": 0, "empty": True, "rouge_l_recall": 0.0, "nll": 0.0, "tokens": 0}]
-    system, per_constraint, counts = summarise(records, measures)
+    system, per_constraint, _, counts = summarise(records, measures)
     assert system["adherence"] == 50.0 and system["n_recipes"] == 3
     assert system["perplexity"] == pytest.approx(math.exp(6.0 / 4))
     assert system["rouge_l_recall"] == pytest.approx(10.0)
@@ -133,8 +134,8 @@ def test_steps_hiding_a_forbidden_food_in_a_non_word_are_counted_apart_from_adhe
 def test_hidden_food_steps_are_none_in_the_counts_when_not_counted():
     records = [{"constraint": "vegan", "rewrite": {"steps": ["Stir."]}}] * 2
     measure = {"obeying": 0, "mentions": 0, "empty": False, "rouge_l_recall": 0.0, "nll": 0.0, "tokens": 0}
-    assert summarise(records, [{**measure, "hidden_food_steps": 1}] * 2)[2]["hidden_food_steps"] == 2
-    assert summarise(records, [{**measure, "hidden_food_steps": 1}, measure])[2]["hidden_food_steps"] is None
+    assert summarise(records, [{**measure, "hidden_food_steps": 1}] * 2)[3]["hidden_food_steps"] == 2
+    assert summarise(records, [{**measure, "hidden_food_steps": 1}, measure])[3]["hidden_food_steps"] is None
 
 
 def test_foods_file_needs_a_name_column(tmp_path):

@@ -120,7 +120,7 @@ def _evaluate(args: list[str]) -> dict:
 
     from jobs.evaluate import (StepScorer, measure_batch, parse_args, rewrite_items, row_measures, settings_from,
                                write_outputs)
-    from rrt.evaluation.metrics import food_vocabulary
+    from rrt.recipes.foods import food_vocabulary
 
     settings = settings_from(parse_args(args))
     items = rewrite_items(settings["systems"])

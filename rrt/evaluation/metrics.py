@@ -6,6 +6,8 @@
                 non-word, "chickenocks", which the paper's whole-word measure does not see)
     closeness   ROUGE-L recall of the rewritten steps against the source steps, x100
     diversity   unique word trigrams over all word trigrams of a system's rewritten steps
+    grounding   beyond the paper: invented-food steps, same-job steps and consistent recipes
+                (rrt.evaluation.grounding)
 
 Every function here is pure (the LM is an argument), so each number can be checked by hand.
 """
@@ -15,18 +17,16 @@ import csv
 import functools
 import math
 import re
-from dataclasses import dataclass
-from typing import Iterable
+from collections.abc import Iterable
 
 from rrt.corpus.formats import no_source
-from rrt.recipes.ingredients import content_words, ingredient_name
+from rrt.evaluation.grounding import grounding_counts
+from rrt.recipes.foods import FoodVocabulary, food_mentions
+from rrt.recipes.ingredients import ingredient_name
 from rrt.recipes.paper_format import END_INGS
 from rrt.recipes.tagger import parse_constraints, text_violations
 
 _WORD = re.compile(r"\w+(?:['’]\w+)*")
-_TOKEN = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
-# Vocabulary names longer than this many content words are ingredient-line noise, not foods.
-MAX_NAME_WORDS = 5
 
 
 # ---- diversity and closeness -------------------------------------------------------------
@@ -65,27 +65,6 @@ def rouge_l_recall(rewrite_steps: list[str], source_steps: list[str]) -> float:
 
 # ---- dietary adherence -------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class FoodVocabulary:
-    """Food names as tuples of singular content words ("cream cheese" -> ("cream", "cheese"))."""
-
-    names: frozenset
-    longest: int
-
-    def __len__(self) -> int:
-        return len(self.names)
-
-
-def food_vocabulary(names: Iterable[str]) -> FoodVocabulary:
-    """A vocabulary from plain food names; names without a content word are dropped."""
-    keys = set()
-    for name in names:
-        key = tuple(content_words(re.sub(r"\([^)]*\)", " ", name or "")))
-        if key and len(key) <= MAX_NAME_WORDS and any(len(w) > 2 for w in key):
-            keys.add(key)
-    return FoodVocabulary(frozenset(keys), max((len(k) for k in keys), default=0))
-
-
 def names_from_lines(lines: Iterable[str]) -> set[str]:
     """The ingredient names of these ingredient lines (the corpus's food vocabulary)."""
     return {ingredient_name(line) for line in lines if line}
@@ -101,28 +80,6 @@ def read_foods(path: str) -> list[str]:
     if not names:
         raise ValueError(f"{path} lists no food names")
     return names
-
-
-@functools.lru_cache(maxsize=65536)
-def _content_word(token: str) -> str:
-    found = content_words(token)
-    return found[0] if len(found) == 1 else ""
-
-
-def food_mentions(text: str, vocabulary: FoodVocabulary) -> list[tuple[int, int]]:
-    """Character spans of the foods a text names: longest vocabulary match first, left to right.
-    Stop words may sit inside a name ("cream of tartar"), so matching runs over content words."""
-    tokens = [(w, m.start(), m.end()) for m in _TOKEN.finditer(text) if (w := _content_word(m.group()))]
-    spans, i = [], 0
-    while i < len(tokens):
-        for n in range(min(vocabulary.longest, len(tokens) - i), 0, -1):
-            if tuple(t[0] for t in tokens[i:i + n]) in vocabulary.names:
-                spans.append((tokens[i][1], tokens[i + n - 1][2]))
-                i += n
-                break
-        else:
-            i += 1
-    return spans
 
 
 def mention_verdicts(text: str, vocabulary: FoodVocabulary, constraints: list[str]) -> list[tuple[int, int, bool]]:
@@ -233,28 +190,44 @@ def hidden_food_steps(steps: list[str], source: dict, constraint: str) -> int:
 # ---- per recipe and per system -----------------------------------------------------------
 
 def recipe_measures(record: dict, vocabulary: FoodVocabulary, count_hidden: bool) -> dict:
-    """Adherence counts, ROUGE-L recall and (with `count_hidden`, else None) the steps hiding a
-    forbidden food of one rewrite record (rewrites.jsonl schema)."""
+    """Adherence counts, ROUGE-L recall, the grounding counts (rrt.evaluation.grounding) and (with
+    `count_hidden`, else None) the steps hiding a forbidden food of one rewrite record (rewrites.jsonl schema)."""
     rewrite, source = record.get("rewrite") or {}, record.get("source") or {}
     steps = list(rewrite.get("steps") or [])
     constraint = record.get("constraint") or ""
     obeying, mentions = adherence_counts(list(rewrite.get("ingredients") or []), steps, constraint, vocabulary)
     return {"obeying": obeying, "mentions": mentions, "empty": not steps,
             "rouge_l_recall": rouge_l_recall(steps, list(source.get("steps") or [])),
+            **grounding_counts(record),
             "hidden_food_steps": hidden_food_steps(steps, source, constraint) if count_hidden else None}
 
 
-def summarise(records: list[dict], measures: list[dict]) -> tuple[dict, dict, dict]:
-    """(system metrics, adherence per constraint, counts) of one system from its per-recipe rows
-    (`recipe_measures` plus `nll`/`tokens`/`dropped_tokens` from `step_nll`). Adherence pools
+GROUNDING_KEYS = ("steps", "invented_steps", "same_job_steps", "paired_steps", "title_consistent", "consistent")
+
+
+def grounding_summary(measures: list[dict]) -> dict:
+    """Invented-food steps, same-job steps (% of steps) and consistent recipes, title and whole (% of
+    recipes) over some recipes' `recipe_measures`."""
+    total = {key: sum(int(m.get(key, 0)) for m in measures) for key in GROUNDING_KEYS}
+    return {"invented_food_steps": percent(total["invented_steps"], total["steps"]),
+            "same_job": percent(total["same_job_steps"], total["paired_steps"]),
+            "title_consistency": percent(total["title_consistent"], len(measures)),
+            "consistency": percent(total["consistent"], len(measures))}
+
+
+def summarise(records: list[dict], measures: list[dict]) -> tuple[dict, dict, dict, dict]:
+    """(system metrics, adherence per constraint, grounding per constraint, counts) of one system from its
+    per-recipe rows (`recipe_measures` plus `nll`/`tokens`/`dropped_tokens` from `step_nll`). Adherence pools
     all mentions; a recipe with no food mention adds nothing to it and is counted apart."""
     nll, tokens = sum(m["nll"] for m in measures), sum(m["tokens"] for m in measures)
     obeying, mentions = sum(m["obeying"] for m in measures), sum(m["mentions"] for m in measures)
     per_constraint: dict[str, list[int]] = {}
+    by_constraint: dict[str, list[dict]] = {}
     for record, m in zip(records, measures):
         counts = per_constraint.setdefault(record.get("constraint") or "", [0, 0])
         counts[0] += m["obeying"]
         counts[1] += m["mentions"]
+        by_constraint.setdefault(record.get("constraint") or "", []).append(m)
     steps = [s for r in records for s in (r.get("rewrite") or {}).get("steps") or []]
     ppl = perplexity(nll, tokens)
     recipe_percents = [percent(m["obeying"], m["mentions"]) for m in measures if m["mentions"]]
@@ -263,6 +236,7 @@ def summarise(records: list[dict], measures: list[dict]) -> tuple[dict, dict, di
         "adherence": percent(obeying, mentions),
         "rouge_l_recall": sum(m["rouge_l_recall"] for m in measures) / len(measures) if measures else None,
         "trigram_diversity": trigram_diversity(steps),
+        **grounding_summary(measures),
         "n_recipes": len(records),
     }
     counts = {"scored_tokens": tokens, "dropped_step_tokens": sum(m.get("dropped_tokens", 0) for m in measures),
@@ -271,7 +245,9 @@ def summarise(records: list[dict], measures: list[dict]) -> tuple[dict, dict, di
               "adherence_recipe_mean": sum(recipe_percents) / len(recipe_percents) if recipe_percents else None,
               "empty_rewrites": sum(1 for m in measures if m["empty"]), "rewritten_steps": len(steps),
               "trigrams": sum(len(trigrams(s)) for s in steps),
+              **{key: sum(int(m.get(key, 0)) for m in measures) for key in GROUNDING_KEYS if key != "steps"},
               # None when the dictionary was missing (not counted), not 0.
               "hidden_food_steps": None if any(m.get("hidden_food_steps") is None for m in measures)
               else sum(m["hidden_food_steps"] for m in measures)}
-    return system, {c: percent(o, n) for c, (o, n) in per_constraint.items()}, counts
+    grounding = {c: grounding_summary(ms) for c, ms in by_constraint.items()}
+    return system, {c: percent(o, n) for c, (o, n) in per_constraint.items()}, grounding, counts

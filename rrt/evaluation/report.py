@@ -1,6 +1,7 @@
 """The evaluation report: one self-contained HTML page, source and rewrite side by side.
 
-Red marks what breaks the constraint (in the source, and any left in the rewrite); green marks
+Red marks what breaks the constraint (in the source, and any left in the rewrite); orange marks a
+food a rewritten step names that the recipe does not hold (rrt.evaluation.grounding); green marks
 what the rewrite changed: the substitutions it lists, and words the source never used. Each
 step's candidates and their rule scores sit behind a `<details>` toggle, the chosen one marked.
 """
@@ -9,7 +10,9 @@ from __future__ import annotations
 import html
 import re
 
+from rrt.evaluation.grounding import held_words
 from rrt.evaluation.metrics import words
+from rrt.recipes.foods import unlisted_foods
 from rrt.recipes.tagger import parse_constraints, text_violations
 
 _WORD_SPAN = re.compile(r"\w+(?:['’]\w+)*")
@@ -20,6 +23,7 @@ td:first-child,th:first-child{text-align:left}
 .recipe{border:1px solid #bbb;border-radius:6px;padding:.5em 1em;margin:1em 0}
 .pair{display:grid;grid-template-columns:1fr 1fr;gap:1.5em}
 .bad{background:#f8c4c4;color:#900}.new{background:#c8f0c8;color:#064}
+.invented{background:#fde2b8;color:#8a4b00;text-decoration:underline wavy}
 .cands td{text-align:left;font-size:.9em}.chosen{font-weight:bold;background:#eef8ee}
 .meta{color:#666;font-size:.9em}
 """
@@ -107,9 +111,13 @@ def recipe_html(record: dict) -> str:
         """A source line with its violations in red."""
         return highlight(text, violation_spans(text, constraints))
 
+    held = held_words(record)
+
     def rewrite_mark(field, index, text):
-        """A rewritten line with leftover violations in red and its changes in green."""
-        return highlight(text, violation_spans(text, constraints)
+        """A rewritten line with leftover violations in red, invented foods (steps) in orange and its
+        changes in green."""
+        invented = [(m.start, m.end, "invented") for m in unlisted_foods(text, held)] if field == "steps" else []
+        return highlight(text, violation_spans(text, constraints) + invented
                          + change_spans(text, source_words, replaced.get(field, [])))
 
     steps = "".join(candidates_html(s) for s in record.get("steps") or [])
@@ -122,11 +130,12 @@ def recipe_html(record: dict) -> str:
 
 
 def metrics_table_html(metrics: dict) -> str:
-    """The per-system metrics as an HTML table."""
-    head = "<tr><th>system</th><th>perplexity</th><th>adherence %</th><th>ROUGE-L recall</th>" \
-           "<th>trigram diversity</th><th>recipes</th></tr>"
+    """The per-system metrics as an HTML table: the paper's, then whether rewrites stay the recipe."""
+    columns = METRIC_COLUMNS + GROUNDING_COLUMNS
+    head = "<tr><th>system</th>" + "".join(f"<th>{html.escape(title)}</th>" for _, title, _ in columns) \
+        + "<th>recipes</th></tr>"
     rows = "".join(f"<tr><td>{html.escape(label)}</td>" + "".join(
-        f"<td>{_number(m.get(k))}</td>" for k in ("perplexity", "adherence", "rouge_l_recall", "trigram_diversity"))
+        f"<td>{_number(m.get(k))}</td>" for k, _, _ in columns)
         + f"<td>{m.get('n_recipes', '')}</td></tr>" for label, m in metrics.get("systems", {}).items())
     return f"<table>{head}{rows}</table>"
 
@@ -145,6 +154,7 @@ def render_report(systems: dict[str, list[dict]], metrics: dict, shown: int) -> 
             f"{metrics_table_html(metrics)}<p>System: <select onchange='pick(this.value)'>"
             f"<option value='*'>all</option>{options}</select> "
             f"<span class=meta><span class=bad>red</span>: breaks the constraint; "
+            f"<span class=invented>orange</span>: a food the recipe does not hold; "
             f"<span class=new>green</span>: changed by the rewrite</span></p>{''.join(sections)}</body></html>")
 
 
@@ -160,6 +170,9 @@ PAPER_RESULTS = {
 }
 METRIC_COLUMNS = (("perplexity", "perplexity ↓", 2), ("adherence", "adherence % ↑", 1),
                   ("rouge_l_recall", "ROUGE-L recall ↑", 2), ("trigram_diversity", "trigram diversity ↑", 3))
+# Beyond the paper (rrt.evaluation.grounding): % of chosen steps, then % of recipes.
+GROUNDING_COLUMNS = (("invented_food_steps", "invented-food steps % ↓", 1), ("same_job", "same job % ↑", 1),
+                     ("consistency", "consistent % ↑", 1), ("title_consistency", "title consistent % ↑", 1))
 
 
 def _cell(value, digits: int) -> str:
@@ -174,7 +187,12 @@ def metrics_markdown(metrics: dict) -> str:
             + f" | {m.get('n_recipes', 0)} |" for label, m in metrics["systems"].items()]
     paper = [f"| {label} | " + " | ".join(_cell(v, d) for v, (_, _, d) in zip(values, METRIC_COLUMNS)) + " | 1000 |"
              for label, values in PAPER_RESULTS.items()]
+    grounding_head = "| system | " + " | ".join(title for _, title, _ in GROUNDING_COLUMNS) + " |"
+    grounding = [f"| {label} | " + " | ".join(_cell(m.get(key), d) for key, _, d in GROUNDING_COLUMNS) + " |"
+                 for label, m in metrics["systems"].items()]
     return "\n".join(["## Our systems", "", head, rule, *rows, "",
+                      "## Staying the user's recipe (beyond the paper)", "", grounding_head,
+                      "|" + " --- |" * (len(GROUNDING_COLUMNS) + 1), *grounding, "",
                       "## Paper (Hegel et al. 2020, Table 2, for reference)", "", head, rule, *paper, ""])
 
 
@@ -186,6 +204,12 @@ def per_constraint_markdown(metrics: dict) -> str:
              "|" + " --- |" * (len(constraints) + 1)]
     lines += [f"| {label} | " + " | ".join(_cell(table.get(c), 1) for c in constraints) + " |"
               for label, table in per.items()]
+    grounding = metrics.get("grounding_per_constraint") or {}
+    for key, title, digits in GROUNDING_COLUMNS:
+        lines += ["", f"## {title.rstrip(' ↑↓')} per constraint", "",
+                  "| system | " + " | ".join(constraints) + " |", "|" + " --- |" * (len(constraints) + 1)]
+        lines += [f"| {label} | " + " | ".join(_cell((table.get(c) or {}).get(key), digits) for c in constraints)
+                  + " |" for label, table in grounding.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -76,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--constraint", help="rewrite every sampled source for these constraints (vegan,nut-free)")
     parser.add_argument("--constrained", action="store_true", default=None,
                         help="ban violating terms while sampling (adherence by construction)")
+    parser.add_argument("--closed-foods", action=argparse.BooleanOptionalAction, default=None,
+                        help="with --constrained, also refuse foods the recipe does not hold "
+                             "(default: rewrite.closed_foods; --no-closed-foods: the paper)")
+    parser.add_argument("--selection", choices=("grounded", "paper"),
+                        help="best-of-N rules: grounded (beyond the paper) or paper (default: rewrite.selection)")
     parser.add_argument("--seed", type=int, help="sampling and recipe-sample seed")
     parser.add_argument("--actors", type=int, help="rewriter actors (one GPU each with --use-gpu)")
     parser.add_argument("--use-gpu", action="store_true", default=None, help="one GPU per actor")
@@ -105,7 +110,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     """Merge config and flags and check every value; problems are JobError lines."""
     flags = {key: getattr(args, key, None) for key in (
         "data", "split", "system", "output", "model", "ing_model", "num_recipes", "candidates", "constraint",
-        "constrained", "seed", "actors", "use_gpu", "batch_recipes", "call_batches")}
+        "constrained", "closed_foods", "selection", "seed", "actors", "use_gpu", "batch_recipes", "call_batches")}
     try:
         config = load_settings(args.config, args.profile, {"rewrite": flags})
     except ConfigError as err:

@@ -16,10 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 DEFAULT_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ray_config.yaml")
 
-Variant = Literal["contextual", "contextual_ing", "no_context", "end_to_end", "ing_predictor", "no_source"]
+Variant = Literal["contextual", "contextual_ing", "grounded", "grounded_ing", "no_context", "end_to_end", "ing_predictor",
+                  "no_source"]
 # What jobs/train.py trains: a format's causal LM, or a sentence-level encoder-decoder baseline.
-TrainVariant = Literal["contextual", "contextual_ing", "no_context", "end_to_end", "ing_predictor", "no_source",
-                       "transformer", "seq2seq_copy"]
+TrainVariant = Literal["contextual", "contextual_ing", "grounded", "grounded_ing", "no_context", "end_to_end",
+                       "ing_predictor", "no_source", "transformer", "seq2seq_copy"]
 Count = Annotated[int, Field(ge=1)]
 Whole = Annotated[int, Field(ge=0)]
 Share = Annotated[float, Field(ge=0, le=1)]
@@ -184,6 +185,8 @@ class Decoding(Section):
     decode_step: Literal["auto", "dynamic", "static", "graph"]
     prompt_cache: Literal["auto", "copied", "shared"]
     schedule: Literal["round", "step"]
+    selection: Literal["grounded", "paper"]
+    closed_foods: bool
 
 
 class ControlBlock(Section):

@@ -176,7 +176,7 @@ def sample_step(rng, tokenizer, g: ViolationGuard, stop_ids, obey: bool = True, 
         text += g.piece(token)
     # Out of tokens: the step ends here, so its last word is complete; fall back like the engine.
     if obey and g.check(text, stop) is not Verdict.OK:
-        text = guard_text(text, g.constraints)
+        text = guard_text(text, g.constraints, g.held)
     return text, refusals
 
 

@@ -102,9 +102,10 @@ def evaluated(inputs, tmp_path_factory):
 def test_metrics_json_has_every_system_and_sensible_values(evaluated):
     out, done = evaluated
     metrics = json.loads((out / "metrics.json").read_text())
-    assert set(metrics) == {"systems", "per_constraint"}
+    assert set(metrics) == {"systems", "per_constraint", "grounding_per_constraint"}
     assert list(metrics["systems"]) == ["rule-based", "contextual+constrained"]
-    keys = {"perplexity", "adherence", "rouge_l_recall", "trigram_diversity", "n_recipes"}
+    keys = {"perplexity", "adherence", "rouge_l_recall", "trigram_diversity", "n_recipes", "invented_food_steps",
+            "same_job", "consistency", "title_consistency"}
     assert all(set(m) == keys for m in metrics["systems"].values())
     rule, ctx = metrics["systems"]["rule-based"], metrics["systems"]["contextual+constrained"]
     assert rule["n_recipes"] == ctx["n_recipes"] == 2
@@ -115,6 +116,11 @@ def test_metrics_json_has_every_system_and_sensible_values(evaluated):
     assert rule["perplexity"] > 1.0 and ctx["perplexity"] > 1.0
     assert 0 < ctx["trigram_diversity"] <= 1.0
     assert metrics["per_constraint"]["contextual+constrained"].keys() == {"vegan", "vegan,nut-free"}
+    # Every food the steps name is the recipe's; "Warm the olive oil" does not melt as its source step did.
+    assert rule["invented_food_steps"] == ctx["invented_food_steps"] == 0.0
+    assert rule["same_job"] == 100.0 and ctx["same_job"] == pytest.approx(200 / 3)
+    assert rule["consistency"] == ctx["consistency"] == rule["title_consistency"] == 100.0
+    assert metrics["grounding_per_constraint"]["contextual+constrained"]["vegan"]["same_job"] == pytest.approx(200 / 3)
     stats = json.loads((out / "eval_stats.json").read_text())
     assert stats["systems"]["contextual+constrained"]["empty_rewrites"] == 1
     assert stats["vocabulary"].startswith("corpus ") and stats["vocabulary_names"] == 7
@@ -132,12 +138,20 @@ def test_tables_plot_and_report_are_written(evaluated):
     table = (out / "table.md").read_text()
     assert "| rule-based |" in table and "| contextual+constrained |" in table and "| Contextual | 11.61" in table
     assert "| contextual+constrained |" in (out / "per_constraint.md").read_text()
+    assert "## Staying the user's recipe" in table and "## same job % per constraint" in (out / "per_constraint.md").read_text()
     assert (out / "metrics.png").stat().st_size > 5000
     page = (out / "report.html").read_text()
     assert "Mac &amp; " in page and "&lt;Deluxe&gt;" in page and "<Deluxe>" not in page
     assert "&lt;b&gt;cheese&lt;/b&gt;" in page and "<details>" in page and "✓ " in page
     assert 'class="bad">butter</span>' in page and 'class="new">maple syrup</span>' in page
     assert "| contextual+constrained |" in done.stdout and str(out / "report.html") in done.stdout
+
+
+def test_report_marks_a_food_the_recipe_does_not_hold():
+    first = contextual_records()[0]
+    first["rewrite"]["steps"] = ["Boil the macaroni with peanuts.", *first["rewrite"]["steps"][1:]]
+    html = recipe_html(first)
+    assert '<span class="invented">peanuts</span>' in html and 'class="invented">macaroni' not in html
 
 
 def test_report_marks_violations_changes_and_the_chosen_candidate():

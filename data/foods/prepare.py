@@ -26,7 +26,7 @@ from rrt.recipes.lexicon import CATEGORIES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FOOD_FILE, PLANT_FILE = 13, 20     # WordNet lexicographer files noun.food and noun.plant
-_NAME = re.compile(r"^[a-z][a-z' -]*[a-z]$")
+_NAME = re.compile(r"^[a-z][a-z -]*[a-z]$")   # no possessives: the matcher reads "cow's" as "cow'"
 HEADER = """# Food names for the check that a rewritten step names only foods its recipe holds.
 # Made by data/foods/prepare.py from WordNet 3.0 (noun.food), the tagger's lexicon and
 # data/foods/extra.txt; edit those and run it again rather than this file.

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from rrt.recipes.foods import mentions
+
 # Each kind lists the words (verbs in their plain form, a few tools and places) that show it.
 KINDS: dict[str, tuple[str, ...]] = {
     "preheat": ("preheat",),
@@ -61,3 +63,21 @@ def step_actions(step: str) -> frozenset[str]:
 def action_overlap(a: frozenset[str], b: frozenset[str]) -> float:
     """Jaccard overlap of two steps' kinds of work (0 when either shows none)."""
     return len(a & b) / len(a | b) if a and b else 0.0
+
+
+# Ingredient groups show what a step handles, not the work it does.
+_GROUPS = frozenset({"dry_ingredients", "wet_ingredients"})
+
+
+def work_kinds(step: str) -> frozenset[str]:
+    """The kinds of work a step does (`step_actions` without the ingredient groups); the words of a food
+    named in several words are not work ("sour cream", "ice cream", "top sirloin")."""
+    for mention in reversed([m for m in mentions(step) if len(m.words) > 1]):
+        step = step[:mention.start] + " " + step[mention.end:]
+    return step_actions(step) - _GROUPS
+
+
+def same_job(rewritten: str, source: str) -> bool:
+    """Whether a rewritten step does its source step's kind of work: they share a kind, or neither shows one."""
+    mine, theirs = work_kinds(rewritten), work_kinds(source)
+    return bool(mine & theirs) if theirs else not mine

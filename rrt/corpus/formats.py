@@ -7,6 +7,16 @@
     end_to_end      BOS <src:non-C> whole source recipe <tgt:C> whole target recipe EOS
     ing_predictor   BOS title <endoftitle> ings <endofings> s1 <inst> … s(n-1) <endofinst> i1 <ing> … EOS
     no_source       BOS title <endoftitle> ings <endofings> s1 <inst> … sn <endofinst> EOS
+
+Beyond the paper, the grounded formats also give the target recipe's own title and ingredient
+lines (at rewrite time, the guide's rewritten lines), then its last few steps and the source
+step being rewritten right before the output, so the model learns to write this recipe's step
+with this recipe's foods:
+
+    grounded        BOS <src:non-C> title <endoftitle> ings <endofings> s1 <inst> … sn <endofinst>
+                    ttitle <endoftitle> tings <endofings> <tgt:C> t(n'-k) <inst> … t(n'-1) <inst>
+                    sn <endofprompt> tn' <endofinst> EOS
+    grounded_ing    … <tgt:C> t(n'-k) <inst> … t(n'-1) <inst> sn <endofinst> i1 <ing> … <endofprompt> tn' EOS
 """
 from __future__ import annotations
 
@@ -15,8 +25,13 @@ from dataclasses import dataclass, field
 from rrt.recipes.paper_format import (BOS, END_INGS, END_INST, END_PROMPT, END_TITLE, EOS, ING, INST, NO_INGS,
                               constraint_tag, format_recipe, parse_line)
 
-VARIANTS = ("contextual", "contextual_ing", "no_context", "end_to_end", "ing_predictor", "no_source")
-PAIR_VARIANTS = ("contextual", "contextual_ing", "no_context", "end_to_end")
+VARIANTS = ("contextual", "contextual_ing", "grounded", "grounded_ing", "no_context", "end_to_end", "ing_predictor",
+            "no_source")
+PAIR_VARIANTS = ("contextual", "contextual_ing", "grounded", "grounded_ing", "no_context", "end_to_end")
+GROUNDED_VARIANTS = ("grounded", "grounded_ing")
+# Earlier target steps a grounded text carries: the steps just written, not the whole document, so
+# the learned step is never cut for length (the source recipe stays whole, before them).
+GROUNDED_STEPS_BEFORE = 3
 RECIPE_VARIANTS = ("ing_predictor", "no_source")
 
 
@@ -56,6 +71,29 @@ def contextual_ing(title, ingredients, source_steps, target_steps, constraint, p
             f"{earlier}{_ings(prompt_ingredients)} {END_PROMPT} {target_steps[-1]} {EOS}")
 
 
+def _grounded_head(title, ingredients, source_steps, target_title, target_ingredients, constraint) -> str:
+    src, tgt = _tags(constraint)
+    return (f"{BOS} {src} {format_recipe(title, ingredients, source_steps)} "
+            f"{target_title} {END_TITLE} {_ings(target_ingredients)} {END_INGS} {tgt} ")
+
+
+def grounded(title, ingredients, source_steps, target_title, target_ingredients, target_steps, constraint) -> str:
+    """The source recipe up to step n, the target's title and ingredient lines, its last few steps, then
+    source step n again and its rewrite (the last target step, learned)."""
+    earlier = "".join(f"{step} {INST} " for step in target_steps[:-1][-GROUNDED_STEPS_BEFORE:])
+    return (_grounded_head(title, ingredients, source_steps, target_title, target_ingredients, constraint)
+            + f"{earlier}{source_steps[-1]} {END_PROMPT} {target_steps[-1]} {END_INST} {EOS}")
+
+
+def grounded_ing(title, ingredients, source_steps, target_title, target_ingredients, target_steps, constraint,
+                 prompt_ingredients) -> str:
+    """As grounded, with the learned step's ingredients as a prompt between source step n and its rewrite."""
+    earlier = "".join(f"{step} {INST} " for step in target_steps[:-1][-GROUNDED_STEPS_BEFORE:])
+    return (_grounded_head(title, ingredients, source_steps, target_title, target_ingredients, constraint)
+            + f"{earlier}{source_steps[-1]} {END_INST} {_ings(prompt_ingredients)} {END_PROMPT} "
+              f"{target_steps[-1]} {EOS}")
+
+
 def no_context(title, source_step, target_step, constraint) -> str:
     """One source step and its rewrite, with only the title as context."""
     src, tgt = _tags(constraint)
@@ -84,8 +122,35 @@ def _split(text: str, token: str) -> list[str]:
     return [p.strip() for p in text.split(token) if p.strip()]
 
 
+def _parse_grounded(variant: str, text: str) -> Parts:
+    line = parse_line(text)
+    body = text.split(BOS, 1)[1]
+    source_part, _, rest = body.partition(END_INST)
+    title, _, after = source_part.split(">", 1)[1].partition(END_TITLE)
+    ings, _, steps = after.partition(END_INGS)
+    header, _, tail = rest.partition(f"<tgt:{line.target_tag}>")
+    target_title, _, target_ings = header.partition(END_TITLE)
+    target_ings = target_ings.partition(END_INGS)[0]
+    tail = tail.split(EOS, 1)[0]
+    parts = Parts(title.strip(), [] if ings.strip() == NO_INGS else _split(ings, ING), _split(steps, INST),
+                  constraint=line.target_tag,
+                  target={"title": target_title.strip(),
+                          "ingredients": [] if target_ings.strip() == NO_INGS else _split(target_ings, ING)})
+    head, _, last = tail.rpartition(END_PROMPT)
+    if variant == "grounded":
+        pieces = _split(head, INST)
+        parts.target_steps = pieces[:-1] + [last.split(END_INST, 1)[0].strip()]
+    else:
+        before, _, prompt = head.rpartition(END_INST)
+        parts.target_steps = _split(before, INST)[:-1] + [last.strip()]
+        parts.prompt_ingredients = [] if prompt.strip() == NO_INGS else _split(prompt, ING)
+    return parts
+
+
 def parse_text(variant: str, text: str) -> Parts:
     """Recover the parts of a training text (the inverse of the formatters above)."""
+    if variant in GROUNDED_VARIANTS:
+        return _parse_grounded(variant, text)
     if variant in ("contextual", "contextual_ing", "end_to_end"):
         line = parse_line(text)
         parts = Parts(line.source.title, line.source.ingredients, line.source.steps,

@@ -137,7 +137,8 @@ def step_pair_rows(pair: dict, variant: str) -> list[dict]:
                  "text": formats.end_to_end(source, target, pair["constraint"])}]
     links = sorted(pair["alignment"], key=lambda link: link["source_step"])
     rewrites = [" ".join(target["steps"][j] for j in link["target_steps"]) for link in links]
-    names = [ingredient_name(line) for line in target["ingredients"]] if variant == "contextual_ing" else []
+    names = ([ingredient_name(line) for line in target["ingredients"]] if variant in ("contextual_ing", "grounded_ing")
+             else [])
     rows = []
     for k, link in enumerate(links):
         n = link["source_step"]
@@ -149,6 +150,13 @@ def step_pair_rows(pair: dict, variant: str) -> list[dict]:
             prompt = [m.name for m in step_ingredients(rewrites[k], names)]
             text = formats.contextual_ing(source["title"], source["ingredients"], upto, rewrites[: k + 1],
                                           pair["constraint"], prompt)
+        elif variant == "grounded":
+            text = formats.grounded(source["title"], source["ingredients"], upto, target["title"],
+                                    target["ingredients"], rewrites[: k + 1], pair["constraint"])
+        elif variant == "grounded_ing":
+            prompt = [m.name for m in step_ingredients(rewrites[k], names)]
+            text = formats.grounded_ing(source["title"], source["ingredients"], upto, target["title"],
+                                        target["ingredients"], rewrites[: k + 1], pair["constraint"], prompt)
         elif variant == "no_context":
             text = formats.no_context(source["title"], source["steps"][n], rewrites[k], pair["constraint"])
         else:

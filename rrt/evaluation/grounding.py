@@ -14,11 +14,8 @@ Each function takes one rewrite record (rewrites.jsonl) and is pure.
 """
 from __future__ import annotations
 
-from rrt.corpus.cooking_actions import step_actions
+from rrt.corpus.cooking_actions import same_job
 from rrt.recipes.foods import FoodMention, recipe_food_words, unlisted_foods
-
-# Ingredient groups show what a step handles, not the work it does.
-_GROUPS = frozenset({"dry_ingredients", "wet_ingredients"})
 
 
 def _parts(record: dict) -> tuple[dict, dict]:
@@ -40,11 +37,6 @@ def invented_foods(record: dict) -> list[list[FoodMention]]:
     return [unlisted_foods(step, held) for step in _parts(record)[1].get("steps") or []]
 
 
-def work_kinds(step: str) -> frozenset[str]:
-    """The kinds of work a step does (ingredient groups left out)."""
-    return step_actions(step) - _GROUPS
-
-
 def source_steps_of(record: dict) -> list[str | None]:
     """Per rewritten step, the source step it rewrites: the step entry's `source_step` where the
     record has one per step, else the source step at the same position (None past the source's end)."""
@@ -54,12 +46,6 @@ def source_steps_of(record: dict) -> list[str | None]:
     if len(entries) == len(steps) and all(isinstance(e.get("source_step"), int) for e in entries):
         return [sources[e["source_step"]] if e["source_step"] < len(sources) else None for e in entries]
     return [sources[i] if i < len(sources) else None for i in range(len(steps))]
-
-
-def same_job(rewritten: str, source: str) -> bool:
-    """Whether a rewritten step does its source step's kind of work."""
-    mine, theirs = work_kinds(rewritten), work_kinds(source)
-    return bool(mine & theirs) if theirs else not mine
 
 
 def same_job_steps(record: dict) -> tuple[int, int]:

@@ -19,13 +19,14 @@ from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.paper_format import END_INST, END_PROMPT, INST, constraint_tokens
 
 # Tokens always kept at the start of a truncated example: BOS and the source tag.
-HEAD_TOKENS = {"contextual": 2, "contextual_ing": 2, "no_context": 2, "end_to_end": 2, "ing_predictor": 1,
+HEAD_TOKENS = {"contextual": 2, "contextual_ing": 2, "grounded": 2, "grounded_ing": 2, "no_context": 2, "end_to_end": 2,
+               "ing_predictor": 1,
                "no_source": 0}
 IGNORED = -100   # the label of a position the loss skips, as the library's losses read it
 TOKEN_SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("target_start", pa.int32()),
                           ("step_start", pa.int32()), ("length", pa.int32()), ("truncated", pa.bool_())])
 # The mark before a contextual text's learned step: the earlier target steps are context at rewrite time.
-STEP_MARKS = {"contextual": INST, "contextual_ing": END_PROMPT}
+STEP_MARKS = {"contextual": INST, "contextual_ing": END_PROMPT, "grounded": END_PROMPT, "grounded_ing": END_PROMPT}
 # train.batching: token-budget buckets, a fixed number of examples, or packed rows (rrt.modelling.packing).
 _BACKENDS: dict[str, object] = {}
 

@@ -29,15 +29,24 @@ Limits, by design:
   spelled through such fragments ("crème" as "cr", 0xC3, 0xA8, "me") is invisible here.
   Run `guard_text` on the finally decoded text as the last resort.
 
-Cost: pieces and word-end flags are computed once per tokenizer; the tagger runs only when
-a token ends a word that is the last word of some lexicon term (about one token in twenty).
+A closed set of foods (`guard.closed(held)`, `rewrite.closed_foods`): a food that the recipe does not
+hold (rrt.recipes.foods.unlisted_foods: not in the rewritten title and ingredient lines, the source
+recipe or the pantry) is refused and taken back exactly as a forbidden food is, for any number of
+constraints, so a guarded step cannot name peanuts in a taco recipe.
+
+Cost: pieces and word-end flags are computed once per tokenizer (a closed guard shares them);
+the tagger runs only when a token ends a word that is the last word of some lexicon term (about
+one token in twenty), the food matcher when it ends the last word of some food name.
 """
 from __future__ import annotations
 
+import copy
 import enum
+import functools
 import re
 from typing import Iterable
 
+from rrt.recipes.foods import known_foods, unlisted_foods
 from rrt.recipes.lexicon import CATEGORIES, CONSTRAINT_CATEGORIES
 from rrt.recipes.tagger import normalise_term, parse_constraints, text_violations
 
@@ -102,6 +111,23 @@ class ViolationGuard:
         self._crosses = [i in self._ends_text or not all(map(_word_char, p)) for i, p in enumerate(self._pieces)]
         self.word_end_ids: list[int] = [i for i in range(vocab) if self._word_end[i]]
         self._last_words = term_last_words(self.constraints)
+        self.held: frozenset[str] | None = None
+
+    def closed(self, held: frozenset[str]) -> "ViolationGuard":
+        """This guard that also refuses any food outside `held` (rrt.recipes.foods.recipe_food_words);
+        it shares this guard's token tables."""
+        guard = copy.copy(self)
+        guard.held = frozenset(held)
+        guard._last_words = self._last_words | food_last_words()
+        return guard
+
+    def violations(self, text: str) -> list:
+        """What the guard refuses in a text: forbidden foods (the tagger's spans) and, when closed, the
+        foods the recipe does not hold; each has `start` and `end`."""
+        found = list(text_violations(text, self.constraints)) if self.constraints else []
+        if self.held is not None:
+            found += unlisted_foods(text, self.held)
+        return found
 
     def piece(self, token_id: int) -> str:
         """Decoded text of one token ('' for special and stop tokens)."""
@@ -119,7 +145,12 @@ class ViolationGuard:
         candidate = text + self._pieces[token_id]
         if not self._completes_term_word(text, candidate, complete):
             return Verdict.OK
-        found = [m for m in text_violations(candidate, self.constraints) if complete or m.end < len(candidate)]
+        found = [m for m in self.violations(candidate) if complete or m.end < len(candidate)]
+        open_word = _last_word_start(candidate)
+        if not complete and self.held is not None and open_word < len(candidate):
+            # A word still open may yet make a longer name ("sesame" + " seeds") or not ("seedswe"): the
+            # foods before it are judged as if it never came, so "sesame" alone is refused as well.
+            found += unlisted_foods(candidate[:open_word], self.held)
         if not found:
             return Verdict.OK
         if self._word_end[token_id] and any(m.end == len(text) for m in found):
@@ -128,7 +159,7 @@ class ViolationGuard:
 
     def violation_start(self, text: str) -> int:
         """Where the violation that ends at the end of `text` starts (its word's start if none does)."""
-        starts = [m.start for m in text_violations(text, self.constraints) if m.end == len(text)]
+        starts = [m.start for m in self.violations(text) if m.end == len(text)]
         return min(starts) if starts else _last_word_start(text)
 
     def _completes_term_word(self, text: str, candidate: str, complete: bool) -> bool:
@@ -142,11 +173,20 @@ class ViolationGuard:
         return any(w.lower() in self._last_words for w in _WORD.findall(candidate, start, stop))
 
 
-def guard_text(text: str, constraints: str | Iterable[str]) -> str:
-    """The text cut just before its first violation (all of it when it has none)."""
-    constraints = parse_constraints(constraints)
+@functools.cache
+def food_last_words() -> frozenset[str]:
+    """Lowercase last words (with plurals) of every known food name (rrt.recipes.foods)."""
+    return frozenset(form for name in known_foods().names for form in _forms(name[-1]))
+
+
+def guard_text(text: str, constraints: str | Iterable[str], held: frozenset[str] | None = None) -> str:
+    """The text cut just before its first violation, or (with `held`) its first food outside it (all of
+    it when it has none)."""
+    constraints = parse_constraints(constraints) if constraints else []
     while True:
-        found = text_violations(text, constraints)
+        found = list(text_violations(text, constraints)) if constraints else []
+        if held is not None:
+            found += unlisted_foods(text, held)
         if not found:
             return text
         # Cutting can expose a term an exception covered ("goat cheese" -> "goat"): cut again.

@@ -19,7 +19,7 @@ for _system, _variant in SYSTEMS.items():
 
 # Rewriter settings that a config section may carry; absent ones keep the Rewriter's defaults.
 ENGINE_KEYS = ("batch_prompts", "recipe_tokens", "reuse_prefix", "decode", "decode_step", "prompt_cache",
-               "schedule")
+               "schedule", "selection", "closed_foods")
 
 
 @dataclass
@@ -51,7 +51,7 @@ def build_rewriter(model: LoadedModel, settings: dict, candidates: int, constrai
                    system: str | None = None, ing_model: LoadedModel | None = None) -> Rewriter:
     """The rewriter of `system` (default: the model's own) on a loaded model, sampling as the
     settings say (top_k, top_p, temperature, max_step_tokens; batch_prompts, recipe_tokens,
-    reuse_prefix, decode, decode_step, prompt_cache and schedule when given)."""
+    reuse_prefix, decode, decode_step, prompt_cache, schedule, selection and closed_foods)."""
     system = system or model.system
     if system is None:
         raise ValueError(f"{model.folder} holds a {model.meta.get('variant')} model, which does not rewrite recipes")

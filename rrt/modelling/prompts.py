@@ -10,12 +10,15 @@ from rrt.recipes.paper_format import END_INGS, END_INST, END_PROMPT, END_TITLE, 
 
 _MARK = "\x00"   # stands where the model's text starts; no recipe holds it
 STOPS = {"contextual": (INST, END_INST, EOS), "contextual_ing": (INST, END_INST, EOS),
+         "grounded": (INST, END_INST, EOS), "grounded_ing": (INST, END_INST, EOS),
          "no_context": (INST, END_INST, EOS), "no_source": (INST, END_INST, EOS),
          "ing_predictor": (EOS, END_INST, INST), "end_to_end": (EOS,)}
 # The variants that write one step, which holds no special token: besides its STOPS, any special token
 # of the tokenizer (an ingredient field's marks, a tag, padding, a pretrained model's own chat marks)
 # is the model leaving the step, so it ends there too.
-STEP_VARIANTS = frozenset({"contextual", "contextual_ing", "no_context", "no_source"})
+STEP_VARIANTS = frozenset({"contextual", "contextual_ing", "grounded", "grounded_ing", "no_context", "no_source"})
+# The variants whose prompt holds the source recipe before the target tag.
+CONTEXT_VARIANTS = frozenset({"contextual", "contextual_ing", "grounded", "grounded_ing"})
 
 
 def _cut(text: str) -> str:
@@ -31,6 +34,13 @@ def step_prompt(variant: str, source: dict, n: int, done: list[str], constraint:
     if variant == "contextual_ing":
         return _cut(formats.contextual_ing(title, ings, steps[: n + 1], done + [_MARK], constraint,
                                            prompt_ingredients or []))
+    if variant in formats.GROUNDED_VARIANTS:
+        new = rewritten or source
+        # The rewritten steps so far stand where the target's steps do; the model's text replaces the last.
+        target = [str(new["title"]), list(new["ingredients"]), done + [_MARK]]
+        if variant == "grounded":
+            return _cut(formats.grounded(title, ings, steps[: n + 1], *target, constraint))
+        return _cut(formats.grounded_ing(title, ings, steps[: n + 1], *target, constraint, prompt_ingredients or []))
     if variant == "no_context":
         return _cut(formats.no_context(title, steps[n], _MARK, constraint))
     if variant == "no_source":
@@ -82,6 +92,13 @@ def protected_span(variant: str, ids: list[int], special: dict[str, int]) -> tup
         start = max(_last(ids, special[INST], first_end), _last(ids, special[END_INGS], first_end)) + 1
         # The target tag follows the source's <endofinst>; the rewritten steps follow it.
         return head, max(start, head), min(first_end + 2, len(ids))
+    if variant in formats.GROUNDED_VARIANTS:
+        # The source step being rewritten stands again after the rewritten steps, so all of the source
+        # recipe after its title may go; the target's title and ingredient lines (after the source's
+        # <endofinst>) stay; the rewritten steps follow the target tag after their <endofings>.
+        first_end = next((i for i, t in enumerate(ids) if t == special[END_INST]), len(ids))
+        tag = next((i for i in range(first_end, len(ids)) if ids[i] == special[END_INGS]), len(ids) - 1) + 1
+        return head, min(first_end + 1, len(ids)), min(tag + 1, len(ids))
     if variant == "no_context":
         return head, head, None
     if variant == "end_to_end":

@@ -12,6 +12,7 @@ import hashlib
 import time
 from dataclasses import dataclass, field, replace
 
+from rrt.recipes.foods import recipe_food_words
 from rrt.recipes.ingredients import ingredient_name, step_ingredients
 from rrt.recipes.paper_format import END_INST, INST
 from rrt.modelling.prompts import (SPECIAL_NAMES, STEP_VARIANTS, STOPS, fit_prompt, parse_ingredients, parse_recipe,
@@ -35,7 +36,10 @@ ENGINE_COUNTS = ("rounds", "step_rounds", "prompting_s", "sampling_s", "selectio
 # system -> the training variant of its model; None for the two systems without a model.
 SYSTEMS = {"rule_based": None, "retrieval": None, "no_source": "no_source", "end_to_end": "end_to_end",
            "no_context": "no_context", "contextual": "contextual", "contextual_rule": "contextual_ing",
-           "contextual_gpt2": "contextual_ing"}
+           "contextual_gpt2": "contextual_ing", "grounded": "grounded", "grounded_rule": "grounded_ing"}
+# The variants whose prompt carries the next step's ingredients, and the systems that name them by rule.
+PROMPTED = ("contextual_ing", "grounded_ing")
+RULE_PROMPT = ("contextual_rule", "grounded_rule")
 
 
 def stable_seed(*keys) -> int:
@@ -69,6 +73,9 @@ class RecipeState:
     step: int = 0
     guide_steps: list[str] = field(default_factory=list)
     prefix: Prefix | None = None     # the source context so far, prefilled once (contextual formats)
+    held: frozenset = frozenset()    # the words a food in a rewritten step may use (rrt.recipes.foods)
+    rules: str = "paper"             # the selection's rule set (rrt.modelling.selection.SELECTIONS)
+    guard: object | None = None      # the constrained decoding guard of this recipe (None: unguarded)
 
     @property
     def finished(self) -> bool:
@@ -89,7 +96,8 @@ def guide_rewrite(source: dict, constraints: list[str]) -> tuple[dict, list[dict
 def step_context(state: RecipeState, n: int) -> StepContext:
     """What the selection rules need to judge candidates for source step n."""
     return StepContext(constraints=state.task.constraints, source_step=state.task.source["steps"][n],
-                       ingredient_names=state.names, source_words=state.words)
+                       ingredient_names=state.names, source_words=state.words, held_foods=state.held,
+                       rules=state.rules)
 
 
 def scored_entry(text: str, ctx: StepContext, source_step: int | None, note: str = "") -> dict:
@@ -130,7 +138,8 @@ class Rewriter:
     def __init__(self, system: str, lm, tokenizer, block_size: int, settings: SamplingSettings, *,
                  batch_prompts: int, recipe_tokens: int, reuse_prefix: bool, decode: str, decode_step: str,
                  prompt_cache: str = "copied", schedule: str = "round", constrained: bool = False,
-                 ing_lm=None, ing_tokenizer=None, device: str = "cpu"):
+                 selection: str = "paper", closed_foods: bool = False, ing_lm=None, ing_tokenizer=None,
+                 device: str = "cpu"):
         if SYSTEMS.get(system) is None:
             raise ValueError(f"{system!r} is not a model system; choose from "
                              f"{', '.join(s for s, v in SYSTEMS.items() if v)}")
@@ -139,6 +148,7 @@ class Rewriter:
         self.system, self.variant = system, SYSTEMS[system]
         self.lm, self.tokenizer, self.block = lm, tokenizer, block_size
         self.settings, self.constrained = settings, constrained
+        self.selection, self.closed_foods = selection, closed_foods
         self.ing_lm, self.ing_tokenizer = ing_lm, ing_tokenizer
         self.batch_prompts, self.recipe_tokens, self.device = batch_prompts, recipe_tokens, device
         self.reuse_prefix = reuse_prefix
@@ -246,7 +256,7 @@ class Rewriter:
             return text
         from rrt.modelling.constrained import guard_text
 
-        return guard_text(text, state.task.constraints)
+        return guard_text(text, state.task.constraints, state.held if self.closed_foods else None)
 
     def start(self, task: RewriteTask) -> RecipeState:
         """A recipe's rewrite state: guide-rewritten title and ingredients, no steps yet."""
@@ -254,6 +264,11 @@ class Rewriter:
         state = RecipeState(task, {"title": rewritten["title"], "ingredients": rewritten["ingredients"], "steps": []},
                        subs, [ingredient_name(line) for line in rewritten["ingredients"]], source_word_set(task.source))
         state.guide_steps = rewritten["steps"]
+        state.rules = self.selection
+        state.held = recipe_food_words([str(rewritten["title"])], rewritten["ingredients"], [str(task.source["title"])],
+                                       task.source["ingredients"], task.source["steps"])
+        guard = self._guard(task.constraints)
+        state.guard = guard.closed(state.held) if guard is not None and self.closed_foods else guard
         if not task.source["steps"]:
             state.notes.append("the source recipe has no steps")
             self.stats["recipes_without_steps"] += 1
@@ -262,7 +277,7 @@ class Rewriter:
     def _ingredient_prompts(self, states: list[RecipeState]) -> dict[int, list[str]]:
         """The ingredients each recipe's next step should use (rule method or predictor model)."""
         prompts: dict[int, list[str]] = {}
-        if self.system == "contextual_rule":
+        if self.system in RULE_PROMPT:
             for k, state in enumerate(states):
                 # Source step's ingredients, named as in the guide-rewritten ingredient list.
                 mentioned = step_ingredients(state.task.source["steps"][state.step],
@@ -305,7 +320,7 @@ class Rewriter:
             self.stats["steps_fallback"] += 1
             return None
         seed = stable_seed(state.task.seed, state.task.id, ",".join(state.task.constraints), n)
-        return ids, seed, self._guard(state.task.constraints), state.prefix, self._prefix_end(ids)
+        return ids, seed, state.guard, state.prefix, self._prefix_end(ids)
 
     def _choose(self, state: RecipeState, result) -> None:
         """A sampled step's candidates scored and the best chosen (its entry recorded)."""
@@ -331,7 +346,7 @@ class Rewriter:
         """Rewrite the next step of every unfinished recipe."""
         live = [s for s in states if not s.finished]
         self.stats["rounds"] += 1
-        ing_prompts = self._ingredient_prompts(live) if self.variant == "contextual_ing" else {}
+        ing_prompts = self._ingredient_prompts(live) if self.variant in PROMPTED else {}
         started = time.perf_counter()
         texts, writing = [], []
         for k, state in enumerate(live):
@@ -358,7 +373,7 @@ class Rewriter:
         """Step-level batching: the job of a recipe's next step to sample, the steps before it that
         need no sampling (empty, too long) recorded; None once the recipe is finished."""
         while not state.finished:
-            ingredients = self._ingredient_prompts([state]).get(0) if self.variant == "contextual_ing" else None
+            ingredients = self._ingredient_prompts([state]).get(0) if self.variant in PROMPTED else None
             started = time.perf_counter()
             text = self._step_prompt(state, ingredients)
             job = None if text is None else self._step_job(state, self.prompts_ids([text], self.variant)[0])

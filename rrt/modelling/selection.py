@@ -13,6 +13,16 @@ it. A model writes such words, and constrained decoding did often before it took
 back (rrt.modelling.guarded_row). `dictionary_words` and `ingredient_overlap` are graded (fractions), the others pass or
 fail. An empty candidate is no rewrite at all and scores 0 on every rule, even `no_violation`,
 so it loses to any non-empty text. Ties go to the lowest index, so a selection is reproducible.
+
+Two rule sets (`rewrite.selection`, `serve.selection`): `paper` is the paper's rules above;
+`grounded` adds, beyond the paper, that a step stays the user's recipe:
+    no_invented_food  1 when the step names no food its recipe does not hold (rrt.recipes.foods:
+                      the rewritten title and ingredient lines, the source recipe, the pantry);
+                      weighs more than every rule below it together
+    closeness         ROUGE-L recall of the source step's words in the candidate (0-1, rouge-score,
+                      as the evaluation measures closeness), weight 4: of two grounded candidates
+                      the one that keeps more of its source step wins unless it fails most form rules
+    same_job          1 when the step does its source step's kind of work (rrt.corpus.cooking_actions)
 """
 from __future__ import annotations
 
@@ -22,6 +32,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Callable, Iterable
 
+from rrt.corpus.cooking_actions import same_job as does_same_job
+from rrt.recipes.foods import unlisted_foods
 from rrt.recipes.ingredients import ingredient_name, step_ingredients
 from rrt.recipes.tagger import parse_constraints, text_violations
 
@@ -48,6 +60,8 @@ class StepContext:
     source_step: str
     ingredient_names: list[str]
     source_words: frozenset[str] = frozenset()
+    held_foods: frozenset[str] | None = None   # words a named food may use (rrt.recipes.foods); None: not checked
+    rules: str = "paper"                      # the rule set: paper | grounded (SELECTIONS)
 
     @functools.cached_property
     def known_words(self) -> frozenset[str]:
@@ -178,6 +192,30 @@ def ingredient_overlap(text: str, ctx: StepContext) -> float:
     return len(source & mentioned) / len(source | mentioned)
 
 
+def no_invented_food(text: str, ctx: StepContext) -> float:
+    """1 when the step names no food outside the recipe's held foods (1 when they are not given)."""
+    return float(ctx.held_foods is None or not unlisted_foods(text, ctx.held_foods))
+
+
+@functools.cache
+def _rouge():
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rougeL"])
+
+
+def closeness(text: str, ctx: StepContext) -> float:
+    """ROUGE-L recall of the source step in the candidate (0-1; 1 when the source step is empty)."""
+    if not ctx.source_step.strip():
+        return 1.0
+    return _rouge().score(ctx.source_step, text)["rougeL"].recall
+
+
+def same_job(text: str, ctx: StepContext) -> float:
+    """1 when the step does its source step's kind of work (rrt.corpus.cooking_actions.same_job)."""
+    return float(does_same_job(text, ctx.source_step))
+
+
 Rule = Callable[[str, StepContext], float]
 RULES: dict[str, tuple[Rule, float]] = {
     "no_violation": (no_violation, 100.0),
@@ -189,13 +227,23 @@ RULES: dict[str, tuple[Rule, float]] = {
     "dictionary_words": (dictionary_words, 1.0),
     "ingredient_overlap": (ingredient_overlap, 1.0),
 }
+GROUNDED_RULES: dict[str, tuple[Rule, float]] = {
+    "no_violation": (no_violation, 100.0),
+    "no_disguised_food": (no_disguised_food, 50.0),
+    "no_invented_food": (no_invented_food, 25.0),
+    "closeness": (closeness, 4.0),
+    "same_job": (same_job, 2.0),
+    **{name: rule for name, rule in RULES.items() if name not in ("no_violation", "no_disguised_food")},
+}
+SELECTIONS = {"paper": RULES, "grounded": GROUNDED_RULES}
 
 
 def score_candidate(text: str, ctx: StepContext) -> dict[str, float]:
     """Every rule's score for one candidate step, plus their weighted "total"."""
     text = (text or "").strip()
-    scores = {name: round(float(rule(text, ctx)) if text else 0.0, 4) for name, (rule, _) in RULES.items()}
-    scores["total"] = round(sum(scores[name] * weight for name, (_, weight) in RULES.items()), 4)
+    rules = SELECTIONS[ctx.rules]
+    scores = {name: round(float(rule(text, ctx)) if text else 0.0, 4) for name, (rule, _) in rules.items()}
+    scores["total"] = round(sum(scores[name] * weight for name, (_, weight) in rules.items()), 4)
     return scores
 
 

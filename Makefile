@@ -47,7 +47,8 @@ $(STAMP): pyproject.toml
 
 DEMO_OUT ?= out/demo
 # The demo fine-tunes the pretrained smollm2-135m preset (offline) on the bundled sample: the
-# Contextual + rule prompt rewriter, and the No-Source LM that scores perplexity. README: "make demo".
+# grounded Contextual + rule prompt rewriter (grounded_ing: the rewritten title and ingredient lines
+# in its prompt), and the No-Source LM that scores perplexity. README: "make demo".
 DEMO_STEPS ?= 40
 DEMO_LM_STEPS ?= 15
 DEMO_TRAIN := --data $(DEMO_OUT)/prepared --model smollm2-135m --micro-batch 4 --eval-examples 48 --overwrite
@@ -56,18 +57,18 @@ DEMO_REWRITE := --data $(DEMO_OUT)/prepared --split test --overwrite
 demo: setup  ## the whole pipeline on the bundled sample from the pretrained smollm2-135m: prepare, train, rewrite, evaluate (out/demo)
 	$(VENV)/bin/rrt survey --constraint all data/sample/recipes.jsonl --output $(DEMO_OUT)/survey
 	$(PY) jobs/prepare_data.py --input data/sample/recipes.jsonl --output $(DEMO_OUT)/prepared --overwrite
-	$(PY) jobs/train_contextual.py $(DEMO_TRAIN) --ingredient-prompt rule --max-steps $(DEMO_STEPS) \
-		--output $(DEMO_OUT)/contextual_rule
+	$(PY) jobs/train_contextual.py $(DEMO_TRAIN) --ingredient-prompt rule --format grounded --max-steps $(DEMO_STEPS) \
+		--output $(DEMO_OUT)/grounded_rule
 	$(PY) jobs/train.py --variant no_source $(DEMO_TRAIN) --max-steps $(DEMO_LM_STEPS) --output $(DEMO_OUT)/no_source
 	$(PY) jobs/rewrite.py $(DEMO_REWRITE) --system rule_based --output $(DEMO_OUT)/rewrites/rule_based
 	$(PY) jobs/rewrite.py $(DEMO_REWRITE) --system retrieval --output $(DEMO_OUT)/rewrites/retrieval
-	$(PY) jobs/rewrite.py $(DEMO_REWRITE) --system contextual_rule --model $(DEMO_OUT)/contextual_rule/model \
-		--output $(DEMO_OUT)/rewrites/contextual_rule
-	$(PY) jobs/rewrite.py $(DEMO_REWRITE) --system contextual_rule --model $(DEMO_OUT)/contextual_rule/model \
-		--constrained --output $(DEMO_OUT)/rewrites/contextual_rule_constrained
+	$(PY) jobs/rewrite.py $(DEMO_REWRITE) --system grounded_rule --model $(DEMO_OUT)/grounded_rule/model \
+		--output $(DEMO_OUT)/rewrites/grounded_rule
+	$(PY) jobs/rewrite.py $(DEMO_REWRITE) --system grounded_rule --model $(DEMO_OUT)/grounded_rule/model \
+		--constrained --output $(DEMO_OUT)/rewrites/grounded_rule_constrained
 	$(PY) jobs/evaluate.py --lm $(DEMO_OUT)/no_source/model --output $(DEMO_OUT)/evaluation --rewrites \
-		$(DEMO_OUT)/rewrites/rule_based,$(DEMO_OUT)/rewrites/retrieval,$(DEMO_OUT)/rewrites/contextual_rule,$(DEMO_OUT)/rewrites/contextual_rule_constrained
-	$(VENV)/bin/rrt show $(DEMO_OUT)/rewrites/contextual_rule_constrained --recipes 3
+		$(DEMO_OUT)/rewrites/rule_based,$(DEMO_OUT)/rewrites/retrieval,$(DEMO_OUT)/rewrites/grounded_rule,$(DEMO_OUT)/rewrites/grounded_rule_constrained
+	$(VENV)/bin/rrt show $(DEMO_OUT)/rewrites/grounded_rule_constrained --recipes 3
 
 test: setup  ## run the test suite
 	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)

@@ -3,24 +3,29 @@
     python benchmarks/quality.py                                   # 2 CPU cores (its timings: benchmarks/RESULTS.md)
     python benchmarks/quality.py --output out/quality --steps 120 --num-recipes 60   # longer, closer
     python benchmarks/quality.py --use-gpu --steps 2000 --num-recipes 1000
+    python benchmarks/quality.py --seeds 13,7 --systems rule_based,retrieval,contextual_rule,grounded_rule
 
 One resumable command: a rerun skips finished stages and continues the others. It
   1. prepares the real recipes (../shared/data web recipes and the paper's samples, plus
      data/sample) with jobs/prepare_data.py;
-  2. fine-tunes from `smollm2-135m` the Contextual + rule prompt, Contextual and No-Context
-     rewriters and the No-Source LM that scores perplexity, and trains from scratch the
+  2. fine-tunes from `smollm2-135m` the grounded Contextual + rule prompt rewriter (the product's:
+     grounded_ing), the paper's Contextual + rule prompt, Contextual and No-Context rewriters and
+     the No-Source LM that scores perplexity, and trains from scratch the
      sentence-level baselines, Transformer and Seq2seq Copy (one model per constraint)
      (jobs/train.py);
-  3. rewrites the test split with those rewriters, plain and constrained, with Rule-Based and
+  3. rewrites the test split with those rewriters, plain and constrained (the paper's rows with the
+     paper's selection rules and open guard, `--selection paper --no-closed-foods`; the grounded
+     rows with the product's defaults), with Rule-Based and
      Retrieval, with PPLM steering the No-Source LM, with CTRL on a tiny random config
      (`ctrl_tiny`: the 1.6B model cannot run here, so its row measures the pipeline, not CTRL),
      and with Transformer and Seq2seq Copy, each step on its own
-     (jobs/rewrite.py; the same seeded sample of recipes for every system);
-  4. evaluates them side by side (jobs/evaluate.py: table.md holds ours beside the paper's rows,
-     report.html the rewrites).
-Writes quality.json (every system's metrics, the targets and whether each is met, seconds per
-stage) and examples.md (source steps beside Contextual + rule rewrites) into --output, and
-prints one JSON line per stage, the summary last.
+     (jobs/rewrite.py; the same seeded sample of recipes for every system, one sample per --seeds);
+  4. evaluates them side by side, per seed (jobs/evaluate.py: table.md holds ours beside the
+     paper's rows, report.html the rewrites).
+Writes quality.json (every system's metrics per seed, their mean and spread, the targets on the
+mean and whether each is met, seconds per stage) and examples.md (source steps beside the grounded
+rewrites) into --output, and prints one JSON line per stage, the summary last. --systems keeps
+a subset of the rows (and trains only the models they need).
 """
 from __future__ import annotations
 
@@ -35,14 +40,23 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from testing.shared_data import SHARED  # noqa: E402
-# label -> (training variant, rewrite system); the No-Source LM only scores perplexity.
-MODELS = {"contextual_rule": "contextual_ing", "contextual": "contextual", "no_context": "no_context",
-          "no_source": "no_source"}
-LEARNED = ("contextual_rule", "contextual", "no_context")
+# label -> training variant; each label's rewrite system has the same name. The No-Source LM only
+# scores perplexity.
+MODELS = {"grounded_rule": "grounded_ing", "contextual_rule": "contextual_ing", "contextual": "contextual",
+          "no_context": "no_context", "no_source": "no_source"}
+LEARNED = ("grounded_rule", "contextual_rule", "contextual", "no_context")
+PRODUCT = "grounded_rule"   # the rows the targets judge: the product's defaults
+# The paper's rows keep the paper's selection rules and its open guard.
+PAPER_FLAGS = ("--selection", "paper", "--no-closed-foods")
 # The sentence-level baselines, trained from scratch on the no_context pairs (train.seq2seq's shape).
 SEQ2SEQ = ("transformer", "seq2seq_copy")
-TARGETS = {"adherence_plain": 97.0, "adherence_constrained": 100.0, "rouge_l_recall": 30.0,
-           "trigram_diversity": 0.6, "form_pass_share": 0.9}
+OTHERS = ("rule_based", "retrieval", "ctrl_tiny", "pplm")
+# (metric, row, target, direction): the product row's targets, on the mean over seeds.
+TARGETS = (("adherence", PRODUCT, 99.5, "min"), ("adherence", PRODUCT + "+constrained", 100.0, "min"),
+           ("rouge_l_recall", PRODUCT, 35.0, "min"), ("trigram_diversity", PRODUCT, 0.65, "min"),
+           ("form_pass_share", PRODUCT, 0.95, "min"), ("invented_food_steps", PRODUCT, 2.0, "max"),
+           ("invented_food_steps", PRODUCT + "+constrained", 2.0, "max"), ("same_job", PRODUCT, 80.0, "min"),
+           ("title_consistency", PRODUCT, 100.0, "min"))
 
 
 def log(stage: str, **fields) -> None:
@@ -129,21 +143,22 @@ def batch_recipes(recipes: int, actors: int) -> int:
     return max(1, -(-recipes // (3 * actors)))
 
 
-def rewrite(args, out: str, label: str, system: str, model: str | None, constrained: bool,
+def rewrite(args, folder: str, seed: int, system: str, model: str | None, constrained: bool,
             recipes: int | None = None) -> float:
-    """Rewrite the test sample with one system unless a finished run is there (the job itself
-    resumes a stopped one)."""
-    folder = os.path.join(out, "rewrites", label)
+    """Rewrite one seed's test sample with one system into `folder` unless a finished run is there (the
+    job itself resumes a stopped one); the paper's systems with the paper's selection and guard."""
     if finished(folder):
         return 0.0
-    flags = ["--data", os.path.join(out, "prepared"), "--split", "test", "--system", system,
+    flags = ["--data", os.path.join(args.output, "prepared"), "--split", "test", "--system", system,
              "--output", folder, "--num-recipes", str(recipes or args.num_recipes), "--candidates", str(args.candidates),
              "--batch-recipes", str(batch_recipes(recipes or args.num_recipes, args.actors)),
-             "--actors", str(args.actors)]
+             "--actors", str(args.actors), "--seed", str(seed)]
     if model:
         flags += ["--model", model]
     if constrained:
         flags += ["--constrained"]
+    if not system.startswith("grounded"):
+        flags += list(PAPER_FLAGS)
     if args.use_gpu and model:
         flags += ["--use-gpu"]
     return run_job("rewrite.py", *flags)
@@ -181,13 +196,15 @@ def form_pass_share(folder: str) -> float | None:
     return round(len(passed) / len(scores), 4) if scores else None
 
 
-def examples(out: str, count: int = 5) -> str:
-    """examples.md: source steps beside the Contextual + rule rewrite (constrained) of a few recipes."""
-    path = os.path.join(out, "rewrites", "contextual_rule+constrained", "rewrites.jsonl")
+def examples(folder: str, count: int = 5) -> str:
+    """examples.md: source steps beside the grounded rewrite (constrained) of a few recipes."""
+    path = os.path.join(folder, PRODUCT + "+constrained", "rewrites.jsonl")
+    if not os.path.exists(path):
+        return ""
     with open(path, encoding="utf-8") as handle:
         records = [json.loads(line) for line in handle]
     records.sort(key=lambda r: r["id"])
-    lines = ["# Contextual + rule prompt, constrained: source beside rewrite", ""]
+    lines = ["# Grounded Contextual + rule prompt, constrained: source beside rewrite", ""]
     for record in records[:count]:
         lines += [f"## {record['source']['title']} -> {record['rewrite']['title']} ({record['constraint']})", "",
                   "| source step | rewrite |", "| --- | --- |"]
@@ -197,23 +214,30 @@ def examples(out: str, count: int = 5) -> str:
     return "\n".join(lines)
 
 
-def judge(metrics: dict, forms: dict) -> dict:
-    """Each target of the quality run with our value and whether it is met."""
-    def value(label, key):
-        return (metrics.get(label) or {}).get(key)
+def mean_and_spread(per_seed: dict[int, dict]) -> tuple[dict, dict]:
+    """(mean, max - min) over seeds of every system's numeric metrics."""
+    labels = {label for metrics in per_seed.values() for label in metrics}
+    mean, spread = {}, {}
+    for label in sorted(labels):
+        keys = {k for metrics in per_seed.values() for k, v in (metrics.get(label) or {}).items()
+                if isinstance(v, (int, float))}
+        mean[label], spread[label] = {}, {}
+        for key in sorted(keys):
+            values = [m[label][key] for m in per_seed.values() if isinstance((m.get(label) or {}).get(key), (int, float))]
+            mean[label][key] = round(sum(values) / len(values), 4)
+            spread[label][key] = round(max(values) - min(values), 4)
+    return mean, spread
 
-    rule, rule_c = "contextual_rule", "contextual_rule+constrained"
-    checks = {
-        "adherence_plain": (value(rule, "adherence"), TARGETS["adherence_plain"]),
-        "adherence_constrained": (value(rule_c, "adherence"), TARGETS["adherence_constrained"]),
-        "rouge_l_recall": (value(rule, "rouge_l_recall"), TARGETS["rouge_l_recall"]),
-        "trigram_diversity": (value(rule, "trigram_diversity"), TARGETS["trigram_diversity"]),
-        "form_pass_share": (forms.get(rule), TARGETS["form_pass_share"]),
-    }
-    out = {name: {"ours": ours, "target": target, "met": ours is not None and ours >= target}
-           for name, (ours, target) in checks.items()}
-    learned = [label for label in metrics if label.split("+")[0] in LEARNED]
-    # The orderings the paper saw among its own systems; the controllable baselines stand apart.
+
+def judge(metrics: dict) -> dict:
+    """Each target of the quality run with our value (the mean over seeds) and whether it is met;
+    then the orderings the paper saw among its own systems."""
+    out = {}
+    for key, label, target, direction in TARGETS:
+        ours = (metrics.get(label) or {}).get(key)
+        met = ours is not None and (ours >= target if direction == "min" else ours <= target)
+        out[f"{key}:{label}"] = {"ours": ours, "target": target, "met": met}
+    learned = [label for label in metrics if label.split("+")[0] in LEARNED and not label.startswith("grounded")]
     core = {label: m for label, m in metrics.items() if label in ("rule_based", "retrieval") or label in learned}
     rouge = {label: m.get("rouge_l_recall") for label, m in core.items()}
     diversity = {label: m.get("trigram_diversity") for label, m in core.items()}
@@ -243,6 +267,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--candidates", type=int, default=10, help="samples per step (best kept)")
     parser.add_argument("--pplm-recipes", type=int, default=6,
                         help="test recipes PPLM rewrites (its perturbation costs seconds a token on CPU)")
+    parser.add_argument("--seeds", default="13", help="comma list: one seeded sample of test recipes and draws each")
+    parser.add_argument("--systems", help="comma list of the rows to run (default: all): rule_based, retrieval, "
+                                          "grounded_rule, contextual_rule, contextual, no_context, transformer, "
+                                          "seq2seq_copy, ctrl_tiny, pplm (learned rows come plain and constrained)")
     parser.add_argument("--input", action="append", default=[], help="another corpus to prepare (repeatable)")
     parser.add_argument("--use-gpu", action="store_true", help="train, rewrite and score on GPUs")
     return parser
@@ -251,8 +279,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run every stage that is not done yet, then judge the results."""
     args = build_parser().parse_args(argv)
-    out = os.path.abspath(args.output)
+    out = args.output = os.path.abspath(args.output)
     os.makedirs(out, exist_ok=True)
+    every = (*LEARNED, *SEQ2SEQ, *OTHERS)
+    rows = [r.strip() for r in args.systems.split(",")] if args.systems else list(every)
+    if unknown := sorted(set(rows) - set(every)):
+        raise SystemExit(f"quality: error: unknown --systems {', '.join(unknown)}; choose from {', '.join(every)}")
+    seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     seconds: dict[str, float] = {}
     prepared = os.path.join(out, "prepared")
     # A finished preparation is not run again: its stats.json identifies the data to the later runs.
@@ -260,48 +293,71 @@ def main(argv: list[str] | None = None) -> int:
         "prepare_data.py", "--input", inputs(args.input), "--output", prepared)
     stage_seconds(out, "prepare", seconds["prepare"])
     for label in MODELS:
-        seconds[f"train/{label}"] = train(args, out, label)
-        stage_seconds(out, f"train/{label}", seconds[f"train/{label}"])
+        if label in rows or label == "no_source":
+            seconds[f"train/{label}"] = train(args, out, label)
+            stage_seconds(out, f"train/{label}", seconds[f"train/{label}"])
     for variant in SEQ2SEQ:
-        seconds[f"train/{variant}"] = train_seq2seq(args, out, variant)
-        stage_seconds(out, f"train/{variant}", seconds[f"train/{variant}"])
-    runs = [("rule_based", "rule_based", None, False), ("retrieval", "retrieval", None, False)]
-    for label in LEARNED:
-        system = "contextual_rule" if label == "contextual_rule" else label
+        if variant in rows:
+            seconds[f"train/{variant}"] = train_seq2seq(args, out, variant)
+            stage_seconds(out, f"train/{variant}", seconds[f"train/{variant}"])
+    runs = [(label, label, None, False) for label in ("rule_based", "retrieval") if label in rows]
+    for label in (r for r in LEARNED if r in rows):
         model = os.path.join(out, "train", label, "model")
-        runs += [(label, system, model, False), (f"{label}+constrained", system, model, True)]
+        runs += [(label, label, model, False), (f"{label}+constrained", label, model, True)]
     tiny_ctrl_folder = os.path.join(out, "train", "ctrl_tiny")
-    if not os.path.exists(os.path.join(tiny_ctrl_folder, "config.json")):
-        from testing.local_service import tiny_ctrl
+    if "ctrl_tiny" in rows:
+        if not os.path.exists(os.path.join(tiny_ctrl_folder, "config.json")):
+            from testing.local_service import tiny_ctrl
 
-        tiny_ctrl(tiny_ctrl_folder)
-    runs += [("ctrl_tiny", "ctrl", tiny_ctrl_folder, False),
-             ("pplm", "pplm", os.path.join(out, "train", "no_source", "model"), False), *seq2seq_runs(out)]
-    for label, system, model, constrained in runs:
-        # PPLM takes a few gradient steps for every token: a smaller sample on CPU.
-        recipes = args.pplm_recipes if system == "pplm" else None
-        seconds[f"rewrite/{label}"] = rewrite(args, out, label, system, model, constrained, recipes)
-        stage_seconds(out, f"rewrite/{label}", seconds[f"rewrite/{label}"])
-    folders = [os.path.join(out, "rewrites", label) for label, *_ in runs]
-    seconds["evaluate"] = run_job("evaluate.py", "--lm", os.path.join(out, "train", "no_source", "model"),
-                                  "--rewrites", ",".join(folders), "--output", os.path.join(out, "evaluation"))
-    stage_seconds(out, "evaluate", seconds["evaluate"])
-    with open(os.path.join(out, "evaluation", "metrics.json"), encoding="utf-8") as handle:
-        metrics = {label: values for label, values in json.load(handle)["systems"].items()}
-    forms = {label: form_pass_share(os.path.join(out, "rewrites", label)) for label, *_ in runs}
-    with open(os.path.join(out, "examples.md"), "w", encoding="utf-8") as handle:
-        handle.write(examples(out))
-    targets = judge(metrics, forms)
-    # evaluate.py names a run by its system; this one is CTRL's pipeline on random weights.
-    if "ctrl" in metrics:
-        metrics["ctrl (tiny random config)"] = metrics.pop("ctrl")
+            tiny_ctrl(tiny_ctrl_folder)
+        runs.append(("ctrl_tiny", "ctrl", tiny_ctrl_folder, False))
+    if "pplm" in rows:
+        runs.append(("pplm", "pplm", os.path.join(out, "train", "no_source", "model"), False))
+    runs += [run for run in seq2seq_runs(out) if run[0] in rows]
+    per_seed, forms = {}, {}
+    for seed in seeds:
+        # The first seed's runs keep the folders a single-seed run has always used.
+        base = os.path.join(out, "rewrites") if seed == seeds[0] else os.path.join(out, f"rewrites_seed{seed}")
+        for label, system, model, constrained in runs:
+            # PPLM takes a few gradient steps for every token: a smaller sample on CPU.
+            recipes = args.pplm_recipes if system == "pplm" else None
+            stage = f"rewrite/{label}" + ("" if seed == seeds[0] else f"/seed{seed}")
+            seconds[stage] = rewrite(args, os.path.join(base, label), seed, system, model, constrained, recipes)
+            stage_seconds(out, stage, seconds[stage])
+        evaluation = os.path.join(out, "evaluation" if seed == seeds[0] else f"evaluation_seed{seed}")
+        stage = "evaluate" + ("" if seed == seeds[0] else f"/seed{seed}")
+        seconds[stage] = run_job("evaluate.py", "--lm", os.path.join(out, "train", "no_source", "model"),
+                                 "--rewrites", ",".join(os.path.join(base, label) for label, *_ in runs),
+                                 "--output", evaluation)
+        stage_seconds(out, stage, seconds[stage])
+        with open(os.path.join(evaluation, "metrics.json"), encoding="utf-8") as handle:
+            metrics = {label: values for label, values in json.load(handle)["systems"].items()}
+        for label, *_ in runs:
+            forms.setdefault(label, {})[seed] = form_pass_share(os.path.join(base, label))
+        # evaluate.py names a run by its system and decoding; quality.py by its row.
+        for label, system, _, constrained in runs:
+            named = system + ("+constrained" if constrained else "")
+            if named in metrics and named != label:
+                metrics[label] = metrics.pop(named)
+            if label in metrics:
+                metrics[label]["form_pass_share"] = forms[label][seed]
+        per_seed[seed] = metrics
+        with open(os.path.join(out, "examples.md" if seed == seeds[0] else f"examples_seed{seed}.md"), "w",
+                  encoding="utf-8") as handle:
+            handle.write(examples(base))
+    mean, spread = mean_and_spread(per_seed)
+    targets = judge(mean)
+    if "ctrl_tiny" in mean:
+        mean["ctrl (tiny random config)"] = mean.pop("ctrl_tiny")
     seconds = stage_seconds(out)
-    summary = {"metrics": metrics, "form_pass_share": forms, "targets": targets, "seconds": seconds,
+    summary = {"metrics": mean, "spread": spread, "per_seed": per_seed, "targets": targets, "seconds": seconds,
                "settings": {k: v for k, v in vars(args).items()}}
     with open(os.path.join(out, "quality.json"), "w", encoding="utf-8") as handle:
         json.dump(summary, handle, indent=2)
-    with open(os.path.join(out, "evaluation", "table.md"), encoding="utf-8") as handle:
-        print(handle.read())
+    for seed in seeds:
+        evaluation = os.path.join(out, "evaluation" if seed == seeds[0] else f"evaluation_seed{seed}")
+        with open(os.path.join(evaluation, "table.md"), encoding="utf-8") as handle:
+            print(f"# seed {seed}\n" + handle.read().split("\n## Paper")[0])
     print(json.dumps({"targets_met": sum(t["met"] for t in targets.values()), "targets": len(targets),
                       "missed": [name for name, t in targets.items() if not t["met"]],
                       "total_s": round(sum(seconds.values()), 1), "stage_seconds": seconds}))

@@ -258,14 +258,17 @@ def test_a_refused_word_is_taken_back_instead_of_glued_to_letters(tiny, monkeypa
 
 
 @needs_dictionary
-@pytest.mark.parametrize("system", ["contextual", "contextual_rule", "contextual_gpt2", "no_context", "no_source",
-                                    "end_to_end"])
+@pytest.mark.parametrize("system", ["contextual", "contextual_rule", "contextual_gpt2", "grounded", "grounded_rule",
+                                    "no_context", "no_source", "end_to_end"])
 def test_every_model_system_rewrites_a_batch_into_whole_records(tiny, system):
     from rrt.modelling.rewriter import RewriteTask
-    from rrt.modelling.selection import RULES
+    from rrt.modelling.selection import SELECTIONS
 
     lm, tok = tiny
     extra = {"ing_lm": lm, "ing_tokenizer": tok} if system == "contextual_gpt2" else {}
+    # The grounded systems choose by the grounded rules, the others by the paper's.
+    selection = "grounded" if system.startswith("grounded") else "paper"
+    extra["selection"] = selection
     rewriter = make_rewriter(system, lm, tok, 256, sampling(candidates=3, max_new_tokens=8), recipe_tokens=24,
                         **extra)
     tasks = [RewriteTask("a", ["vegan"], SOURCE, 5), RewriteTask("b", ["dairy-free", "nut-free"],
@@ -282,7 +285,8 @@ def test_every_model_system_rewrites_a_batch_into_whole_records(tiny, system):
         else:
             assert len(row["rewrite"]["steps"]) == len(task.source["steps"]) == len(row["steps"])
             for entry in row["steps"]:
-                assert len(entry["candidates"]) == 3 and set(entry["candidates"][0]["scores"]) == set(RULES) | {"total"}
+                assert len(entry["candidates"]) == 3
+                assert set(entry["candidates"][0]["scores"]) == set(SELECTIONS[selection]) | {"total"}
     assert rewriter.stats["steps_sampled"] == (2 if system == "end_to_end" else 4)
     again = make_rewriter(system, lm, tok, 256, sampling(candidates=3, max_new_tokens=8), recipe_tokens=24,
                      **extra).rewrite(tasks[:1])

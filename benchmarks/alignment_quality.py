@@ -19,31 +19,45 @@ constraints counts once), the share of kept pairs that are the same dish, and th
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import random
 import sys
 from collections import defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from rrt.corpus.alignment import (LINK_FEATURES, LINK_MODEL, AlignSettings, align_steps, fit_link_model,  # noqa: E402
-                           kept_links, link_features, link_probability, train_translation_table)
-from rrt.recipes.clean import clean_lines, clean_text  # noqa: E402
-from rrt.config import load_settings  # noqa: E402
-from rrt.corpus.dish import dish_key  # noqa: E402
-from rrt.corpus.link_labels import LinkCounts, line_index, load_labels  # noqa: E402
-from rrt.corpus.pairing import PairSettings, dish_likeness  # noqa: E402
-from rrt.recipes.recipe import Recipe  # noqa: E402
-from rrt.recipes.step_kinds import split_method  # noqa: E402
-from rrt.recipes.tagger import parse_constraints, tag_recipe  # noqa: E402
-from testing.shared_data import SHARED  # noqa: E402
+from rrt.config import load_settings
+from rrt.corpus.alignment import (
+    LINK_FEATURES,
+    LINK_MODEL,
+    AlignSettings,
+    align_steps,
+    fit_link_model,
+    kept_links,
+    link_features,
+    link_probability,
+    train_translation_table,
+)
+from rrt.corpus.dish import dish_key
+from rrt.corpus.link_labels import LinkCounts, line_index, load_labels
+from rrt.corpus.pairing import PairSettings, dish_likeness
+from rrt.recipes.clean import clean_lines, clean_text
+from rrt.recipes.recipe import Recipe
+from rrt.recipes.step_kinds import split_method
+from rrt.recipes.tagger import parse_constraints, tag_recipe
+from testing.shared_data import SHARED
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "alignment")
 LABELS = [os.path.join(FIXTURES, "real_pairs.jsonl"), os.path.join(FIXTURES, "fresh_pairs.jsonl")]
 EM_PER_DISH = 4
+FOLDS, SEEDS = 5, 5
+WORD_FEATURES = 13          # the link model's features before the steps' meaning (LINK_FEATURES[:13])
+OTHER_THRESHOLDS = (40, 60)
 
 
 def read_corpus(path: str) -> dict[str, dict]:
@@ -90,6 +104,15 @@ def new_features(pair, table, align: AlignSettings):
     return link_features(source, target, scores / 100.0, table, align), right.reshape(scores.shape), at_source, at_target
 
 
+def whole_method_features(pair, table, align: AlignSettings):
+    """Like `new_features`, but every method line a step, headers included (what `rrt align` showed before)."""
+    source, target = pair.source["lines"], pair.target["lines"]
+    scores, _ = align_steps(source, target, table, align)
+    right = np.array([[(i, j) in pair.links for j in range(len(target))] for i in range(len(source))], dtype=float)
+    return (link_features(source, target, scores / 100.0, table, align), right.reshape(scores.shape),
+            list(range(len(source))), list(range(len(target))))
+
+
 def new_links(scores: np.ndarray, at_source: list[int], at_target: list[int], align: AlignSettings):
     """The new pipeline's kept links from calibrated scores, as (source line, target line)."""
     return {(at_source[link.source_step], at_target[j])
@@ -102,24 +125,77 @@ def fit_on(parts) -> np.ndarray:
                           np.concatenate([r.reshape(-1) for _, r, *_ in parts]))
 
 
-def measure(pairs, corpus, new: bool, align: AlignSettings, dishes: PairSettings, fit: str | None = None) -> dict:
+def dish_folds(pairs, folds: int, seed: int) -> list[int]:
+    """A fold per pair, whole dishes together (head-noun dish key of the source's title), dishes shuffled by seed."""
+    keys = sorted({dish_key(p.source["title"], "head") for p in pairs})
+    random.Random(seed).shuffle(keys)
+    fold_of = {key: k % folds for k, key in enumerate(keys)}
+    return [fold_of[dish_key(p.source["title"], "head")] for p in pairs]
+
+
+def cross_validate(pairs, parts, align: AlignSettings, columns: int, folds: int, seeds: int, scored_parts=None):
+    """Link counts per seed, and the out-of-fold scores of the first seed: the link model (its first
+    `columns` features) fitted on the other folds' dishes scores each held-out fold (its
+    `scored_parts` when given: other steps of the same pairs)."""
+    per_seed, first = [], []
+    for seed in range(seeds):
+        fold = dish_folds(pairs, folds, seed)
+        counts, scored = LinkCounts(), [None] * len(pairs)
+        for k in range(folds):
+            weights = fit_on([(f[..., :columns], r) for (f, r, *_), q in zip(parts, fold) if q != k])
+            for n, (pair, (features, _, at_source, at_target)) in enumerate(zip(pairs, scored_parts or parts)):
+                if fold[n] == k:
+                    scored[n] = link_probability(features[..., :columns], weights)
+                    counts.add(new_links(scored[n], at_source, at_target, align), pair.links)
+        per_seed.append(counts)
+        first = first or scored
+    return per_seed, first
+
+
+def spread(per_seed: list[LinkCounts]) -> dict:
+    """Mean, standard deviation and range over fold seeds of precision, recall and F1."""
+    out = {}
+    for name in ("precision", "recall", "f1"):
+        values = np.array([getattr(c, name) for c in per_seed])
+        out[name] = round(float(values.mean()), 3)
+        out[f"{name}_sd"] = round(float(values.std()), 3)
+        out[f"{name}_range"] = [round(float(values.min()), 3), round(float(values.max()), 3)]
+    out["links_predicted"] = round(float(np.mean([c.predicted for c in per_seed])), 1)
+    out["links_labelled"] = per_seed[0].labelled
+    return out
+
+
+def measure(pairs, corpus, new: bool, align: AlignSettings, dishes: PairSettings, fit: str | None = None,
+            folds: int = FOLDS, seeds: int = SEEDS) -> dict:
     """Link scores on the same-dish pairs and the same-dish share of the pairs kept. The new
-    pipeline's link model is scored leaving each pair out of its own fit (the figures are
-    for pairs the model has not seen); with `fit`, the model fitted on all pairs is written there."""
+    pipeline's link model is scored by cross-validation that holds out whole dishes (the figures
+    are for dishes the model has not seen); with `fit`, the model fitted on all pairs is written there."""
     table = learn_table(corpus, new)
-    counts = LinkCounts()
     same_dish = list({(p.source["id"], p.target["id"]): p for p in reversed(pairs) if p.same_dish}.values())[::-1]
-    calibration = np.zeros((5, 2))
     if not new:
+        counts = LinkCounts()
         for pair in same_dish:
             counts.add(old_links(pair, table, align), pair.links)
+        result = spread([counts])
     else:
         parts = [new_features(pair, table, align) for pair in same_dish]
-        for k, (pair, (features, right, at_source, at_target)) in enumerate(zip(same_dish, parts)):
-            scores = link_probability(features, fit_on([p for q, p in enumerate(parts) if q != k]))
-            counts.add(new_links(scores, at_source, at_target, align), pair.links)
+        per_seed, scored = cross_validate(same_dish, parts, align, len(LINK_FEATURES), folds, seeds)
+        result = spread(per_seed)
+        result["without_meaning"] = spread(cross_validate(same_dish, parts, align, WORD_FEATURES, folds, seeds)[0])
+        whole = [whole_method_features(pair, table, align) for pair in same_dish]
+        result["whole_method"] = spread(cross_validate(same_dish, parts, align, len(LINK_FEATURES), folds, seeds,
+                                                       whole)[0])
+        result["thresholds"] = {}
+        for threshold in OTHER_THRESHOLDS:
+            other = dataclasses.replace(align, link_threshold=threshold)
+            result["thresholds"][threshold] = spread(cross_validate(same_dish, parts, other, len(LINK_FEATURES),
+                                                                    folds, seeds)[0])
+        calibration = np.zeros((5, 2))
+        for scores, (_, right, *_) in zip(scored, parts):
             for score, ok in zip(scores.reshape(-1), right.reshape(-1)):
                 calibration[min(4, int(score // 20))] += (1, ok)
+        result["calibration"] = {f"{20 * b}-{20 * b + 20}": {"links": int(n), "right": round(r / n, 3) if n else None}
+                                 for b, (n, r) in enumerate(calibration)}
         if fit:
             weights = fit_on(parts)
             with open(fit, "w", encoding="utf-8") as handle:
@@ -133,12 +209,7 @@ def measure(pairs, corpus, new: bool, align: AlignSettings, dishes: PairSettings
             pair.constraint, dishes) >= dishes.min_dish_similarity
         kept += keep
         same += keep and pair.same_dish
-    result = {"precision": round(counts.precision, 3), "recall": round(counts.recall, 3), "f1": round(counts.f1, 3),
-              "links_predicted": counts.predicted, "links_labelled": counts.labelled,
-              "pairs_kept": kept, "same_dish_share": round(same / kept, 3) if kept else None}
-    if new:
-        result["calibration"] = {f"{20 * b}-{20 * b + 20}": {"links": int(n), "right": round(r / n, 3) if n else None}
-                                 for b, (n, r) in enumerate(calibration)}
+    result.update(pairs_kept=kept, same_dish_share=round(same / kept, 3) if kept else None)
     return result
 
 
@@ -171,14 +242,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(pairs)} labelled pairs, {result['same_dish_pairs']} of them the same dish; links scored on those")
     for name, (same, total) in result["same_dish_by_file"].items():
         print(f"  {name}: {same} of {total} the same dish")
-    print(f"{'pipeline':<9} {'precision':>9} {'recall':>7} {'F1':>6} {'links':>6} {'pairs kept':>10} {'same dish':>9}")
-    for name in ("old", "new"):
-        r = result[name]
-        print(f"{name:<9} {r['precision']:>9.3f} {r['recall']:>7.3f} {r['f1']:>6.3f} {r['links_predicted']:>6} "
-              f"{r['pairs_kept']:>10} {r['same_dish_share']:>9.3f}")
-    print("calibration (new, unseen pairs): " + ", ".join(
-        f"score {band}: {c['right']} right of {c['links']}" for band, c in result["new"]["calibration"].items()))
-    result["f1_ratio"] = round(result["new"]["f1"] / result["old"]["f1"], 3) if result["old"]["f1"] else None
+    new = result["new"]
+    print(f"links on whole-dish cross-validation ({FOLDS} folds by dish, the link model fitted on the other folds; "
+          f"mean ± sd over {SEEDS} fold seeds)")
+    print(f"{'pipeline':<34} {'precision':>13} {'recall':>13} {'F1':>13} {'links':>6} {'pairs kept':>10} {'same dish':>9}")
+    rows = [("old (every line, HMM >= 50)", result["old"], result["old"]),
+            (f"new, words only (>= {new_align.link_threshold:g})", new["without_meaning"], new),
+            (f"align whole method (>= {new_align.link_threshold:g})", new["whole_method"], new)]
+    rows += [(f"new (>= {t:g})", r, new) for t, r in new["thresholds"].items()]
+    rows.append((f"new (>= {new_align.link_threshold:g})", new, new))
+    for name, r, kept in rows:
+        cells = [f"{r[k]:.3f} ± {r[k + '_sd']:.3f}" for k in ("precision", "recall", "f1")]
+        print(f"{name:<34} {cells[0]:>13} {cells[1]:>13} {cells[2]:>13} {r['links_predicted']:>6g} "
+              f"{kept['pairs_kept']:>10} {kept['same_dish_share']:>9.3f}")
+    print("calibration (new, held-out dishes, seed 0): " + ", ".join(
+        f"score {band}: {c['right']} right of {c['links']}" for band, c in new["calibration"].items()))
+    result["f1_ratio"] = round(new["f1"] / result["old"]["f1"], 3) if result["old"]["f1"] else None
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(result, handle, indent=2)

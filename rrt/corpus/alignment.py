@@ -15,16 +15,20 @@ import functools
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Iterable
 
 import numpy as np
 
 from rrt.corpus.cooking_actions import action_overlap, step_actions
+from rrt.corpus.step_meaning import meaning_similarity
 from rrt.recipes.ingredients import content_words
 
 NULL, UNK = "<null>", "<unk>"
+# Cosine similarity times this is a step's log emission in the meaning HMM: steep enough that the
+# closest step dominates, flat enough that order still decides between steps alike in meaning.
+MEANING_SHARPNESS = 15.0
 
 
 @dataclass
@@ -48,7 +52,7 @@ class TranslationTable:
         np.savez_compressed(path, vocab=np.array(json.dumps(self.vocab)), probs=self.probs.astype(np.float32))
 
     @classmethod
-    def load(cls, path: str) -> "TranslationTable":
+    def load(cls, path: str) -> TranslationTable:
         """Read a table written by `save`."""
         with np.load(path) as data:
             return cls(json.loads(str(data["vocab"])), data["probs"])
@@ -103,7 +107,7 @@ class AlignSettings:
     calibrated: bool             # score links with the link model (rrt/data/link_model.json)
 
     @classmethod
-    def from_config(cls, values: dict, **changes) -> "AlignSettings":
+    def from_config(cls, values: dict, **changes) -> AlignSettings:
         """The HMM settings among the `alignment` block's keys, with any changes."""
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in {**values, **changes}.items() if k in names})
@@ -154,7 +158,14 @@ def align_steps(src_steps: list[str], tgt_steps: list[str], table: TranslationTa
     n, m = len(src_steps), len(tgt_steps)
     if n == 0 or m == 0:
         return np.zeros((n, m)), float("-inf")
-    emit = _emissions(table, src_words, tgt_words, settings.null_weight)
+    posterior, loglik = _forward_backward(_emissions(table, src_words, tgt_words, settings.null_weight), settings)
+    words = max(1, sum(len(w) for w in tgt_words))
+    return 100.0 * posterior.T, float(loglik / words)
+
+
+def _forward_backward(emit: np.ndarray, settings: AlignSettings) -> tuple[np.ndarray, float]:
+    """The HMM's posterior (target steps x source steps) and log-likelihood, from log emissions."""
+    m, n = emit.shape
     trans = _transitions(n, settings)
     start = -settings.forward_bias * np.arange(n, dtype=float)
     start -= np.logaddexp.reduce(start)
@@ -166,14 +177,23 @@ def align_steps(src_steps: list[str], tgt_steps: list[str], table: TranslationTa
     for j in range(m - 2, -1, -1):
         beta[j] = np.logaddexp.reduce(trans + (emit[j + 1] + beta[j + 1])[None, :], axis=1)
     loglik = np.logaddexp.reduce(alpha[-1])
-    posterior = np.exp(alpha + beta - loglik)  # m x n
-    words = max(1, sum(len(w) for w in tgt_words))
-    return 100.0 * posterior.T, float(loglik / words)
+    return np.exp(alpha + beta - loglik), float(loglik)
+
+
+def meaning_posterior(similarity: np.ndarray, settings: AlignSettings) -> np.ndarray:
+    """The HMM's posterior (source steps x target steps, 0-1) with the steps' meaning as emissions,
+    read both ways, the larger kept: order settles which of several alike steps did the job."""
+    if not similarity.size:
+        return similarity
+    forward, _ = _forward_backward(MEANING_SHARPNESS * similarity.T, settings)
+    backward, _ = _forward_backward(MEANING_SHARPNESS * similarity, settings)
+    return np.maximum(forward.T, backward)
 
 
 LINK_FEATURES = ("bias", "posterior", "shared_words", "position_gap", "best_for_source", "best_for_target",
                  "mutual_best_words", "posterior_x_words", "same_first_verb", "reverse_posterior",
-                 "either_posterior", "neighbour_posterior", "same_actions")
+                 "either_posterior", "neighbour_posterior", "same_actions", "meaning", "meaning_best_for_source",
+                 "meaning_best_for_target", "meaning_posterior", "meaning_neighbour")
 _STEP_NUMBER = re.compile(r"^\W*(?:step\s*)?\d+\W*", re.IGNORECASE)
 _FIRST_WORD = re.compile(r"[a-z]+")
 LINK_MODEL = str(resources.files("rrt").joinpath("data", "link_model.json"))
@@ -188,7 +208,9 @@ def link_features(src_steps: list[str], tgt_steps: list[str], posterior: np.ndar
     same word (usually the verb), and the kinds of work both do (`rrt.corpus.cooking_actions`). The
     HMM read the other way (over source steps, a target step as the state) sees one target
     step made of several source steps, which the forward reading cannot; a link whose
-    diagonal neighbours are linked continues a run of matched steps.
+    diagonal neighbours are linked continues a run of matched steps. The steps' meaning
+    (`rrt.corpus.step_meaning`) finds links in other words: its similarity, best-match flags,
+    the HMM over it and its diagonal neighbours.
     """
     n, m = posterior.shape
     src = [set(w) for w in _step_words(src_steps)]
@@ -205,9 +227,15 @@ def link_features(src_steps: list[str], tgt_steps: list[str], posterior: np.ndar
     neighbour = np.maximum(padded[:-2, :-2], padded[2:, 2:])
     acts = [[step_actions(step) for step in steps] for steps in (src_steps, tgt_steps)]
     actions = np.array([[action_overlap(a, b) for b in acts[1]] for a in acts[0]]).reshape(n, m)
+    meaning = meaning_similarity(src_steps, tgt_steps)
+    meaning_row = (meaning >= meaning.max(axis=1, keepdims=True)).astype(float) if m else meaning
+    meaning_col = (meaning >= meaning.max(axis=0, keepdims=True)).astype(float) if n else meaning
+    meaning_hmm = meaning_posterior(meaning, settings)
+    padded = np.pad(meaning_hmm, 1)
     return np.stack([np.ones((n, m)), posterior, dice, gap, row_best, col_best,
                      dice * row_best * col_best, posterior * dice, same_first, reverse, either, neighbour,
-                     actions], axis=-1)
+                     actions, meaning, meaning_row, meaning_col, meaning_hmm,
+                     np.maximum(padded[:-2, :-2], padded[2:, 2:])], axis=-1)
 
 
 def _first_word(step: str) -> str | None:

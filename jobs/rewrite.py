@@ -149,6 +149,11 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
             if system in SEQ2SEQ else system
         if variant != system:
             raise JobError(f"{rewrite['model']} holds a {variant} model, not a {system} one")
+        trained = read_meta(rewrite["model"]).get("variant") if os.path.exists(meta) else None
+        if system not in SEQ2SEQ and trained and trained != SYSTEMS[system]:
+            # Its prompts would be in another format than the model learned (grounded against the paper's).
+            raise JobError(f"{rewrite['model']} holds a {trained} model; {system} rewrites with a "
+                           f"{SYSTEMS[system]} one")
         if system == "contextual_gpt2":
             rewrite["ing_model"] = _model_folder(rewrite["ing_model"], "--ing-model (the next-ingredient model)")
     if count_rows(os.path.join(data, "recipes")) == 0:

@@ -188,6 +188,14 @@ def test_bad_settings_are_one_line_before_ray_starts(prepared, tmp_path, args, m
     assert "Traceback" not in done.stderr and not (tmp_path / "o").exists()
 
 
+def test_a_model_of_another_format_is_refused_before_ray_starts(prepared, trained_contextual, tmp_path):
+    done = run_script("rewrite.py", "--data", str(prepared[0]), "--output", str(tmp_path / "o"), "--system",
+                      "grounded_rule", "--model", str(trained_contextual[0] / "model"), timeout=120)
+    assert done.returncode == 2 and "holds a contextual model; grounded_rule rewrites with a grounded_ing one" \
+        in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "o").exists()
+
+
 def test_one_step_empty_step_and_overlong_step_recipes_are_rewritten_and_counted(trained_contextual):
     from jobs.rewrite import record_counts
     from rrt.modelling.models import load_exported

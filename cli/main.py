@@ -162,6 +162,15 @@ def cmd_align(args: argparse.Namespace) -> None:
     scores, loglik = link_scores({"steps": source.steps}, {"steps": target.steps}, table, settings)
     print(f"{source.title}  ->  {target.title}   (per-word log-likelihood {loglik:.3f})")
     print(alignment_table(source.steps, target.steps, scores))
+    # Reading cleans each method as prepare_data does: the lines that are not steps stay out of the
+    # alignment, and are shown so nothing of the recipe goes missing unseen.
+    for side, recipe in (("s", source), ("t", target)):
+        aside = recipe.metadata.get("non_steps", [])
+        if aside:
+            print(f"\nset aside, not steps ({'source' if side == 's' else 'target'}):")
+            for line in aside:
+                at = f"before {side}{line['before']}" if line["before"] < len(recipe.steps) else "after the last step"
+                print(f"  [{line['kind']}] {at}: {line['text']}")
     print("\nkept links (source step -> target steps @ scores):")
     for link in kept_links(scores, settings.link_threshold, settings.max_fanout):
         print(f"  s{link.source_step} -> " + ", ".join(f"t{j} @ {s:.1f}" for j, s in zip(link.target_steps, link.scores)))

@@ -166,3 +166,39 @@ def test_no_input_from_a_terminal_is_one_error_line(monkeypatch, capsys):
     assert cli.main(["convert"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rrt: error: no input") and len(err.splitlines()) == 1
+
+
+def test_align_sets_section_headers_aside_and_keeps_what_the_pipeline_keeps(tmp_path):
+    from rrt.config import load_settings
+    from rrt.corpus.alignment import AlignSettings, kept_links, train_translation_table
+    from rrt.corpus.pairing import link_scores
+    from rrt.recipes.step_kinds import split_method
+
+    source = {"id": "a", "title": "Pasta with Cream Sauce",
+              "ingredients": ["200 g pasta", "1 cup cream", "2 tbsp butter", "1 clove garlic"],
+              "steps": ["For the pasta:", "Boil the pasta in salted water until tender.", "Drain the pasta and keep warm.",
+                        "For the sauce:", "Melt the butter in a pan and fry the garlic.",
+                        "Stir in the cream and simmer until thick.", "Toss the pasta with the sauce and serve."]}
+    target = {"id": "b", "title": "Vegan Pasta with Cream Sauce",
+              "ingredients": ["200 g pasta", "1 cup oat cream", "2 tbsp olive oil", "1 clove garlic"],
+              "steps": ["Cook the pasta in a large pot of salted boiling water until al dente.", "Drain well.",
+                        "For the sauce:", "Heat the olive oil in a skillet and cook the garlic until fragrant.",
+                        "Pour in the oat cream and let it bubble until thickened.",
+                        "Mix the pasta into the sauce and serve hot."]}
+    paths = []
+    for recipe in (source, target):
+        paths.append(tmp_path / f"{recipe['id']}.json")
+        paths[-1].write_text(json.dumps(recipe))
+    out = rrt("align", *map(str, paths))
+    assert out.returncode == 0, out.stderr
+    table, aside = out.stdout.split("\nset aside, not steps (source):")
+    assert "For the" not in table
+    assert "[header] before s0: For the pasta:" in aside and "[header] before s2: For the sauce:" in aside
+    assert "[header] before t2: For the sauce:" in aside.split("(target):")[1]
+    # The links shown are the pipeline's: its steps, its link model, its threshold and fan-out bound.
+    steps = [split_method(recipe["steps"])[0] for recipe in (source, target)]
+    settings = AlignSettings.from_config(load_settings().alignment.model_dump())
+    scores, _ = link_scores({"steps": steps[0]}, {"steps": steps[1]}, train_translation_table([tuple(steps)]), settings)
+    expected = [f"  s{link.source_step} -> " + ", ".join(f"t{j} @ {s:.1f}" for j, s in zip(link.target_steps, link.scores))
+                for link in kept_links(scores, settings.link_threshold, settings.max_fanout)]
+    assert expected and out.stdout.rstrip().endswith("\n".join(expected))

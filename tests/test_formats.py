@@ -91,3 +91,30 @@ def test_titles_agree_only_when_they_name_one_dish():
     # The constraint's own foods may differ: a shrimp fried rice and an egg fried rice, for vegetarian.
     assert titles_agree("Shrimp Fried Rice", "Easy Egg Fried Rice", constraint="vegetarian", extra_words=1)
     assert not titles_agree("Mac and Cheese", "Grilled Cheese", constraint="vegan", extra_words=1)
+
+
+# The paper's formats as they were before the grounded ones came: the paper's settings keep them to the byte.
+PAPER_TEXTS = {
+    "contextual": "<|startoftext|> <src:non-vegan> Hot Cocoa <endoftitle> 2 cups milk <ing> 2 tablespoons cocoa "
+                  "<endofings> Warm the milk. <inst> Whisk in the cocoa. <inst> Pour into mugs. <endofinst> "
+                  "<tgt:vegan> Warm the oat milk. <inst> Whisk in the cocoa until smooth. Taste it. <inst> "
+                  "Pour into mugs. <endofinst> <|endoftext|>",
+    "contextual_ing": "<|startoftext|> <src:non-vegan> Hot Cocoa <endoftitle> 2 cups milk <ing> 2 tablespoons cocoa "
+                      "<endofings> Warm the milk. <inst> Whisk in the cocoa. <inst> Pour into mugs. <endofinst> "
+                      "<tgt:vegan> Warm the oat milk. <inst> Whisk in the cocoa until smooth. Taste it. <inst> "
+                      "<noings> <endofprompt> Pour into mugs. <|endoftext|>",
+    "no_context": "<|startoftext|> <src:non-vegan> Hot Cocoa <endoftitle> Pour into mugs. <endofinst> <tgt:vegan> "
+                  "Pour into mugs. <|endoftext|>",
+}
+
+
+@pytest.mark.parametrize("variant", sorted(PAPER_TEXTS))
+def test_the_paper_formats_are_unchanged_byte_for_byte(variant):
+    assert step_pair_rows(PAIR, variant)[-1]["text"] == PAPER_TEXTS[variant]
+
+
+def test_grounded_formats_hold_the_target_lines_and_repeat_the_source_step():
+    text = step_pair_rows(PAIR, "grounded")[-1]["text"]
+    assert text.startswith(PAPER_TEXTS["contextual"].split(" <tgt:vegan>")[0] + " Vegan Hot Cocoa <endoftitle> "
+                           "2 cups oat milk <ing> 2 tablespoons cocoa <endofings> <tgt:vegan> ")
+    assert text.endswith("<inst> Pour into mugs. <endofprompt> Pour into mugs. <endofinst> <|endoftext|>")

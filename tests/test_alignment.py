@@ -167,3 +167,13 @@ def test_links_on_hand_labelled_real_pairs_beat_the_old_aligner():
     # The new figures come from a link model that never saw the pair it scores.
     assert new["precision"] >= 0.8 and new["precision"] > old["precision"] + 0.2, (old, new)
     assert new["f1"] > old["f1"] + 0.05 and new["same_dish_share"] >= 0.9 > old["same_dish_share"] + 0.2
+
+
+def test_steps_that_do_one_job_in_other_words_are_alike_in_meaning():
+    from rrt.corpus.step_meaning import meaning_similarity
+
+    source = ["Roll out the dough until it is about 1/8 inch thick.", "Preheat the oven to 350 F."]
+    target = ["Heat the oven to 180 C.", "Roll the dough until thin, like pasta."]
+    similarity = meaning_similarity(source, target)
+    assert similarity.shape == (2, 2) and list(similarity.argmax(axis=1)) == [1, 0]
+    assert meaning_similarity([], target).shape == (0, 2)

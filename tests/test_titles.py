@@ -31,7 +31,7 @@ TITLES = [
     ("Egg Fried Rice", ["3 cups cooked rice", "2 eggs, beaten", "2 tablespoons soy sauce"],
      "egg-free", "Eggless Egg Fried Rice", "2 egg replacer, beaten"),
     ("Deviled Eggs", ["6 hard boiled eggs", "1/4 cup mayonnaise", "1 teaspoon mustard"],
-     "egg-free", "Eggless Deviled Eggs", "1/4 cup vegan mayonnaise"),
+     "egg-free", "Deviled Tofu", "1/4 cup vegan mayonnaise"),
     ("Peanut Butter Cookies", ["1 cup peanut butter", "1 cup sugar", "1 egg"],
      "nut-free", "Sunflower Seed Butter Cookies", "1 cup sunflower seed butter"),
     ("Walnut Brownies", ["1 cup chopped walnuts", "1/2 cup cocoa powder"],

@@ -15,9 +15,21 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 
 from rrt.recipes.lexicon import CONSTRAINT_CATEGORIES
+from rrt.recipes.line_foods import Food, Replaced, diet_words, line_foods
 from rrt.recipes.recipe import Recipe
-from rrt.recipes.tagger import Violation, category_violations, parse_constraints
-from rrt.recipes.titles import is_title_case, name_diet, title_case, title_stand_in
+from rrt.recipes.tagger import (
+    Violation,
+    category_violations,
+    normalise_term,
+    parse_constraints,
+)
+from rrt.recipes.titles import (
+    is_title_case,
+    line_stand_in,
+    name_diet,
+    title_case,
+    title_form,
+)
 
 # Replacement per lexicon term (canonical form), per food category.
 CATEGORY_RULES: dict[str, dict[str, str]] = {
@@ -54,7 +66,7 @@ CATEGORY_RULES: dict[str, dict[str, str]] = {
         "chicken bouillon": "vegetable bouillon", "beef bouillon": "vegetable bouillon",
         "ground beef": "plant-based ground meat", "ground turkey": "plant-based ground meat",
         "ground pork": "plant-based ground meat", "ground lamb": "plant-based ground meat",
-        "hamburger": "plant-based ground meat", "chicken": "tofu", "turkey": "tofu", "beef": "seitan",
+        "hamburger": "plant-based ground meat", "goat": "seitan", "chicken": "tofu", "turkey": "tofu", "beef": "seitan",
         "steak": "seitan", "pork": "jackfruit", "lamb": "seitan", "meat": "plant-based meat",
         "lard": "vegetable shortening", "suet": "vegetable shortening", "tallow": "vegetable shortening",
         "schmaltz": "vegetable oil", "bacon fat": "vegetable oil", "bacon grease": "vegetable oil",
@@ -114,22 +126,8 @@ FALLBACKS: dict[tuple[str, str], str] = {
 DEFAULT_FALLBACK = {"nuts": "sunflower seeds", "alcohol": "non-alcoholic {m}", "honey": "agave nectar",
                     "gelatin": "agar", "fish": "tofu"}
 
-# Words that belong to the replaced food and go with it.
-ABSORB_BEFORE = {
-    "dairy": ("whole", "skim", "low-fat", "lowfat", "nonfat", "fat-free", "reduced-fat", "full-fat",
-              "2%", "1%", "goat", "goat's", "cow's", "sheep's", "raw", "unsalted", "salted", "cultured",
-              "sweet"),
-    "egg": ("large", "medium", "small", "extra-large", "jumbo", "whole", "free-range", "organic"),
-    "meat": ("boneless", "skinless", "lean", "extra-lean", "bone-in", "skin-on", "thick-cut", "center-cut"),
-    "fish": ("wild", "wild-caught", "farmed", "fresh", "skinless", "boneless", "skin-on", "jumbo",
-             "large", "medium", "raw", "cooked", "peeled", "deveined"),
-}
-ABSORB_AFTER = {
-    "meat": ("breast", "breasts", "thigh", "thighs", "cutlet", "cutlets", "wing", "wings", "drumstick",
-             "drumsticks", "leg", "legs", "chop", "chops", "fillet", "fillets", "tenderloin", "loin",
-             "shoulder", "roast", "mince", "meat", "strips", "slices", "pieces", "bits"),
-    "fish": ("fillet", "fillets", "steak", "steaks", "meat", "pieces"),
-}
+# Class names a kind's own rule beats ("Shaoxing wine" is rice vinegar, not grape juice).
+CLASS_NAMES = frozenset(("wine", "liqueur", "liquor", "spirits", "alcohol", "nut", "nuts", "meat", "fish", "seafood"))
 # Strictest first, nut-free last: other guides may bring nuts in (amaretto → almond extract).
 CONSTRAINT_ORDER = ("vegan", "vegetarian", "fish-free", "dairy-free", "egg-free", "alcohol-free", "nut-free")
 
@@ -185,43 +183,83 @@ def replacement_for(term: str, matched: str, category: str, constraint: str) -> 
     return template.format(m=matched.lower())
 
 
-def _widen(line: str, start: int, end: int, category: str) -> tuple[int, int]:
-    before = ABSORB_BEFORE.get(category, ())
-    after = ABSORB_AFTER.get(category, ())
-    if before:
-        pattern = re.compile(r"(?:(?:" + "|".join(map(re.escape, before)) + r")[\s,]+)+$", re.I)
-        found = pattern.search(line[:start])
-        if found:
-            start = found.start()
-    if after:
-        found = re.match(r"(?:\s+(?:" + "|".join(map(re.escape, after)) + r"))+\b", line[end:], re.I)
-        if found:
-            end += found.end()
-    return start, end
+def _rule(term: str, category: str, constraint: str) -> str | None:
+    return CONSTRAINT_OVERRIDES.get(constraint, {}).get(term) or CATEGORY_RULES.get(category, {}).get(term)
 
 
-def _apply(line: str, hits: list[tuple[Violation, str]], field_name: str, index: int,
-           constraint: str) -> tuple[str, list[Substitution]]:
-    made = []
-    taken: list[tuple[int, int]] = []
+def _line_stand_in(line: str, food: Food, constraint: str) -> tuple[str, str | None]:
+    head, matched = food.head, line[slice(*food.head.span)]
+    new = replacement_for(head.term, matched, food.category, constraint)
+    diet = diet_words(new, head.term, matched)
+    if len(food.names) == 1:
+        return new, diet
+    if diet is None:
+        own = _rule(food.names[0].term, food.category, constraint)
+        return (own if own and head.term.rsplit(" ", 1)[-1] in CLASS_NAMES else new), None
+    # The diet words cover the names that are kinds of the food ("vegan cheddar cheese"); a name
+    # with a stand-in of its own only describes the food and goes ("whole milk kefir" -> "vegan kefir").
+    name = ""
+    for lead, after in zip(food.names, food.names[1:]):
+        said = line[slice(*lead.span)]
+        own = replacement_for(lead.term, said, food.category, constraint)
+        keep = diet_words(own, lead.term, said) is not None
+        name += line[lead.span[0]:after.span[0]] if keep else line[lead.span[1]:after.span[0]].lstrip(" -")
+    return f"{diet} {name}{matched}", diet
+
+
+def _title_stand_in(line: str, food: Food, replaced: list[Replaced]) -> str | None:
+    # The title names what the lines now hold; a food no line replaced keeps its name and the diet is named.
+    source = line_stand_in(normalise_term(line[food.start:food.end]), food.head.term, food.category, replaced)
+    if source is None or source.diet is None:
+        return title_form(source, line[food.start:food.end]) if source else None
+    # "Chicken Bacon" over lines of tofu and imitation bacon: each name takes its own line's stand-in.
+    forms, rest = [], food.start
+    for lead, after in zip(food.names, food.names[1:]):
+        said = line[slice(*lead.span)]
+        own = line_stand_in(normalise_term(said), lead.term, food.category, replaced)
+        form = title_form(own, said) if own and own.diet is None else None
+        if form is None:
+            break
+        forms.append(form)
+        rest = after.span[0]
+    return " ".join(forms + [f"{source.diet} {line[rest:food.end]}"])
+
+
+def _line_case(line: str, start: int, original: str, new: str) -> str:
+    # Capitals mark a sentence's start, a Title Case line or a proper name; a stand-in is none of
+    # them mid-sentence ("2 tablespoons Shaoxing wine" -> "2 tablespoons rice vinegar").
+    if len(original) > 1 and original.isupper():
+        return new.upper()
+    if not original[:1].isupper():
+        return new
+    if is_title_case(line) or (len(original.split()) > 1 and is_title_case(original)):
+        return title_case(new)
+    before = line[:start].rstrip()
+    if not re.search(r"[^\W\d_]", before) or before.endswith((".", "!", "?", ":")):
+        return new[:1].upper() + new[1:]
+    return new
+
+
+def _apply(line: str, hits: list[tuple[Violation, str]], field_name: str, index: int, constraint: str,
+           replaced: list[Replaced]) -> tuple[str, list[Substitution], list[Replaced]]:
+    made, done = [], []
     titled = field_name == "title" and is_title_case(line)
-    for violation, category in sorted(hits, key=lambda h: h[0].span[0], reverse=True):
-        start, end = _widen(line, *violation.span, category)
-        if any(start < b and a < end for a, b in taken):
-            continue  # overlaps a span already replaced on this line
-        original = line[start:end]
-        new = replacement_for(violation.term, line[slice(*violation.span)], category, constraint)
+    for food in reversed(line_foods(line, hits, inner_word=field_name == "ingredients")):
+        original = line[food.start:food.end]
         if field_name == "title":
-            new = title_stand_in(new, original)
+            new = _title_stand_in(line, food, replaced)
             if new is None:
-                continue  # no dish is named after this stand-in: the title names the diet instead
-        new = match_case(original, new)
+                continue  # the title names the diet instead
+            new = match_case(original, new)
+        else:
+            new, diet = _line_stand_in(line, food, constraint)
+            done.append(Replaced(normalise_term(original), tuple(n.term for n in food.names), food.head.term,
+                                 food.category, new, diet))
+            new = _line_case(line, food.start, original, new)
         new = title_case(new) if titled else new
-        line = line[:start] + new + line[end:]
-        taken = [(a + len(new) - (end - start), b + len(new) - (end - start)) if a >= end else (a, b)
-                 for a, b in taken] + [(start, start + len(new))]
+        line = line[:food.start] + new + line[food.end:]
         made.append(Substitution(original, new, field_name, index, constraint))
-    return line, made[::-1]
+    return line, made[::-1], done[::-1]
 
 
 def substitute_once(recipe: Recipe, constraint: str) -> SubstitutionResult:
@@ -232,13 +270,16 @@ def substitute_once(recipe: Recipe, constraint: str) -> SubstitutionResult:
             hits.setdefault((v.field, v.index), []).append((v, category))
     title, ingredients, steps = recipe.title, list(recipe.ingredients), list(recipe.steps)
     made: list[Substitution] = []
-    for (field_name, index), found in sorted(hits.items()):
+    replaced: list[Replaced] = []
+    # Lines first, so the title can name what they now hold.
+    for (field_name, index), found in sorted(hits.items(), key=lambda h: (h[0][0] == "title", h[0])):
         if field_name == "title":
-            title, subs = _apply(title, found, field_name, index, constraint)
+            title, subs, _ = _apply(title, found, field_name, index, constraint, replaced)
         elif field_name == "ingredients":
-            ingredients[index], subs = _apply(ingredients[index], found, field_name, index, constraint)
+            ingredients[index], subs, done = _apply(ingredients[index], found, field_name, index, constraint, [])
+            replaced += done
         else:
-            steps[index], subs = _apply(steps[index], found, field_name, index, constraint)
+            steps[index], subs, _ = _apply(steps[index], found, field_name, index, constraint, [])
         made += subs
     if made:
         # Once a recipe is rewritten for a diet its title says so wherever a food is left named.

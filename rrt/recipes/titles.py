@@ -1,6 +1,8 @@
-"""Titles read as titles: a short stand-in, or the diet named before the food.
+"""Titles read as titles: the stand-in the ingredient lines now have, short, or the diet named before the food.
 
-The guide's stand-ins are written for the cook ("soymilk soured with lemon juice", "egg
+A title's food takes the stand-in an ingredient line's food of the same name took, so title and
+lines agree (Cheesy Beef Tacos over "1 pound ground beef" -> Cheesy Plant-Based Meat Tacos, not
+Seitan Tacos); a food no line replaced keeps its name with the diet before it. The guide's stand-ins are written for the cook ("soymilk soured with lemon juice", "egg
 replacer"); a title wants a name. A stand-in that names a food in a few words goes into the
 title (Chicken Curry → Tofu Curry, Tuna Salad → Chickpea Salad); one that reads as an
 instruction or a pantry helper leaves the food's name in place, and the diet is named before
@@ -12,7 +14,8 @@ from __future__ import annotations
 
 import re
 
-from rrt.recipes.tagger import Mention, text_violations
+from rrt.recipes.line_foods import Replaced
+from rrt.recipes.tagger import Mention, normalise_term, text_violations
 
 # How each diet is named in a title; each is a modifier the tagger honours for every food
 # category its constraint forbids. "Eggless" because "Egg-Free Egg Fried Rice" reads as a contradiction.
@@ -65,6 +68,34 @@ def title_stand_in(stand_in: str, original: str) -> str | None:
     if not last.endswith("s") and form.endswith("s") and not form.endswith(("ss", "us")):
         form = form[:-1]
     return form
+
+
+# Title foods that stand for any food of their kind: "Fish Tacos" over "1 pound cod fillets".
+KIND_NAMES = frozenset(("fish", "seafood", "shellfish", "meat", "poultry", "nut", "cheese", "dairy", "liqueur",
+                        "liquor", "alcohol"))
+
+
+def line_stand_in(text: str, head: str, category: str, replaced: list[Replaced]) -> Replaced | None:
+    """The ingredient line food a title's food names: the same words, head or name, then one it is a
+    part of ("beef" of "ground beef"), then, for a kind's name, the first of that kind."""
+    word = head.split()[-1]
+    for same in (lambda r: r.text == text, lambda r: r.head == head, lambda r: head in r.terms,
+                 lambda r: r.head.split()[-1] == word, lambda r: word in KIND_NAMES):
+        for food in replaced:
+            if food.category == category and same(food):
+                return food
+    return None
+
+
+def title_form(food: Replaced, original: str) -> str | None:
+    """A line's plain stand-in as the title names it, without words of the line's food the title's lacks
+    ("plant-based ground meat" of "ground beef" names the title's "Beef" as "plant-based meat")."""
+    form = title_stand_in(food.stand_in, original)
+    if form is None:
+        return None
+    extra = set(food.text.split()) - set(normalise_term(original).split())
+    kept = [w for w in form.split() if normalise_term(w) not in extra]
+    return " ".join(kept or form.split())
 
 
 def _opener(word: str) -> bool:

@@ -5,9 +5,11 @@ egg → egg replacer, bacon → imitation bacon, chicken broth → vegetable bro
 spans the tagger calls harmful are replaced, so "coconut milk" never becomes "coconut
 soymilk"; adjectives of the replaced food go with it ("goat milk" → "soymilk", not
 "goat soymilk"); and every replacement is itself harmless to the tagger, so a second
-pass changes nothing (no "imitation imitation bacon"). Titles take a short form of the
-stand-in or name the diet instead (rrt.recipes.titles): "Vegan Buttermilk Pancakes", not "Soymilk soured
-with lemon juice Pancakes".
+pass changes nothing (no "imitation imitation bacon"). The names a line gives one food are
+replaced once (rrt.recipes.line_foods): "shredded cheddar cheese" -> "shredded vegan cheddar
+cheese", not "dairy-free cheddar vegan cheese". Ingredient lines go first and the title names
+what they now hold, in a short form, or names the diet instead (rrt.recipes.titles): "Vegan
+Buttermilk Pancakes", not "Soymilk soured with lemon juice Pancakes".
 """
 from __future__ import annotations
 
@@ -190,7 +192,8 @@ def _rule(term: str, category: str, constraint: str) -> str | None:
 def _line_stand_in(line: str, food: Food, constraint: str) -> tuple[str, str | None]:
     head, matched = food.head, line[slice(*food.head.span)]
     new = replacement_for(head.term, matched, food.category, constraint)
-    diet = diet_words(new, head.term, matched)
+    # "nondairy butter" keeps the name of "unsalted butter" too: a title's "Brown Butter" takes its diet word.
+    diet = diet_words(new, head.term, matched, head.term.rsplit(" ", 1)[-1])
     if len(food.names) == 1:
         return new, diet
     if diet is None:

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from conftest import ROOT, config_copy, job_env, make_rewriter, needs_dictionary, needs_shared_data, run_script, sampling
-from rrt.modelling.selection import RULES
+from rrt.config import load_settings
+from rrt.modelling.selection import SELECTIONS
 from rrt.recipes.recipe import Recipe
 from rrt.recipes.tagger import tag_recipe, text_violations
 
@@ -97,7 +98,7 @@ def test_every_sampled_recipe_is_rewritten_step_by_step_with_scored_candidates(c
             # A source step too long for the block is the guide's rewrite, noted and counted.
             assert entry["source_step"] == n and len(entry["candidates"]) == (1 if entry.get("note") else 6)
             totals = [c["scores"]["total"] for c in entry["candidates"]]
-            assert set(entry["candidates"][0]["scores"]) == set(RULES) | {"total"}
+            assert set(entry["candidates"][0]["scores"]) == set(SELECTIONS[load_settings().rewrite.selection]) | {"total"}
             assert totals[entry["chosen"]] == max(totals) and entry["chosen"] == totals.index(max(totals))
             assert row["rewrite"]["steps"][n] == entry["candidates"][entry["chosen"]]["text"]
         # Title and ingredient lines come from the substitution guide, so they obey the constraint.

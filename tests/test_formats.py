@@ -116,5 +116,5 @@ def test_the_paper_formats_are_unchanged_byte_for_byte(variant):
 def test_grounded_formats_hold_the_target_lines_and_repeat_the_source_step():
     text = step_pair_rows(PAIR, "grounded")[-1]["text"]
     assert text.startswith(PAPER_TEXTS["contextual"].split(" <tgt:vegan>")[0] + " Vegan Hot Cocoa <endoftitle> "
-                           "2 cups oat milk <ing> 2 tablespoons cocoa <endofings> <tgt:vegan> ")
+                           "oat milk <ing> cocoa <endofings> <tgt:vegan> ")
     assert text.endswith("<inst> Pour into mugs. <endofprompt> Pour into mugs. <endofinst> <|endoftext|>")

@@ -143,7 +143,8 @@ def test_grounded_formats_carry_the_target_lines_and_the_source_step_before_the_
                                 REWRITTEN["ingredients"], ["Brown the meat.", "Fill the shells."], "vegetarian",
                                 ["taco shells"])
     parts = formats.parse_text("grounded_ing", text)
-    assert parts.target == {"title": REWRITTEN["title"], "ingredients": REWRITTEN["ingredients"]}
+    assert parts.target == {"title": REWRITTEN["title"], "ingredients": formats.grounded_foods(REWRITTEN["ingredients"])}
+    assert parts.target["ingredients"][:2] == ["plant-based meat", "hard taco shells"]
     assert parts.source_steps == TACOS["steps"] and parts.target_steps == ["Brown the meat.", "Fill the shells."]
     assert parts.prompt_ingredients == ["taco shells"]
     assert text.index(f"{TACOS['steps'][-1]} <endofinst> taco shells <endofprompt> Fill the shells.") > 0
@@ -152,3 +153,18 @@ def test_grounded_formats_carry_the_target_lines_and_the_source_step_before_the_
 def test_every_food_name_is_matched_as_itself():
     names = known_foods().names
     assert all(mentions(" ".join(name), known_foods())[0].words == name for name in sorted(names)[:500])
+
+
+def test_a_grounded_prompt_with_a_long_ingredient_list_is_cut_as_training_cuts_it(tokenizer):  # noqa: F811
+    from rrt.modelling.prompts import SPECIAL_NAMES, fit_prompt, protected_span, step_prompt
+    from rrt.recipes.paper_format import INST
+
+    special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}
+    long_list = {**REWRITTEN, "ingredients": REWRITTEN["ingredients"] + [f"1 cup food number {i}" for i in range(60)]}
+    text = step_prompt("grounded_ing", TACOS, 1, ["Brown the meat."], "vegetarian", long_list, ["taco shells"])
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    head, tail, steps_from = protected_span("grounded_ing", ids, special)
+    fitted = fit_prompt(ids, head, tail, 120, steps_from, {special[INST]})
+    assert fitted is not None and len(fitted) <= 120
+    # BOS and the tag, then the nearest context; the target tag, the rewritten step and the source step whole.
+    assert fitted[:2] == ids[:2] and fitted[-(len(ids) - tail):] == ids[tail:]

@@ -8,13 +8,15 @@
     ing_predictor   BOS title <endoftitle> ings <endofings> s1 <inst> … s(n-1) <endofinst> i1 <ing> … EOS
     no_source       BOS title <endoftitle> ings <endofings> s1 <inst> … sn <endofinst> EOS
 
-Beyond the paper, the grounded formats also give the target recipe's own title and ingredient
-lines (at rewrite time, the guide's rewritten lines), then its last few steps and the source
-step being rewritten right before the output, so the model learns to write this recipe's step
-with this recipe's foods:
+Beyond the paper, the grounded formats also give the target recipe's own title and the foods of
+its ingredient lines (at rewrite time, the guide's rewritten lines), then its last few steps and
+the source step being rewritten right before the output, so the model learns to write this
+recipe's step with this recipe's foods. The foods are the lines' ingredient names
+(rrt.recipes.ingredients.ingredient_name), without amounts: a long list of whole lines would
+not leave the block room for the steps.
 
     grounded        BOS <src:non-C> title <endoftitle> ings <endofings> s1 <inst> … sn <endofinst>
-                    ttitle <endoftitle> tings <endofings> <tgt:C> t(n'-k) <inst> … t(n'-1) <inst>
+                    ttitle <endoftitle> tfood1 <ing> … <endofings> <tgt:C> t(n'-k) <inst> … t(n'-1) <inst>
                     sn <endofprompt> tn' <endofinst> EOS
     grounded_ing    … <tgt:C> t(n'-k) <inst> … t(n'-1) <inst> sn <endofinst> i1 <ing> … <endofprompt> tn' EOS
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rrt.recipes.ingredients import ingredient_name
 from rrt.recipes.paper_format import (BOS, END_INGS, END_INST, END_PROMPT, END_TITLE, EOS, ING, INST, NO_INGS,
                               constraint_tag, format_recipe, parse_line)
 
@@ -71,10 +74,15 @@ def contextual_ing(title, ingredients, source_steps, target_steps, constraint, p
             f"{earlier}{_ings(prompt_ingredients)} {END_PROMPT} {target_steps[-1]} {EOS}")
 
 
+def grounded_foods(ingredient_lines: list[str]) -> list[str]:
+    """The foods a grounded text names for the target's ingredient lines: each line's ingredient name, once."""
+    return list(dict.fromkeys(name for name in map(ingredient_name, ingredient_lines) if name))
+
+
 def _grounded_head(title, ingredients, source_steps, target_title, target_ingredients, constraint) -> str:
     src, tgt = _tags(constraint)
     return (f"{BOS} {src} {format_recipe(title, ingredients, source_steps)} "
-            f"{target_title} {END_TITLE} {_ings(target_ingredients)} {END_INGS} {tgt} ")
+            f"{target_title} {END_TITLE} {_ings(grounded_foods(target_ingredients))} {END_INGS} {tgt} ")
 
 
 def grounded(title, ingredients, source_steps, target_title, target_ingredients, target_steps, constraint) -> str:

@@ -93,12 +93,11 @@ def protected_span(variant: str, ids: list[int], special: dict[str, int]) -> tup
         # The target tag follows the source's <endofinst>; the rewritten steps follow it.
         return head, max(start, head), min(first_end + 2, len(ids))
     if variant in formats.GROUNDED_VARIANTS:
-        # The source step being rewritten stands again after the rewritten steps, so all of the source
-        # recipe after its title may go; the target's title and ingredient lines (after the source's
-        # <endofinst>) stay; the rewritten steps follow the target tag after their <endofings>.
-        first_end = next((i for i, t in enumerate(ids) if t == special[END_INST]), len(ids))
-        tag = next((i for i in range(first_end, len(ids)) if ids[i] == special[END_INGS]), len(ids) - 1) + 1
-        return head, min(first_end + 1, len(ids)), min(tag + 1, len(ids))
+        # As training cuts a grounded text (rrt.modelling.batching.fit_block): BOS and the tag stay, the
+        # context before the target tag goes from the left (the source recipe first, the target's title and
+        # foods last), then the oldest rewritten steps; the source step being rewritten stands after them.
+        tag = next((i for i in range(len(ids) - 1, -1, -1) if ids[i] == special[END_INGS]), len(ids) - 1) + 1
+        return min(2, len(ids)), min(tag, len(ids)), min(tag + 1, len(ids))
     if variant == "no_context":
         return head, head, None
     if variant == "end_to_end":

@@ -7,7 +7,8 @@ from conftest import SAMPLE, WEB_RECIPES, make_recipe, needs_shared_data
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.loaders import read_recipes
 from rrt.recipes.substitutions import match_case, substitute_recipe
-from rrt.recipes.tagger import tag_recipe
+from rrt.recipes.recipe import Recipe
+from rrt.recipes.tagger import tag_recipe, text_violations
 
 
 @pytest.mark.parametrize("line,constraint,expected", [
@@ -85,3 +86,17 @@ def test_sample_corpus_is_repaired(constraint):
 def test_web_corpus_is_repaired(constraint):
     fixed, invalid = _repair_rate(list(read_recipes([str(WEB_RECIPES)])), constraint)
     assert invalid and fixed / invalid >= 0.95, f"{fixed}/{invalid}"
+
+
+def test_a_step_names_the_stand_in_its_ingredient_line_holds():
+    recipe = Recipe("t", "Cheesy Beef Tacos", ["1 pound ground beef", "10 hard taco shells"],
+                    ["Brown the ground beef in a skillet.", "Fill the shells with the beef."])
+    out = substitute_recipe(recipe, ["vegetarian"]).recipe
+    assert out.ingredients[0] == "1 pound plant-based ground meat"
+    assert out.steps == ["Brown the plant-based ground meat in a skillet.", "Fill the shells with the plant-based meat."]
+
+
+def test_the_verb_cream_is_no_dairy_but_the_butter_it_creams_is():
+    recipe = Recipe("c", "Cookies", ["1 cup butter", "1 cup sugar"], ["Cream the butter and sugar until fluffy."])
+    assert substitute_recipe(recipe, ["dairy-free"]).recipe.steps == ["Cream the nondairy butter and sugar until fluffy."]
+    assert [v.term for v in text_violations("Cream together the butter and sugar.", ["dairy-free"])] == ["butter"]

@@ -69,6 +69,8 @@ DAIRY = Category(
         "coconut ice cream", "cheese cloth", "cheesecloth", "head cheese", "milk thistle",
         "cream of wheat", "soy yogurt", "almond yogurt", "oat yogurt", "coconut whipped cream",
         "bean curd", "lemon curd", "lime curd", "dairy case", "cream soda",
+        # The verb: "Cream the butter and sugar", "cream together" (the butter that follows still counts).
+        "cream the", "cream together",
         # Kitchen tools named after the food they handle.
         "cheese grater", "cheese knife", "cheese knives", "cheese slicer", "cheese plane", "cheese wire",
         "cheese cutter", "butter knife", "butter knives", "butter paddle", "butter curler", "butter spreader",

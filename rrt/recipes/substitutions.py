@@ -7,9 +7,10 @@ soymilk"; adjectives of the replaced food go with it ("goat milk" → "soymilk",
 "goat soymilk"); and every replacement is itself harmless to the tagger, so a second
 pass changes nothing (no "imitation imitation bacon"). The names a line gives one food are
 replaced once (rrt.recipes.line_foods): "shredded cheddar cheese" -> "shredded vegan cheddar
-cheese", not "dairy-free cheddar vegan cheese". Ingredient lines go first and the title names
+cheese", not "dairy-free cheddar vegan cheese". Ingredient lines go first; the title names
 what they now hold, in a short form, or names the diet instead (rrt.recipes.titles): "Vegan
-Buttermilk Pancakes", not "Soymilk soured with lemon juice Pancakes".
+Buttermilk Pancakes", not "Soymilk soured with lemon juice Pancakes"; and a step names the
+stand-in its ingredient line holds, so title, lines and steps name one substitute.
 """
 from __future__ import annotations
 
@@ -210,6 +211,23 @@ def _line_stand_in(line: str, food: Food, constraint: str) -> tuple[str, str | N
     return f"{diet} {name}{matched}", diet
 
 
+def _step_stand_in(line: str, food: Food, constraint: str, replaced: list[Replaced]) -> str:
+    # A step names the food its ingredient line now holds ("Brown the ground beef" over "plant-based ground
+    # meat" -> "Brown the plant-based ground meat"), less the words of the line's food the step lacks ("the
+    # beef" -> "the plant-based meat"); a food no line replaced, or one a diet word covers, as a line would.
+    original = line[food.start:food.end]
+    source = line_stand_in(normalise_term(original), food.head.term, food.category, replaced)
+    kind = [r for r in replaced if r.category == food.category]
+    if source is None and len(kind) == 1:
+        source = kind[0]   # "the steak" of a recipe whose one meat line was "1 pound flank steak"
+    if source is None or source.diet is not None:
+        return _line_stand_in(line, food, constraint)[0]
+    # The first word stays: "egg replacer" for "the yolks" of "egg yolks" is no "replacer".
+    extra = set(source.text.split()) - set(normalise_term(original).split())
+    first, *rest = source.stand_in.split()
+    return " ".join([first] + [w for w in rest if normalise_term(w) not in extra])
+
+
 def _title_stand_in(line: str, food: Food, replaced: list[Replaced]) -> str | None:
     # The title names what the lines now hold; a food no line replaced keeps its name and the diet is named.
     source = line_stand_in(normalise_term(line[food.start:food.end]), food.head.term, food.category, replaced)
@@ -254,6 +272,8 @@ def _apply(line: str, hits: list[tuple[Violation, str]], field_name: str, index:
             if new is None:
                 continue  # the title names the diet instead
             new = match_case(original, new)
+        elif field_name == "steps":
+            new = _line_case(line, food.start, original, _step_stand_in(line, food, constraint, replaced))
         else:
             new, diet = _line_stand_in(line, food, constraint)
             done.append(Replaced(normalise_term(original), tuple(n.term for n in food.names), food.head.term,
@@ -282,7 +302,7 @@ def substitute_once(recipe: Recipe, constraint: str) -> SubstitutionResult:
             ingredients[index], subs, done = _apply(ingredients[index], found, field_name, index, constraint, [])
             replaced += done
         else:
-            steps[index], subs, _ = _apply(steps[index], found, field_name, index, constraint, [])
+            steps[index], subs, _ = _apply(steps[index], found, field_name, index, constraint, replaced)
         made += subs
     if made:
         # Once a recipe is rewritten for a diet its title says so wherever a food is left named.

@@ -8,8 +8,11 @@ guide (rrt.recipes.substitutions) for each constraint it breaks. Per constraint,
 counts the rewrites, the ingredient lines they change, the changed lines with two diet words on
 one food ("dairy-free cheddar vegan cheese") or a word twice in a row that the source line lacks,
 the titles naming a food no rewritten ingredient line holds ("Cheesy Seitan Tacos" over
-"plant-based ground meat"), and the rewrites the tagger calls valid (testing.guide_reading says
-what each check is). With --baseline, the library of that commit is measured the same way in a
+"plant-based ground meat"), the rewrites the tagger calls valid (testing.guide_reading says
+what each check is), and whether the rewrite stays the recipe (rrt.evaluation.grounding, where
+the library has it): the rewritten steps naming a food neither the rewritten lines nor the
+source hold ("Coconut cream the butter"), and the rewrites whose title or steps name a new food
+their lines lack (a step's "seitan" over a line's "plant-based ground meat"). With --baseline, the library of that commit is measured the same way in a
 child process, and the last line is the ratio after/before of the faults.
 """
 from __future__ import annotations
@@ -35,7 +38,7 @@ from testing.guide_reading import (
 )
 from testing.shared_data import SHARED
 
-FAULTS = ("stacked_lines", "repeated_lines", "titles_disagreeing")
+FAULTS = ("stacked_lines", "repeated_lines", "titles_disagreeing", "invented_steps", "inconsistent_rewrites")
 
 
 def corpus_paths() -> list[str]:
@@ -47,6 +50,10 @@ def corpus_paths() -> list[str]:
 def measure(paths: list[str]) -> dict[str, Counter]:
     """Per constraint: rewrites, changed lines, lines with stacked diet words or a word said twice,
     titles that disagree with their lines, and valid rewrites."""
+    try:
+        from rrt.evaluation.grounding import grounding_counts
+    except ImportError:   # a --baseline library from before the grounding measures
+        grounding_counts = None
     counts = {c: Counter() for c in CONSTRAINTS}
     for source, constraint, result in guide_rewrites(paths):
         row = counts[constraint]
@@ -59,6 +66,14 @@ def measure(paths: list[str]) -> dict[str, Counter]:
         row["titles_disagreeing"] += bool(title_foods_missing(source.title, result.recipe.title,
                                                               result.recipe.ingredients))
         row["valid"] += tag_recipe(result.recipe, [constraint]).valid[constraint]
+        if grounding_counts is not None:
+            grounded = grounding_counts({
+                "source": {"title": source.title, "ingredients": list(source.ingredients), "steps": list(source.steps)},
+                "rewrite": {"title": result.recipe.title, "ingredients": list(result.recipe.ingredients),
+                            "steps": list(result.recipe.steps)}})
+            row["steps"] += grounded["steps"]
+            row["invented_steps"] += grounded["invented_steps"]
+            row["inconsistent_rewrites"] += not grounded["consistent"]
     return counts
 
 

@@ -100,3 +100,10 @@ def test_the_verb_cream_is_no_dairy_but_the_butter_it_creams_is():
     recipe = Recipe("c", "Cookies", ["1 cup butter", "1 cup sugar"], ["Cream the butter and sugar until fluffy."])
     assert substitute_recipe(recipe, ["dairy-free"]).recipe.steps == ["Cream the nondairy butter and sugar until fluffy."]
     assert [v.term for v in text_violations("Cream together the butter and sugar.", ["dairy-free"])] == ["butter"]
+
+
+def test_a_step_takes_its_line_s_diet_word_before_its_own_name():
+    recipe = Recipe("p", "Pork Belly Bites", ["1.5 lbs pork belly, cut into cubes"], ["Pat the pork belly cubes dry."])
+    out = substitute_recipe(recipe, ["vegan"]).recipe
+    assert out.ingredients == ["1.5 lbs vegan pork belly, cut into cubes"]
+    assert out.steps == ["Pat the vegan pork belly cubes dry."]

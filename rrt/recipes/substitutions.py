@@ -214,14 +214,17 @@ def _line_stand_in(line: str, food: Food, constraint: str) -> tuple[str, str | N
 def _step_stand_in(line: str, food: Food, constraint: str, replaced: list[Replaced]) -> str:
     # A step names the food its ingredient line now holds ("Brown the ground beef" over "plant-based ground
     # meat" -> "Brown the plant-based ground meat"), less the words of the line's food the step lacks ("the
-    # beef" -> "the plant-based meat"); a food no line replaced, or one a diet word covers, as a line would.
+    # beef" -> "the plant-based meat"), or the line's diet words before the step's own name; a food no line
+    # replaced as a line would.
     original = line[food.start:food.end]
     source = line_stand_in(normalise_term(original), food.head.term, food.category, replaced)
     kind = [r for r in replaced if r.category == food.category]
     if source is None and len(kind) == 1:
         source = kind[0]   # "the steak" of a recipe whose one meat line was "1 pound flank steak"
-    if source is None or source.diet is not None:
+    if source is None:
         return _line_stand_in(line, food, constraint)[0]
+    if source.diet is not None:
+        return f"{source.diet} {original}"   # "the pork belly" over "vegan pork belly": "the vegan pork belly"
     # The first word stays: "egg replacer" for "the yolks" of "egg yolks" is no "replacer".
     extra = set(source.text.split()) - set(normalise_term(original).split())
     first, *rest = source.stand_in.split()

@@ -2,7 +2,7 @@
 many chosen steps hold one under the selection rules without `no_disguised_food` and with them
 (the same candidate pools), and how often the check flags real, human-written recipe lines.
 
-    python benchmarks/disguised_foods.py out/demo/rewrites/contextual_rule_constrained \
+    python benchmarks/disguised_foods.py out/demo/rewrites/grounded_rule_constrained \
         --recipes ../shared/data/web_recipes/recipes.jsonl
 
 Each rewrite folder is a rewrite job's output (`rewrites.jsonl`); the recipe lines are checked

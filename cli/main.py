@@ -6,8 +6,8 @@
     rrt ingredients recipes.jsonl
     rrt survey --constraint all data/sample/recipes.jsonl
     rrt align source.json target.json [--table out/prepared/translation_table.npz]
-    rrt serve --model out/demo/contextual_rule/model [--port 8000]
-    rrt show out/demo/rewrites/contextual_rule_constrained --recipes 3
+    rrt serve --model out/demo/grounded_rule/model [--port 8000]
+    rrt show out/demo/rewrites/grounded_rule_constrained --recipes 3
     rrt judge create --study out/study --rewrites out/demo/rewrites/contextual_rule,out/demo/rewrites/rule_based
     rrt judge serve --study out/study     (then: rrt judge report --study out/study)
 """

@@ -1,7 +1,7 @@
 """The rewriter behind HTTP: a FastAPI ingress and a request-batched, autoscaled rewriter.
 
-    rrt serve --model out/demo/contextual_rule/model --port 8000
-    serve run serve.app:build_app model=out/demo/contextual_rule/model
+    rrt serve --model out/demo/grounded_rule/model --port 8000
+    serve run serve.app:build_app model=out/demo/grounded_rule/model
     serve deploy serve/config.yaml
 
 Routes: POST /v1/rewrite, GET /v1/constraints, GET /healthz, GET / (the web page).

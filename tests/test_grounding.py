@@ -5,17 +5,29 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
-
 from conftest import SAMPLE, dictionary_missing
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_constrained import sample_step, stop_ids, tokenizer  # noqa: F401 - fixtures
+
 from rrt.corpus import formats
-from rrt.evaluation.grounding import consistent, grounding_counts, invented_foods, title_consistent
+from rrt.evaluation.grounding import (
+    consistent,
+    grounding_counts,
+    invented_foods,
+    title_consistent,
+)
 from rrt.modelling.constrained import ViolationGuard, guard_text
 from rrt.modelling.selection import RULES, SELECTIONS, StepContext, select_best
-from rrt.recipes.foods import PANTRY, known_foods, mentions, recipe_food_words, unlisted_foods
+from rrt.recipes.foods import (
+    PANTRY,
+    known_foods,
+    mentions,
+    recipe_food_words,
+    unlisted_foods,
+)
 from rrt.recipes.loaders import read_recipes
 from rrt.recipes.tagger import text_violations
-from test_constrained import sample_step, stop_ids, tokenizer  # noqa: F401 - fixtures
 
 TACOS = {"title": "Cheesy Beef Tacos",
          "ingredients": ["1 pound ground beef", "10 hard taco shells", "1 cup shredded cheddar cheese",
@@ -156,7 +168,12 @@ def test_every_food_name_is_matched_as_itself():
 
 
 def test_a_grounded_prompt_with_a_long_ingredient_list_is_cut_as_training_cuts_it(tokenizer):  # noqa: F811
-    from rrt.modelling.prompts import SPECIAL_NAMES, fit_prompt, protected_span, step_prompt
+    from rrt.modelling.prompts import (
+        SPECIAL_NAMES,
+        fit_prompt,
+        protected_span,
+        step_prompt,
+    )
     from rrt.recipes.paper_format import INST
 
     special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}

@@ -79,27 +79,28 @@ def grounded_foods(ingredient_lines: list[str]) -> list[str]:
     return list(dict.fromkeys(name for name in map(ingredient_name, ingredient_lines) if name))
 
 
-def _grounded_head(title, ingredients, source_steps, target_title, target_ingredients, constraint) -> str:
+def _grounded_head(title, ingredients, source_steps, target_title, target_ingredients, target_steps,
+                   constraint) -> str:
+    # Everything before the source step repeated: the source recipe, the target's title and foods, its
+    # last few steps before the learned one.
     src, tgt = _tags(constraint)
+    earlier = "".join(f"{step} {INST} " for step in target_steps[:-1][-GROUNDED_STEPS_BEFORE:])
     return (f"{BOS} {src} {format_recipe(title, ingredients, source_steps)} "
-            f"{target_title} {END_TITLE} {_ings(grounded_foods(target_ingredients))} {END_INGS} {tgt} ")
+            f"{target_title} {END_TITLE} {_ings(grounded_foods(target_ingredients))} {END_INGS} {tgt} {earlier}")
 
 
 def grounded(title, ingredients, source_steps, target_title, target_ingredients, target_steps, constraint) -> str:
     """The source recipe up to step n, the target's title and ingredient lines, its last few steps, then
     source step n again and its rewrite (the last target step, learned)."""
-    earlier = "".join(f"{step} {INST} " for step in target_steps[:-1][-GROUNDED_STEPS_BEFORE:])
-    return (_grounded_head(title, ingredients, source_steps, target_title, target_ingredients, constraint)
-            + f"{earlier}{source_steps[-1]} {END_PROMPT} {target_steps[-1]} {END_INST} {EOS}")
+    return (_grounded_head(title, ingredients, source_steps, target_title, target_ingredients, target_steps, constraint)
+            + f"{source_steps[-1]} {END_PROMPT} {target_steps[-1]} {END_INST} {EOS}")
 
 
 def grounded_ing(title, ingredients, source_steps, target_title, target_ingredients, target_steps, constraint,
                  prompt_ingredients) -> str:
     """As grounded, with the learned step's ingredients as a prompt between source step n and its rewrite."""
-    earlier = "".join(f"{step} {INST} " for step in target_steps[:-1][-GROUNDED_STEPS_BEFORE:])
-    return (_grounded_head(title, ingredients, source_steps, target_title, target_ingredients, constraint)
-            + f"{earlier}{source_steps[-1]} {END_INST} {_ings(prompt_ingredients)} {END_PROMPT} "
-              f"{target_steps[-1]} {EOS}")
+    return (_grounded_head(title, ingredients, source_steps, target_title, target_ingredients, target_steps, constraint)
+            + f"{source_steps[-1]} {END_INST} {_ings(prompt_ingredients)} {END_PROMPT} {target_steps[-1]} {EOS}")
 
 
 def no_context(title, source_step, target_step, constraint) -> str:

@@ -15,6 +15,7 @@ Each function takes one rewrite record (rewrites.jsonl) and is pure.
 from __future__ import annotations
 
 from rrt.corpus.cooking_actions import same_job
+from rrt.recipes import foods
 from rrt.recipes.foods import FoodMention, recipe_food_words, unlisted_foods
 
 
@@ -26,9 +27,7 @@ def held_words(record: dict) -> frozenset[str]:
     """The words a food in a rewritten step may use: the rewritten title and ingredient lines, the
     whole source recipe and the pantry."""
     source, rewrite = _parts(record)
-    return recipe_food_words([str(rewrite.get("title") or "")], rewrite.get("ingredients") or [],
-                             [str(source.get("title") or "")], source.get("ingredients") or [],
-                             source.get("steps") or [])
+    return foods.held_words(rewrite, source)
 
 
 def invented_foods(record: dict) -> list[list[FoodMention]]:

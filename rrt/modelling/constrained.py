@@ -113,7 +113,7 @@ class ViolationGuard:
         self._last_words = term_last_words(self.constraints)
         self.held: frozenset[str] | None = None
 
-    def closed(self, held: frozenset[str]) -> "ViolationGuard":
+    def closed(self, held: frozenset[str]) -> ViolationGuard:
         """This guard that also refuses any food outside `held` (rrt.recipes.foods.recipe_food_words);
         it shares this guard's token tables."""
         guard = copy.copy(self)
@@ -122,12 +122,8 @@ class ViolationGuard:
         return guard
 
     def violations(self, text: str) -> list:
-        """What the guard refuses in a text: forbidden foods (the tagger's spans) and, when closed, the
-        foods the recipe does not hold; each has `start` and `end`."""
-        found = list(text_violations(text, self.constraints)) if self.constraints else []
-        if self.held is not None:
-            found += unlisted_foods(text, self.held)
-        return found
+        """What the guard refuses in a text (`refused`)."""
+        return refused(text, self.constraints, self.held)
 
     def piece(self, token_id: int) -> str:
         """Decoded text of one token ('' for special and stop tokens)."""
@@ -179,14 +175,21 @@ def food_last_words() -> frozenset[str]:
     return frozenset(form for name in known_foods().names for form in _forms(name[-1]))
 
 
+def refused(text: str, constraints: list[str], held: frozenset[str] | None = None) -> list:
+    """What a guard refuses in a text: forbidden foods (the tagger's spans) and, with `held`, the foods
+    outside it (rrt.recipes.foods.unlisted_foods); each has `start` and `end`."""
+    found = list(text_violations(text, constraints)) if constraints else []
+    if held is not None:
+        found += unlisted_foods(text, held)
+    return found
+
+
 def guard_text(text: str, constraints: str | Iterable[str], held: frozenset[str] | None = None) -> str:
     """The text cut just before its first violation, or (with `held`) its first food outside it (all of
     it when it has none)."""
     constraints = parse_constraints(constraints) if constraints else []
     while True:
-        found = list(text_violations(text, constraints)) if constraints else []
-        if held is not None:
-            found += unlisted_foods(text, held)
+        found = refused(text, constraints, held)
         if not found:
             return text
         # Cutting can expose a term an exception covered ("goat cheese" -> "goat"): cut again.

@@ -17,8 +17,6 @@ STOPS = {"contextual": (INST, END_INST, EOS), "contextual_ing": (INST, END_INST,
 # of the tokenizer (an ingredient field's marks, a tag, padding, a pretrained model's own chat marks)
 # is the model leaving the step, so it ends there too.
 STEP_VARIANTS = frozenset({"contextual", "contextual_ing", "grounded", "grounded_ing", "no_context", "no_source"})
-# The variants whose prompt holds the source recipe before the target tag.
-CONTEXT_VARIANTS = frozenset({"contextual", "contextual_ing", "grounded", "grounded_ing"})
 
 
 def _cut(text: str) -> str:

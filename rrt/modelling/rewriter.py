@@ -12,7 +12,7 @@ import hashlib
 import time
 from dataclasses import dataclass, field, replace
 
-from rrt.recipes.foods import recipe_food_words
+from rrt.recipes.foods import held_words
 from rrt.recipes.ingredients import ingredient_name, step_ingredients
 from rrt.recipes.paper_format import END_INST, INST
 from rrt.modelling.prompts import (SPECIAL_NAMES, STEP_VARIANTS, STOPS, fit_prompt, parse_ingredients, parse_recipe,
@@ -265,8 +265,7 @@ class Rewriter:
                        subs, [ingredient_name(line) for line in rewritten["ingredients"]], source_word_set(task.source))
         state.guide_steps = rewritten["steps"]
         state.rules = self.selection
-        state.held = recipe_food_words([str(rewritten["title"])], rewritten["ingredients"], [str(task.source["title"])],
-                                       task.source["ingredients"], task.source["steps"])
+        state.held = held_words(rewritten, task.source)
         guard = self._guard(task.constraints)
         state.guard = guard.closed(state.held) if guard is not None and self.closed_foods else guard
         if not task.source["steps"]:

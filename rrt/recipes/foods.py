@@ -42,11 +42,6 @@ class FoodVocabulary:
     def __len__(self) -> int:
         return len(self.names)
 
-    @functools.cached_property
-    def last_words(self) -> frozenset[str]:
-        """The last content word of every name: only a token that ends one can complete a food."""
-        return frozenset(name[-1] for name in self.names)
-
 
 @dataclass(frozen=True)
 class FoodMention:
@@ -113,6 +108,14 @@ def recipe_food_words(*lines: Iterable[str]) -> frozenset[str]:
     """The content words of a recipe's lines (any number of groups: titles, ingredient lines,
     steps), and the pantry's: the words a held food may use."""
     return frozenset(w for group in lines for line in group for w in content_words(line or "")) | pantry_words()
+
+
+def held_words(rewritten: dict, source: dict) -> frozenset[str]:
+    """The words a food in a rewritten step may use: the rewritten title and ingredient lines, the whole
+    source recipe and the pantry."""
+    return recipe_food_words([str(rewritten.get("title") or "")], rewritten.get("ingredients") or [],
+                             [str(source.get("title") or "")], source.get("ingredients") or [],
+                             source.get("steps") or [])
 
 
 def unlisted_foods(text: str, held: frozenset[str], vocabulary: FoodVocabulary | None = None) -> list[FoodMention]:

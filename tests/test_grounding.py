@@ -131,11 +131,36 @@ def test_a_closed_guard_takes_an_unlisted_food_back_and_keeps_the_recipe_s_own(t
 
 
 def test_paper_selection_is_the_paper_s_rules_and_grounded_adds_the_recipe_s_own():
-    assert SELECTIONS["paper"] is RULES and set(RULES) < set(SELECTIONS["grounded"])
+    assert SELECTIONS["paper"] is RULES
     grounded = SELECTIONS["grounded"]
-    below = sum(w for name, (_, w) in grounded.items() if name not in ("no_violation", "no_disguised_food",
-                                                                          "no_invented_food"))
-    assert grounded["no_invented_food"][1] > below
+    # The paper's rules all stay, but its 100-character length, which a length relative to the
+    # source step replaces.
+    assert set(RULES) - set(grounded) == {"short"} and "in_proportion" in grounded
+    # Each tier outweighs everything below it together.
+    order = list(grounded)
+    for tier in ("no_violation", "no_disguised_food", "no_invented_food", "well_formed", "closeness"):
+        below = sum(grounded[name][1] for name in order[order.index(tier) + 1:])
+        assert grounded[tier][1] > below, tier
+
+
+@pytest.mark.skipif(bool(dictionary_missing()), reason="the en_US dictionary is not installed")
+def test_grounded_selection_keeps_a_long_step_whole_and_refuses_made_up_words():
+    source = ("Heat a large skillet over medium-high heat, add the oil, and cook the onions and peppers "
+              "for 5 minutes until soft.")
+    ctx = StepContext(["vegetarian"], source, ["onions", "peppers", "oil"], frozenset(), held_foods=held(),
+                      rules="grounded")
+    whole = "Heat a large skillet over medium-high heat, add the oil, and cook the onions and peppers until they are soft."
+    cut = "Heat the oil and cook the onions."
+    garbled = "Heat a large skillet over medium-high heat, add the oil, and cook the onions and zorax until soft."
+    assert len(whole) > 100
+    # The paper's rules prefer the cut step for its length; the grounded ones the whole step.
+    assert select_best([cut, whole], StepContext(["vegetarian"], source, ["onions"], frozenset()))[0] == 0
+    assert select_best([cut, whole], ctx)[0] == 1
+    # A made-up word loses to a real-word step, however close it stays.
+    assert select_best([garbled, cut], ctx)[0] == 1
+    # A step twice its source's length runs out of proportion.
+    scores = select_best([whole + " " + whole], ctx)[1][0]
+    assert scores["in_proportion"] == 0.0 and scores["well_formed"] == 1.0
 
 
 @pytest.mark.skipif(bool(dictionary_missing()), reason="the en_US dictionary is not installed")

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import SAMPLE, WEB_RECIPES, make_recipe, needs_shared_data
+from hypothesis import given
+from hypothesis import strategies as st
+
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.loaders import read_recipes
-from rrt.recipes.substitutions import match_case, substitute_recipe
 from rrt.recipes.recipe import Recipe
+from rrt.recipes.substitutions import collapse_repeats, match_case, substitute_recipe
 from rrt.recipes.tagger import tag_recipe, text_violations
 
 
@@ -107,3 +109,26 @@ def test_a_step_takes_its_line_s_diet_word_before_its_own_name():
     out = substitute_recipe(recipe, ["vegan"]).recipe
     assert out.ingredients == ["1.5 lbs vegan pork belly, cut into cubes"]
     assert out.steps == ["Pat the vegan pork belly cubes dry."]
+
+
+@pytest.mark.parametrize("line, constraint, expected", [
+    ("1 1/2 pounds firm fleshed fish such as mahi mahi, cod, halibut", "vegan", "1 1/2 pounds firm fleshed tofu"),
+    ("1 lb shrimp or scallops", "fish-free", "1 lb chicken"),
+    ("4 oz cod (or halibut)", "vegan", "4 oz tofu"),
+    ("1 cup milk or cream", "vegan", "1 cup soymilk or coconut cream"),
+])
+def test_a_list_whose_foods_become_one_stand_in_names_it_once(line, constraint, expected):
+    recipe = make_recipe([line], steps=["Cook the shrimp or scallops."])
+    rewritten = substitute_recipe(recipe, constraint).recipe
+    assert rewritten.ingredients == [expected]
+    assert tag_recipe(rewritten, [constraint]).valid[constraint]
+
+
+@given(st.sampled_from(["tofu", "soymilk", "egg replacer"]),
+       st.lists(st.sampled_from([", ", " or ", ", or ", " and ", " such as ", "/", " like "]), min_size=1, max_size=4),
+       st.sampled_from(["", " and salt", ", diced"]))
+def test_collapsing_keeps_one_stand_in_and_what_follows(stand_in, joins, tail):
+    line = "1 cup " + stand_in + "".join(join + stand_in for join in joins) + tail
+    assert collapse_repeats(line, [stand_in]) == f"1 cup {stand_in}{tail}"
+    # Only the stand-ins a line was given collapse: the cook's own words stay.
+    assert collapse_repeats("salt or salt", [stand_in]) == "salt or salt"

@@ -154,7 +154,7 @@ FISH = Category(
     terms=(
         "fish", "salmon", "smoked salmon", "tuna", "cod", "haddock", "halibut", "tilapia", "trout",
         "sardine", "anchovy", "anchovies", "anchovy paste", "mackerel", "herring", "swordfish",
-        "catfish", "snapper", "sea bass", "branzino", "mahi mahi", "mahi-mahi", "sole fillet",
+        "catfish", "snapper", "sea bass", "branzino", "mahi mahi", "mahi-mahi", "mahi", "sole fillet",
         "flounder", "pollock", "perch", "pike", "carp", "eel", "caviar", "roe", "shrimp", "prawn",
         "crab", "crabmeat", "lobster", "crawfish", "crayfish", "langoustine", "scallop", "clam",
         "mussel", "oyster", "squid", "calamari", "octopus", "cuttlefish", "shellfish", "seafood",

@@ -264,6 +264,21 @@ def _line_case(line: str, start: int, original: str, new: str) -> str:
     return new
 
 
+# What joins the foods of a list on one line: "cod, halibut", "shrimp or scallops", "fish such as cod".
+_LIST_JOIN = r"(?:\s*,\s*(?:(?:or|and)\s+)?|\s+(?:or|and|such as|like)\s+|\s*/\s*)"
+
+
+def collapse_repeats(line: str, stand_ins: list[str]) -> str:
+    """A list whose foods all became one stand-in names it once: "tofu or tofu", "tofu such as
+    tofu, tofu" and "tofu (or tofu)" read "tofu"."""
+    for stand_in in sorted({s for s in stand_ins if s.strip()}, key=len, reverse=True):
+        name = re.escape(stand_in)
+        line = re.sub(rf"\b({name})(?:{_LIST_JOIN}{name}\b)+", r"\1", line, flags=re.IGNORECASE)
+        line = re.sub(rf"\b({name})\s*\((?:or|such as|like|e\.g\.,?)?\s*{name}\s*\)", r"\1", line,
+                      flags=re.IGNORECASE)
+    return line
+
+
 def _apply(line: str, hits: list[tuple[Violation, str]], field_name: str, index: int, constraint: str,
            replaced: list[Replaced]) -> tuple[str, list[Substitution], list[Replaced]]:
     made, done = [], []
@@ -285,7 +300,7 @@ def _apply(line: str, hits: list[tuple[Violation, str]], field_name: str, index:
         new = title_case(new) if titled else new
         line = line[:food.start] + new + line[food.end:]
         made.append(Substitution(original, new, field_name, index, constraint))
-    return line, made[::-1], done[::-1]
+    return collapse_repeats(line, [m.to_text for m in made]), made[::-1], done[::-1]
 
 
 def substitute_once(recipe: Recipe, constraint: str) -> SubstitutionResult:

@@ -54,23 +54,24 @@ def same_job_steps(record: dict) -> tuple[int, int]:
     return sum(same_job(step, src) for step, src in pairs), len(pairs)
 
 
-def _new_foods(texts: list[str], record: dict) -> list[FoodMention]:
+def _new_foods(texts: list[str], record: dict) -> list[list[FoodMention]]:
+    # Per text, the foods it names that the source recipe lacks and the rewritten lines do not hold.
     source, rewrite = _parts(record)
     had = recipe_food_words([str(source.get("title") or "")], source.get("ingredients") or [],
                             source.get("steps") or [])
     listed = recipe_food_words(rewrite.get("ingredients") or [])
-    return [m for text in texts for m in unlisted_foods(text, had) if not set(m.words) - had <= listed]
+    return [[m for m in unlisted_foods(text, had) if not set(m.words) - had <= listed] for text in texts]
 
 
 def title_consistent(record: dict) -> bool:
     """Whether every food the rewritten title adds is on the rewritten ingredient lines."""
-    return not _new_foods([str(_parts(record)[1].get("title") or "")], record)
+    return not _new_foods([str(_parts(record)[1].get("title") or "")], record)[0]
 
 
 def consistent(record: dict) -> bool:
     """Whether every food the rewritten title and steps add is on the rewritten ingredient lines."""
     rewrite = _parts(record)[1]
-    return not _new_foods([str(rewrite.get("title") or ""), *(rewrite.get("steps") or [])], record)
+    return not any(_new_foods([str(rewrite.get("title") or ""), *(rewrite.get("steps") or [])], record))
 
 
 def grounding_counts(record: dict) -> dict:
@@ -78,6 +79,8 @@ def grounding_counts(record: dict) -> dict:
     with a source step, and whether title and the whole recipe are consistent."""
     invented = invented_foods(record)
     same, paired = same_job_steps(record)
+    rewrite = _parts(record)[1]
+    added = _new_foods([str(rewrite.get("title") or ""), *(rewrite.get("steps") or [])], record)
     return {"steps": len(invented), "invented_steps": sum(1 for found in invented if found),
             "same_job_steps": same, "paired_steps": paired,
-            "title_consistent": title_consistent(record), "consistent": consistent(record)}
+            "title_consistent": not added[0], "consistent": not any(added)}

@@ -210,3 +210,11 @@ def test_a_grounded_prompt_with_a_long_ingredient_list_is_cut_as_training_cuts_i
     assert fitted is not None and len(fitted) <= 120
     # BOS and the tag, then the nearest context; the target tag, the rewritten step and the source step whole.
     assert fitted[:2] == ids[:2] and fitted[-(len(ids) - tail):] == ids[tail:]
+
+
+@pytest.mark.parametrize("line, step", [("1 lime, juiced", "Squeeze the lime juice over the tacos."),
+                                        ("2 lemons, zested and juiced", "Stir in the lemon zest and lemon juice.")])
+def test_a_line_holds_what_its_preparation_yields(line, step):
+    held = recipe_food_words([line])
+    assert unlisted_foods(step, held) == []
+    assert [m.words for m in unlisted_foods("Add the orange juice.", held)] == [("orange", "juice")]

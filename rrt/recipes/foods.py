@@ -104,10 +104,19 @@ def pantry_words() -> frozenset[str]:
     return frozenset(w for name in PANTRY for w in content_words(name))
 
 
+# What a prepared line yields for the steps to name: "1 lime, juiced" holds lime juice.
+YIELDS = {"juiced": "juice", "zested": "zest"}
+_YIELD = re.compile(r"\b(" + "|".join(YIELDS) + r")\b")
+
+
 def recipe_food_words(*lines: Iterable[str]) -> frozenset[str]:
     """The content words of a recipe's lines (any number of groups: titles, ingredient lines,
-    steps), and the pantry's: the words a held food may use."""
-    return frozenset(w for group in lines for line in group for w in content_words(line or "")) | pantry_words()
+    steps), what their preparation yields (YIELDS), and the pantry's: the words a held food may use."""
+    texts = [line or "" for group in lines for line in group]
+    words = {w for text in texts for w in content_words(text)}
+    # Preparation words are not content words, so the yields are read from the raw text.
+    words |= {YIELDS[w] for text in texts for w in _YIELD.findall(text.lower())}
+    return frozenset(words) | pantry_words()
 
 
 def held_words(rewritten: dict, source: dict) -> frozenset[str]:

@@ -14,7 +14,8 @@ One resumable command: a rerun skips finished stages and continues the others. I
      sentence-level baselines, Transformer and Seq2seq Copy (one model per constraint)
      (jobs/train.py);
   3. rewrites the test split with those rewriters, plain and constrained (the paper's rows with the
-     paper's selection rules and open guard, `--selection paper --no-closed-foods`; the grounded
+     paper's selection rules, open guard and temperature, `--selection paper --no-closed-foods
+     --temperature 1.0`; the grounded
      rows with the product's defaults), with Rule-Based and
      Retrieval, with PPLM steering the No-Source LM, with CTRL on a tiny random config
      (`ctrl_tiny`: the 1.6B model cannot run here, so its row measures the pipeline, not CTRL),
@@ -46,8 +47,8 @@ MODELS = {"grounded_rule": "grounded_ing", "contextual_rule": "contextual_ing", 
           "no_context": "no_context", "no_source": "no_source"}
 LEARNED = ("grounded_rule", "contextual_rule", "contextual", "no_context")
 PRODUCT = "grounded_rule"   # the rows the targets judge: the product's defaults
-# The paper's rows keep the paper's selection rules and its open guard.
-PAPER_FLAGS = ("--selection", "paper", "--no-closed-foods")
+# The paper's rows keep the paper's selection rules, its open guard and its sampling temperature.
+PAPER_FLAGS = ("--selection", "paper", "--no-closed-foods", "--temperature", "1.0")
 # The sentence-level baselines, trained from scratch on the no_context pairs (train.seq2seq's shape).
 SEQ2SEQ = ("transformer", "seq2seq_copy")
 OTHERS = ("rule_based", "retrieval", "ctrl_tiny", "pplm")

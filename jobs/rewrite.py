@@ -81,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: rewrite.closed_foods; --no-closed-foods: the paper)")
     parser.add_argument("--selection", choices=("grounded", "paper"),
                         help="best-of-N rules: grounded (beyond the paper) or paper (default: rewrite.selection)")
+    parser.add_argument("--temperature", type=float,
+                        help="sampling temperature (default: rewrite.temperature; the paper's: 1.0)")
     parser.add_argument("--seed", type=int, help="sampling and recipe-sample seed")
     parser.add_argument("--actors", type=int, help="rewriter actors (one GPU each with --use-gpu)")
     parser.add_argument("--use-gpu", action="store_true", default=None, help="one GPU per actor")
@@ -110,7 +112,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     """Merge config and flags and check every value; problems are JobError lines."""
     flags = {key: getattr(args, key, None) for key in (
         "data", "split", "system", "output", "model", "ing_model", "num_recipes", "candidates", "constraint",
-        "constrained", "closed_foods", "selection", "seed", "actors", "use_gpu", "batch_recipes", "call_batches")}
+        "constrained", "closed_foods", "selection", "temperature", "seed", "actors", "use_gpu", "batch_recipes", "call_batches")}
     try:
         config = load_settings(args.config, args.profile, {"rewrite": flags})
     except ConfigError as err:

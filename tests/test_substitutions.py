@@ -132,3 +132,12 @@ def test_collapsing_keeps_one_stand_in_and_what_follows(stand_in, joins, tail):
     assert collapse_repeats(line, [stand_in]) == f"1 cup {stand_in}{tail}"
     # Only the stand-ins a line was given collapse: the cook's own words stay.
     assert collapse_repeats("salt or salt", [stand_in]) == "salt or salt"
+
+
+def test_a_step_names_the_one_stand_in_a_line_gave_twice():
+    recipe = make_recipe(["1.5 lbs pork belly (700g skinless pork belly, cut into cubes)", "1/4 cup honey"],
+                         steps=["Prep the pork: pat it dry.", "While the pork cooks, warm the honey."])
+    rewritten = substitute_recipe(recipe, "vegan").recipe
+    stand_in = rewritten.ingredients[0].split(" (")[0].removeprefix("1.5 lbs ")
+    assert rewritten.steps == ["Prep the vegan pork: pat it dry.", "While the vegan pork cooks, warm the agave nectar."]
+    assert stand_in == "vegan pork belly"

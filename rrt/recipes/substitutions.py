@@ -218,7 +218,8 @@ def _step_stand_in(line: str, food: Food, constraint: str, replaced: list[Replac
     # replaced as a line would.
     original = line[food.start:food.end]
     source = line_stand_in(normalise_term(original), food.head.term, food.category, replaced)
-    kind = [r for r in replaced if r.category == food.category]
+    # Foods of the same kind that all became one stand-in count as one ("pork belly (700g skinless pork belly)").
+    kind = list({(r.stand_in, r.diet): r for r in replaced if r.category == food.category}.values())
     if source is None and len(kind) == 1:
         source = kind[0]   # "the steak" of a recipe whose one meat line was "1 pound flank steak"
     if source is None:

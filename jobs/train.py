@@ -219,18 +219,28 @@ def keep_constraint(batch, constraint: str):
     return batch.filter(constraint_filter(constraint))
 
 
+def first_rows(settings: dict, split: str, limit: int) -> "pa.Table":
+    """The first `limit` texts of a split in file order (of the run's constraint when it has one)."""
+    # The same rows every run, so runs' dev losses compare; a streamed limit keeps whichever blocks
+    # finish first.
+    rows = pads.dataset(parquet_files(_split_dir(settings["data"], settings["pairs"], split)), format="parquet")
+    rows = rows.filter(constraint_filter(settings["constraint"])) if settings.get("constraint") else rows
+    return rows.head(limit, columns=["text"])
+
+
 def token_dataset(ray_data, settings: dict, split: str, tokenizer_json: str, limit: int | None = None):
     """A Ray Dataset of token rows for one split, tokenized by streaming CPU tasks."""
     from rrt.modelling.batching import tokenize_table
 
-    dataset = ray_data.read_parquet(_split_dir(settings["data"], settings["pairs"], split)).select_columns(["text"])
-    if settings.get("constraint"):
+    if limit:
+        dataset = ray_data.from_arrow(first_rows(settings, split, limit))
+    else:
+        dataset = ray_data.read_parquet(_split_dir(settings["data"], settings["pairs"], split)).select_columns(["text"])
+    if settings.get("constraint") and not limit:
         dataset = dataset.map_batches(keep_constraint, batch_format="pyarrow", batch_size=4096,
                                       num_cpus=settings["tokenize_cpus"],
                                       fn_kwargs={"constraint": settings["constraint"]})
-    if limit:
-        dataset = dataset.limit(limit)
-    elif settings["shuffle_rows"]:
+    if not limit and settings["shuffle_rows"]:
         dataset = dataset.randomize_block_order(seed=settings["seed"])
     return dataset.map_batches(tokenize_table, batch_format="pyarrow", batch_size=512,
                                num_cpus=settings["tokenize_cpus"],

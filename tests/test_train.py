@@ -173,3 +173,24 @@ def test_the_allocator_is_preloaded_by_soname_and_keeps_an_earlier_preload(monke
     assert ran.stdout.strip() == "tcmalloc"
     plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     assert subprocess.run(probe, env=plain, capture_output=True, text=True, check=True).stdout.strip() == "system"
+
+
+def test_the_dev_rows_are_the_first_in_file_order_so_every_run_scores_the_same(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from jobs.train import first_rows
+    from rrt.recipes.paper_format import constraint_tag
+
+    folder = tmp_path / "step_pairs" / "contextual" / "dev"
+    folder.mkdir(parents=True)
+    vegan = constraint_tag("tgt", "vegan", True)
+    texts = [f"row {i} {vegan if i % 3 == 0 else ''}" for i in range(30)]
+    for part in range(3):   # written out of name order: the order is the files' names
+        pq.write_table(pa.table({"text": texts[part * 10:(part + 1) * 10]}), folder / f"part-{2 - part}.parquet")
+    settings = {"data": str(tmp_path), "pairs": "contextual"}
+    first = first_rows(settings, "dev", 12).column("text").to_pylist()
+    assert first == texts[20:30] + texts[10:12]
+    assert first_rows(settings, "dev", 12).column("text").to_pylist() == first
+    tagged = first_rows({**settings, "constraint": "vegan"}, "dev", 4).column("text").to_pylist()
+    assert tagged == [t for t in texts[20:30] + texts[10:20] if vegan in t][:4]

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import SAMPLE, WEB_RECIPES, make_recipe, needs_shared_data
+from hypothesis import given
+from hypothesis import strategies as st
+
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.loaders import read_recipes
+from rrt.recipes.recipe import Recipe
 from rrt.recipes.tagger import parse_constraints, tag_recipe, text_violations
 
 # (ingredient line, constraint, expected validity): exceptions and their violating twins.
@@ -178,7 +181,7 @@ def test_a_training_target_names_no_forbidden_food_even_as_optional():
 def test_tagging_a_step_of_many_mentions_is_linear(monkeypatch):
     """A 2,000-character step of 400 mentions ("milk/milk/...") once took seconds: each mention
     read back to the start of its line and compared its "or" segments with every other's."""
-    import rrt.recipes.tagger as tagger
+    from rrt.recipes import tagger
 
     read, words = [], [0]
 
@@ -274,3 +277,15 @@ def test_tools_and_shapes_named_after_food_are_not_food(step, constraint, expect
 ])
 def test_tool_and_shape_words_on_ingredient_lines(line, constraint, expected):
     assert tag_recipe(make_recipe([line, "1 pinch salt"]), [constraint]).valid[constraint] is expected
+
+
+# Each allowed phrase holds a food word of a constraint, with a bare one beside it.
+ALLOWED = {"oyster mushrooms": "oysters", "root beer": "beer", "chicken of the woods": "chicken"}
+
+
+@given(st.lists(st.sampled_from([*ALLOWED, *ALLOWED.values(), "salt"]), min_size=1, max_size=40))
+def test_a_food_inside_an_allowed_phrase_is_harmless_wherever_it_stands(pieces):
+    constraints = ["fish-free", "alcohol-free", "vegetarian"]
+    result = tag_recipe(Recipe("p", "Soup", ["1 cup water"], [", ".join(pieces) + "."]), constraints)
+    flagged = {v.span for c in constraints for v in result.violations.get(c, [])}
+    assert len(flagged) == sum(p in ALLOWED.values() for p in pieces)

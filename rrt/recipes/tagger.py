@@ -179,13 +179,18 @@ class _CategoryMatcher:
         matches = list(self.terms.finditer(text))
         if not matches:
             return []
+        # Exception spans come in order and never overlap, so the one that may hold a match is the
+        # last to start at or before it: both lists are walked once, together.
         shields = [m.span() for m in self.exceptions.finditer(text)] if self.exceptions else []
+        shield = -1
         found = []
         for match in matches:
             start, end = match.span()
+            while shield + 1 < len(shields) and shields[shield + 1][0] <= start:
+                shield += 1
             term = self.term_of(match.group(0))
             why = ""
-            if any(a <= start and end <= b for a, b in shields):
+            if shield >= 0 and end <= shields[shield][1]:
                 why = "exception"
             elif self.suffix.match(text, end):
                 why = "free_or_substitute"

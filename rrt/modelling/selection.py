@@ -29,7 +29,7 @@ more than every rule below it together:
     in_proportion     in place of the paper's `short`: under MAX_CHARS characters or LENGTH_SLACK
                       times its source step's, whichever is more; a faithful rewrite of a long step
                       is long, and the 100-character rule cost the most closeness
-                      (benchmarks/RESULTS.md, grounded selection weights)
+                      (benchmarks/RESULTS.md, what moved the grounded rows)
 then the paper's form rules and ingredient overlap, weight 1 each.
 """
 from __future__ import annotations

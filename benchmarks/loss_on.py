@@ -24,7 +24,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.quality import batch_recipes, finished, form_pass_share, inputs, run_job  # noqa: E402
+from benchmarks.quality import form_pass_share, inputs, rewrite_sample, run_job  # noqa: E402
 from rrt.config import load_settings  # noqa: E402
 from rrt.evaluation.metrics import rouge_l_recall, trigram_diversity  # noqa: E402
 
@@ -91,12 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         for seed in seeds:
             rewrites = os.path.join(out, "rewrites", f"{setting}-seed{seed}")
             started = time.perf_counter()
-            if not finished(rewrites):
-                run_job("rewrite.py", "--data", data, "--split", "test", "--system", "contextual_rule",
-                        "--model", os.path.join(folder, "model"), "--output", rewrites,
-                        "--num-recipes", str(args.num_recipes), "--candidates", str(args.candidates),
-                        "--batch-recipes", str(batch_recipes(args.num_recipes, args.actors)),
-                        "--actors", str(args.actors), "--seed", str(seed))
+            rewrite_sample(data, rewrites, "contextual_rule", seed, args.num_recipes, args.candidates, args.actors,
+                           "--model", os.path.join(folder, "model"))
             runs[f"{setting}-seed{seed}"] = {"setting": setting, "seed": seed, **measure(rewrites),
                                              "train_s": round(seconds, 1),
                                              "rewrite_s": round(time.perf_counter() - started, 1)}

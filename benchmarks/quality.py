@@ -148,21 +148,27 @@ def rewrite(args, folder: str, seed: int, system: str, model: str | None, constr
             recipes: int | None = None) -> float:
     """Rewrite one seed's test sample with one system into `folder` unless a finished run is there (the
     job itself resumes a stopped one); the paper's systems with the paper's selection and guard."""
-    if finished(folder):
-        return 0.0
-    flags = ["--data", os.path.join(args.output, "prepared"), "--split", "test", "--system", system,
-             "--output", folder, "--num-recipes", str(recipes or args.num_recipes), "--candidates", str(args.candidates),
-             "--batch-recipes", str(batch_recipes(recipes or args.num_recipes, args.actors)),
-             "--actors", str(args.actors), "--seed", str(seed)]
-    if model:
-        flags += ["--model", model]
+    flags = ["--model", model] if model else []
     if constrained:
         flags += ["--constrained"]
     if not system.startswith("grounded"):
         flags += list(PAPER_FLAGS)
     if args.use_gpu and model:
         flags += ["--use-gpu"]
-    return run_job("rewrite.py", *flags)
+    return rewrite_sample(os.path.join(args.output, "prepared"), folder, system, seed, recipes or args.num_recipes,
+                          args.candidates, args.actors, *flags)
+
+
+def rewrite_sample(data: str, folder: str, system: str, seed: int, recipes: int, candidates: int, actors: int,
+                   *flags: str) -> float:
+    """Rewrite one seeded sample of a prepared folder's test recipes into `folder` unless a finished
+    run is there; seconds taken."""
+    if finished(folder):
+        return 0.0
+    return run_job("rewrite.py", "--data", data, "--split", "test", "--system", system, "--output", folder,
+                   "--num-recipes", str(recipes), "--candidates", str(candidates),
+                   "--batch-recipes", str(batch_recipes(recipes, actors)), "--actors", str(actors),
+                   "--seed", str(seed), *flags)
 
 
 def finished(folder: str) -> bool:

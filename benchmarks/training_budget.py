@@ -25,7 +25,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.quality import batch_recipes, finished, form_pass_share, run_job
+from benchmarks.quality import form_pass_share, rewrite_sample, run_job
 from rrt.config import load_settings
 from rrt.evaluation.grounding import grounding_counts
 from rrt.evaluation.metrics import rouge_l_recall
@@ -122,12 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         for seed in seeds:
             rewrites = os.path.join(out, "rewrites", f"{steps}-{blocks}-seed{seed}")
             started = time.perf_counter()
-            if not finished(rewrites):
-                run_job("rewrite.py", "--data", data, "--split", "test", "--system", "grounded_rule",
-                        "--model", os.path.join(folder, "model"), "--output", rewrites,
-                        "--num-recipes", str(args.num_recipes), "--candidates", str(args.candidates),
-                        "--batch-recipes", str(batch_recipes(args.num_recipes, args.actors)),
-                        "--actors", str(args.actors), "--seed", str(seed))
+            rewrite_sample(data, rewrites, "grounded_rule", seed, args.num_recipes, args.candidates, args.actors,
+                           "--model", os.path.join(folder, "model"))
             runs[name].append({"seed": seed, "steps": steps, "blocks": blocks, "rows": steps * 2 * args.micro_batch,
                                "dev_loss": dev_loss(folder), **measure(rewrites), "train_s": round(seconds, 1),
                                "rewrite_s": round(time.perf_counter() - started, 1)})

@@ -33,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import pyarrow as pa  # noqa: E402
 import pyarrow.dataset as pads  # noqa: E402
 
 from runtime.checkpoints import remove_unregistered  # noqa: E402
@@ -88,10 +89,10 @@ def _split_dir(data: str, variant: str, split: str) -> str:
     return os.path.join(data, "step_pairs", variant, split)
 
 
-def train_texts(settings: dict) -> "pads.Dataset":
-    """The training split's Parquet files as one pyarrow dataset (one constraint's pairs when the
-    run has one)."""
-    dataset = pads.dataset(parquet_files(_split_dir(settings["data"], settings["pairs"], "train")), format="parquet")
+def train_texts(settings: dict, split: str = "train") -> "pads.Dataset":
+    """A split's Parquet files (the training split's unless told) as one pyarrow dataset, in file
+    order (one constraint's pairs when the run has one)."""
+    dataset = pads.dataset(parquet_files(_split_dir(settings["data"], settings["pairs"], split)), format="parquet")
     return dataset.filter(constraint_filter(settings["constraint"])) if settings.get("constraint") else dataset
 
 
@@ -223,9 +224,7 @@ def first_rows(settings: dict, split: str, limit: int) -> "pa.Table":
     """The first `limit` texts of a split in file order (of the run's constraint when it has one)."""
     # The same rows every run, so runs' dev losses compare; a streamed limit keeps whichever blocks
     # finish first.
-    rows = pads.dataset(parquet_files(_split_dir(settings["data"], settings["pairs"], split)), format="parquet")
-    rows = rows.filter(constraint_filter(settings["constraint"])) if settings.get("constraint") else rows
-    return rows.head(limit, columns=["text"])
+    return train_texts(settings, split).head(limit, columns=["text"])
 
 
 def token_dataset(ray_data, settings: dict, split: str, tokenizer_json: str, limit: int | None = None):
@@ -236,12 +235,12 @@ def token_dataset(ray_data, settings: dict, split: str, tokenizer_json: str, lim
         dataset = ray_data.from_arrow(first_rows(settings, split, limit))
     else:
         dataset = ray_data.read_parquet(_split_dir(settings["data"], settings["pairs"], split)).select_columns(["text"])
-    if settings.get("constraint") and not limit:
-        dataset = dataset.map_batches(keep_constraint, batch_format="pyarrow", batch_size=4096,
-                                      num_cpus=settings["tokenize_cpus"],
-                                      fn_kwargs={"constraint": settings["constraint"]})
-    if not limit and settings["shuffle_rows"]:
-        dataset = dataset.randomize_block_order(seed=settings["seed"])
+        if settings.get("constraint"):
+            dataset = dataset.map_batches(keep_constraint, batch_format="pyarrow", batch_size=4096,
+                                          num_cpus=settings["tokenize_cpus"],
+                                          fn_kwargs={"constraint": settings["constraint"]})
+        if settings["shuffle_rows"]:
+            dataset = dataset.randomize_block_order(seed=settings["seed"])
     return dataset.map_batches(tokenize_table, batch_format="pyarrow", batch_size=512,
                                num_cpus=settings["tokenize_cpus"],
                                fn_kwargs={"tokenizer_json": tokenizer_json, "variant": settings["pairs"],

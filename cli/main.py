@@ -245,7 +245,8 @@ def _judge_settings(args: argparse.Namespace) -> dict:
     from rrt.config import ConfigError, load_settings
 
     flags = {key: getattr(args, key, None) for key in ("study", "recipes", "judges", "judges_per_item", "seed",
-                                                       "host", "port", "best", "human_rewrites", "public_url")}
+                                                       "host", "port", "best", "human_rewrites", "public_url",
+                                                       "tls_cert", "tls_key")}
     if getattr(args, "fish_free", False):
         flags["fish_free"] = True
     try:
@@ -270,6 +271,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
             print(f"rrt judge: study in {folder}: {out['recipes']} recipes ({', '.join(f'{c} {n}' for c, n in out['per_constraint'].items())}), "
                   f"systems {', '.join(out['systems'])} (best: {out['best']}), {out['assignments']} assignments "
                   f"to {out['judges']} judges, seed {out['seed']}; {folder}/create.json")
+            _print_links(settings, out["tokens"], out["admin_token"])
         elif args.action == "extend":
             out = studies.extend_study(folder, args.rewrites)
             missing = f" ({out['missing']} of the study's recipes not in that run)" if out["missing"] else ""
@@ -284,13 +286,16 @@ def cmd_judge(args: argparse.Namespace) -> int:
                 names = studies.judge_names(args.count, len(study.judges()) + 1)
             out = study.add_judges(names, rebalance=not args.no_rebalance)
             print(f"rrt judge: added {', '.join(out['judges'])}; {out['moved']} unstarted tasks moved to them")
-            _print_links(study, settings)
-        elif args.action == "links":
-            _print_links(Study(folder), settings)
+            _print_links(settings, out["tokens"])
+        elif args.action == "token":
+            _token(Study(folder), args, settings)
         elif args.action == "serve":
-            from judge.app import run
+            from judge.server import ServeError, run
 
-            run(folder, settings["host"], settings["port"], settings["max_chars"], settings["public_url"])
+            try:
+                run(folder, settings)
+            except ServeError as err:
+                raise CliError(str(err)) from None
         elif args.action == "report":
             output = args.output or os.path.join(folder, "report")
             report = studies.write_report(Study(folder), output)
@@ -308,11 +313,30 @@ def cmd_judge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_links(study, settings: dict) -> None:
-    base = (settings["public_url"] or f"http://{settings['host']}:{settings['port']}").rstrip("/")
-    for person in study.judges():
-        print(f"  {person['name']}: {base}/#t={person['token']}")
-    print(f"  admin: {base}/admin#t={study.meta()['admin_token']}")
+def _print_links(settings: dict, tokens: dict[str, str], admin_token: str | None = None) -> None:
+    """Each new token's link, printed once: the study keeps only their hashes."""
+    scheme = "https" if settings["tls_cert"] else "http"
+    base = (settings["public_url"] or f"{scheme}://{settings['host']}:{settings['port']}").rstrip("/")
+    for name, token in tokens.items():
+        print(f"  {name}: {base}/#t={token}")
+    if admin_token:
+        print(f"  admin: {base}/admin#t={admin_token}")
+    print("rrt judge: these links are shown only now; rrt judge token --judge NAME (or --admin) makes a new one")
+
+
+def _token(study, args: argparse.Namespace, settings: dict) -> None:
+    """A judge's or the admin's new link, or a judge's revocation."""
+    if bool(args.judge) == bool(args.admin):
+        raise CliError("give --judge NAME or --admin")
+    if args.admin:
+        if args.revoke:
+            raise CliError("the admin token can be rotated, not revoked")
+        _print_links(settings, {}, study.rotate_admin())
+    elif args.revoke:
+        study.revoke(args.judge)
+        print(f"rrt judge: {args.judge}'s link no longer works; rrt judge token --judge {args.judge} makes a new one")
+    else:
+        _print_links(settings, {args.judge: study.rotate(args.judge)})
 
 
 def _judge_parser(subs) -> None:
@@ -340,18 +364,28 @@ def _judge_parser(subs) -> None:
     create.add_argument("--human-rewrites", type=int, help="recipes rewritten by hand (default: judge.human_rewrites)")
     create.add_argument("--fish-free", action="store_true", help="sample fish-free recipes too")
     create.add_argument("--seed", type=int, help="the seed of the sample, sides and order (default: judge.seed)")
+    create.add_argument("--public-url", help="the links' base URL (default: http(s)://host:port of judge)")
     extend = action("extend", "add a system to a study, keeping its judgments",
                     "Rate a new run's rewrites of the study's recipes and compare it with the best system.")
     extend.add_argument("--rewrites", required=True, help="one jobs/rewrite.py output folder")
-    add = action("add-judges", "add judges (unstarted tasks move to them)", "Add judges and print their links.")
+    add = action("add-judges", "add judges (unstarted tasks move to them)", "Add judges and print their links (once).")
     add.add_argument("--count", type=int, help="how many judges (named judge-NN)")
     add.add_argument("--names", help="comma list of judge names")
     add.add_argument("--no-rebalance", action="store_true", help="leave every assignment where it is")
-    action("links", "print every judge's link and the admin link", "Print the links of the judges and the admin.")
-    serve = action("serve", "serve the judging site until Ctrl-C", "Serve the study's judging site (uvicorn).")
+    add.add_argument("--public-url", help="the links' base URL (default: http(s)://host:port of judge)")
+    token = action("token", "a new link for a judge or the admin, or revoke a judge's",
+                   "Make a new token (its link is printed once; the old one stops working), or revoke one.")
+    token.add_argument("--judge", help="the judge's name (judge-01, ...)")
+    token.add_argument("--admin", action="store_true", help="the admin's token instead")
+    token.add_argument("--revoke", action="store_true", help="the judge's link stops working, and no new one is made")
+    token.add_argument("--public-url", help="the link's base URL (default: http(s)://host:port)")
+    serve = action("serve", "serve the judging site until Ctrl-C",
+                   "Serve the study's judging site (uvicorn). Off loopback it needs a certificate.")
     serve.add_argument("--host", help="address to bind (default: judge.host)")
     serve.add_argument("--port", type=int, help="HTTP port (default: judge.port)")
-    serve.add_argument("--public-url", help="the links' base URL (default: http://host:port)")
+    serve.add_argument("--public-url", help="the site's base URL, for the message (default: http(s)://host:port)")
+    serve.add_argument("--tls-cert", help="PEM certificate: serve HTTPS (default: judge.tls_cert)")
+    serve.add_argument("--tls-key", help="PEM private key of --tls-cert (default: judge.tls_key)")
     report = action("report", "write the human tables, chart and agreement",
                     "Mean ± 95% CI per question per system, head-to-head wins/ties/losses (PNG), Krippendorff's "
                     "alpha, per-judge counts and times: report.md, report.json, report.html.")

@@ -3,11 +3,18 @@
 WAL mode, one short transaction per answer (`BEGIN IMMEDIATE`, so concurrent judges queue instead
 of failing), and an answer keyed by (assignment, question): a replay can never store it twice.
 `migrate` brings any older file up to `SCHEMA_VERSION`, one script per version.
+
+Judges see a task only by its random handle, never its row id (ids follow the plan, system by
+system). Tokens are kept only as hashes, in a folder and file only their owner can read; a token
+is shown once, when it is made (`create`, `add_judges`, `rotate`).
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
+import queue
 import random
 import secrets
 import sqlite3
@@ -17,6 +24,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from rrt.evaluation.human import CHOICES, KINDS, QUESTIONS, RATING_RANGE, assign, judge_order, plan_tasks
+from rrt.recipes.clean import clean_lines, clean_text
 
 DB_FILE = "study.sqlite"
 # Each entry moves the schema from version i to i + 1; a file is never rewritten in place otherwise.
@@ -40,12 +48,35 @@ MIGRATIONS = [
     CREATE TABLE answers (assignment INTEGER NOT NULL REFERENCES assignments, question TEXT NOT NULL,
                           value TEXT NOT NULL, answered_at REAL NOT NULL, PRIMARY KEY (assignment, question));
     """,
+    # 2: opaque task handles, token hashes (plain tokens go), revocation, and the page's save order.
+    """
+    ALTER TABLE tasks ADD COLUMN handle TEXT;
+    UPDATE tasks SET handle = lower(hex(randomblob(12)));
+    CREATE UNIQUE INDEX tasks_by_handle ON tasks (handle);
+    UPDATE judges SET token = token_hash(token);
+    ALTER TABLE judges RENAME COLUMN token TO token_hash;
+    ALTER TABLE judges ADD COLUMN revoked_at REAL;
+    INSERT INTO meta SELECT 'admin_token_hash', json_quote(token_hash(json_extract(value, '$'))) FROM meta
+        WHERE key = 'admin_token';
+    DELETE FROM meta WHERE key = 'admin_token';
+    ALTER TABLE answers ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+# Connections one study holds at most: the web app's worker threads share them, so a long study
+# keeps a fixed number of file descriptors however many threads come and go.
+POOL_SIZE = 8
+POOL_WAIT_S = 30
+BUSY_S = 30     # how long a write waits on another writer before the web app answers 503
+HANDLE_BYTES = 12
 
 
 class StudyError(ValueError):
     """A study that cannot be created, opened or changed as asked (one line)."""
+
+
+class StudyBusy(RuntimeError):
+    """The study file stayed locked, or every connection busy, past the wait: a 503 for the web app."""
 
 
 class AnswerError(ValueError):
@@ -78,16 +109,47 @@ def migrate(conn: sqlite3.Connection) -> int:
     return before
 
 
-def connect(path: str) -> sqlite3.Connection:
+def token_hash(token: str) -> str:
+    """What the study keeps of a token: its SHA-256, hex."""
+    # Unsalted on purpose: a token is 144 random bits, out of any guessing's reach, and the lookup
+    # by hash must be deterministic.
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> str:
+    """A fresh judge or admin token (URL-safe, 144 random bits)."""
+    return secrets.token_urlsafe(18)
+
+
+def new_handle() -> str:
+    """A task's opaque handle, the only name a judge sees for it."""
+    return secrets.token_hex(HANDLE_BYTES)
+
+
+def is_handle(text: str) -> bool:
+    """True for text shaped like a task handle (anything else names no task)."""
+    return len(text) == 2 * HANDLE_BYTES and all(c in "0123456789abcdef" for c in text)
+
+
+def private_file(path: str) -> None:
+    """Create `path` (if missing) readable and writable by its owner only, and tighten it if it is not."""
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    os.chmod(path, 0o600)
+
+
+def connect(path: str, busy_s: float = BUSY_S) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit), WAL, waiting on busy writers."""
-    conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(path, timeout=busy_s, isolation_level=None, check_same_thread=False)
     conn.row_factory = sqlite3.Row
+    conn.create_function("token_hash", 1, token_hash, deterministic=True)
     conn.execute("PRAGMA journal_mode=WAL")
     # In WAL mode NORMAL still survives a crash of the app (a commit is in the log before it returns);
     # only a power cut can take the last commits, and it spares an fsync per answer.
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA busy_timeout=30000")
+    conn.execute(f"PRAGMA busy_timeout={int(busy_s * 1000)}")
+    # What is deleted or replaced (a plain token migrated to its hash) is overwritten, not left in free pages.
+    conn.execute("PRAGMA secure_delete=ON")
     return conn
 
 
@@ -109,8 +171,14 @@ def rewrite_value(value, max_chars: int) -> dict:
         raise AnswerError(422, "a rewrite's title is text and its ingredients and steps are lists of text")
     if len(json.dumps(value)) > max_chars:
         raise AnswerError(413, f"a rewrite is at most {max_chars} characters")
-    return {"title": title.strip(), "ingredients": [s.strip() for s in ingredients if s.strip()],
-            "steps": [s.strip() for s in steps if s.strip()]}
+    # Cleaned as the loaders clean input: a pasted format token ("<endofings>") or markup would pass
+    # into the exported `human` system and skew what it is scored on.
+    return {"title": clean_text(title), "ingredients": clean_lines(ingredients), "steps": clean_lines(steps)}
+
+
+def is_empty_rewrite(value: dict) -> bool:
+    """True for a hand rewrite without a title, an ingredient line or a step: it cannot be finished."""
+    return not (value.get("title") and value.get("ingredients") and value.get("steps"))
 
 
 def checked_answer(kind: str, question: str, value, max_chars: int):
@@ -134,34 +202,65 @@ REQUIRED = {"rate": list(QUESTIONS), "compare": ["choice"], "rewrite": ["rewrite
 class Study:
     """One study file: what the CLI creates and extends and what the web app reads and writes."""
 
-    def __init__(self, folder: str, create: bool = False):
-        self.folder = folder
+    def __init__(self, folder: str, create: bool = False, busy_s: float = BUSY_S):
+        self.folder, self.busy_s = folder, busy_s
         self.path = os.path.join(folder, DB_FILE)
         self._local, self._lock, self._opened = threading.local(), threading.Lock(), []
+        self._idle: queue.LifoQueue = queue.LifoQueue()
         if not create and not os.path.isfile(self.path):
             raise StudyError(f"no study in {folder} (no {DB_FILE}): create one with rrt judge create")
         if create:
-            os.makedirs(folder, exist_ok=True)
+            # Private: the file holds the judges' answers and token hashes.
+            os.makedirs(folder, mode=0o700, exist_ok=True)
         try:
+            private_file(self.path)
             with self.connection() as conn:
                 migrate(conn)
         except sqlite3.DatabaseError as err:
             self.close()
             raise StudyError(f"{self.path} is not a study database: {err}") from None
+        except PermissionError as err:
+            self.close()
+            raise StudyError(f"cannot open {self.path}: {err.strerror}") from None
         except StudyError:
             self.close()
             raise
 
     @contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:
-        """This thread's connection (threads of the web app never share one); kept open, because the
-        last connection to close checkpoints the whole log."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = connect(self.path)
-            with self._lock:
+        """A connection from the study's bounded pool, this thread's alone until the block ends (a
+        nested block reuses it). Connections stay open: the last one to close checkpoints the log."""
+        held = getattr(self._local, "conn", None)
+        if held is not None:
+            yield held
+            return
+        conn = self._take()
+        self._local.conn = conn
+        try:
+            yield conn
+        finally:
+            self._local.conn = None
+            self._idle.put(conn)
+
+    def _take(self) -> sqlite3.Connection:
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            pass
+        with self._lock:
+            if len(self._opened) < POOL_SIZE:
+                conn = connect(self.path, self.busy_s)
                 self._opened.append(conn)
-        yield conn
+                return conn
+        try:
+            return self._idle.get(timeout=POOL_WAIT_S)
+        except queue.Empty:
+            raise StudyBusy(f"every connection to {self.path} stayed busy for {POOL_WAIT_S}s") from None
+
+    def open_connections(self) -> int:
+        """How many connections the study holds open now."""
+        with self._lock:
+            return len(self._opened)
 
     def close(self) -> None:
         """Close every connection this study opened."""
@@ -169,13 +268,19 @@ class Study:
             for conn in self._opened:
                 conn.close()
             self._opened.clear()
+        self._idle = queue.LifoQueue()
         self._local = threading.local()
 
     @contextmanager
     def writing(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, taken at once so concurrent writers queue on the busy timeout."""
         with self.connection() as conn:
-            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as err:
+                if "locked" in str(err) or "busy" in str(err):
+                    raise StudyBusy(f"{self.path} stayed locked past the busy timeout") from None
+                raise
             try:
                 yield conn
                 conn.execute("COMMIT")
@@ -205,24 +310,27 @@ class Study:
                  rated: list[tuple[str, str]], rewritten: list[tuple[str, str]], judges: list[str], *,
                  best: str | None, judges_per_item: int, rewriters_per_item: int, majority: int, seed: int,
                  settings: dict) -> dict:
-        """Fill a new study: items, rewrites, judges, tasks and their blind, balanced assignments."""
+        """Fill a new study: items, rewrites, judges, tasks and their blind, balanced assignments; the
+        summary carries the judges' and the admin's tokens, which the study never shows again."""
         sources = {}
         for records in records_by_system.values():
             for record in records:
                 sources.setdefault((str(record["id"]), str(record.get("constraint") or "")), record["source"])
         with self.writing() as conn:
+            admin_token = new_token()
             self._set_meta(conn, seed=seed, best=best, judges_per_item=judges_per_item, majority=majority,
-                           rewriters_per_item=rewriters_per_item, admin_token=secrets.token_urlsafe(18),
+                           rewriters_per_item=rewriters_per_item, admin_token_hash=token_hash(admin_token),
                            created_at=time.time(), settings=settings, extensions=0)
             rated_set, rewritten_set = set(rated), set(rewritten)
             for key in dict.fromkeys(rated + rewritten):
                 conn.execute("INSERT INTO items VALUES (?, ?, ?, ?, ?)",
                              (*key, json.dumps(sources[key]), key in rated_set, key in rewritten_set))
-            self._add_judges(conn, judges)
+            tokens = self._add_judges(conn, judges)
             self._add_systems(conn, records_by_system, origins, rated)
             tasks = plan_tasks(rated, list(records_by_system), best, judges_per_item, rewritten,
                                rewriters_per_item, seed)
-            return self._add_tasks(conn, tasks, seed)
+            summary = self._add_tasks(conn, tasks, seed)
+        return {**summary, "tokens": tokens, "admin_token": admin_token}
 
     @staticmethod
     def _add_systems(conn, records_by_system: dict[str, list[dict]], origins: dict[str, str], rated) -> None:
@@ -236,15 +344,17 @@ class Study:
                                  (*key, system, json.dumps(record)))
 
     @staticmethod
-    def _add_judges(conn, names: list[str]) -> list[str]:
+    def _add_judges(conn, names: list[str]) -> dict[str, str]:
+        """Insert judges; their tokens by name."""
         taken = {r[0] for r in conn.execute("SELECT name FROM judges")}
         clash = [n for n in names if n in taken]
         if clash:
             raise StudyError(f"the study already has judge(s) {', '.join(clash)}")
-        for name in names:
-            conn.execute("INSERT INTO judges (name, token, added_at) VALUES (?, ?, ?)",
-                         (name, secrets.token_urlsafe(18), time.time()))
-        return names
+        tokens = {name: new_token() for name in names}
+        for name, token in tokens.items():
+            conn.execute("INSERT INTO judges (name, token_hash, added_at) VALUES (?, ?, ?)",
+                         (name, token_hash(token), time.time()))
+        return tokens
 
     def _add_tasks(self, conn, tasks: list[dict], seed: int) -> dict:
         """Insert tasks, assign them to the least-loaded judges and put each judge's new tasks in a
@@ -262,9 +372,10 @@ class Study:
             raise StudyError(str(err)) from None
         ids = []
         for task in tasks:
-            cursor = conn.execute("INSERT INTO tasks (kind, recipe, constraint_name, system, other, judges) "
-                                  "VALUES (?, ?, ?, ?, ?, ?)", (task["kind"], task["recipe"], task["constraint"],
-                                                                task["system"], task["other"], task["judges"]))
+            cursor = conn.execute("INSERT INTO tasks (kind, recipe, constraint_name, system, other, judges, handle) "
+                                  "VALUES (?, ?, ?, ?, ?, ?, ?)", (task["kind"], task["recipe"], task["constraint"],
+                                                                   task["system"], task["other"], task["judges"],
+                                                                   new_handle()))
             ids.append(cursor.lastrowid)
         by_judge: dict[str, list[int]] = {}
         for index, judge in pairs:
@@ -308,10 +419,38 @@ class Study:
         reach the others'."""
         moved = 0
         with self.writing() as conn:
-            self._add_judges(conn, names)
+            tokens = self._add_judges(conn, names)
             if rebalance:
                 moved = self._rebalance(conn, names)
-        return {"judges": names, "moved": moved}
+        return {"judges": names, "moved": moved, "tokens": tokens}
+
+    def rotate(self, name: str) -> str:
+        """A new token for judge `name` (the old one stops working, a revoked judge is back); the token."""
+        token = new_token()
+        with self.writing() as conn:
+            if not conn.execute("UPDATE judges SET token_hash = ?, revoked_at = NULL WHERE name = ?",
+                                (token_hash(token), name)).rowcount:
+                raise StudyError(f"the study has no judge {name}")
+        return token
+
+    def revoke(self, name: str) -> None:
+        """Judge `name`'s token stops working; their answers stay, and `rotate` lets them back."""
+        with self.writing() as conn:
+            # A random hash no token maps to keeps the column unique and non-null.
+            if not conn.execute("UPDATE judges SET token_hash = ?, revoked_at = ? WHERE name = ?",
+                                (f"revoked:{new_handle()}", time.time(), name)).rowcount:
+                raise StudyError(f"the study has no judge {name}")
+
+    def rotate_admin(self) -> str:
+        """A new admin token (the old one stops working); the token."""
+        token = new_token()
+        with self.writing() as conn:
+            self._set_meta(conn, admin_token_hash=token_hash(token))
+        return token
+
+    def is_admin(self, token: str) -> bool:
+        """True for the admin token."""
+        return hmac.compare_digest(token_hash(token), self.meta().get("admin_token_hash", ""))
 
     @staticmethod
     def _rebalance(conn, names: list[str]) -> int:
@@ -333,7 +472,8 @@ class Study:
                 return moved
             row = conn.execute(
                 "SELECT a.id FROM assignments a WHERE a.judge = ? AND a.started_at IS NULL AND a.task NOT IN "
-                "(SELECT task FROM assignments WHERE judge = ?) ORDER BY a.position DESC LIMIT 1",
+                "(SELECT task FROM assignments WHERE judge = ?) AND NOT EXISTS "
+                "(SELECT 1 FROM answers WHERE assignment = a.id) ORDER BY a.position DESC LIMIT 1",
                 (high, low)).fetchone()
             if row is None:
                 return moved
@@ -344,19 +484,21 @@ class Study:
 
     # --- what the web app asks --------------------------------------------------------------------
     def judge_of(self, token: str) -> dict | None:
-        """The judge holding this token, or None."""
+        """The judge holding this token (not revoked), or None."""
         with self.connection() as conn:
-            row = conn.execute("SELECT id, name FROM judges WHERE token = ?", (token,)).fetchone()
+            row = conn.execute("SELECT id, name FROM judges WHERE token_hash = ? AND revoked_at IS NULL",
+                               (token_hash(token),)).fetchone()
         return dict(row) if row else None
 
     def judges(self) -> list[dict]:
-        """Every judge's name and token, in the order they joined."""
+        """Every judge's id, name and whether revoked, in the order they joined (tokens are not kept)."""
         with self.connection() as conn:
-            return [dict(r) for r in conn.execute("SELECT id, name, token FROM judges ORDER BY id")]
+            return [dict(r) for r in conn.execute(
+                "SELECT id, name, revoked_at IS NOT NULL AS revoked FROM judges ORDER BY id")]
 
     def next_task(self, judge_id: int) -> dict | None:
         """The judge's first unfinished task (marked started now, once) with its saved answers and the
-        recipes to show, or None when all are done."""
+        recipes to show, named by its handle, or None when all are done."""
         with self.writing() as conn:
             row = conn.execute(
                 "SELECT a.id AS assignment, a.started_at, t.* FROM assignments a JOIN tasks t ON t.id = a.task "
@@ -376,7 +518,7 @@ class Study:
                     record = conn.execute("SELECT record FROM rewrites WHERE recipe = ? AND constraint_name = ? "
                                           "AND system = ?", (*key, system)).fetchone()[0]
                     shown.append(json.loads(record)["rewrite"])
-        return {"id": row["id"], "kind": row["kind"], "constraint": row["constraint_name"], "source": source,
+        return {"id": row["handle"], "kind": row["kind"], "constraint": row["constraint_name"], "source": source,
                 "rewrites": shown, "answers": answers}
 
     def progress(self, judge_id: int | None = None) -> list[dict]:
@@ -388,36 +530,51 @@ class Study:
                 f"LEFT JOIN assignments a ON a.judge = j.id {where} GROUP BY j.id ORDER BY j.id",
                 () if judge_id is None else (judge_id,))]
 
-    def _assignment(self, conn, judge_id: int, task_id: int) -> sqlite3.Row:
-        row = conn.execute("SELECT a.id, a.finished_at, t.kind, t.constraint_name FROM assignments a JOIN tasks t ON t.id = a.task "
-                           "WHERE a.task = ? AND a.judge = ?", (task_id, judge_id)).fetchone()
+    def _assignment(self, conn, judge_id: int, handle: str) -> sqlite3.Row:
+        row = conn.execute("SELECT a.id, a.started_at, a.finished_at, t.kind, t.constraint_name FROM assignments a "
+                           "JOIN tasks t ON t.id = a.task WHERE t.handle = ? AND a.judge = ?",
+                           (handle, judge_id)).fetchone()
         if row is None:
-            raise AnswerError(403, f"task {task_id} is not assigned to you")
+            raise AnswerError(404, f"task {handle} is not one of your tasks")
         if row["finished_at"] is not None:
-            raise AnswerError(409, f"task {task_id} is finished; its answers are final")
+            raise AnswerError(409, f"task {handle} is finished; its answers are final")
+        if row["started_at"] is None:
+            # Only a task that was shown can be answered: an unseen task has no judging time, and
+            # an unstarted one may still move to another judge.
+            raise AnswerError(409, f"task {handle} has not been opened yet; answer the task the page shows")
         return row
 
-    def answer(self, judge_id: int, task_id: int, question: str, value, max_chars: int) -> tuple[object, str]:
-        """Save one answer of an unfinished task (a second answer to the same question replaces it);
-        the value as stored and the task's constraint."""
+    def answer(self, judge_id: int, handle: str, question: str, value, max_chars: int,
+               seq: int | None = None) -> tuple[object, str, bool]:
+        """Save one answer of an open task; a second answer to the same question replaces it unless
+        its `seq` (the page's save counter) is older than the stored one's. The value as stored now,
+        the task's constraint, and whether this answer was applied."""
         with self.writing() as conn:
-            row = self._assignment(conn, judge_id, task_id)
+            row = self._assignment(conn, judge_id, handle)
             stored = checked_answer(row["kind"], question, value, max_chars)
-            conn.execute("INSERT INTO answers VALUES (?, ?, ?, ?) ON CONFLICT(assignment, question) DO UPDATE "
-                         "SET value = excluded.value, answered_at = excluded.answered_at",
-                         (row["id"], question, json.dumps(stored), time.time()))
-        return stored, row["constraint_name"]
+            earlier = conn.execute("SELECT value, seq FROM answers WHERE assignment = ? AND question = ?",
+                                   (row["id"], question)).fetchone()
+            # Autosaves can arrive out of order; the page numbers them, and the latest sent wins.
+            if earlier is not None and seq is not None and seq < earlier["seq"]:
+                return json.loads(earlier["value"]), row["constraint_name"], False
+            kept_seq = seq if seq is not None else (earlier["seq"] if earlier is not None else 0)
+            conn.execute("INSERT INTO answers VALUES (?, ?, ?, ?, ?) ON CONFLICT(assignment, question) DO UPDATE "
+                         "SET value = excluded.value, answered_at = excluded.answered_at, seq = excluded.seq",
+                         (row["id"], question, json.dumps(stored), time.time(), kept_seq))
+        return stored, row["constraint_name"], True
 
-    def finish(self, judge_id: int, task_id: int) -> None:
-        """Close a task whose every question is answered; its answers are final from now on."""
+    def finish(self, judge_id: int, handle: str) -> None:
+        """Close an open task whose every question is answered; its answers are final from now on."""
         with self.writing() as conn:
-            row = self._assignment(conn, judge_id, task_id)
-            have = {r[0] for r in conn.execute("SELECT question FROM answers WHERE assignment = ?", (row["id"],))}
+            row = self._assignment(conn, judge_id, handle)
+            have = {r[0]: json.loads(r[1]) for r in conn.execute(
+                "SELECT question, value FROM answers WHERE assignment = ?", (row["id"],))}
             missing = [q for q in REQUIRED[row["kind"]] if q not in have]
             if missing:
-                raise AnswerError(422, f"task {task_id} still needs: {', '.join(missing)}")
-            conn.execute("UPDATE assignments SET finished_at = ?, started_at = COALESCE(started_at, ?) WHERE id = ?",
-                         (time.time(), time.time(), row["id"]))
+                raise AnswerError(422, f"task {handle} still needs: {', '.join(missing)}")
+            if row["kind"] == "rewrite" and is_empty_rewrite(have["rewrite"]):
+                raise AnswerError(422, f"task {handle}'s rewrite needs a title, ingredient lines and steps")
+            conn.execute("UPDATE assignments SET finished_at = ? WHERE id = ?", (time.time(), row["id"]))
 
     # --- what the report and the exports read -----------------------------------------------------
     def judgments(self) -> list[dict]:
@@ -451,6 +608,8 @@ class Study:
                 "JOIN items i ON i.recipe = t.recipe AND i.constraint_name = t.constraint_name "
                 "JOIN judges j ON j.id = a.judge WHERE t.kind = 'rewrite' AND a.finished_at IS NOT NULL "
                 "ORDER BY t.id, j.id").fetchall()
-        return [{"id": r["recipe"], "constraint": r["constraint_name"], "system": "human", "constrained": False,
-                 "source": json.loads(r["source"]), "rewrite": json.loads(r["value"]), "steps": [],
-                 "substitutions": [], "notes": [f"rewritten by hand by {r['name']}"]} for r in rows]
+        records = [{"id": r["recipe"], "constraint": r["constraint_name"], "system": "human", "constrained": False,
+                    "source": json.loads(r["source"]), "rewrite": json.loads(r["value"]), "steps": [],
+                    "substitutions": [], "notes": [f"rewritten by hand by {r['name']}"]} for r in rows]
+        # A study file from before rewrites were checked at finish may hold an empty one: not a system's output.
+        return [r for r in records if not is_empty_rewrite(r["rewrite"])]

@@ -12,6 +12,7 @@ import html
 import json
 import os
 import random
+import re
 import statistics
 import time
 
@@ -21,6 +22,8 @@ from rrt.evaluation.human import (COMPARE_QUESTION, QUESTIONS, agreement, head_t
 from rrt.evaluation.rewrite_records import read_records, system_label
 from rrt.recipes.lexicon import CONSTRAINTS
 from runtime.runs import write_json_atomic
+
+EXPORT_JOB = "judge_export"
 
 
 def read_system(folder: str) -> tuple[str, list[dict]]:
@@ -58,7 +61,8 @@ def judge_names(count: int, start: int = 1) -> list[str]:
 
 
 def create_study(folder: str, rewrite_folders: list[str], settings: dict, best: str | None = None) -> dict:
-    """A new study from rewrite runs: the sample, every task, blind balanced assignments; create.json."""
+    """A new study from rewrite runs: the sample, every task, blind balanced assignments; create.json.
+    The summary returned also holds the judges' and the admin's tokens, kept nowhere else."""
     if os.path.isfile(os.path.join(folder, "study.sqlite")):
         raise StudyError(f"{folder} already holds a study: add a system with rrt judge extend")
     records, origins = read_systems(rewrite_folders)
@@ -78,12 +82,13 @@ def create_study(folder: str, rewrite_folders: list[str], settings: dict, best: 
                              best=best, judges_per_item=settings["judges_per_item"],
                              rewriters_per_item=settings["rewriters_per_recipe"], majority=settings["majority"],
                              seed=settings["seed"], settings=settings)
+    tokens, admin_token = summary.pop("tokens"), summary.pop("admin_token")
     shares = {c: sum(k[1] == c for k in rated) for c in constraints}
     out = {**summary, "systems": list(records), "best": best, "recipes": len(rated), "per_constraint": shares,
            "hand_rewrites": len(rewritten), "judges": settings["judges"], "seed": settings["seed"],
            "origins": origins}
-    write_json_atomic(os.path.join(folder, "create.json"), out)
-    return out
+    write_json_atomic(os.path.join(folder, "create.json"), out)  # no token: the links are printed once
+    return {**out, "tokens": tokens, "admin_token": admin_token}
 
 
 def extend_study(folder: str, rewrite_folder: str) -> dict:
@@ -91,8 +96,14 @@ def extend_study(folder: str, rewrite_folder: str) -> dict:
     study = Study(folder)
     label, records = read_system(rewrite_folder)
     out = study.extend(label, records, os.path.abspath(rewrite_folder))
-    write_json_atomic(os.path.join(folder, f"extend-{label.replace('+', '_')}.json"), out)
+    write_json_atomic(os.path.join(folder, f"extend-{file_label(label)}.json"), out)
     return out
+
+
+def file_label(label: str) -> str:
+    """A system label made safe as part of a file name: it comes from the input file."""
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "_", label).strip("_")[:80]
+    return safe or "system"
 
 
 def build_report(study: Study) -> dict:
@@ -195,9 +206,10 @@ def export_study(study: Study, output: str) -> dict:
     with open(os.path.join(output, "human", "rewrites.jsonl"), "w", encoding="utf-8") as handle:
         for record in human:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    # Named for its job: a rewrite job's --overwrite must not take it for one of its own runs.
     write_json_atomic(os.path.join(output, "human", "run.json"),
-                      {"settings": {"system": "human", "constrained": False}, "study": os.path.abspath(study.folder),
-                       "counts": {"recipes": len(human)}})
+                      {"job": EXPORT_JOB, "settings": {"system": "human", "constrained": False},
+                       "study": os.path.abspath(study.folder), "counts": {"recipes": len(human)}})
     out = {"judgments": len(rows), "human_rewrites": len(human)}
     write_json_atomic(os.path.join(output, "export.json"), out)
     return out

@@ -311,6 +311,11 @@ class JudgeSettings(Section):
     port: Annotated[int, Field(ge=0, le=65535)]
     public_url: str | None
     max_chars: Count
+    tls_cert: str | None
+    tls_key: str | None
+    header_timeout_s: Annotated[float, Field(gt=0)]
+    body_timeout_s: Annotated[float, Field(gt=0)]
+    max_connections: Count
 
     @model_validator(mode="after")
     def _fits(self) -> "JudgeSettings":

@@ -7,6 +7,8 @@ simulated judges finish everything, and the report reads it all.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import random
@@ -53,32 +55,35 @@ class Site:
         return self.links[name].split("#t=", 1)[1]
 
 
-def start_site(folder: str, port: int) -> tuple[subprocess.Popen, dict, str]:
-    """`rrt judge serve` in a child process: the process, each judge's link and the admin token, once
-    it answers."""
+def start_site(folder: str, port: int) -> subprocess.Popen:
+    """`rrt judge serve` in a child process, once it answers."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen([sys.executable, "-m", "cli", "judge", "serve", "--study", folder, "--port", str(port)],
                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    links, admin, lines = {}, None, []
-    for line in process.stdout:
-        lines.append(line)
-        name, _, link = line.strip().partition(": ")
-        if name == "admin":
-            admin = link.split("#t=", 1)[1]
-            break
-        if link.startswith("http"):
-            links[name] = link
-    assert admin, "".join(lines)
+    first = process.stdout.readline()
+    assert "serving" in first and "#t=" not in first, first  # no token is printed again
     threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()  # keep the pipe drained
     deadline = time.monotonic() + 30
     while True:
         try:
             if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).ok:
-                return process, links, admin
+                return process
         except requests.ConnectionError:
             pass
         assert time.monotonic() < deadline and process.poll() is None, "the judging site did not start"
         time.sleep(0.1)
+
+
+def printed_links(text: str) -> tuple[dict, str]:
+    """Each judge's link and the admin token from what `rrt judge create` printed."""
+    links, admin = {}, None
+    for line in text.splitlines():
+        name, _, link = line.strip().partition(": ")
+        if name == "admin":
+            admin = link.split("#t=", 1)[1]
+        elif link.startswith("http") and "#t=" in link:
+            links[name] = link
+    return links, admin
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +92,14 @@ def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("judge")
     runs = write_runs(str(SAMPLE), str(tmp / "runs"))
     folder = str(tmp / "study")
-    assert rrt(["judge", "create", "--study", folder, "--rewrites", ",".join(runs.values()), "--recipes", "12",
-                "--judges", str(JUDGES), "--human-rewrites", "4"]) == 0
     port = free_port()
-    process, links, admin = start_site(folder, port)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert rrt(["judge", "create", "--study", folder, "--rewrites", ",".join(runs.values()), "--recipes", "12",
+                    "--judges", str(JUDGES), "--human-rewrites", "4", "--public-url", f"http://127.0.0.1:{port}"]) == 0
+    links, admin = printed_links(printed.getvalue())
+    assert len(links) == JUDGES and admin, printed.getvalue()
+    process = start_site(folder, port)
     served = Site(folder, process, f"http://127.0.0.1:{port}", links, admin)
     yield served
     served.process.terminate()
@@ -120,7 +129,16 @@ def test_a_taken_port_is_one_error_line(site, capsys):
 
 
 def test_bad_input_gets_a_clear_4xx_and_nothing_is_stored_twice(site):
-    name = next(iter(site.links))
+    with site.db() as conn:  # a judge whose first task is a rating, and another rating of theirs
+        name = conn.execute("SELECT j.name FROM judges j JOIN assignments a ON a.judge = j.id JOIN tasks t ON "
+                            "t.id = a.task WHERE a.position = (SELECT MIN(position) FROM assignments WHERE judge = j.id) "
+                            "AND t.kind = 'rate' ORDER BY j.id LIMIT 1").fetchone()[0]
+        rated, unopened = [r[0] for r in conn.execute(
+            "SELECT t.handle FROM assignments a JOIN judges j ON j.id = a.judge JOIN tasks t ON t.id = a.task "
+            "WHERE j.name = ? AND t.kind = 'rate' ORDER BY a.position LIMIT 2", (name,))]
+        theirs = conn.execute("SELECT t.handle FROM assignments a JOIN judges j ON j.id = a.judge JOIN tasks t ON "
+                              "t.id = a.task WHERE j.name != ? AND a.task NOT IN (SELECT task FROM assignments b "
+                              "JOIN judges k ON k.id = b.judge WHERE k.name = ?) LIMIT 1", (name, name)).fetchone()[0]
     token = site.token(name)
     before = stored(site)
     assert requests.get(f"{site.url}/api/task", timeout=10).status_code == 401
@@ -128,28 +146,27 @@ def test_bad_input_gets_a_clear_4xx_and_nothing_is_stored_twice(site):
     assert requests.get(f"{site.url}/api/admin/progress", headers=auth(token), timeout=10).status_code == 403
     assert requests.get(f"{site.url}/api/admin/progress", headers=auth(site.admin), timeout=10).json()["done"] == 0
     task = requests.get(f"{site.url}/api/task", headers=auth(token), timeout=10).json()["task"]
-    # Someone else's task, and one that does not exist.
-    with site.db() as conn:
-        theirs = conn.execute("SELECT a.task FROM assignments a JOIN judges j ON j.id = a.judge WHERE j.name != ? "
-                              "AND a.task NOT IN (SELECT task FROM assignments b JOIN judges k ON k.id = b.judge "
-                              "WHERE k.name = ?) LIMIT 1", (name, name)).fetchone()[0]
-        rated = conn.execute("SELECT a.task FROM assignments a JOIN judges j ON j.id = a.judge JOIN tasks t "
-                             "ON t.id = a.task WHERE j.name = ? AND t.kind = 'rate' LIMIT 1", (name,)).fetchone()[0]
-    put = lambda task_id, question, body: requests.put(  # noqa: E731
-        f"{site.url}/api/tasks/{task_id}/answers/{question}", headers=auth(token), timeout=10, **body)
-    for task_id in (theirs, 10**6):
-        reply = put(task_id, "overall", {"json": {"value": 3}})
-        assert reply.status_code == 403 and "not assigned to you" in reply.json()["error"]
+    assert task["id"] == rated and task["kind"] == "rate"
+    put = lambda handle, question, body: requests.put(
+        f"{site.url}/api/tasks/{handle}/answers/{question}", headers=auth(token), timeout=10, **body)
+    # Someone else's task, one that does not exist, and ids that are no handle (2^63 overflowed SQLite).
+    for handle in (theirs, "0" * 24, "1000000", str(2 ** 63), str(2 ** 64)):
+        reply = put(handle, "overall", {"json": {"value": 3}})
+        assert reply.status_code == 404 and "error" in reply.json(), (handle, reply.text)
+    reply = put(unopened, "overall", {"json": {"value": 3}})  # not shown yet: nothing to answer
+    assert reply.status_code == 409 and "not been opened" in reply.json()["error"]
     for value in (0, 6, 3.5, "4", True, None):
         reply = put(rated, "overall", {"json": {"value": value}})
         assert reply.status_code == 422 and "from 1 to 5" in reply.json()["error"], (value, reply.text)
     assert put(rated, "colour", {"json": {"value": 3}}).status_code == 422
     assert put(rated, "overall", {"data": "not json"}).status_code == 422
+    assert put(rated, "overall", {"data": "[" * 100_000 + "]" * 100_000}).status_code == 413
+    assert put(rated, "overall", {"data": "[" * 10_000}).status_code == 422  # deep nesting, under the size cap
+    assert put(rated, "overall", {"json": {"value": 3, "seq": 2 ** 63}}).status_code == 422
     assert put(rated, "overall", {"json": {"rating": 3}}).status_code == 422
     assert put(rated, "overall", {"json": {"value": "x" * 30000}}).status_code == 413
     assert stored(site) == before
     # An answer replayed before the task is finished replaces itself; after, it is refused.
-    assert task is not None
     for _ in range(3):
         assert put(rated, "overall", {"json": {"value": 2}}).status_code == 200
     assert stored(site) == before + 1
@@ -163,8 +180,8 @@ def test_bad_input_gets_a_clear_4xx_and_nothing_is_stored_twice(site):
     assert replay.status_code == 409 and "final" in replay.json()["error"]
     assert stored(site) == before + 4
     with site.db() as conn:
-        assert conn.execute("SELECT value FROM answers n JOIN assignments a ON a.id = n.assignment WHERE a.task = ? "
-                            "AND n.question = 'overall'", (rated,)).fetchone()[0] == "2"
+        assert conn.execute("SELECT value FROM answers n JOIN assignments a ON a.id = n.assignment JOIN tasks t "
+                            "ON t.id = a.task WHERE t.handle = ? AND n.question = 'overall'", (rated,)).fetchone()[0] == "2"
 
 
 def browser_judge(site: Site) -> str | None:
@@ -251,7 +268,7 @@ def test_a_judge_in_chromium_answers_each_kind_and_a_reload_keeps_answers(site):
                 saved()
                 driver.save_screenshot(str(ARTIFACTS / "judge_rewrite_phone.png"))
             seen.add(kind)
-            finished.append(int(task_id))
+            finished.append(task_id)
             next_task(task_id)
         assert "error" not in driver.find_element(By.ID, "status").get_attribute("class")
     finally:
@@ -363,7 +380,8 @@ def test_a_killed_server_loses_no_judgment(site):
     assert before["judgments"]
     site.process.send_signal(signal.SIGKILL)
     site.process.wait(timeout=10)
-    site.process, links, _ = start_site(site.folder, int(site.url.rsplit(":", 1)[1]))
-    assert links == site.links  # the same personal links after a restart
+    site.process = start_site(site.folder, int(site.url.rsplit(":", 1)[1]))
+    name = next(iter(site.links))  # the same personal links work after a restart
+    assert requests.get(f"{site.url}/api/task", headers=auth(site.token(name)), timeout=30).status_code == 200
     after = requests.get(f"{site.url}/api/admin/export", headers=admin, timeout=30).json()
     assert after == before

@@ -87,11 +87,11 @@ def test_create_answer_extend_export(tmp_path, runs):
         for question, value in answers[task["kind"]]:
             study.answer(first["id"], task["id"], question, value, 20000)
         study.finish(first["id"], task["id"])
-        done += 1
+        done, last = done + 1, task["id"]
         task = study.next_task(first["id"])
     before = study.judgments()
     with pytest.raises(AnswerError) as replay:
-        study.finish(first["id"], before[0]["task"])
+        study.finish(first["id"], last)
     assert replay.value.status == 409
     # A new system: rated on the same recipes and compared with the best one; nothing judged is lost.
     added = extend_study(folder, runs["late"])

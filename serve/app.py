@@ -4,17 +4,18 @@
     serve run serve.app:build_app model=out/demo/grounded_rule/model
     serve deploy serve/config.yaml
 
-Routes: POST /v1/rewrite, GET /v1/constraints, GET /healthz, GET / (the web page).
+Routes: POST /v1/rewrite, GET /v1/constraints, GET /healthz, GET / (the web page), GET /openapi.json.
 Requests are batched continuously: each recipe joins the engine's running batch at its next step
 and leaves the step it finishes (rrt.modelling.scheduler); the rewriter deployment autoscales on
-ongoing requests. With RRT_API_KEY set where the app is built, the
-API routes need `Authorization: Bearer <key>`; a service listening beyond loopback refuses to
-start without a key unless `serve.allow_no_key` says so.
+ongoing requests. With an API key (a file named by RRT_API_KEY_FILE or the app argument
+api_key_file; RRT_API_KEY in the shell of `rrt serve`) the API routes need
+`Authorization: Bearer <key>`. Whether one is needed follows where the HTTP proxy really listens
+(serve.access): beyond loopback the service refuses to start without a key unless
+`serve.allow_no_key` says so.
 """
 
 import asyncio
 import hmac
-import ipaddress
 import logging
 import os
 import signal
@@ -33,10 +34,13 @@ from rrt.config import ConfigError, Settings, load_settings
 from rrt.recipes.lexicon import CONSTRAINTS
 from runtime.cluster import bundle, ensure_room, start_local_ray
 from runtime.runs import JobError
+from serve.access import ServeConfigError, bind_address, check_exposure, is_loopback, key_source, load_key
+from serve.openapi import constraints_responses, page_responses, rewrite_openapi, rewrite_responses
 from serve.schema import ApiError, Limits, RewriteRequest, parse_request, read_body, response
 
 PAGE = Path(__file__).with_name("page.html")
-api = FastAPI(title="rrt rewriter", docs_url=None, redoc_url=None, openapi_url=None)
+# The schema is served (and fuzzed by tests/test_serve_fuzz.py); the docs pages would load scripts from a CDN.
+api = FastAPI(title="rrt rewriter", docs_url=None, redoc_url=None, openapi_url="/openapi.json")
 # Serve's own logger: its records reach the replica's log file and the driver's console.
 log = logging.getLogger("ray.serve")
 
@@ -207,42 +211,22 @@ class Rewriter:
                          "rounds": outcome.rounds, "queue_s": round(max(0.0, outcome.admitted - request.received), 3)})
 
 
-def is_loopback(host: str) -> bool:
-    """Whether an address to listen on is reachable from this machine only."""
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return host == "localhost"
-
-
-def api_key() -> str | None:
-    """The API key, read where the app is built and handed to every replica as an argument."""
-    return os.environ.get("RRT_API_KEY") or None
-
-
-class ServeConfigError(ValueError):
-    """A service that must not start as configured."""
-
-
-def check_exposure(host: str, key: str | None, allow_no_key: bool) -> None:
-    """Refuse an open service beyond loopback: anyone who can reach it could spend the model."""
-    if not key and not is_loopback(host) and not allow_no_key:
-        raise ServeConfigError(f"refusing to listen on {host} without an API key: set RRT_API_KEY where the "
-                               "app is built (the shell of `rrt serve`, the runtime_env of `serve deploy`), "
-                               "or set serve.allow_no_key: true to serve it open on purpose")
-
-
 @serve.ingress(api)
 class Gateway:
     """The HTTP front: auth, limits, parsing and error mapping around the rewriter."""
 
-    def __init__(self, rewriter, settings: dict, key: str | None = None):
+    def __init__(self, rewriter, settings: dict, key_from: dict | None = None):
         self.rewriter = rewriter
         self.limits = Limits(**settings["limits"])
         self.timeout = float(settings["request_timeout_s"])
         self.body_timeout = float(settings["body_timeout_s"])
-        self.key = key
+        # Read here, at the replica's start: the app Serve stores and shows holds only its source.
+        self.key = load_key(key_from)
+        # settings host and port are where the HTTP proxy listens (build_app), never a request's claim.
         host, port = str(settings["host"]), int(settings["port"])
+        # Keyless only because it listens on loopback: a client from elsewhere got here some other
+        # way (a proxy bind this app could not see), so it is refused.
+        self.local_clients_only = not self.key and not settings["allow_no_key"]
         # A loopback service answers only to its own names: a web page the operator visits can
         # reach 127.0.0.1 through a DNS name it controls (rebinding), which the Host header shows.
         names = {"127.0.0.1", "localhost", "[::1]", host if ":" not in host else f"[{host.strip('[]')}]"}
@@ -255,8 +239,12 @@ class Gateway:
         return hmac.compare_digest(given.encode(), f"Bearer {self.key}".encode())
 
     def _check_host(self, request: Request) -> None:
+        # The Host header only ever refuses (DNS rebinding): who may use the service is decided
+        # by the proxy's bind address and the client's own address.
         if self.hosts is not None and request.headers.get("host", "").lower() not in self.hosts:
             raise ApiError(403, "this service answers only to its loopback address (the Host header names another)")
+        if self.local_clients_only and not is_loopback(request.client.host if request.client else None):
+            raise ApiError(403, "this service has no API key and answers only clients on its own machine")
 
     def _guard(self, request: Request) -> None:
         self._check_host(request)
@@ -264,12 +252,12 @@ class Gateway:
             raise ApiError(401, "missing or wrong API key (Authorization: Bearer <key>)",
                            headers={"WWW-Authenticate": "Bearer"})
 
-    @api.get("/healthz")
+    @api.get("/healthz", responses={200: {"description": "The service is up"}})
     def healthz(self) -> dict:
         """Liveness: answers without auth."""
         return {"status": "ok"}
 
-    @api.get("/v1/constraints")
+    @api.get("/v1/constraints", responses=constraints_responses())
     def constraints(self, request: Request):
         """The constraints a request may name."""
         try:
@@ -278,7 +266,7 @@ class Gateway:
             return err.response()
         return {"constraints": list(CONSTRAINTS)}
 
-    @api.get("/")
+    @api.get("/", response_class=HTMLResponse, responses=page_responses())
     def page(self, request: Request):
         """The web page: paste or pick a recipe, choose constraints, see the rewrite. It holds no
         data, so it needs no key; the key is typed into the page, never put in its URL."""
@@ -288,7 +276,7 @@ class Gateway:
             return err.response()
         return HTMLResponse(PAGE.read_text(encoding="utf-8"))
 
-    @api.post("/v1/rewrite")
+    @api.post("/v1/rewrite", responses=rewrite_responses(), openapi_extra=rewrite_openapi())
     async def rewrite(self, request: Request):
         """Rewrite one recipe for one or more constraints."""
         started = time.perf_counter()
@@ -340,20 +328,22 @@ class Gateway:
 
 def build_app(args: dict):
     """The Serve application: `serve run serve.app:build_app model=DIR [config=ray_config.yaml]
-    [host=H port=P]` (host and port as the HTTP proxy listens: the app checks requests against them)."""
-    # `serve run` passes its arguments as text.
-    port = args.get("port")
-    settings = serve_settings(args.get("config"), {"model": args.get("model"), "host": args.get("host"),
-                                                   "port": int(port) if isinstance(port, str) and port.isdigit()
-                                                   else port})
+    [api_key_file=PATH]`, and the app of `serve deploy serve/config.yaml`. Who may use it follows
+    where Serve's HTTP proxy listens (http_options); a `host` or `port` argument naming another is refused."""
+    return _build(args, bind_address(args))
+
+
+def _build(args: dict, bind: tuple[str, int]):
+    """The application behind an HTTP proxy that listens on `bind` (host, port)."""
+    host, port = bind
+    settings = serve_settings(args.get("config"), {"model": args.get("model"), "host": host, "port": port})
     model = settings["model"]
     if not model or not os.path.exists(os.path.join(model, "config.json")):
         raise ServeConfigError(f"model folder not found or not an exported model: {model!r} (pass model=DIR)")
-    key = api_key()
-    check_exposure(str(settings["host"]), key, bool(settings["allow_no_key"]))
-    if not key:
-        log.warning("rrt serve: no API key (RRT_API_KEY): anyone who can reach %s may use the service",
-                    settings["host"])
+    key_from = key_source(args)
+    check_exposure(host, key_from, bool(settings["allow_no_key"]))
+    if not key_from:
+        log.warning("rrt serve: no API key (RRT_API_KEY_FILE): anyone who can reach %s may use the service", host)
     scaling = settings["autoscaling"]
     ongoing, queued = int(settings["max_ongoing_requests"]), int(settings["max_queued_requests"])
     rewriter = serve.deployment(
@@ -368,7 +358,7 @@ def build_app(args: dict):
     # most body_timeout_s, so clients that trickle a body cannot crowd out /healthz or the API.
     admitted = ongoing * int(scaling["max_replicas"]) + queued + int(settings["reading_slots"])
     gateway = serve.deployment(Gateway, name="Gateway", num_replicas=1, max_ongoing_requests=admitted,
-                               ray_actor_options={"num_cpus": 0.1}).bind(rewriter, settings, key)
+                               ray_actor_options={"num_cpus": 0.1}).bind(rewriter, settings, key_from)
     return gateway
 
 
@@ -388,7 +378,8 @@ def run(model: str, port: int | None = None, host: str | None = None, config: st
         if ray_settings["address"] or os.environ.get("RAY_ADDRESS"):
             raise ServeConfigError("rrt serve starts a Ray of its own and never joins another (RAY_ADDRESS or "
                                    "ray.address is set); to serve on a cluster, `serve deploy serve/config.yaml`")
-        app = build_app({"model": model, "config": config, "host": settings["host"], "port": settings["port"]})
+        # The proxy binds where these settings say (serve.start below): the app decides from the same address.
+        app = _build({"model": model, "config": config}, (settings["host"], int(settings["port"])))
     except ServeConfigError as err:
         print(f"rrt serve: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -47,16 +47,19 @@ def test_a_service_beyond_loopback_needs_a_key_or_an_explicit_choice(host, key, 
         check_exposure(host, key, allowed)
 
 
-def test_the_key_is_read_once_where_the_app_is_built_and_handed_to_the_gateway(monkeypatch, tmp_path):
+def test_the_key_is_checked_where_the_app_is_built_and_its_source_handed_to_the_gateway(monkeypatch, tmp_path):
     import serve.app as app
 
+    monkeypatch.delenv("RRT_API_KEY_FILE", raising=False)
     monkeypatch.setenv("RRT_API_KEY", "k-123")
     (tmp_path / "config.json").write_text("{}")
     built = app.build_app({"model": str(tmp_path)})
-    assert built._bound_deployment.init_args[-1] == "k-123"   # the Gateway's own argument, not its env
+    # The Gateway's own argument names where the key is; the replica reads it (tests/test_serve_access.py).
+    assert built._bound_deployment.init_args[-1] == {"env": "RRT_API_KEY"}
     monkeypatch.delenv("RRT_API_KEY")
+    monkeypatch.setattr("serve.access.proxy_bind", lambda: ("0.0.0.0", 8000))
     with pytest.raises(app.ServeConfigError, match="without an API key"):
-        app.build_app({"model": str(tmp_path), "host": "0.0.0.0"})
+        app.build_app({"model": str(tmp_path)})
 
 
 def test_rrt_serve_starts_a_ray_of_its_own_and_never_joins_one(monkeypatch, tmp_path, capsys):

@@ -36,7 +36,8 @@ from runtime.cluster import bundle, ensure_room, start_local_ray
 from runtime.runs import JobError
 from serve.access import ServeConfigError, bind_address, check_exposure, is_loopback, key_source, load_key
 from serve.openapi import constraints_responses, page_responses, rewrite_openapi, rewrite_responses
-from serve.schema import ApiError, Limits, RewriteRequest, parse_request, read_body, response
+from runtime.http_body import BodyError, read_body
+from serve.schema import ApiError, Limits, RewriteRequest, parse_request, response
 
 PAGE = Path(__file__).with_name("page.html")
 # The schema is served (and fuzzed by tests/test_serve_fuzz.py); the docs pages would load scripts from a CDN.
@@ -291,9 +292,9 @@ class Gateway:
                 raise ApiError(413, f"request body over {self.limits.body_bytes} bytes")
             try:
                 # A client that trickles its body must not hold a slot for ever.
-                body = await asyncio.wait_for(read_body(request, self.limits.body_bytes), self.body_timeout)
-            except asyncio.TimeoutError:
-                raise ApiError(408, f"the request body did not arrive within {self.body_timeout:g}s") from None
+                body = await read_body(request, self.limits.body_bytes, self.body_timeout)
+            except BodyError as err:
+                raise ApiError(err.status, str(err)) from None
             parsed = parse_request(body, self.limits)
             parsed.received = time.time()  # wall clock: the replica may run on another node
             parsed.deadline = parsed.received + self.timeout

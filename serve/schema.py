@@ -185,14 +185,3 @@ def response(request: RewriteRequest, record: dict, model: dict, timings: dict) 
             "violations_before": violations(request.recipe, request.constraints),
             "violations_after": violations(record["rewrite"], request.constraints),
             "model": model, "timings": timings}
-
-
-async def read_body(request, limit: int) -> bytes:
-    """The body, refused as soon as it passes the limit (a missing Content-Length cannot skip it)."""
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, f"request body over {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)

@@ -39,7 +39,10 @@ def test_tag_prints_validity_and_violations():
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     assert len(rows) >= 120 and set(rows[0]["valid"]) == {"vegan", "nut-free"}
     bad = next(r for r in rows if r["violations"].get("vegan"))
-    assert {"term", "field", "index", "text"} <= set(bad["violations"]["vegan"][0])
+    first = bad["violations"]["vegan"][0]
+    assert {"term", "field", "index", "span"} <= set(first) and "text" not in first
+    line = next(x["text"] for x in bad["lines"] if (x["field"], x["index"]) == (first["field"], first["index"]))
+    assert line[slice(*first["span"])]
 
 
 def test_substitute_and_ingredients():

@@ -101,9 +101,10 @@ def test_violation_record_names_term_field_line_and_span():
     recipe = make_recipe(["1 cup flour", "2 tablespoons honey"], ["Stir in the honey.", "Bake."])
     out = tag_recipe(recipe, ["vegan"]).to_dict()
     first = out["violations"]["vegan"][0]
-    assert {k: first[k] for k in ("term", "field", "index", "text")} == {
-        "term": "honey", "field": "ingredients", "index": 1, "text": "2 tablespoons honey"}
-    assert first["text"][slice(*first["span"])] == "honey"
+    assert {k: first[k] for k in ("term", "field", "index")} == {"term": "honey", "field": "ingredients", "index": 1}
+    assert out["lines"] == [{"field": "ingredients", "index": 1, "text": "2 tablespoons honey"},
+                            {"field": "steps", "index": 0, "text": "Stir in the honey."}]
+    assert out["lines"][0]["text"][slice(*first["span"])] == "honey"
     assert [v["field"] for v in out["violations"]["vegan"]] == ["ingredients", "steps"]
 
 

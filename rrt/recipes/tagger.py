@@ -61,8 +61,9 @@ class Violation:
     category: str
 
     def to_dict(self) -> dict:
-        """JSON form used by `rrt tag`."""
+        """JSON form used by `rrt tag`: where the span is, not the line (TagResult gives each line once)."""
         out = asdict(self)
+        del out["text"]  # a line of n mentions would be written n times: output growing with its square
         out["span"] = list(self.span)
         return out
 
@@ -76,11 +77,14 @@ class TagResult:
     violations: dict[str, list[Violation]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        """JSON form printed by `rrt tag`."""
+        """JSON form printed by `rrt tag`: violations point at `lines`, which holds each line they are on once."""
+        lines = {(v.field, v.index): v.text for vs in self.violations.values() for v in vs}
+        order = sorted(lines, key=lambda where: (_FIELD_ORDER[where[0]], where[1]))
         return {
             "id": self.id,
             "valid": self.valid,
             "violations": {c: [v.to_dict() for v in vs] for c, vs in self.violations.items() if vs},
+            "lines": [{"field": f, "index": i, "text": lines[f, i]} for f, i in order],
         }
 
 

@@ -3,13 +3,18 @@ two sizes, never a wall clock."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import json
 import tempfile
+import tracemalloc
 from pathlib import Path
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+
+from rrt.recipes.recipe import Recipe
+from rrt.recipes.tagger import tag_recipe
 
 # ---------------------------------------------------------------- rrt tag output
 
@@ -47,3 +52,28 @@ def test_rrt_tag_output_grows_in_proportion_to_the_line(unit):
                         if (x["field"], x["index"]) == (violation["field"], violation["index"]))
             start, end = violation["span"]
             assert 0 <= start < end <= len(line) and violation["term"]
+
+
+# ---------------------------------------------------------------- the tagger's word cache
+
+
+def _retained_after_tagging(count: int, step_chars: int) -> int:
+    """Bytes still allocated after tagging `count` recipes, each with its own long step."""
+    body = "stir the pot with a spoon and " * (step_chars // 30)
+    gc.collect()
+    before = tracemalloc.get_traced_memory()[0]
+    for k in range(count):
+        tag_recipe(Recipe(f"r{k}", "Soup", ["1 cup water"], [f"{k} {body}", "Serve."]))
+    gc.collect()
+    return tracemalloc.get_traced_memory()[0] - before
+
+
+def test_tagging_a_stream_of_long_steps_holds_no_memory_per_recipe():
+    tag_recipe(Recipe("warm", "Soup", ["1 cup water"], ["Stir.", "Serve."]))  # fill the per-category caches
+    tracemalloc.start()
+    try:
+        few, many = _retained_after_tagging(30, 20_000), _retained_after_tagging(90, 20_000)
+    finally:
+        tracemalloc.stop()
+    # The word cache kept 8,192 whole lines: sixty more steps of 20 KB kept 1.2 MB more.
+    assert many - few < 100_000, (few, many)

@@ -109,10 +109,21 @@ def normalise_term(text: str) -> str:
     return re.sub(r"[\s-]+", " ", text.lower()).strip()
 
 
-@functools.lru_cache(maxsize=8192)
-def _letter_words(text: str) -> frozenset[str]:
-    # Every category's pre-check reads a line's words: split it once, not once per category.
+def _split_words(text: str) -> frozenset[str]:
     return frozenset(_LETTERS.findall(text.lower()))
+
+
+# Every category's pre-check reads a line's words: split a line once, not once per category. The
+# caches hold a bounded number of lines of bounded length (under 512 x 512 + 16 x 64 Ki characters),
+# so a stream of long steps cannot pile up in them; a longer line is split once per category.
+_short_line_words = functools.lru_cache(maxsize=512)(_split_words)  # 1 line in 170 is longer
+_long_line_words = functools.lru_cache(maxsize=16)(_split_words)
+
+
+def _letter_words(text: str) -> frozenset[str]:
+    if len(text) <= 512:
+        return _short_line_words(text)
+    return _long_line_words(text) if len(text) <= 64 * 1024 else _split_words(text)
 
 
 class _CategoryMatcher:

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import gzip
 import io
 import json
 import tempfile
 import tracemalloc
 from pathlib import Path
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from rrt.recipes.loaders import LoadReport, read_recipes
+from rrt.recipes.loaders.source import MAX_LINE_BYTES
 from rrt.recipes.recipe import Recipe
 from rrt.recipes.tagger import tag_recipe
 
@@ -77,3 +81,56 @@ def test_tagging_a_stream_of_long_steps_holds_no_memory_per_recipe():
         tracemalloc.stop()
     # The word cache kept 8,192 whole lines: sixty more steps of 20 KB kept 1.2 MB more.
     assert many - few < 100_000, (few, many)
+
+
+# ---------------------------------------------------------------- JSON records past the limit
+
+
+TITLE, INGS, STEPS = "Hot Cocoa", ["2 cups milk", "2 tablespoons cocoa"], ["Warm the milk.", "Whisk in the cocoa."]
+GOOD = json.dumps({"title": TITLE, "ingredients": INGS, "steps": STEPS})
+
+
+def _load(path) -> tuple[list[Recipe], list, LoadReport]:
+    report, rejects = LoadReport(), []
+    report.on_reject = rejects.append
+    return list(read_recipes([str(path)], report)), rejects, report
+
+
+def _json_with_big_title(path: Path, chars: int, listed: bool) -> None:
+    big = '{"title": "' + "x" * chars + '", "ingredients": ["1 cup milk"], "steps": ["Warm.", "Stir."]}'
+    # Documents in a row are read as JSON, not JSONL, when the first is too long to sniff.
+    text = f"[{GOOD}, {big}, {GOOD}]" if listed else f"{big}\n{GOOD}\n{GOOD}\n"
+    path.write_bytes(gzip.compress(text.encode(), compresslevel=1, mtime=0))
+
+
+def _peak_reading(path: Path) -> tuple[int, list[Recipe], list]:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        recipes, rejects, _ = _load(path)
+        return tracemalloc.get_traced_memory()[1], recipes, rejects
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("listed", [True, False])
+def test_a_json_record_past_the_limit_is_one_reject_read_in_bounded_memory(tmp_path, listed):
+    peaks = []
+    for times in (2, 5):
+        path = tmp_path / f"r{times}.json.gz"
+        _json_with_big_title(path, times * MAX_LINE_BYTES, listed)
+        peak, recipes, rejects = _peak_reading(path)
+        assert [r.title for r in recipes] == [TITLE, TITLE]
+        where = f"{path}[1]" if listed else f"{path}#0"
+        assert [(r.reason, r.location) for r in rejects] == [("unreadable_line", where)]
+        peaks.append(peak)
+    # Built whole, the record takes memory in proportion to its size: 2.5 times as much here.
+    assert peaks[1] < 1.2 * peaks[0] + 1_000_000, peaks
+
+
+def test_a_json_record_just_under_the_limit_still_loads(tmp_path):
+    path = tmp_path / "r.json"
+    title = "x" * (MAX_LINE_BYTES - 200)
+    path.write_text(f'[{GOOD}, {{"title": "{title}", "ingredients": ["1 cup milk"], "steps": ["Warm.", "Stir."]}}]')
+    recipes, rejects, _ = _load(path)
+    assert [len(r.title) for r in recipes] == [len(TITLE), len(title)] and not rejects

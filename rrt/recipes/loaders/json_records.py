@@ -4,13 +4,20 @@ All of them end as a dict per recipe, mapped onto `Recipe` by `record_to_recipe`
 """
 from __future__ import annotations
 
+import codecs
+import io
 import json
 import re
 from typing import Any, BinaryIO, Iterator
 
 import ijson
 
-from rrt.recipes.loaders.source import decoded_lines, head_bytes, open_binary
+from rrt.recipes.loaders.source import (
+    MAX_LINE_BYTES,
+    decoded_lines,
+    head_bytes,
+    open_binary,
+)
 from rrt.recipes.recipe import Recipe, Reject
 
 Record = tuple[str, dict | Reject]  # (location, raw record or the reason it is unusable)
@@ -23,6 +30,23 @@ _SOURCE_KEYS = ("source", "host", "site_name", "site")
 _LIST_SHAPED = ("site_tags", "tags", "keywords", "recipeCategory", "recipeCuisine", "diets")
 MAX_NESTING = 32  # far deeper than any recipe schema; deeper records are rejected, not recursed into
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+# JSON list items and documents are parsed one at a time from a window of the text: json's C decoder
+# gives where each ends, and one past the limit is followed by its brackets and quotes, not built.
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+_CHUNK = 64 * 1024
+_TAIL = 8  # characters from a window's end where a parse failure may be the window cutting a value short
+_NUMBER_GOES_ON = re.compile(r"[0-9.eE+-]*")
+_TOO_LARGE = object()
+_SPACE = re.compile(r"[ \t\n\r]*")
+_STRUCTURE = re.compile(r'["\[\]{}]')
+_STRING_BODY = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
+_SCALAR = re.compile(r"[^\s,\]}]*")
 
 
 def _texts(value: Any) -> list[str]:
@@ -152,41 +176,137 @@ def _document_where(path: str, listed: bool, index: int, j: int) -> str:
     return f"{path}#{j}"
 
 
-def _values(handle: BinaryIO, listed: bool, backend: Any) -> Iterator[Any]:
-    if listed:
-        return backend.items(handle, "item", use_float=True)
-    return backend.items(handle, "", use_float=True, multiple_values=True)
+class _Window:
+    """A byte stream's text, decoded as it is read; what lies before `pos` is let go at the next read."""
+
+    def __init__(self, handle: BinaryIO):
+        self.handle, self.decoder = handle, codecs.getincrementaldecoder("utf-8-sig")()
+        self.text, self.pos, self.done = "", 0, False
+
+    def read(self, size: int = _CHUNK) -> bool:
+        """Add up to `size` more bytes' text; False at the end of the input."""
+        raw = b"" if self.done else self.handle.read(size)
+        self.done = not raw
+        self.text, self.pos = self.text[self.pos:] + self.decoder.decode(raw, final=self.done), 0
+        return not self.done
+
+    def next_char(self) -> str:
+        """The next character that is not white space ("" at the end), left unread."""
+        while True:
+            self.pos = _SPACE.match(self.text, self.pos).end()
+            if self.pos < len(self.text) or not self.read():
+                return self.text[self.pos:self.pos + 1]
+
+
+def _value(window: _Window) -> Any:
+    """The JSON value at the window's position, or _TOO_LARGE for one over MAX_LINE_BYTES characters,
+    passed over without being held."""
+    while True:
+        held = len(window.text) - window.pos
+        try:
+            value, end = _DECODER.raw_decode(window.text, window.pos)
+            # Only a number can be cut short by the window's end and still parse ("12" of "125").
+            if window.done or type(value) not in (int, float) or not _NUMBER_GOES_ON.fullmatch(window.text, end):
+                window.pos, size = end, end - window.pos
+                return value if size <= MAX_LINE_BYTES else _TOO_LARGE
+        except json.JSONDecodeError as err:
+            cut_short = err.msg.startswith("Unterminated string") or err.pos >= len(window.text) - _TAIL
+            if window.done or not cut_short:
+                raise
+        except RecursionError:  # nested past the C decoder's stack: ijson builds it without recursing
+            end, whole = _value_end(window, keep=True)
+            whole = whole and end - window.pos <= MAX_LINE_BYTES
+            text, window.pos = window.text[window.pos:end] if whole else "", end
+            return next(ijson.items(io.BytesIO(text.encode()), "", use_float=True)) if whole else _TOO_LARGE
+        if held > MAX_LINE_BYTES:
+            window.pos = _value_end(window, keep=False)[0]
+            return _TOO_LARGE
+        # Each retry parses from the record's start: doubling the window keeps their sum linear.
+        window.read(min(max(_CHUNK, held), MAX_LINE_BYTES + 1 - held))
+
+
+def _value_end(window: _Window, keep: bool) -> tuple[int, bool]:
+    """Where the value at the window's position ends, found by following only its quotes and brackets,
+    and whether the window still holds all of it: `keep` holds it up to MAX_LINE_BYTES characters;
+    past that, or without `keep`, what has been passed over is let go."""
+    scalar = window.text[window.pos] not in '"[{'  # a number or a literal
+    depth, at, in_string = 0, window.pos, False
+    while True:
+        text = window.text
+        if scalar:
+            at = _SCALAR.match(text, at).end()
+            if at < len(text):
+                return at, keep
+        elif in_string:
+            at = _STRING_BODY.match(text, at).end()
+            if at < len(text) and text[at] == '"':  # else the window ends, or ends in a backslash
+                at, in_string = at + 1, False
+                if depth == 0:
+                    return at, keep
+                continue
+        elif (mark := _STRUCTURE.search(text, at)) is not None:
+            at, char = mark.end(), mark.group()
+            in_string, depth = char == '"', depth + (char in "[{") - (char in "]}")
+            if depth == 0 and not in_string:
+                return at, keep
+            continue
+        else:
+            at = len(text)
+        keep = keep and len(text) - window.pos <= MAX_LINE_BYTES
+        if not keep:
+            window.pos = at
+        at -= window.pos
+        if not window.read():
+            if scalar:
+                return at, keep
+            raise ValueError("the input ends inside a value")
 
 
 def _json_values(path: str, listed: bool) -> Iterator[Any]:
-    """The items of a JSON list, or the documents of a file, streamed. yajl's C parser stops at
-    an integer past 64 bits; the pure-Python parser reads it, so from there on it takes over."""
-    done = 0
-    try:
-        with open_binary(path) as handle:
-            for value in _values(handle, listed, ijson):
-                yield value
-                done += 1
-            return
-    except ijson.common.JSONError as err:
-        if "integer overflow" not in str(err):
-            raise
+    """The items of a JSON list, or the documents of a file, read one at a time: each is parsed
+    alone, and one over MAX_LINE_BYTES characters is passed over (as _TOO_LARGE) without being held."""
     with open_binary(path) as handle:
-        for index, value in enumerate(_values(handle, listed, ijson.get_backend("python"))):
-            if index >= done:
-                yield value
+        window = _Window(handle)
+        if not listed:
+            while window.next_char():
+                yield _value(window)
+            return
+        if window.next_char() != "[":
+            raise ValueError("expected a JSON list")
+        window.pos += 1
+        if window.next_char() == "]":
+            window.pos += 1
+        else:
+            while True:
+                window.next_char()
+                yield _value(window)
+                char = window.next_char()
+                window.pos += 1
+                if char == "]":
+                    break
+                if char != ",":
+                    raise ValueError(f"expected ',' or ']' after item, found {char or 'the end'!r}")
+        if window.next_char():
+            raise ValueError("more data after the list")
 
 
 def read_json_document(path: str) -> Iterator[Record]:
-    """A JSON list of recipes (streamed with ijson), or one object / JSON-LD document, or several
-    in a row (JSONL whose first line was too long to sniff)."""
-    listed = head_bytes(path).lstrip()[:1] == b"["
+    """A JSON list of recipes (streamed, one item at a time), or one object / JSON-LD document, or
+    several in a row (JSONL whose first line was too long to sniff). A record over MAX_LINE_BYTES
+    characters is rejected as JSONL rejects such a line, and the reading goes on."""
+    listed = head_bytes(path).removeprefix(codecs.BOM_UTF8).lstrip()[:1] == b"["
     index = -1
     try:
         for index, item in enumerate(_json_values(path, listed)):
+            if item is _TOO_LARGE:
+                where = _document_where(path, listed, index, 0)
+                yield where, Reject(where, "unreadable_line", f"record longer than {MAX_LINE_BYTES} characters")
+                continue
             for j, recipe in enumerate(expand_json_ld(item)):
                 yield _document_where(path, listed, index, j), recipe
-    except (ijson.common.JSONError, ValueError) as err:  # ValueError: bad UTF-8, an integer too long
+    except (ijson.common.JSONError, ValueError) as err:  # ValueError: bad JSON or UTF-8, an integer too long
         where = f"{path}[{index + 1}]" if listed or index >= 0 else path
-        message = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        # A JSONDecodeError's line and column count from the window, not the file: leave them out.
+        message = err.msg if isinstance(err, json.JSONDecodeError) else str(err).splitlines()[0] if str(err) else ""
+        message = message[:200] or type(err).__name__
         yield where, Reject(where, "invalid_json", f"{message}; records after this point are lost")

@@ -16,6 +16,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from rrt.recipes.loaders import LoadReport, read_recipes
+from rrt.recipes.loaders.csv_records import MAX_FIELD_CHARS
 from rrt.recipes.loaders.source import MAX_LINE_BYTES
 from rrt.recipes.recipe import Recipe
 from rrt.recipes.tagger import tag_recipe
@@ -134,3 +135,24 @@ def test_a_json_record_just_under_the_limit_still_loads(tmp_path):
     path.write_text(f'[{GOOD}, {{"title": "{title}", "ingredients": ["1 cup milk"], "steps": ["Warm.", "Stir."]}}]')
     recipes, rejects, _ = _load(path)
     assert [len(r.title) for r in recipes] == [len(TITLE), len(title)] and not rejects
+
+
+# ---------------------------------------------------------------- a CSV quote that never closes
+
+
+def _csv_row(title: str) -> str:
+    return f'"{title}","[""2 cups milk""]","[""Warm."", ""Whisk.""]"\n'
+
+
+@pytest.mark.parametrize("times", [2, 5])
+def test_an_unclosed_csv_quote_costs_one_reject_whatever_its_length(tmp_path, times):
+    prose = "Stir the milk, then the cocoa, and whisk it well until smooth; serve hot, with cream.\n"
+    swallowed = prose * (times * MAX_FIELD_CHARS // len(prose))
+    path = tmp_path / "r.csv"
+    path.write_text("title,ingredients,directions\n" + _csv_row("A") + '"Broken","[""x""]","' + swallowed
+                    + _csv_row("B"))
+    recipes, rejects, report = _load(path)
+    assert [r.title for r in recipes] == ["A", "B"]
+    # Each line after the field limit was read as a row of its own: thousands of invalid_csv_row.
+    assert [(r.reason, r.location) for r in rejects] == [("record_too_large", f"{path}:3")], report.rejected
+    assert f"read on from line {3 + swallowed.count(chr(10))}" in rejects[0].detail

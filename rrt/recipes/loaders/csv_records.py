@@ -104,13 +104,6 @@ def _row_outcome(row: list[str], header: list[str], schema: str) -> dict | tuple
         return "invalid_csv_row", f"list column does not parse: {str(err)[:120]}"
 
 
-def _reader_error(err: csv.Error, last_line: int) -> tuple[str, str]:
-    if "field larger than field limit" in str(err):
-        return "record_too_large", (f"a field over {MAX_FIELD_CHARS} characters (an unclosed quote?); "
-                                    f"read on from line {last_line + 1}")
-    return "invalid_csv_row", str(err)[:200]
-
-
 def _row_record(row: list[str], index: dict[str, int], schema: str) -> dict:
     columns = SCHEMAS[schema]
     record = {
@@ -136,19 +129,41 @@ def read_csv(path: str) -> Iterator[Record]:
         if header is None:
             return
         schema = csv_schema(header)
+        # After a field past the limit (a quote that never closes), the lines up to the next row that
+        # makes a record are what it swallowed: one reject for them all, not one per line.
+        skipping: int | None = None  # the line where that field's row began
         while True:
-            where, cut = f"{path}:{reader.line_num + 1}", lines.cut
+            line, cut = reader.line_num + 1, lines.cut
+            where = f"{path}:{line}"
             try:
                 row = next(reader)
             except StopIteration:
+                if skipping:
+                    yield _swallowed(path, skipping, None)
                 return
             except csv.Error as err:  # the reader starts afresh on the next line
-                yield where, Reject(where, *_reader_error(err, reader.line_num))
+                if skipping is None and "field larger than field limit" in str(err):
+                    skipping = line
+                elif skipping is None:
+                    yield where, Reject(where, "invalid_csv_row", str(err)[:200])
                 continue
             if lines.cut != cut:
-                yield where, Reject(where, "record_too_large", f"a line over {MAX_LINE_BYTES} characters")
+                if skipping is None:
+                    yield where, Reject(where, "record_too_large", f"a line over {MAX_LINE_BYTES} characters")
                 continue
             if not any(cell.strip() for cell in row):
                 continue
             outcome = _row_outcome(row, header, schema)
+            if skipping:
+                if not isinstance(outcome, dict):
+                    continue
+                yield _swallowed(path, skipping, line)
+                skipping = None
             yield where, outcome if isinstance(outcome, dict) else Reject(where, *outcome)
+
+
+def _swallowed(path: str, first: int, resumed: int | None) -> Record:
+    where = f"{path}:{first}"
+    rest = f"lines {first}-{resumed - 1} skipped, read on from line {resumed}" if resumed else "skipped to the end"
+    return where, Reject(where, "record_too_large", f"a field over {MAX_FIELD_CHARS} characters (an unclosed quote?); "
+                                                    + rest)

@@ -1,0 +1,101 @@
+"""A worker node dies mid-job on a multi-node Ray on this machine (testing.cluster): the job still
+completes, and nothing it writes is lost or doubled. The jobs join the cluster through RAY_ADDRESS,
+as on a real one. benchmarks/node_failure.py measures the same at a larger size.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from conftest import ROOT, SAMPLE
+
+from testing.cluster import LocalCluster
+from testing.local_service import tiny_model
+
+# Figures a run measures about itself, which differ between any two runs.
+TIMINGS = ("seconds_per_stage", "recipes_per_second", "resumed")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head and two one-CPU worker nodes, shared by the module's tests."""
+    with LocalCluster(workers=2) as made:
+        yield made
+
+
+class Job:
+    """A job joining the cluster, as a user starts it there, its output read as it comes."""
+
+    def __init__(self, cluster: LocalCluster, script: str, *args: str):
+        self.process = subprocess.Popen([sys.executable, str(ROOT / "jobs" / script), *args], cwd=ROOT,
+                                        env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True)
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(self.process.stdout), daemon=True)
+        self.reader.start()
+
+    def said(self, text: str) -> bool:
+        """True once a line of the job's output holds `text`."""
+        return any(text in line for line in list(self.lines))
+
+    def finished(self, timeout: int = 600) -> str:
+        """The job's output once it ended well."""
+        self.process.wait(timeout=timeout)
+        self.reader.join(timeout=30)
+        out = "".join(self.lines)
+        assert self.process.returncode == 0, out[-3000:]
+        return out
+
+
+def kill_when(cluster: LocalCluster, ready, job: Job, timeout: float = 120) -> None:
+    """Kill a worker node once `ready()` says the job is mid-work, then add a replacement."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert job.process.poll() is None, "the job ended before the node could be killed"
+        assert time.monotonic() < deadline, "the job never got under way"
+        time.sleep(0.05)
+    cluster.kill(0)
+    cluster.add()
+
+
+def stats(folder) -> dict:
+    """A prepared folder's stats.json without its timings."""
+    with open(os.path.join(folder, "stats.json"), encoding="utf-8") as handle:
+        return {k: v for k, v in json.load(handle).items() if k not in TIMINGS}
+
+
+@pytest.fixture(scope="module")
+def prepared_here(cluster, tmp_path_factory):
+    """The bundled sample prepared on the cluster, uninterrupted."""
+    out = str(tmp_path_factory.mktemp("prepared") / "clean")
+    Job(cluster, "prepare_data.py", "--input", str(SAMPLE), "--output", out).finished()
+    return out
+
+
+def test_data_preparation_survives_a_node_death_with_the_same_stats(cluster, prepared_here, tmp_path):
+    out = str(tmp_path / "killed")
+    job = Job(cluster, "prepare_data.py", "--input", str(SAMPLE), "--output", out)
+    kill_when(cluster, lambda: job.said("[prepare_data] writing"), job)  # the recipes are being read
+    job.finished()
+    assert stats(out) == stats(prepared_here)
+
+
+def test_batch_rewriting_survives_a_node_death_with_each_recipe_once(cluster, prepared_here, tmp_path):
+    model = tiny_model(str(tmp_path / "model"))
+    out = tmp_path / "rewrites"
+    job = Job(cluster, "rewrite.py", "--data", prepared_here, "--split", "test", "--system", "contextual",
+                    "--model", model, "--output", str(out), "--actors", "2", "--batch-recipes", "1")
+    written = out / "rewrites.jsonl"
+    kill_when(cluster, lambda: written.exists() and written.read_text().count("\n") >= 2, job)
+    job.finished()
+    rows = [json.loads(line) for line in written.read_text().splitlines()]
+    keys = collections.Counter((r["id"], r["constraint"]) for r in rows)
+    expected = json.loads((out / "run.json").read_text())["counts"]["recipes"]
+    assert len(keys) == expected and set(keys.values()) == {1}
+    assert cluster.alive() == 2

@@ -2,7 +2,8 @@
 
 Each category lists its terms (plurals in -s/-es are implied; other plurals are listed),
 exceptions (longer phrases that contain a term but are not that food, e.g. "coconut
-milk" for dairy, or a tool named after the food it handles, "cheese grater"), neutralising
+milk" for dairy), tools (the few kitchen things named after a food that the classes below
+miss, "fish slice", spelled out with their plurals), neutralising
 modifiers that may stand up to three words before a term in the same clause ("vegan
 butter", "dairy-free cream cheese"), adjacent modifiers that neutralise only right before
 a term ("soy milk", "tofu bacon"), and dish terms that count only on ingredient lines (a
@@ -26,6 +27,7 @@ class Category:
     modifiers: tuple[str, ...] = ()
     adjacent: tuple[str, ...] = ()
     dish_terms: tuple[str, ...] = field(default=())
+    tools: tuple[str, ...] = ()
 
 
 # Words that, shortly before a term, say the food is a plant-based stand-in.
@@ -37,6 +39,42 @@ SUFFIX_NEUTRALISERS = ("free", "style", "like", "flavored", "flavoured", "substi
 # Words hyphened on after a term that make it a shape, size or colour ("egg-shaped",
 # "walnut-sized", "honey-colored"), not the food itself.
 LIKENESS_SUFFIXES = ("shaped", "shape", "sized", "size", "colored", "coloured", "color", "colour", "toned")
+# The same after a space ("walnut sized balls"); a bare "shape" or "size" only ends a clause
+# ("into a fish shape."): before more words it may be the verb, and "cheese shapes" is cheese.
+LIKENESS_WORDS = ("sized", "shaped")
+
+# Kitchen things named after a food, as classes rather than phrases: a singular food word right
+# before one of these nouns (or hyphened to it) names the thing, so "egg beater", "walnut
+# grinder" and "butter paper" need no phrase of their own, while "Grate the cheese with a
+# grater" still names cheese. Left out on purpose: nouns a step also uses as verbs right after
+# a food ("whisk", "press", "spoon", "brush"), and nouns whose pair is a food or holds one
+# ("board", "platter", "cup", "ring", "slice", "cracker", "bowl", "jar", "bottle", "fryer",
+# "roaster": a cheese board, egg slices, cheese crackers and a chicken fryer are food).
+UTENSILS = ("grater", "knife", "knives", "slicer", "beater", "cutter", "spreader", "curler", "paddle",
+            "plane", "wire", "frother", "whipper", "separator", "poacher", "timer", "thermometer", "mallet",
+            "pick", "shucker", "scaler", "cleaver", "grinder", "chopper", "turner", "spatula", "kettle",
+            "tweezers", "baster", "tenderizer", "tenderiser", "pounder", "hammer", "tongs", "opener",
+            "glass", "dipper", "maker", "machine", "fork", "churn")
+# Papers, cloths and cartons named after what they wrap or hold ("butter paper", "cheese cloth").
+WRAPPINGS = ("paper", "cloth", "muslin", "parchment", "carton")
+# Moulds and tins named after the shape they give ("fish mould", "lamb pan").
+MOULDS = ("mould", "mold", "tin", "pan")
+# Foods whose mould or tin is the food itself: a jello mould is the dish set in it, a sardine
+# tin holds sardines.
+FILLED_MOULDS = ("gelatin", "gelatine", "jello", "jell-o", "aspic", "salmon", "tuna", "sardine", "anchovy",
+                 "crab", "shrimp")
+# Words right after such a noun that give it back to the food ("chicken pan juices", "salmon
+# pan seared", "cheese paper thin").
+KITCHEN_NOT_BEFORE = ("juice", "juices", "drippings", "sauce", "gravy", "fried", "seared", "roasted", "thin",
+                      "tender")
+
+# Words before a food that make it the measure of a size or shape ("the size of a walnut", "as
+# big as an egg"); at most two words may stand between, none of them a determiner or a
+# conjunction, since "the size of the shrimp" and "the size of a walnut and the walnuts" name food.
+SIZE_COMPARISONS = ("size of", "shape of", "as big as", "as large as", "as small as", "as thick as",
+                    "bigger than", "larger than", "smaller than", "thicker than")
+NOT_A_MEASURE = ("the", "this", "that", "these", "those", "your", "my", "our", "their", "its", "his",
+                 "her", "each", "every", "all", "some", "any", "and", "or", "plus", "with", "then")
 
 DAIRY = Category(
     "dairy",
@@ -66,15 +104,11 @@ DAIRY = Category(
         "cashew butter", "nut butter", "seed butter", "sunflower seed butter", "sunflower butter",
         "soy butter", "apple butter", "pumpkin butter", "cocoa butter", "cacao butter",
         "shea butter", "butter beans", "butter bean", "butter lettuce", "butter squash",
-        "coconut ice cream", "cheese cloth", "cheesecloth", "head cheese", "milk thistle",
+        "coconut ice cream", "cheesecloth", "head cheese", "milk thistle",
         "cream of wheat", "soy yogurt", "almond yogurt", "oat yogurt", "coconut whipped cream",
         "bean curd", "lemon curd", "lime curd", "dairy case", "cream soda",
         # The verb: "Cream the butter and sugar", "cream together" (the butter that follows still counts).
         "cream the", "cream together",
-        # Kitchen tools named after the food they handle.
-        "cheese grater", "cheese knife", "cheese knives", "cheese slicer", "cheese plane", "cheese wire",
-        "cheese cutter", "butter knife", "butter knives", "butter paddle", "butter curler", "butter spreader",
-        "milk frother", "ice cream scoop", "ice cream maker", "ice cream machine",
     ),
     modifiers=PLANT_MODIFIERS + ("dairy-free", "dairy free", "non-dairy", "nondairy", "non dairy"),
     adjacent=("coconut", "oat", "almond", "cashew", "nut", "rice", "hemp", "flax", "soy", "soya",
@@ -82,6 +116,7 @@ DAIRY = Category(
     dish_terms=("ice cream", "custard", "bechamel", "béchamel", "alfredo", "tzatziki", "raita", "lassi", "cheesecake",
                 "buttercream", "eggnog", "caesar dressing", "ranch dressing", "hollandaise",
                 "butterscotch"),
+    tools=("ice cream scoop", "ice cream scoops"),
 )
 
 NUTS = Category(
@@ -95,11 +130,11 @@ NUTS = Category(
         "macaron", "orgeat",
     ),
     exceptions=("water chestnut", "butternut", "nutmeg", "coconut", "doughnut", "donut",
-                "nutritional yeast", "nut-free", "nut free", "tiger nut",
-                "nut brown", "nut cracker", "nut milk bag", "nut chopper", "nut pick"),
+                "nutritional yeast", "nut-free", "nut free", "tiger nut", "nut brown"),
     modifiers=("nut-free", "nut free", "peanut-free", "peanut free", "tree nut-free"),
     adjacent=("sunflower", "seed", "soy", "coconut"),
     dish_terms=("pesto", "satay", "baklava", "praline", "nougat", "macaron"),
+    tools=("nut cracker", "nut crackers", "nut milk bag", "nut milk bags"),
 )
 
 EGG = Category(
@@ -112,8 +147,7 @@ EGG = Category(
         "fresh linguine", "fresh pappardelle", "fresh ravioli", "egg pasta", "caesar dressing", "souffle", "soufflé", "carbonara",
     ),
     exceptions=("eggplant", "egg replacer", "egg-free", "egg free", "eggless", "flax egg", "chia egg",
-                "egg roll wrapper substitute", "vegan mayo", "vegan mayonnaise",
-                "egg slicer", "egg timer", "egg separator", "egg poacher"),
+                "egg roll wrapper substitute", "vegan mayo", "vegan mayonnaise"),
     modifiers=PLANT_MODIFIERS + ("egg-free", "egg free", "eggless"),
     adjacent=("flax", "flaxseed", "chia", "aquafaba", "chickpea"),
     dish_terms=("meringue", "custard", "hollandaise", "bearnaise", "béarnaise", "eggnog", "frittata",
@@ -140,13 +174,12 @@ MEAT = Category(
     exceptions=("beefsteak tomato", "beefsteak tomatoes", "beefsteak", "chicken of the woods",
                 "hen of the woods", "goat cheese", "goat's cheese", "goat milk", "goat's milk",
                 "kidney bean", "kidney beans", "peanut butter", "butter lettuce", "duck sauce",
-                "cauliflower steak", "tongue depressor", "lamb's lettuce", "meat thermometer",
-                "meat mallet", "meat tenderizer", "turkey baster", "hot dog bun", "hot dog buns",
-                "hamburger bun", "hamburger buns", "sausage casing free",
-                "meat cleaver", "meat grinder", "meat hammer", "meat pounder", "steak knife", "steak knives"),
+                "cauliflower steak", "lamb's lettuce", "hot dog bun", "hot dog buns",
+                "hamburger bun", "hamburger buns", "sausage casing free"),
     modifiers=MEATLESS_MODIFIERS + ("beyond", "impossible"),
     adjacent=("soy", "tofu", "seitan", "tempeh", "jackfruit", "mushroom", "cauliflower", "lentil",
               "bean", "chickpea", "eggplant", "portobello", "walnut", "tvp"),
+    tools=("tongue depressor", "tongue depressors"),
 )
 
 FISH = Category(
@@ -165,12 +198,12 @@ FISH = Category(
     ),
     exceptions=("oyster mushroom", "oyster mushrooms", "oyster crackers", "oyster cracker",
                 "crab apple", "crab apples", "crabapple", "kombu dashi", "fish-free", "fish free",
-                "fish spatula", "fish sauce substitute", "goldfish crackers",
-                "fish turner", "fish knife", "fish knives", "fish kettle", "fish poacher", "fish scaler",
-                "fish tweezers", "oyster knife", "oyster knives", "crab cracker", "lobster cracker"),
+                "fish sauce substitute", "goldfish crackers"),
     modifiers=MEATLESS_MODIFIERS + ("fish-free", "fish free"),
     adjacent=("kombu", "shiitake", "seaweed", "jackfruit", "tofu", "mushroom", "kelp"),
     dish_terms=("caesar dressing",),
+    # "fish slice" has no plural here: fish slices are food.
+    tools=("fish slice", "crab cracker", "crab crackers", "lobster cracker", "lobster crackers"),
 )
 
 GELATIN = Category(
@@ -185,7 +218,7 @@ GELATIN = Category(
 HONEY = Category(
     "honey",
     terms=("honey", "beeswax", "royal jelly", "bee pollen", "honeycomb"),
-    exceptions=("honeydew", "honeycrisp", "honey crisp", "honey locust", "honeynut squash", "honey dipper"),
+    exceptions=("honeydew", "honeycrisp", "honey crisp", "honey locust", "honeynut squash"),
     modifiers=PLANT_MODIFIERS + ("bee-free", "bee free"),
 )
 
@@ -208,9 +241,9 @@ ALCOHOL = Category(
     exceptions=("ginger ale", "root beer", "ginger beer", "wine vinegar", "red wine vinegar",
                 "white wine vinegar", "rice wine vinegar", "sherry vinegar", "champagne vinegar",
                 "scotch bonnet", "scotch egg", "scotch eggs", "butterscotch", "alcohol-free",
-                "alcohol free", "non-alcoholic", "nonalcoholic", "rubbing alcohol", "wine glass",
-                "wine glasses", "sake lees", "gin basket", "rum extract", "brandy snaps",
-                "sherry glass", "port salut", "sweet vermouth substitute", "wine opener", "wine cork"),
+                "alcohol free", "non-alcoholic", "nonalcoholic", "rubbing alcohol", "sake lees",
+                "rum extract", "brandy snaps", "port salut", "sweet vermouth substitute"),
+    tools=("gin basket", "gin baskets", "wine cork", "wine corks"),
     modifiers=("non-alcoholic", "nonalcoholic", "alcohol-free", "alcohol free", "dealcoholized",
                "de-alcoholized", "zero-proof", "virgin"),
 )

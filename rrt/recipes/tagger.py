@@ -1,8 +1,9 @@
 """Dietary tagger: which constraints a recipe obeys, and every span that breaks one.
 
 A term counts as a violation unless something says it is not that food: an exception
-phrase around it ("coconut milk", a tool such as "cheese grater"), a shape, size or colour
-it lends its name to ("egg-shaped", "walnut-sized"), a plant-based modifier before it
+phrase around it ("coconut milk"), a kitchen thing it names ("cheese grater", "butter paper",
+"fish mould": a utensil, wrapping or mould noun right after it), a shape, size or colour it
+lends its name to ("egg-shaped", "walnut-sized", "the size of a walnut"), a plant-based modifier before it
 ("vegan butter"), a "-free"/"substitute" after it, a negation before it ("in place of
 peanuts"), quotes around it ('Honey' Mustard), an offered alternative ("beef broth (or
 water)"), an "optional" on its ingredient line, or, in the title and steps, a reference to
@@ -18,8 +19,10 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
-from rrt.recipes.lexicon import (CATEGORIES, CONSTRAINT_CATEGORIES, CONSTRAINTS, LIKENESS_SUFFIXES, NEGATIONS,
-                         OPTIONAL_MARKERS, SAFE_ALTERNATIVES, SUFFIX_NEUTRALISERS, SYNONYMS, Category)
+from rrt.recipes.lexicon import (CATEGORIES, CONSTRAINT_CATEGORIES, CONSTRAINTS, FILLED_MOULDS, KITCHEN_NOT_BEFORE,
+                         LIKENESS_SUFFIXES, LIKENESS_WORDS, MOULDS, NEGATIONS, NOT_A_MEASURE, OPTIONAL_MARKERS,
+                         SAFE_ALTERNATIVES, SIZE_COMPARISONS, SUFFIX_NEUTRALISERS, SYNONYMS, UTENSILS, WRAPPINGS,
+                         Category)
 from rrt.recipes.recipe import Recipe
 
 _CLAUSE_BREAK = re.compile(r"[.,;:()!?\[\]/]")
@@ -33,7 +36,14 @@ _LETTERS = re.compile(r"[^\W\d_]+")
 _ALTERNATIVE = re.compile(r"\bor\b|/", re.I)
 _CUT_WORD = re.compile(r"^[\w'’-]+")
 _SAFE_ALTERNATIVE = re.compile(r"\b(?:" + "|".join(re.escape(a) for a in SAFE_ALTERNATIVES) + r")\b")
-_LIKENESS = re.compile(r"-(?:" + "|".join(LIKENESS_SUFFIXES) + r")\b", re.I)
+_LIKENESS = re.compile(r"(?:-(?:" + "|".join(LIKENESS_SUFFIXES) + r")|\s+(?:" + "|".join(LIKENESS_WORDS)
+                       + r")|\s+(?:shape|size)(?=\s*(?:[^\w\s]|$)))\b", re.I)
+_KITCHEN = re.compile(r"(?:\s+|-)(?:(?P<mould>" + "|".join(MOULDS) + ")|" + "|".join(UTENSILS + WRAPPINGS)
+                      + r")(?:s|es)?(?![\w-])(?!\s+(?:" + "|".join(KITCHEN_NOT_BEFORE) + r")\b)", re.IGNORECASE)
+_MEASURE = re.compile(r"\b(?:" + "|".join(re.escape(c) for c in SIZE_COMPARISONS) + r")(?:\s+(?!(?:"
+                      + "|".join(NOT_A_MEASURE) + r")\b)[\w'’-]+){0,2}\s+$", re.IGNORECASE)
+# Mentions that name a thing or a measure, not the food: a step's bare mention cannot refer back to them.
+_NOT_THE_FOOD = {"tool", "likeness", "size"}
 _NEGATED = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in NEGATIONS) + r")(?:\s+[\w'/½¼¾-]+){0,2}\s+$", re.I)
 
 
@@ -97,11 +107,14 @@ def _phrase_pattern(phrase: str) -> str:
     return body
 
 
-def _alternation(phrases: Iterable[str]) -> re.Pattern | None:
-    ordered = sorted(set(phrases), key=len, reverse=True)
+def _alternation(phrases: Iterable[str], exact: Iterable[str] = ()) -> re.Pattern | None:
+    # Exact phrases imply no plural: "fish slice" is a tool, "fish slices" are food.
+    patterns = {p: _phrase_pattern(p) for p in phrases}
+    patterns.update((p, r"[\s-]+".join(re.escape(w) for w in re.split(r"[\s-]+", p.strip()))) for p in exact)
+    ordered = sorted(patterns, key=len, reverse=True)
     if not ordered:
         return None
-    return re.compile(r"(?<!\w)(?:" + "|".join(_phrase_pattern(p) for p in ordered) + r")(?!\w)", re.I)
+    return re.compile(r"(?<!\w)(?:" + "|".join(patterns[p] for p in ordered) + r")(?!\w)", re.I)
 
 
 def normalise_term(text: str) -> str:
@@ -130,7 +143,12 @@ class _CategoryMatcher:
     def __init__(self, category: Category):
         self.category = category
         self.terms = _alternation(category.terms)
-        self.exceptions = _alternation(category.exceptions)
+        self.exceptions = _alternation(category.exceptions, exact=category.tools)
+        self.tools = {normalise_term(t) for t in category.tools}
+        # A noun adjunct is singular: "egg pan" names a pan, "the eggs pan by pan" names eggs.
+        keys = {normalise_term(t) for t in category.terms}
+        self.singular = {t for t in keys if not (t.endswith("s") and {t[:-1], t[:-2], t[:-3] + "y"} & keys)}
+        self.filled_moulds = {normalise_term(t) for t in FILLED_MOULDS}
         self.modifiers = {normalise_term(m) for m in category.modifiers}
         self.adjacent = {normalise_term(m) for m in category.adjacent}
         self.dish_terms = {normalise_term(t) for t in category.dish_terms}
@@ -163,6 +181,8 @@ class _CategoryMatcher:
             before = _CUT_WORD.sub("", before)
         if _NEGATED.search(before):
             return "negated"
+        if _MEASURE.search(before):
+            return "size"
         # The hyphenated word the term ends ("non-dairy") counts as a modifier too.
         glued = re.search(r"([\w'-]+)-$", before)
         if glued:
@@ -206,11 +226,14 @@ class _CategoryMatcher:
             term = self.term_of(match.group(0))
             why = ""
             if shield >= 0 and end <= shields[shield][1]:
-                why = "exception"
+                why = "tool" if normalise_term(text[slice(*shields[shield])]) in self.tools else "exception"
             elif self.suffix.match(text, end):
                 why = "free_or_substitute"
             elif _LIKENESS.match(text, end):
                 why = "likeness"
+            elif ((kitchen := _KITCHEN.match(text, end)) and normalise_term(match.group(0)) in self.singular
+                  and not (kitchen.group("mould") and term in self.filled_moulds)):
+                why = "tool"  # a singular food word naming a thing: "butter knife", not "nuts pan"
             elif start > 0 and end < len(text) and text[start - 1] in _QUOTES and text[end] in _QUOTES:
                 why = "quoted"
             else:
@@ -315,7 +338,7 @@ def category_violations(recipe: Recipe, category: str, lenient: bool = True) -> 
     mentions = [(f, i, line, m) for f, i, line in _fields(recipe)
                 for m in matcher.scan_field(line, f, lenient)]
     harmful = {m.term for f, _, _, m in mentions if f == "ingredients" and not m.neutral}
-    harmless = {m.term for f, _, _, m in mentions if f == "ingredients" and m.neutral}
+    harmless = {m.term for f, _, _, m in mentions if f == "ingredients" and m.neutral and m.why not in _NOT_THE_FOOD}
     harmful_heads, harmless_heads = {_head(t) for t in harmful}, {_head(t) for t in harmless}
     out = []
     for field_name, index, line, mention in mentions:

@@ -30,7 +30,9 @@ def start_ray(ray_settings: dict) -> bool:
                                 "object_store_memory": ray_settings["object_store_memory"]}
     if not address:
         local["runtime_env"] = {"worker_process_setup_hook": quiet_local_ray}
-    ray.init(address=address, include_dashboard=False, **local)
+    # "local": with no address named, ray.init would join whatever Ray it finds on this machine (and
+    # refuse the local settings with a traceback); the documented rule is a Ray of the job's own.
+    ray.init(address=address or "local", include_dashboard=False, **local)
     _STARTED["local"] = not address
     return not address
 

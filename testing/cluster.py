@@ -10,6 +10,8 @@ jobs join through RAY_ADDRESS, exactly as they join a real cluster.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from typing import Self
 
@@ -24,7 +26,7 @@ class LocalCluster:
                  object_store_memory: int = 200 * 1024 ** 2, head_cpus: float = 0):
         self.workers, self.cpus, self.memory, self.store = workers, cpus, memory, object_store_memory
         self.head_cpus = head_cpus
-        self.cluster = None
+        self.cluster, self.temp_dir = None, ""
         self.nodes: list = []
         self.added = 0
 
@@ -40,9 +42,12 @@ class LocalCluster:
 
         # A dead node is found in about a second, not Ray's default quarter of a minute: the node
         # failure tests wait on it, and a real cluster keeps its own defaults.
+        # A temp dir of its own: in Ray's default one the head's address is written where a job on
+        # this machine that names no cluster would find and join it.
+        self.temp_dir = tempfile.mkdtemp(prefix="rrt-cl-")  # short: Ray's socket paths must stay short
         self.cluster = Cluster(initialize_head=True, head_node_args={
             "num_cpus": self.head_cpus, "object_store_memory": self.store, "include_dashboard": False,
-            "resources": {"head": 1}, "_system_config": HEALTH_CHECK})
+            "resources": {"head": 1}, "_system_config": HEALTH_CHECK, "temp_dir": self.temp_dir})
         for _ in range(self.workers):
             self.add(wait=False)
         self.cluster.wait_for_nodes()
@@ -84,3 +89,4 @@ class LocalCluster:
             self.cluster.shutdown()
             self.cluster = None
             self.nodes = []
+            shutil.rmtree(self.temp_dir, ignore_errors=True)

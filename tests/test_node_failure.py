@@ -99,3 +99,15 @@ def test_batch_rewriting_survives_a_node_death_with_each_recipe_once(cluster, pr
     expected = json.loads((out / "run.json").read_text())["counts"]["recipes"]
     assert len(keys) == expected and set(keys.values()) == {1}
     assert cluster.alive() == 2
+
+
+def test_a_job_naming_no_cluster_starts_its_own_ray_beside_a_running_one(cluster):
+    # ray.init() with no address joins the latest Ray it finds on the machine, and then refuses the
+    # local settings with a traceback; a job naming no cluster must start its own.
+    env = {k: v for k, v in cluster.env().items() if k != "RAY_ADDRESS"}
+    probe = ("import ray; from runtime.cluster import start_ray; "
+             "started = start_ray({'address': None, 'num_cpus': 1, 'object_store_memory': 10**8}); "
+             "print(started, len(ray.nodes()))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.split() == ["True", "1"], done.stderr[-2000:]

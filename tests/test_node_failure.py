@@ -109,5 +109,5 @@ def test_a_job_naming_no_cluster_starts_its_own_ray_beside_a_running_one(cluster
              "started = start_ray({'address': None, 'num_cpus': 1, 'object_store_memory': 10**8}); "
              "print(started, len(ray.nodes()))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0 and done.stdout.split() == ["True", "1"], done.stderr[-2000:]

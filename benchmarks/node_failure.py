@@ -26,6 +26,7 @@ from testing.local_service import SAMPLE, tiny_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMINGS = ("seconds_per_stage", "recipes_per_second", "resumed")
+JOB_TIMEOUT_S = 600
 
 
 def run_job(cluster: LocalCluster, args: list[str], kill_at=None) -> tuple[float, float | None, str]:
@@ -38,13 +39,15 @@ def run_job(cluster: LocalCluster, args: list[str], kill_at=None) -> tuple[float
     reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)
     reader.start()
     killed = None
-    while kill_at is not None and killed is None and process.poll() is None:
-        if kill_at(lines):
+    while process.poll() is None:
+        if kill_at is not None and killed is None and kill_at(lines):
             cluster.kill(0)
             killed = time.perf_counter() - started
             cluster.add()
+        if time.perf_counter() - started > JOB_TIMEOUT_S:
+            process.kill()
+            raise SystemExit(f"{args[0]} ran past {JOB_TIMEOUT_S}s; its last output:\n{''.join(lines)[-3000:]}")
         time.sleep(0.05)
-    process.wait()
     reader.join(timeout=30)
     out = "".join(lines)
     if process.returncode != 0:
@@ -72,17 +75,69 @@ def rewrite_keys(folder: str) -> collections.Counter:
         return collections.Counter((r["id"], r["constraint"]) for r in map(json.loads, handle))
 
 
+def train_config(folder: str) -> str:
+    """ray_config.yaml with a tiny model, 1.5 CPUs a worker, checkpointed and evaluated every 5 steps, into folder."""
+    import yaml
+
+    from rrt.config import load_config
+
+    config = load_config(os.path.join(ROOT, "ray_config.yaml"), "local")
+    config["train"].update(model="tiny", cpus_per_worker=1.5, checkpoint_interval=5, eval_interval=5, eval_examples=64, log_interval=1,
+                           tiny={**config["train"]["tiny"], "n_layer": 2, "n_head": 4, "n_embd": 128})
+    config.pop("profile", None)
+    path = os.path.join(folder, "train_config.yaml")
+    with open(path, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(config, handle)
+    return path
+
+
+def metrics(folder: str) -> list[dict]:
+    """metrics.jsonl of a training run."""
+    with open(os.path.join(folder, "metrics.jsonl"), encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def checkpoints(folder: str) -> int:
+    """Checkpoint folders a training run has written so far."""
+    ray_dir = os.path.join(folder, "ray")
+    return sum(name.startswith("checkpoint") for _, dirs, _ in os.walk(ray_dir) for name in dirs)
+
+
+def training_row(cluster: LocalCluster, work: str, steps: int) -> dict:
+    """Two training workers, one per node, uninterrupted and with one node killed after a checkpoint."""
+    config = train_config(work)
+    train = ["jobs/train.py", "--variant", "contextual", "--data", f"{work}/prepared", "--config", config,
+             "--num-workers", "2", "--max-steps", str(steps), "--output"]
+    clean, _, _ = run_job(cluster, [*train, f"{work}/train"])
+    hit, at, out = run_job(cluster, [*train, f"{work}/train-killed"],
+                           lambda lines: checkpoints(f"{work}/train-killed") >= 2)
+    restarts = sum("restart" in line.lower() or "failure" in line.lower() for line in out.splitlines())
+    logged = [r["step"] for r in metrics(f"{work}/train-killed") if r.get("train_loss") is not None]
+    redone = len(logged) - len(set(logged))
+    last = {name: [r["eval_loss"] for r in metrics(f"{work}/{name}") if r.get("eval_loss") is not None][-1]
+            for name in ("train", "train-killed")}
+    print(f"training: dev loss uninterrupted {last['train']:.3f}, with a node killed {last['train-killed']:.3f}; "
+          f"{redone} logged steps run twice (the work since the last checkpoint); {restarts} lines of the job "
+          "name a failure or restart")
+    return {"job": "train", "uninterrupted_s": clean, "killed_s": hit, "killed_at_s": at,
+            "output_equal": max(logged) == steps, "dev_loss": last, "steps_redone": redone}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run both jobs twice on a fresh multi-node cluster and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", default=str(SAMPLE), help="recipes to prepare (default: the bundled sample)")
-    parser.add_argument("--workers", type=int, default=2, help="worker nodes of one CPU each (default 2)")
+    parser.add_argument("--workers", type=int, default=2, help="worker nodes (default 2)")
+    parser.add_argument("--train-steps", type=int, default=40,
+                        help="steps of the two-worker training run, checkpointed every 5 (0: no training run)")
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args(argv)
     work = tempfile.mkdtemp(prefix="rrt-node-failure-")
     rows = []
-    with LocalCluster(workers=args.workers) as cluster:
+    # Two CPUs a node: room for one training worker (1.5 CPUs, train_config) beside a tokenize task,
+    # so the two training workers land on two nodes.
+    with LocalCluster(workers=args.workers, cpus=2) as cluster:
         prepare = ["jobs/prepare_data.py", "--input", args.input, "--output"]
         clean, _, _ = run_job(cluster, [*prepare, f"{work}/prepared"])
         hit, at, _ = run_job(cluster, [*prepare, f"{work}/prepared-killed"],
@@ -99,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         keys, baseline = rewrite_keys(f"{work}/rw-killed"), rewrite_keys(f"{work}/rw")
         rows.append({"job": "rewrite", "uninterrupted_s": clean, "killed_s": hit, "killed_at_s": at,
                      "output_equal": set(keys) == set(baseline) and set(keys.values()) == {1}})
+        if args.train_steps:
+            rows.append(training_row(cluster, work, args.train_steps))
     print(f"{'job':<14} {'uninterrupted s':>16} {'node killed s':>14} {'killed at s':>12} {'output equal':>13}")
     for row in rows:
         print(f"{row['job']:<14} {row['uninterrupted_s']:>16.1f} {row['killed_s']:>14.1f} "

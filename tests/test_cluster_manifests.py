@@ -258,3 +258,16 @@ def test_shared_storage_belongs_to_the_ray_user_alone():
     assert "chown 1000:100 /mnt/cluster_storage" in init and "chmod 0750 /mnt/cluster_storage" in init
     readme = (ROOT / "cluster" / "README.md").read_text()
     assert "## Trust" in readme and "pickle" in readme
+
+
+def test_launcher_yaml_is_valid_against_rays_own_cluster_schema():
+    import json
+    from importlib import resources
+
+    import jsonschema
+
+    schema = json.loads(resources.files("ray.autoscaler").joinpath("ray-schema.json").read_text())
+    jsonschema.validate(load(LAUNCHER), schema)
+    broken = {**load(LAUNCHER), "max_workers": "eight"}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)

@@ -27,6 +27,7 @@ import argparse
 import hashlib
 import json
 import os
+import random
 import sys
 import time
 from typing import Any
@@ -51,6 +52,7 @@ from rrt.recipes.paper_format import constraint_tag  # noqa: E402
 from rrt.recipes.tagger import parse_constraints  # noqa: E402
 
 TOKENIZER_TEXTS = 50_000  # training texts the tiny tokenizer learns from
+TOKENIZE_BATCH = 512  # texts per tokenizer call in the Ray Data tasks
 
 
 def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
@@ -204,7 +206,10 @@ def prepare_tokenizer(settings: dict):
     texts = None
     if settings["model"] == TINY or settings["variant"] in SEQ2SEQ:
         dataset = train_texts(settings)
-        texts = (t for batch in dataset.to_batches(columns=["text"]) for t in batch.column(0).to_pylist())
+        # Unthreaded: the threaded scanner reads ahead of a slow consumer (the tokenizer's
+        # trainer) without bound, up to the whole split, though only the first texts are used.
+        texts = (t for batch in dataset.to_batches(columns=["text"], use_threads=False)
+                 for t in batch.column(0).to_pylist())
         texts = (t for _, t in zip(range(TOKENIZER_TEXTS), texts))
     if settings["variant"] in SEQ2SEQ:
         return train_tiny_tokenizer(texts, settings["seq2seq"]["vocab_size"])
@@ -227,24 +232,46 @@ def first_rows(settings: dict, split: str, limit: int) -> "pa.Table":
     return train_texts(settings, split).head(limit, columns=["text"])
 
 
+def file_order(files: list[str], seed: int | None) -> list[str]:
+    """The order a split's files are read in: shuffled by `seed`, or as listed when None."""
+    files = list(files)
+    if seed is not None:
+        random.Random(seed).shuffle(files)
+    return files
+
+
+def tokenize_files(batch: pa.Table, tokenizer_json: str, variant: str, block: int, constraint: str | None = None):
+    """Ray Data task: token rows of Parquet files of training texts (one constraint's pairs when given)."""
+    import pyarrow.parquet as pq
+
+    from rrt.modelling.batching import tokenize_table
+
+    for path in batch.column("path").to_pylist():
+        for part in pq.ParquetFile(path).iter_batches(batch_size=TOKENIZE_BATCH, columns=["text"]):
+            texts = pa.Table.from_batches([part])
+            yield tokenize_table(keep_constraint(texts, constraint) if constraint else texts, tokenizer_json,
+                                 variant, block)
+
+
 def token_dataset(ray_data, settings: dict, split: str, tokenizer_json: str, limit: int | None = None):
     """A Ray Dataset of token rows for one split, tokenized by streaming CPU tasks."""
     from rrt.modelling.batching import tokenize_table
 
+    shape = {"tokenizer_json": tokenizer_json, "variant": settings["pairs"], "block": settings["block"]}
     if limit:
-        dataset = ray_data.from_arrow(first_rows(settings, split, limit))
-    else:
-        dataset = ray_data.read_parquet(_split_dir(settings["data"], settings["pairs"], split)).select_columns(["text"])
-        if settings.get("constraint"):
-            dataset = dataset.map_batches(keep_constraint, batch_format="pyarrow", batch_size=4096,
-                                          num_cpus=settings["tokenize_cpus"],
-                                          fn_kwargs={"constraint": settings["constraint"]})
-        if settings["shuffle_rows"]:
-            dataset = dataset.randomize_block_order(seed=settings["seed"])
-    return dataset.map_batches(tokenize_table, batch_format="pyarrow", batch_size=512,
-                               num_cpus=settings["tokenize_cpus"],
-                               fn_kwargs={"tokenizer_json": tokenizer_json, "variant": settings["pairs"],
-                                          "block": settings["block"]})
+        return ray_data.from_arrow(first_rows(settings, split, limit)).map_batches(
+            tokenize_table, batch_format="pyarrow", batch_size=TOKENIZE_BATCH, num_cpus=settings["tokenize_cpus"],
+            fn_kwargs=shape)
+    files = file_order(parquet_files(_split_dir(settings["data"], settings["pairs"], split)),
+                       settings["seed"] if settings["shuffle_rows"] else None)
+    # One task per file, files in a shuffled order, so the first rows stream out of the first file
+    # at any size. randomize_block_order waits for the whole split to be read (and spills it)
+    # before its first block moves on; read_parquet starts a pool of footer-reading actors per
+    # read; and a separate tokenizing map would fuse with the file list and bundle as many files
+    # into one task as it wants rows in a batch.
+    return ray_data.from_items([{"path": f} for f in files], override_num_blocks=max(1, len(files))).map_batches(
+        tokenize_files, batch_format="pyarrow", batch_size=1, num_cpus=settings["tokenize_cpus"],
+        fn_kwargs={**shape, "constraint": settings.get("constraint")})
 
 
 def mean_tokens(settings: dict, tokenizer, sample: int = 2000) -> float:

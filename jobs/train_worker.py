@@ -238,7 +238,7 @@ def train_func(cfg: dict) -> None:
              "lr": schedule.get_last_lr()[0], "tokens_per_s": None, "padding_fraction": None,
              "data_wait_fraction": None})
     window, all_have = StepWindow(), _agreement(world)
-    progress = None
+    progress, first_step_at = None, None
     if rank == 0:
         from tqdm import tqdm
 
@@ -269,6 +269,8 @@ def train_func(cfg: dict) -> None:
             if engine.global_steps == state["step"]:
                 continue  # inside a gradient accumulation
             state["step"] = engine.global_steps
+            # Wall-clock time, so a caller can measure from its own start (the job's start-up included).
+            first_step_at = first_step_at or time.time()
             if progress:
                 progress.update(1)
             step, last = state["step"], state["step"] >= total
@@ -308,6 +310,7 @@ def train_func(cfg: dict) -> None:
                       "finetune": cfg["finetune"]})
         write_json_atomic(os.path.join(cfg["output"], "worker_stats.json"), {
             "steps": state["step"], "epochs_started": state["epoch"] + 1, "examples": state["counts"],
+            "first_step_at": first_step_at,
             **sizes, "finetune": cfg["finetune"], "precision": precision, "world_size": world,
             "torch_threads": torch.get_num_threads(), "allocator": loaded_allocator(),
             "vocab": live_vocab, "vocab_padded_to": padded_vocab,

@@ -45,11 +45,12 @@ def test_the_training_split_is_read_a_file_per_task_in_a_seeded_order(tmp_path):
     assert [item["path"] for item in recorder.calls[0][1][0]] == files
 
 
-def test_a_file_is_tokenized_in_batches_and_filtered_by_constraint(tmp_path):
-    write_prepared(str(tmp_path), 1500, rows_per_file=1500)
+def test_a_file_is_tokenized_in_batches_and_filtered_by_constraint(tmp_path, monkeypatch):
+    monkeypatch.setattr(train, "TOKENIZE_BATCH", 16)
+    write_prepared(str(tmp_path), 200, rows_per_file=200)
     path = parquet_files(str(tmp_path / "step_pairs" / "contextual" / "train"))[0]
     texts = pads.dataset(path).to_table(columns=["text", "constraint"])
-    tokenizer = train_tiny_tokenizer(texts.column("text").to_pylist()[:50], vocab_size=400)
+    tokenizer = train_tiny_tokenizer(texts.column("text").to_pylist()[:20], vocab_size=300)
     spec = tokenizer.backend_tokenizer.to_str()
     parts = list(train.tokenize_files(pa.table({"path": [path]}), spec, "contextual", 256))
     assert len(parts) > 1 and all(p.num_rows <= train.TOKENIZE_BATCH for p in parts)

@@ -89,12 +89,14 @@ def run_train(data: str, variant: str, steps: int, workers: int) -> dict:
     _, err = proc.communicate()
     thread.join()
     wall = time.time() - launched
-    if proc.returncode != 0:
-        raise SystemExit(f"train.py failed on {data}:\n{err[-3000:]}")
-    with open(os.path.join(out, "train_stats.json"), encoding="utf-8") as handle:
-        stats = json.load(handle)
-    shutil.rmtree(out, ignore_errors=True)
-    shutil.rmtree(ray_tmp, ignore_errors=True)
+    try:
+        if proc.returncode != 0:
+            raise SystemExit(f"train.py failed on {data}:\n{err[-3000:]}")
+        with open(os.path.join(out, "train_stats.json"), encoding="utf-8") as handle:
+            stats = json.load(handle)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     return {"wall_s": round(wall, 1), "first_step_s": round(stats["first_step_at"] - launched, 1),
             "fit_s": stats["wall_s"], "train_rows": stats["train_rows"], "steps": stats["steps"],
             **{f"peak_{k}_mb": round(v / MB) for k, v in peak.items()}}

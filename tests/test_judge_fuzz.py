@@ -12,9 +12,9 @@ import tempfile
 
 import pytest
 import schemathesis
+from conftest import SAMPLE
 from hypothesis import HealthCheck, settings
 
-from conftest import SAMPLE
 from judge.app import build_app
 from judge.study import create_study
 from rrt.config import load_settings
@@ -46,7 +46,10 @@ def cleanup():
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_server_error_and_every_answer_keeps_the_schema(case):
     from schemathesis.checks import not_a_server_error
-    from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
+    from schemathesis.specs.openapi.checks import (
+        response_schema_conformance,
+        status_code_conformance,
+    )
 
     token = MADE["admin_token"] if case.path.startswith("/api/admin") else next(iter(MADE["tokens"].values()))
     case.call_and_validate(headers={"Authorization": f"Bearer {token}"},

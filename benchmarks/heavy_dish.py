@@ -34,7 +34,7 @@ import psutil
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.prepare_scale import WEB, _pss, build_corpus
+from benchmarks.prepare_scale import WEB, tree_pss, build_corpus
 from rrt.corpus.dish import dish_key
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.loaders import read_recipes
@@ -110,7 +110,7 @@ def run_prepare(corpus: str, workers: int) -> dict:
 
     def watch() -> None:
         while proc.poll() is None:
-            total, _, workers_pss = _pss(root)
+            total, _, workers_pss = tree_pss(root)
             peak["total"] = max(peak["total"], total)
             peak["largest_worker"] = max([peak["largest_worker"], *workers_pss])
             time.sleep(0.5)

@@ -68,7 +68,7 @@ def _role(proc: psutil.Process, root: psutil.Process) -> str:
     return "ray_workers" if name.startswith("ray::") else name
 
 
-def _pss(process: psutil.Process) -> tuple[int, dict[str, int], list[int]]:
+def tree_pss(process: psutil.Process) -> tuple[int, dict[str, int], list[int]]:
     """Summed PSS of a process tree, its split by role (driver, raylet, workers, ...), and
     the PSS of each Ray worker."""
     total, roles, workers = 0, {}, []
@@ -106,7 +106,7 @@ def run_job(corpus: str, workers: int) -> dict:
 
     def sample() -> None:
         while proc.poll() is None:
-            total, roles, workers = _pss(watcher)
+            total, roles, workers = tree_pss(watcher)
             if total > peak["total"]:
                 peak.update(total=total, roles=roles, workers=workers, shm=_shm_used(),
                             at=time.perf_counter() - started)

@@ -6,6 +6,7 @@ its operation does not declare, or break the schema it declares.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -27,6 +28,7 @@ JUDGE = load_settings().judge
 # The schema comes from the app, and the app from a study: both are made at import, as schemathesis
 # parametrizes at collection.
 FOLDER = tempfile.mkdtemp(prefix="rrt-judge-fuzz-")
+atexit.register(shutil.rmtree, FOLDER, True)  # every process that collects this module makes one
 MADE = create_study(os.path.join(FOLDER, "study"), list(write_runs(str(SAMPLE), os.path.join(FOLDER, "runs"),
                                                                    ("guide", "copy")).values()),
                     {**JUDGE.model_dump(), "recipes": 4, "judges": 5, "human_rewrites": 1})

@@ -412,6 +412,19 @@ def run(settings: dict, overwrite: bool) -> dict:
     return manifest
 
 
+def summary(manifest: dict, constrained: bool, output: str) -> str:
+    """The run's one-line summary; a run with nothing left to rewrite gives no rate."""
+    counts = manifest["counts"]
+    rate = f", {manifest['steps_per_s']} steps/s" if manifest["steps_per_s"] is not None else ""
+    actors = f" on {manifest['actors_used']} actors" if manifest["actors_used"] and rate else ""
+    taken_back = (f", {manifest['engine'].get('words_taken_back', 0)} forbidden words taken back while sampling"
+                  if constrained else "")
+    return (f"rewrite: {counts['written']} recipes written ({counts['done_earlier']} done earlier), "
+            f"{counts['steps']} steps{rate}{actors}; {counts['steps_fallback']} steps by the guide (too long), "
+            f"{counts['empty_steps']} empty steps, {counts['disguised_food_steps']} with a forbidden food inside a "
+            f"non-word{taken_back}; {output}/{REWRITES}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse flags, check settings before any actor starts, rewrite, print a summary."""
     args = build_parser().parse_args(argv)
@@ -421,15 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     except JobError as err:
         print(f"rewrite: error: {err}", file=sys.stderr)
         return 2
-    counts = manifest["counts"]
-    print(f"rewrite: {counts['written']} recipes written ({counts['done_earlier']} done earlier), "
-          f"{counts['steps']} steps, {manifest['steps_per_s']} steps/s"
-          + (f" on {manifest['actors_used']} actors" if manifest["actors_used"] else "") + "; "
-          f"{counts['steps_fallback']} steps by the guide (too long), {counts['empty_steps']} empty steps, "
-          f"{counts['disguised_food_steps']} with a forbidden food inside a non-word"
-          + (f", {manifest['engine'].get('words_taken_back', 0)} forbidden words taken back while sampling"
-             if settings["constrained"] else "") + "; "
-          f"{settings['output']}/{REWRITES}")
+    print(summary(manifest, settings["constrained"], settings["output"]))
     return 0
 
 

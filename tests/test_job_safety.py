@@ -273,3 +273,15 @@ def test_the_rewrite_run_reports_and_records_dropped_tasks(tmp_path, monkeypatch
     assert "rewrite: warning: 3 tasks dropped: source recipe missing (first ids: gone1, gone2, gone3)" in err
     assert result["dropped"] == {"source_recipe_missing": 3}
     assert manifest(tmp_path / "run")["dropped"] == {"source_recipe_missing": 3}
+
+
+def test_a_resumed_rewrite_with_nothing_left_prints_no_empty_rate():
+    from jobs.rewrite import summary
+
+    counts = {"written": 0, "done_earlier": 9, "steps": 0, "steps_fallback": 0, "empty_steps": 0,
+              "disguised_food_steps": 0}
+    line = summary({"counts": counts, "steps_per_s": None, "actors_used": 0, "engine": {}}, False, "out/rw")
+    assert line.startswith("rewrite: 0 recipes written (9 done earlier), 0 steps; ") and "None" not in line
+    busy = summary({"counts": {**counts, "written": 9, "done_earlier": 0, "steps": 36}, "steps_per_s": 3.7,
+                    "actors_used": 2, "engine": {"words_taken_back": 4}}, True, "out/rw")
+    assert "36 steps, 3.7 steps/s on 2 actors;" in busy and ", 4 forbidden words taken back while sampling;" in busy

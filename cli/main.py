@@ -272,6 +272,9 @@ def cmd_judge(args: argparse.Namespace) -> int:
                   f"systems {', '.join(out['systems'])} (best: {out['best']}), {out['assignments']} assignments "
                   f"to {out['judges']} judges, seed {out['seed']}; {folder}/create.json")
             _print_links(settings, out["tokens"], out["admin_token"])
+            if out["recipes"] < settings["recipes"]:
+                print(f"rrt judge: warning: asked for {settings['recipes']} recipes, but the runs share only "
+                      f"{out['recipes']} (recipe, constraint) items to rate", file=sys.stderr)
         elif args.action == "extend":
             out = studies.extend_study(folder, args.rewrites)
             missing = f" ({out['missing']} of the study's recipes not in that run)" if out["missing"] else ""

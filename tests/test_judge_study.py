@@ -239,3 +239,11 @@ def test_a_study_of_one_system_gets_head_to_head_pairs_when_a_second_joins(tmp_p
     first = create_study(folder, [runs["guide"]], small(recipes=4, judges=5, human_rewrites=0))
     assert first["tasks"] == {"rate": 4, "compare": 0, "rewrite": 0} and first["best"] == "guide"
     assert extend_study(folder, runs["copy"])["tasks"] == {"rate": 4, "compare": 4, "rewrite": 0}
+
+
+def test_a_sample_smaller_than_asked_is_said_once_on_stderr(tmp_path, runs, capsys):
+    assert rrt(["judge", "create", "--study", str(tmp_path / "s"), "--rewrites", runs["guide"], "--recipes", "500"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.count("warning: asked for 500 recipes, but the runs share only") == 1
+    made = json.loads((tmp_path / "s" / "create.json").read_text())["recipes"]
+    assert f"share only {made} (recipe, constraint)" in captured.err and made < 500

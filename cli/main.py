@@ -490,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
         if handle is not None:
             handle.close()
     hint = "" if args.rejects or not report.rejected else " (keep them with --rejects PATH)"
-    print(f"rrt: {report.summary()}{hint}", file=sys.stderr)
+    print(f"rrt {args.command}: {report.summary()}{hint}", file=sys.stderr)  # named: two may share a pipe
     return 1 if report.kept == 0 and report.rejected else 0
 
 

@@ -398,9 +398,17 @@ def _judge_parser(subs) -> None:
     export.add_argument("--output", help="folder (default: <study>/export)")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with a bad argument as one `rrt: error:` line (and where to read more), not a usage block."""
+
+    def error(self, message: str):
+        """Print one line naming the command's --help, and exit 2 as argparse does."""
+        self.exit(2, f"rrt: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one subcommand per tool."""
-    parser = argparse.ArgumentParser(prog="rrt", description=__doc__.split("\n\n")[0],
+    parser = OneLineParser(prog="rrt", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n", 1)[1])
     parser.add_argument("--version", action="version", version=f"rrt {__version__}")

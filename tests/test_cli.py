@@ -205,3 +205,17 @@ def test_align_sets_section_headers_aside_and_keeps_what_the_pipeline_keeps(tmp_
     expected = [f"  s{link.source_step} -> " + ", ".join(f"t{j} @ {s:.1f}" for j, s in zip(link.target_steps, link.scores))
                 for link in kept_links(scores, settings.link_threshold, settings.max_fanout)]
     assert expected and out.stdout.rstrip().endswith("\n".join(expected))
+
+
+@pytest.mark.parametrize("args, message", [
+    (("judge", "create"), "the following arguments are required: --rewrites (see rrt judge create --help)"),
+    (("tag", "--bogus"), "unrecognized arguments: --bogus"),
+    (("nosuch",), "invalid choice: 'nosuch'"),
+])
+def test_a_bad_argument_is_one_error_line_without_a_usage_block(args, message, capsys):
+    from cli import main as cli
+
+    with pytest.raises(SystemExit) as ended:
+        cli.main(list(args))
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and err.startswith("rrt: error: ") and message in err and err.count("\n") == 1

@@ -22,24 +22,22 @@ import os
 import random
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 
-import psutil
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.prepare_scale import WEB, tree_pss, build_corpus
+from benchmarks.prepare_scale import WEB, build_corpus, tree_pss
 from rrt.corpus.dish import dish_key
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.loaders import read_recipes
 from rrt.recipes.substitutions import substitute_recipe
 from runtime.parquet import parquet_files
+from testing.sampled_run import run_sampled
 
 TITLE = "Chocolate Chip Cookies"
 PUFFERY = ["", "Best", "Easy", "Homemade", "Perfect", "Ultimate", "Classic", "Simple", "Quick", "My Favorite"]
@@ -104,24 +102,17 @@ def run_prepare(corpus: str, workers: int) -> dict:
     command = [sys.executable, os.path.join(ROOT, "jobs", "prepare_data.py"), "--input", corpus, "--output", out,
                "--dish-key", "title", "--num-cpus", str(workers), "--overwrite"]
     started = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
-    root = psutil.Process(proc.pid)
     peak = {"total": 0, "largest_worker": 0}
 
-    def watch() -> None:
-        while proc.poll() is None:
-            total, _, workers_pss = tree_pss(root)
-            peak["total"] = max(peak["total"], total)
-            peak["largest_worker"] = max([peak["largest_worker"], *workers_pss])
-            time.sleep(0.5)
+    def watch(root) -> None:
+        total, _, workers_pss = tree_pss(root)
+        peak["total"] = max(peak["total"], total)
+        peak["largest_worker"] = max([peak["largest_worker"], *workers_pss])
 
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    _, err = proc.communicate()
-    thread.join()
+    returncode, err = run_sampled(command, env, watch, cwd=ROOT)
     wall = time.perf_counter() - started
     try:
-        if proc.returncode != 0:
+        if returncode != 0:
             raise SystemExit(f"prepare_data failed on {corpus}:\n{err[-3000:]}")
         with open(os.path.join(out, "stats.json"), encoding="utf-8") as handle:
             stats = json.load(handle)

@@ -18,10 +18,8 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import psutil
@@ -32,6 +30,7 @@ sys.path.insert(0, ROOT)
 from rrt.recipes.lexicon import CONSTRAINTS  # noqa: E402
 from rrt.recipes.loaders import read_recipes  # noqa: E402
 from rrt.recipes.substitutions import substitute_recipe  # noqa: E402
+from testing.sampled_run import run_sampled
 
 WEB = os.path.join(os.path.dirname(ROOT), "shared", "data", "web_recipes", "recipes.jsonl")
 DISH_SIZE = 6
@@ -100,24 +99,16 @@ def run_job(corpus: str, workers: int) -> dict:
     command = [sys.executable, os.path.join(ROOT, "jobs", "prepare_data.py"), "--input", corpus,
                "--output", out, "--dish-key", "title", "--num-cpus", str(workers), "--overwrite"]
     started = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    watcher = psutil.Process(proc.pid)
     peak = {"total": 0, "roles": {}, "workers": [], "shm": 0, "at": 0.0}
 
-    def sample() -> None:
-        while proc.poll() is None:
-            total, roles, workers = tree_pss(watcher)
-            if total > peak["total"]:
-                peak.update(total=total, roles=roles, workers=workers, shm=_shm_used(),
-                            at=time.perf_counter() - started)
-            time.sleep(0.5)
+    def sample(watcher) -> None:
+        total, roles, workers = tree_pss(watcher)
+        if total > peak["total"]:
+            peak.update(total=total, roles=roles, workers=workers, shm=_shm_used(), at=time.perf_counter() - started)
 
-    thread = threading.Thread(target=sample, daemon=True)
-    thread.start()
-    _, err = proc.communicate()
-    thread.join()
+    returncode, err = run_sampled(command, env, sample)
     wall = time.perf_counter() - started
-    if proc.returncode != 0:
+    if returncode != 0:
         raise SystemExit(f"prepare_data failed on {corpus}:\n{err[-2000:]}")
     with open(os.path.join(out, "stats.json"), encoding="utf-8") as handle:
         stats = json.load(handle)

@@ -19,10 +19,8 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import psutil
@@ -30,6 +28,7 @@ import psutil
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from testing.sampled_run import run_sampled
 from testing.synthetic_prepared import write_prepared
 
 MB = 2**20
@@ -69,28 +68,21 @@ def run_train(data: str, variant: str, steps: int, workers: int) -> dict:
                "--data", data, "--output", out, "--max-steps", str(steps), "--num-workers", str(workers),
                "--overwrite"]
     launched = time.time()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
-    root = psutil.Process(proc.pid)
     peak = {"driver": 0, "train_workers": 0, "train_worker_max": 0, "ray_workers": 0, "total": 0}
 
-    def watch() -> None:
-        while proc.poll() is None:
-            roles = sample_tree(root)
-            now = {"driver": sum(roles.get("driver", [])), "train_workers": sum(roles.get("train_worker", [])),
-                   "train_worker_max": max(roles.get("train_worker", [0])),
-                   "ray_workers": sum(roles.get("ray_worker", [])),
-                   "total": sum(sum(v) for v in roles.values())}
-            for key, value in now.items():
-                peak[key] = max(peak[key], value)
-            time.sleep(0.5)
+    def watch(root) -> None:
+        roles = sample_tree(root)
+        now = {"driver": sum(roles.get("driver", [])), "train_workers": sum(roles.get("train_worker", [])),
+               "train_worker_max": max(roles.get("train_worker", [0])),
+               "ray_workers": sum(roles.get("ray_worker", [])),
+               "total": sum(sum(v) for v in roles.values())}
+        for key, value in now.items():
+            peak[key] = max(peak[key], value)
 
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    _, err = proc.communicate()
-    thread.join()
+    returncode, err = run_sampled(command, env, watch, cwd=ROOT)
     wall = time.time() - launched
     try:
-        if proc.returncode != 0:
+        if returncode != 0:
             raise SystemExit(f"train.py failed on {data}:\n{err[-3000:]}")
         with open(os.path.join(out, "train_stats.json"), encoding="utf-8") as handle:
             stats = json.load(handle)

@@ -95,8 +95,8 @@ def run_prepare(corpus: str, workers: int) -> dict:
     """Run prepare_data on a corpus: wall time, peak memory, the job's stats and pairs per dish."""
     out = tempfile.mkdtemp(prefix="rrt-heavy-out-")
     ray_tmp = tempfile.mkdtemp(prefix="rrt-hd-")
-    # A Ray temp folder of its own: without one, ray.init joins whatever cluster `ray start` last
-    # left on the machine instead of starting the job's local Ray.
+    # A Ray temp folder of its own, removed after the run: a large run's spilled objects and logs
+    # are not left in the machine's shared one.
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": ray_tmp,
            "RAY_DATA_DISABLE_PROGRESS_BARS": "1"}
     command = [sys.executable, os.path.join(ROOT, "jobs", "prepare_data.py"), "--input", corpus, "--output", out,

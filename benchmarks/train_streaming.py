@@ -60,8 +60,8 @@ def run_train(data: str, variant: str, steps: int, workers: int) -> dict:
     """Run jobs/train.py on one prepared folder; peak RSS by role, time to the first step, wall time."""
     out = tempfile.mkdtemp(prefix="rrt-train-stream-")
     ray_tmp = tempfile.mkdtemp(prefix="rrt-ts-")
-    # A Ray temp folder of its own: without one, ray.init joins whatever cluster `ray start` last
-    # left on the machine instead of starting the job's local Ray.
+    # A Ray temp folder of its own, removed after the run: a large run's spilled objects and logs
+    # are not left in the machine's shared one.
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": ray_tmp,
            "RAY_DATA_DISABLE_PROGRESS_BARS": "1"}
     command = [sys.executable, os.path.join(ROOT, "jobs", "train.py"), "--variant", variant, "--model", "tiny",

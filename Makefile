@@ -70,7 +70,9 @@ demo: setup  ## the whole pipeline on the bundled sample from the pretrained smo
 		$(DEMO_OUT)/rewrites/rule_based,$(DEMO_OUT)/rewrites/retrieval,$(DEMO_OUT)/rewrites/grounded_rule,$(DEMO_OUT)/rewrites/grounded_rule_constrained
 	$(VENV)/bin/rrt show $(DEMO_OUT)/rewrites/grounded_rule_constrained --recipes 3
 
-test: setup  ## run the test suite
+test: setup  ## lint and format check (ruff), then the test suite
+	$(VENV)/bin/ruff check --quiet .
+	$(VENV)/bin/ruff format --check --quiet .
 	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 clean:  ## remove the virtual environment and caches

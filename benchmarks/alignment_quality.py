@@ -19,6 +19,7 @@ Prints link precision, recall and F1 (mean ± sd over seeds) on the same-dish pa
 pair labelled for two constraints counts once), the share of kept pairs that are the same dish,
 and the F1 ratio (new / old) last.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,7 +60,7 @@ FIXTURES = os.path.join(ROOT, "tests", "fixtures", "alignment")
 LABELS = [os.path.join(FIXTURES, "real_pairs.jsonl"), os.path.join(FIXTURES, "fresh_pairs.jsonl")]
 EM_PER_DISH = 4
 FOLDS, SEEDS = 5, 5
-WORD_FEATURES = 13          # the link model's features before the steps' meaning (LINK_FEATURES[:13])
+WORD_FEATURES = 13  # the link model's features before the steps' meaning (LINK_FEATURES[:13])
 OTHER_THRESHOLDS = (40, 60)
 
 
@@ -80,52 +81,82 @@ def learn_table(corpus: dict[str, dict], new: bool):
     constraints = parse_constraints("all")
     dishes: dict[str, list[tuple[dict, dict]]] = defaultdict(list)
     for raw in corpus.values():
-        recipe = Recipe(raw["id"], clean_text(raw["title"]), clean_lines(raw["ingredients"]), steps_of(raw, new))
-        dishes[dish_key(recipe.title, "head")].append((raw, tag_recipe(recipe, constraints, lenient=False).valid))
+        recipe = Recipe(
+            raw["id"], clean_text(raw["title"]), clean_lines(raw["ingredients"]), steps_of(raw, new)
+        )
+        dishes[dish_key(recipe.title, "head")].append(
+            (raw, tag_recipe(recipe, constraints, lenient=False).valid)
+        )
     pairs = []
     for members in dishes.values():
         for constraint in constraints:
             sources = [r for r, valid in members if not valid[constraint]][:2]
             targets = [r for r, valid in members if valid[constraint]][:2]
-            pairs += [(steps_of(s, new), steps_of(t, new)) for s in sources for t in targets][:EM_PER_DISH]
+            pairs += [(steps_of(s, new), steps_of(t, new)) for s in sources for t in targets][
+                :EM_PER_DISH
+            ]
     return train_translation_table(pairs)
 
 
 def old_links(pair, table, align: AlignSettings) -> set[tuple[int, int]]:
     """The old pipeline's links for a labelled pair: every line a step, the HMM's posterior."""
     scores, _ = align_steps(pair.source["lines"], pair.target["lines"], table, align)
-    return {(link.source_step, j) for link in kept_links(scores, align.link_threshold) for j in link.target_steps}
+    return {
+        (link.source_step, j)
+        for link in kept_links(scores, align.link_threshold)
+        for j in link.target_steps
+    }
 
 
 def new_features(pair, table, align: AlignSettings):
     """(link features, labelled-right matrix, source line of each step, target line of each step)."""
     source, _ = split_method(pair.source["lines"])
     target, _ = split_method(pair.target["lines"])
-    at_source, at_target = line_index(pair.source["lines"], source), line_index(pair.target["lines"], target)
+    at_source, at_target = (
+        line_index(pair.source["lines"], source),
+        line_index(pair.target["lines"], target),
+    )
     scores, _ = align_steps(source, target, table, align)
     right = np.array([[(i, j) in pair.links for j in at_target] for i in at_source], dtype=float)
-    return link_features(source, target, scores / 100.0, table, align), right.reshape(scores.shape), at_source, at_target
+    return (
+        link_features(source, target, scores / 100.0, table, align),
+        right.reshape(scores.shape),
+        at_source,
+        at_target,
+    )
 
 
 def whole_method_features(pair, table, align: AlignSettings):
     """Like `new_features`, but every method line a step, headers included (what `rrt align` showed before)."""
     source, target = pair.source["lines"], pair.target["lines"]
     scores, _ = align_steps(source, target, table, align)
-    right = np.array([[(i, j) in pair.links for j in range(len(target))] for i in range(len(source))], dtype=float)
-    return (link_features(source, target, scores / 100.0, table, align), right.reshape(scores.shape),
-            list(range(len(source))), list(range(len(target))))
+    right = np.array(
+        [[(i, j) in pair.links for j in range(len(target))] for i in range(len(source))],
+        dtype=float,
+    )
+    return (
+        link_features(source, target, scores / 100.0, table, align),
+        right.reshape(scores.shape),
+        list(range(len(source))),
+        list(range(len(target))),
+    )
 
 
 def new_links(scores: np.ndarray, at_source: list[int], at_target: list[int], align: AlignSettings):
     """The new pipeline's kept links from calibrated scores, as (source line, target line)."""
-    return {(at_source[link.source_step], at_target[j])
-            for link in kept_links(scores, align.link_threshold, align.max_fanout) for j in link.target_steps}
+    return {
+        (at_source[link.source_step], at_target[j])
+        for link in kept_links(scores, align.link_threshold, align.max_fanout)
+        for j in link.target_steps
+    }
 
 
 def fit_on(parts) -> np.ndarray:
     """Link model weights fitted on the (features, labelled-right, ...) of some pairs."""
-    return fit_link_model(np.concatenate([f.reshape(-1, f.shape[-1]) for f, *_ in parts]),
-                          np.concatenate([r.reshape(-1) for _, r, *_ in parts]))
+    return fit_link_model(
+        np.concatenate([f.reshape(-1, f.shape[-1]) for f, *_ in parts]),
+        np.concatenate([r.reshape(-1) for _, r, *_ in parts]),
+    )
 
 
 def dish_folds(pairs, folds: int, seed: int) -> list[int]:
@@ -136,7 +167,9 @@ def dish_folds(pairs, folds: int, seed: int) -> list[int]:
     return [fold_of[dish_key(p.source["title"], "head")] for p in pairs]
 
 
-def cross_validate(pairs, parts, align: AlignSettings, columns: int, folds: int, seeds: int, scored_parts=None):
+def cross_validate(
+    pairs, parts, align: AlignSettings, columns: int, folds: int, seeds: int, scored_parts=None
+):
     """Link counts per seed, and the out-of-fold scores of the first seed: the link model (its first
     `columns` features) fitted on the other folds' dishes scores each held-out fold (its
     `scored_parts` when given: other steps of the same pairs)."""
@@ -145,8 +178,12 @@ def cross_validate(pairs, parts, align: AlignSettings, columns: int, folds: int,
         fold = dish_folds(pairs, folds, seed)
         counts, scored = LinkCounts(), [None] * len(pairs)
         for k in range(folds):
-            weights = fit_on([(f[..., :columns], r) for (f, r, *_), q in zip(parts, fold) if q != k])
-            for n, (pair, (features, _, at_source, at_target)) in enumerate(zip(pairs, scored_parts or parts)):
+            weights = fit_on(
+                [(f[..., :columns], r) for (f, r, *_), q in zip(parts, fold) if q != k]
+            )
+            for n, (pair, (features, _, at_source, at_target)) in enumerate(
+                zip(pairs, scored_parts or parts)
+            ):
                 if fold[n] == k:
                     scored[n] = link_probability(features[..., :columns], weights)
                     counts.add(new_links(scored[n], at_source, at_target, align), pair.links)
@@ -168,13 +205,23 @@ def spread(per_seed: list[LinkCounts]) -> dict:
     return out
 
 
-def measure(pairs, corpus, new: bool, align: AlignSettings, dishes: PairSettings, fit: str | None = None,
-            folds: int = FOLDS, seeds: int = SEEDS) -> dict:
+def measure(
+    pairs,
+    corpus,
+    new: bool,
+    align: AlignSettings,
+    dishes: PairSettings,
+    fit: str | None = None,
+    folds: int = FOLDS,
+    seeds: int = SEEDS,
+) -> dict:
     """Link scores on the same-dish pairs and the same-dish share of the pairs kept. The new
     pipeline's link model is scored by cross-validation that holds out whole dishes (the figures
     are for dishes the model has not seen); with `fit`, the model fitted on all pairs is written there."""
     table = learn_table(corpus, new)
-    same_dish = list({(p.source["id"], p.target["id"]): p for p in reversed(pairs) if p.same_dish}.values())[::-1]
+    same_dish = list(
+        {(p.source["id"], p.target["id"]): p for p in reversed(pairs) if p.same_dish}.values()
+    )[::-1]
     if not new:
         counts = LinkCounts()
         for pair in same_dish:
@@ -184,32 +231,51 @@ def measure(pairs, corpus, new: bool, align: AlignSettings, dishes: PairSettings
         parts = [new_features(pair, table, align) for pair in same_dish]
         per_seed, scored = cross_validate(same_dish, parts, align, len(LINK_FEATURES), folds, seeds)
         result = spread(per_seed)
-        result["without_meaning"] = spread(cross_validate(same_dish, parts, align, WORD_FEATURES, folds, seeds)[0])
+        result["without_meaning"] = spread(
+            cross_validate(same_dish, parts, align, WORD_FEATURES, folds, seeds)[0]
+        )
         whole = [whole_method_features(pair, table, align) for pair in same_dish]
-        result["whole_method"] = spread(cross_validate(same_dish, parts, align, len(LINK_FEATURES), folds, seeds,
-                                                       whole)[0])
+        result["whole_method"] = spread(
+            cross_validate(same_dish, parts, align, len(LINK_FEATURES), folds, seeds, whole)[0]
+        )
         result["thresholds"] = {}
         for threshold in OTHER_THRESHOLDS:
             other = dataclasses.replace(align, link_threshold=threshold)
-            result["thresholds"][threshold] = spread(cross_validate(same_dish, parts, other, len(LINK_FEATURES),
-                                                                    folds, seeds)[0])
+            result["thresholds"][threshold] = spread(
+                cross_validate(same_dish, parts, other, len(LINK_FEATURES), folds, seeds)[0]
+            )
         calibration = np.zeros((5, 2))
         for scores, (_, right, *_) in zip(scored, parts):
             for score, ok in zip(scores.reshape(-1), right.reshape(-1)):
                 calibration[min(4, int(score // 20))] += (1, ok)
-        result["calibration"] = {f"{20 * b}-{20 * b + 20}": {"links": int(n), "right": round(r / n, 3) if n else None}
-                                 for b, (n, r) in enumerate(calibration)}
+        result["calibration"] = {
+            f"{20 * b}-{20 * b + 20}": {"links": int(n), "right": round(r / n, 3) if n else None}
+            for b, (n, r) in enumerate(calibration)
+        }
         if fit:
             weights = fit_on(parts)
             with open(fit, "w", encoding="utf-8") as handle:
-                json.dump({"features": list(LINK_FEATURES), "weights": [round(float(w), 5) for w in weights],
-                           "fitted_on": f"{len(same_dish)} hand-labelled same-dish recipe pairs"}, handle, indent=2)
+                json.dump(
+                    {
+                        "features": list(LINK_FEATURES),
+                        "weights": [round(float(w), 5) for w in weights],
+                        "fitted_on": f"{len(same_dish)} hand-labelled same-dish recipe pairs",
+                    },
+                    handle,
+                    indent=2,
+                )
     kept = same = 0
     for pair in pairs:
-        keep = not new or dish_likeness(
-            {**pair.source, "steps": split_method(pair.source["lines"])[0]},
-            {**pair.target, "steps": split_method(pair.target["lines"])[0]},
-            pair.constraint, dishes) >= dishes.min_dish_similarity
+        keep = (
+            not new
+            or dish_likeness(
+                {**pair.source, "steps": split_method(pair.source["lines"])[0]},
+                {**pair.target, "steps": split_method(pair.target["lines"])[0]},
+                pair.constraint,
+                dishes,
+            )
+            >= dishes.min_dish_similarity
+        )
         kept += keep
         same += keep and pair.same_dish
     result.update(pairs_kept=kept, same_dish_share=round(same / kept, 3) if kept else None)
@@ -218,16 +284,29 @@ def measure(pairs, corpus, new: bool, align: AlignSettings, dishes: PairSettings
 
 def main(argv: list[str] | None = None) -> int:
     """Measure both pipelines and print the table, the F1 ratio last."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--labels", nargs="+", default=LABELS, help="labelled pairs (JSONL files)")
-    parser.add_argument("--corpus", default=os.path.join(SHARED, "web_recipes", "recipes.jsonl"),
-                        help="the real recipes the labels name")
+    parser.add_argument(
+        "--corpus",
+        default=os.path.join(SHARED, "web_recipes", "recipes.jsonl"),
+        help="the real recipes the labels name",
+    )
     parser.add_argument("--json", help="also write the figures here")
-    parser.add_argument("--fit", action="store_true", help=f"refit the link model on every labelled pair into {LINK_MODEL}")
+    parser.add_argument(
+        "--fit",
+        action="store_true",
+        help=f"refit the link model on every labelled pair into {LINK_MODEL}",
+    )
     args = parser.parse_args(argv)
     if not os.path.exists(args.corpus):
-        print(f"alignment_quality: error: {args.corpus} not found (the labels name its recipes)", file=sys.stderr)
+        print(
+            f"alignment_quality: error: {args.corpus} not found (the labels name its recipes)",
+            file=sys.stderr,
+        )
         return 2
     corpus = read_corpus(args.corpus)
     files = {path: load_labels(path, corpus) for path in args.labels}
@@ -235,31 +314,53 @@ def main(argv: list[str] | None = None) -> int:
     config = load_settings()
     new_align = AlignSettings.from_config(config.alignment.model_dump())
     # The old pipeline: the HMM posterior alone, no bound on a source step's links.
-    old_align = AlignSettings.from_config(config.alignment.model_dump(), calibrated=False, max_fanout=0)
+    old_align = AlignSettings.from_config(
+        config.alignment.model_dump(), calibrated=False, max_fanout=0
+    )
     dishes = PairSettings.from_config(config.data.model_dump())
-    result = {"pairs": len(pairs), "same_dish_pairs": sum(p.same_dish for p in pairs),
-              "same_dish_by_file": {os.path.basename(path): [sum(p.same_dish for p in labelled), len(labelled)]
-                                    for path, labelled in files.items()},
-              "old": measure(pairs, corpus, False, old_align, dishes),
-              "new": measure(pairs, corpus, True, new_align, dishes, LINK_MODEL if args.fit else None)}
-    print(f"{len(pairs)} labelled pairs, {result['same_dish_pairs']} of them the same dish; links scored on those")
+    result = {
+        "pairs": len(pairs),
+        "same_dish_pairs": sum(p.same_dish for p in pairs),
+        "same_dish_by_file": {
+            os.path.basename(path): [sum(p.same_dish for p in labelled), len(labelled)]
+            for path, labelled in files.items()
+        },
+        "old": measure(pairs, corpus, False, old_align, dishes),
+        "new": measure(pairs, corpus, True, new_align, dishes, LINK_MODEL if args.fit else None),
+    }
+    print(
+        f"{len(pairs)} labelled pairs, {result['same_dish_pairs']} of them the same dish; links scored on those"
+    )
     for name, (same, total) in result["same_dish_by_file"].items():
         print(f"  {name}: {same} of {total} the same dish")
     new = result["new"]
-    print(f"links on whole-dish cross-validation ({FOLDS} folds by dish, the link model fitted on the other folds; "
-          f"mean ± sd over {SEEDS} fold seeds)")
-    print(f"{'pipeline':<34} {'precision':>13} {'recall':>13} {'F1':>13} {'links':>6} {'pairs kept':>10} {'same dish':>9}")
-    rows = [("old (every line, HMM >= 50)", result["old"], result["old"]),
-            (f"new, words only (>= {new_align.link_threshold:g})", new["without_meaning"], new),
-            (f"align whole method (>= {new_align.link_threshold:g})", new["whole_method"], new)]
+    print(
+        f"links on whole-dish cross-validation ({FOLDS} folds by dish, the link model fitted on the other folds; "
+        f"mean ± sd over {SEEDS} fold seeds)"
+    )
+    print(
+        f"{'pipeline':<34} {'precision':>13} {'recall':>13} {'F1':>13} {'links':>6} {'pairs kept':>10} {'same dish':>9}"
+    )
+    rows = [
+        ("old (every line, HMM >= 50)", result["old"], result["old"]),
+        (f"new, words only (>= {new_align.link_threshold:g})", new["without_meaning"], new),
+        (f"align whole method (>= {new_align.link_threshold:g})", new["whole_method"], new),
+    ]
     rows += [(f"new (>= {t:g})", r, new) for t, r in new["thresholds"].items()]
     rows.append((f"new (>= {new_align.link_threshold:g})", new, new))
     for name, r, kept in rows:
         cells = [f"{r[k]:.3f} ± {r[k + '_sd']:.3f}" for k in ("precision", "recall", "f1")]
-        print(f"{name:<34} {cells[0]:>13} {cells[1]:>13} {cells[2]:>13} {r['links_predicted']:>6g} "
-              f"{kept['pairs_kept']:>10} {kept['same_dish_share']:>9.3f}")
-    print("calibration (new, held-out dishes, seed 0): " + ", ".join(
-        f"score {band}: {c['right']} right of {c['links']}" for band, c in new["calibration"].items()))
+        print(
+            f"{name:<34} {cells[0]:>13} {cells[1]:>13} {cells[2]:>13} {r['links_predicted']:>6g} "
+            f"{kept['pairs_kept']:>10} {kept['same_dish_share']:>9.3f}"
+        )
+    print(
+        "calibration (new, held-out dishes, seed 0): "
+        + ", ".join(
+            f"score {band}: {c['right']} right of {c['links']}"
+            for band, c in new["calibration"].items()
+        )
+    )
     result["f1_ratio"] = round(new["f1"] / result["old"]["f1"], 3) if result["old"]["f1"] else None
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:

@@ -20,6 +20,7 @@ and sampled candidates unlike the baseline's (and, with --dynamic, unlike the gr
 way: caches made, graph captures, evictions, the columns held against those needed, steps/s;
 and the ratio of captures last.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,9 +33,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
-from gpu_speed import (SHAPES, broken_constraints, contextual_texts, ensure_dictionary, model_config,  # noqa: E402
-                       read_recipes)
-from rrt.modelling import static_decode  # noqa: E402
+from gpu_speed import (
+    SHAPES,
+    broken_constraints,
+    contextual_texts,
+    ensure_dictionary,
+    model_config,
+    read_recipes,
+)
+
+from rrt.modelling import static_decode
 
 COUNTS = ("decoders", "captures", "evictions", "batches", "columns_needed", "columns_held")
 
@@ -66,8 +74,10 @@ def differing(records: list[dict], others: list[dict]) -> dict:
         other = by_id[r["id"]]
         steps += sum(a != b for a, b in zip(r["rewrite"]["steps"], other["rewrite"]["steps"]))
         for mine, theirs in zip(r["steps"], other["steps"]):
-            candidates += sum(a["text"] != b["text"] for a, b in zip(mine.get("candidates", []),
-                                                                     theirs.get("candidates", [])))
+            candidates += sum(
+                a["text"] != b["text"]
+                for a, b in zip(mine.get("candidates", []), theirs.get("candidates", []))
+            )
     return {"steps": steps, "candidates": candidates}
 
 
@@ -76,20 +86,41 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recipes-file", help="JSON-lines recipes (default: the bundled sample)")
     parser.add_argument("--recipes", type=int, default=64, help="recipes rewritten")
-    parser.add_argument("--block", type=int, default=1024, help="the model's block: prompts fill it less 64 tokens")
+    parser.add_argument(
+        "--block", type=int, default=1024, help="the model's block: prompts fill it less 64 tokens"
+    )
     parser.add_argument("--slots", type=int, default=8, help="recipes in the continuous batch")
-    parser.add_argument("--prompt-cache", choices=["copied", "shared"], default="shared",
-                        help="rewrite.prompt_cache of the static step")
-    parser.add_argument("--reuse", type=parse_reuse, default=[1.0, static_decode.COLUMN_REUSE],
-                        help="comma list of reuse factors, a way each; the first is the baseline "
-                             f"(default: 1.0,{static_decode.COLUMN_REUSE})")
-    parser.add_argument("--dynamic", action="store_true",
-                        help="also rewrite with the growing cache (rewrite.decode_step: dynamic), whose records "
-                             "each way's are compared with too")
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                        help="cuda: the model in fp16 and real CUDA graph captures, timed with the rest")
-    parser.add_argument("--model-shape", choices=sorted(SHAPES), default="tiny",
-                        help="the random GPT-2's layers (gpt2-medium on a GPU)")
+    parser.add_argument(
+        "--prompt-cache",
+        choices=["copied", "shared"],
+        default="shared",
+        help="rewrite.prompt_cache of the static step",
+    )
+    parser.add_argument(
+        "--reuse",
+        type=parse_reuse,
+        default=[1.0, static_decode.COLUMN_REUSE],
+        help="comma list of reuse factors, a way each; the first is the baseline "
+        f"(default: 1.0,{static_decode.COLUMN_REUSE})",
+    )
+    parser.add_argument(
+        "--dynamic",
+        action="store_true",
+        help="also rewrite with the growing cache (rewrite.decode_step: dynamic), whose records "
+        "each way's are compared with too",
+    )
+    parser.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="cuda: the model in fp16 and real CUDA graph captures, timed with the rest",
+    )
+    parser.add_argument(
+        "--model-shape",
+        choices=sorted(SHAPES),
+        default="tiny",
+        help="the random GPT-2's layers (gpt2-medium on a GPU)",
+    )
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
     args = parser.parse_args()
     if args.recipes_file and not os.path.isfile(args.recipes_file):
@@ -103,7 +134,7 @@ def main() -> None:
     from rrt.modelling.scheduler import rewrite_all
 
     torch.set_num_threads(args.threads)
-    recipes = read_recipes(args.recipes_file)[:args.recipes]
+    recipes = read_recipes(args.recipes_file)[: args.recipes]
     ensure_dictionary(recipes, Printed())
     tokenizer = train_tiny_tokenizer(contextual_texts(recipes), 8000)
     torch.manual_seed(0)
@@ -111,11 +142,15 @@ def main() -> None:
     with torch.device(args.device):
         lm = GPT2LMHeadModel(model_config(args.model_shape, tokenizer)).eval()
     if cuda:
-        lm = lm.half()   # as a model is served on a GPU
+        lm = lm.half()  # as a model is served on a GPU
     lm.rrt_live_vocab = len(tokenizer)
     mask_padding_rows(lm)
-    tasks = [RewriteTask(r["id"], broken_constraints(r)[:1] or ["vegan"], r, seed=13) for r in recipes]
-    settings = SamplingSettings(top_k=40, top_p=1.0, temperature=1.0, candidates=10, max_new_tokens=64)
+    tasks = [
+        RewriteTask(r["id"], broken_constraints(r)[:1] or ["vegan"], r, seed=13) for r in recipes
+    ]
+    settings = SamplingSettings(
+        top_k=40, top_p=1.0, temperature=1.0, candidates=10, max_new_tokens=64
+    )
     if not cuda:
         # As many caches kept as on a GPU, and a capture that replays the step eagerly: the counts a GPU's.
         static_decode.CPU_DECODERS = static_decode.GPU_DECODERS
@@ -125,11 +160,26 @@ def main() -> None:
         """One rewrite of every task with this reuse factor: its counts, records and seconds."""
         static_decode.COLUMN_REUSE = reuse
         lm.__dict__.pop("rrt_static_decoders", None)
-        rewriter = Rewriter("contextual", lm, tokenizer, args.block, settings, batch_prompts=64, recipe_tokens=384,
-                            reuse_prefix=False, decode="host", decode_step="static", prompt_cache=args.prompt_cache,
-                            device=args.device)
-        rewriter.decode_step = step   # graph, which the settings allow on CUDA only, with the stand-in on a CPU
-        rewriter._stop_ids = lambda variant, tok: set()   # random weights: every candidate runs to the limit
+        rewriter = Rewriter(
+            "contextual",
+            lm,
+            tokenizer,
+            args.block,
+            settings,
+            batch_prompts=64,
+            recipe_tokens=384,
+            reuse_prefix=False,
+            decode="host",
+            decode_step="static",
+            prompt_cache=args.prompt_cache,
+            device=args.device,
+        )
+        rewriter.decode_step = (
+            step  # graph, which the settings allow on CUDA only, with the stand-in on a CPU
+        )
+        rewriter._stop_ids = lambda variant, tok: (
+            set()
+        )  # random weights: every candidate runs to the limit
         before = dict(static_decode.STATS)
         started = time.perf_counter()
         with torch.no_grad():
@@ -137,10 +187,18 @@ def main() -> None:
         seconds = time.perf_counter() - started
         counts = {k: static_decode.STATS[k] - before[k] for k in COUNTS}
         steps = sum(len(r["rewrite"]["steps"]) for r in records)
-        return {"reuse": reuse, **counts, "rounds": rewriter.stats["rounds"],
-                "column_overhead": round(counts["columns_held"] / max(1, counts["columns_needed"]) - 1, 4),
-                "steps": steps, "seconds": round(seconds, 2), "steps_per_s": round(steps / seconds, 3),
-                "records": records}
+        return {
+            "reuse": reuse,
+            **counts,
+            "rounds": rewriter.stats["rounds"],
+            "column_overhead": round(
+                counts["columns_held"] / max(1, counts["columns_needed"]) - 1, 4
+            ),
+            "steps": steps,
+            "seconds": round(seconds, 2),
+            "steps_per_s": round(steps / seconds, 3),
+            "records": records,
+        }
 
     results = [run(reuse) for reuse in args.reuse]
     references = {"baseline": results[0]["records"]}
@@ -151,10 +209,23 @@ def main() -> None:
         # The ways draw the same numbers; a step differs where float rounding moved a draw.
         sampled = sum(len(e.get("candidates", [])) for r in records for e in r["steps"])
         unlike = {f"unlike_{name}": differing(records, other) for name, other in references.items()}
-        print(json.dumps({**result, "candidates": sampled, **unlike, "recipes": len(tasks), "block": args.block,
-                          "slots": args.slots, "prompt_cache": args.prompt_cache, "device": args.device,
-                          "model_shape": args.model_shape, "recipes_file": args.recipes_file or "data/sample"}),
-              flush=True)
+        print(
+            json.dumps(
+                {
+                    **result,
+                    "candidates": sampled,
+                    **unlike,
+                    "recipes": len(tasks),
+                    "block": args.block,
+                    "slots": args.slots,
+                    "prompt_cache": args.prompt_cache,
+                    "device": args.device,
+                    "model_shape": args.model_shape,
+                    "recipes_file": args.recipes_file or "data/sample",
+                }
+            ),
+            flush=True,
+        )
     base, ours = results[0], results[-1]
     ratio = base["captures"] / max(1, ours["captures"])
     print(f"ratio graph captures, reuse {base['reuse']} / {ours['reuse']}: {ratio:.2f}")

@@ -60,6 +60,7 @@ Every result is appended to --out as a JSON line when measured, so a timeout kee
 the Markdown table is printed at the end. Warm-up steps are not timed; the clock reads after
 torch.cuda.synchronize().
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,44 +70,88 @@ import json
 import os
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from rrt.modelling.kernels import attention_implementation, compile_model  # noqa: E402
-from rrt.modelling.labelled_head import head_on_labels  # noqa: E402
-from rrt.modelling.models import fused_gelu, pad_vocabulary, special_tokens  # noqa: E402
-from rrt.modelling.speed import attention_flops_per_token, estimate_mfu, gpu_peak_flops  # noqa: E402
-from testing.timing import autocast_step, example_rows, scheme_batches, sync  # noqa: E402
+from rrt.modelling.kernels import attention_implementation, compile_model
+from rrt.modelling.labelled_head import head_on_labels
+from rrt.modelling.models import fused_gelu, pad_vocabulary, special_tokens
+from rrt.modelling.speed import attention_flops_per_token, estimate_mfu, gpu_peak_flops
+from testing.timing import autocast_step, example_rows, scheme_batches, sync
 
-TODAY_BEST = 73_134        # useful tokens/s: our engine at micro-batch 64 on an H100 (benchmarks/RESULTS.md)
+TODAY_BEST = (
+    73_134  # useful tokens/s: our engine at micro-batch 64 on an H100 (benchmarks/RESULTS.md)
+)
 GPT2_VOCAB = 50257
-SHAPES = {"gpt2-medium": {"n_layer": 24, "n_head": 16, "n_embd": 1024},
-          "tiny": {"n_layer": 2, "n_head": 4, "n_embd": 128}}
-BLOCK = 256                # the Contextual block
-CHECK_SHAPE = {"vocab_size": 300, "n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 128}   # the packing checks' GPT-2
+SHAPES = {
+    "gpt2-medium": {"n_layer": 24, "n_head": 16, "n_embd": 1024},
+    "tiny": {"n_layer": 2, "n_head": 4, "n_embd": 128},
+}
+BLOCK = 256  # the Contextual block
+CHECK_SHAPE = {
+    "vocab_size": 300,
+    "n_layer": 2,
+    "n_head": 4,
+    "n_embd": 64,
+    "n_positions": 128,
+}  # the packing checks' GPT-2
 WARMUP = 4
-COMPILE_RESERVE_S = {"cuda": 100, "cpu": 60}   # time a compiled row needs at least, compilation included
+COMPILE_RESERVE_S = {
+    "cuda": 100,
+    "cpu": 60,
+}  # time a compiled row needs at least, compilation included
 # rewrite rows: the least time left to start each (keys: the generate loop, decode steps, other rows)
 # --rewrite-modes: (rewrite.decode, rewrite.decode_step, rewrite.prompt_cache) of each engine row of ours
-REWRITE_MODES = {"host": ("host", "dynamic", "copied"), "device": ("device", "dynamic", "copied"),
-                 "static": ("host", "static", "copied"), "static-shared": ("host", "static", "shared"),
-                 "graph": ("host", "graph", "copied"), "graph-shared": ("host", "graph", "shared")}
-TRAIN_ROWS = ("padded", "packed", "compile", "unpadded-head", "varlen", "varlen-wide", "combined", "bucketed", "target")
+REWRITE_MODES = {
+    "host": ("host", "dynamic", "copied"),
+    "device": ("device", "dynamic", "copied"),
+    "static": ("host", "static", "copied"),
+    "static-shared": ("host", "static", "shared"),
+    "graph": ("host", "graph", "copied"),
+    "graph-shared": ("host", "graph", "shared"),
+}
+TRAIN_ROWS = (
+    "padded",
+    "packed",
+    "compile",
+    "unpadded-head",
+    "varlen",
+    "varlen-wide",
+    "combined",
+    "bucketed",
+    "target",
+)
 SECTIONS = ("train", "rewrite", "serve", "llama", "engine")
 # The llama rows' model: SmolLM2-135M's shape (the pretrained preset's family), random weights.
-LLAMA_SHAPE = {"hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
-               "num_key_value_heads": 3, "rope_theta": 100000.0, "tie_word_embeddings": True}
+LLAMA_SHAPE = {
+    "hidden_size": 576,
+    "intermediate_size": 1536,
+    "num_hidden_layers": 30,
+    "num_attention_heads": 9,
+    "num_key_value_heads": 3,
+    "rope_theta": 100000.0,
+    "tie_word_embeddings": True,
+}
 LLAMA_VOCAB = 49152
 # The batching rows: with this share of the vocabulary ending a candidate, the random model's steps run
 # about as long as a fine-tuned model's on real recipes (benchmarks/RESULTS.md); a round of several
 # recipes lasts as long as its longest step, so lengths that never vary would flatter batching.
 STOP_SHARE = 0.07
 STOP_SEED = 13
-NEED_S = {"section": 60, "generate": 45, "ours": 20, "dynamic": 20, "static": 15, "graph": 10, "one": 25, "check": 10}
+NEED_S = {
+    "section": 60,
+    "generate": 45,
+    "ours": 20,
+    "dynamic": 20,
+    "static": 15,
+    "graph": 10,
+    "one": 25,
+    "check": 10,
+}
 
 
 class Results:
@@ -138,18 +183,24 @@ class Results:
 
 def choices(allowed) -> Callable[[str], str]:
     """An argparse type: a comma list whose every item is one of `allowed`."""
+
     def parse(value: str) -> str:
         bad = [item for item in value.split(",") if item and item not in allowed]
         if bad:
-            raise argparse.ArgumentTypeError(f"unknown {', '.join(bad)}; choose from {', '.join(allowed)}")
+            raise argparse.ArgumentTypeError(
+                f"unknown {', '.join(bad)}; choose from {', '.join(allowed)}"
+            )
         return value
+
     return parse
 
 
 def counts(value: str) -> str:
     """An argparse type: a comma list of positive whole numbers."""
     if not all(item.isdigit() and int(item) > 0 for item in value.split(",")):
-        raise argparse.ArgumentTypeError(f"expected positive whole numbers separated by commas, got {value!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected positive whole numbers separated by commas, got {value!r}"
+        )
     return value
 
 
@@ -167,7 +218,9 @@ def release(device) -> None:
 def read_recipes(path: str | None = None) -> list[dict]:
     """JSON-lines recipes with steps, by default the bundled sample (read directly: the loaders'
     cleaning needs packages the GPU lacks)."""
-    with open(path or os.path.join(ROOT, "data", "sample", "recipes.jsonl"), encoding="utf-8") as handle:
+    with open(
+        path or os.path.join(ROOT, "data", "sample", "recipes.jsonl"), encoding="utf-8"
+    ) as handle:
         return [r for r in (json.loads(line) for line in handle if line.strip()) if r.get("steps")]
 
 
@@ -192,8 +245,12 @@ def contextual_texts(recipes: list[dict]) -> list[str]:
         recipe = Recipe(r["id"], r["title"], r["ingredients"], r["steps"])
         for constraint in broken_constraints(r):
             target = substitute_recipe(recipe, [constraint]).recipe.steps
-            texts += [formats.contextual(r["title"], r["ingredients"], r["steps"][:n + 1], target[:n + 1], constraint)
-                      for n in range(len(r["steps"]))]
+            texts += [
+                formats.contextual(
+                    r["title"], r["ingredients"], r["steps"][: n + 1], target[: n + 1], constraint
+                )
+                for n in range(len(r["steps"]))
+            ]
     return texts
 
 
@@ -203,7 +260,9 @@ def token_rows(texts: list[str], tokenizer) -> list[tuple[np.ndarray, int]]:
 
     from rrt.modelling.batching import tokenize_table
 
-    table = tokenize_table(pa.table({"text": texts}), tokenizer.backend_tokenizer.to_str(), "contextual", BLOCK)
+    table = tokenize_table(
+        pa.table({"text": texts}), tokenizer.backend_tokenizer.to_str(), "contextual", BLOCK
+    )
     return example_rows(table)
 
 
@@ -213,8 +272,14 @@ def model_config(shape: str, tokenizer):
     from transformers import GPT2Config
 
     vocab = GPT2_VOCAB + len(special_tokens()) if shape == "gpt2-medium" else len(tokenizer)
-    return GPT2Config(vocab_size=vocab, n_positions=1024, **SHAPES[shape], bos_token_id=None, eos_token_id=None,
-                      pad_token_id=tokenizer.pad_token_id)
+    return GPT2Config(
+        vocab_size=vocab,
+        n_positions=1024,
+        **SHAPES[shape],
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=tokenizer.pad_token_id,
+    )
 
 
 def llama_config(shape: str, tokenizer):
@@ -222,9 +287,14 @@ def llama_config(shape: str, tokenizer):
     from transformers import LlamaConfig
 
     layers = {} if shape == "gpt2-medium" else {"num_hidden_layers": 2}
-    return LlamaConfig(vocab_size=max(LLAMA_VOCAB, len(tokenizer)), max_position_embeddings=2048,
-                       **{**LLAMA_SHAPE, **layers}, bos_token_id=None, eos_token_id=None,
-                       pad_token_id=tokenizer.pad_token_id)
+    return LlamaConfig(
+        vocab_size=max(LLAMA_VOCAB, len(tokenizer)),
+        max_position_embeddings=2048,
+        **{**LLAMA_SHAPE, **layers},
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=tokenizer.pad_token_id,
+    )
 
 
 def new_model(config, device, attention: str | None, fused: bool):
@@ -239,10 +309,6 @@ def new_model(config, device, attention: str | None, fused: bool):
         return AutoModelForCausalLM.from_config(config, **kwargs).train()
 
 
-
-
-
-
 def engine_step(model, device, micro: int, steps: int, kind: str):
     """Our training step: the engine jobs/train_worker.py builds (`kind` deepspeed or torch;
     v100x64's optimizer block, bf16 where the GPU has it), one process."""
@@ -251,8 +317,13 @@ def engine_step(model, device, micro: int, steps: int, kind: str):
     from jobs.train_worker import build_engine
     from rrt.modelling.optim import resolve_precision
 
-    for key, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533", "RANK": "0", "LOCAL_RANK": "0",
-                       "WORLD_SIZE": "1"}.items():
+    for key, value in {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29533",
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "1",
+    }.items():
         os.environ.setdefault(key, value)
     cuda = device.type == "cuda"
     if kind == "deepspeed" and not torch.distributed.is_initialized():
@@ -274,8 +345,6 @@ def engine_step(model, device, micro: int, steps: int, kind: str):
     return step
 
 
-
-
 FUSED_LOSSES = {"cce": "cut-cross-entropy", "liger": "Liger's fused linear cross-entropy"}
 
 
@@ -285,13 +354,17 @@ def fused_loss(kernel: str):
     if kernel == "cce":
         from cut_cross_entropy import linear_cross_entropy
 
-        return lambda hidden, weight, labels: linear_cross_entropy(hidden, weight, labels, shift=True)
+        return lambda hidden, weight, labels: linear_cross_entropy(
+            hidden, weight, labels, shift=True
+        )
     from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
 
     def liger(hidden, weight, labels):
         # Liger takes flat rows and does not shift: position t predicts label t + 1.
         flat = hidden[:, :-1].reshape(-1, hidden.shape[-1])
-        return liger_fused_linear_cross_entropy(flat, weight, labels[:, 1:].reshape(-1).contiguous())
+        return liger_fused_linear_cross_entropy(
+            flat, weight, labels[:, 1:].reshape(-1).contiguous()
+        )
 
     return liger
 
@@ -306,13 +379,23 @@ def fused_ce_step(model, device, sample: dict, results: Results, kernel: str):
 
     def loss_of(inputs: dict):
         """The mean next-token loss over the labelled positions, as the model's own loss."""
-        hidden = model.transformer(**{k: v for k, v in inputs.items() if k != "labels"}).last_hidden_state
-        return loss_kernel(hidden.to(torch.bfloat16), model.lm_head.weight.to(torch.bfloat16), inputs["labels"])
+        hidden = model.transformer(
+            **{k: v for k, v in inputs.items() if k != "labels"}
+        ).last_hidden_state
+        return loss_kernel(
+            hidden.to(torch.bfloat16), model.lm_head.weight.to(torch.bfloat16), inputs["labels"]
+        )
 
     with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16):
         ours, theirs = float(loss_of(sample)), float(model(**sample).loss)
-    results.add({"section": "check", "row": f"{FUSED_LOSSES[kernel]} loss = the model's loss",
-                 "max_abs_diff": abs(ours - theirs), "ok": abs(ours - theirs) < 1e-2 * max(1.0, abs(theirs))})
+    results.add(
+        {
+            "section": "check",
+            "row": f"{FUSED_LOSSES[kernel]} loss = the model's loss",
+            "max_abs_diff": abs(ours - theirs),
+            "ok": abs(ours - theirs) < 1e-2 * max(1.0, abs(theirs)),
+        }
+    )
 
     def step(inputs: dict) -> None:
         """Forward, backward, clip, update."""
@@ -326,8 +409,15 @@ def fused_ce_step(model, device, sample: dict, results: Results, kernel: str):
     return step
 
 
-def time_steps(step, batches: list, steps: int, device, cap_s: float, wait_each: bool = False,
-               warmup: int = WARMUP) -> tuple[float, int]:
+def time_steps(
+    step,
+    batches: list,
+    steps: int,
+    device,
+    cap_s: float,
+    wait_each: bool = False,
+    warmup: int = WARMUP,
+) -> tuple[float, int]:
     """Useful tokens/s over up to `steps` timed steps (fewer when `cap_s` runs out), after warm-up;
     `wait_each`: the host waits for the device after every step, as the training job's loop did
     before its losses stayed on the device (rrt.modelling.step_window)."""
@@ -349,12 +439,16 @@ def time_steps(step, batches: list, steps: int, device, cap_s: float, wait_each:
 def check_packing(device, results: Results) -> None:
     """Packed rows give each example the logits it gets alone, with this machine's transformers."""
     import torch
-
-    from rrt.modelling.packing import pack_rows, packed_batch
     from transformers import AutoModelForCausalLM, GPT2Config
 
+    from rrt.modelling.packing import pack_rows, packed_batch
+
     torch.manual_seed(0)
-    lm = AutoModelForCausalLM.from_config(GPT2Config(**CHECK_SHAPE), attn_implementation="sdpa").to(device).eval()
+    lm = (
+        AutoModelForCausalLM.from_config(GPT2Config(**CHECK_SHAPE), attn_implementation="sdpa")
+        .to(device)
+        .eval()
+    )
     rng = np.random.default_rng(0)
     examples = [(rng.integers(3, 300, size=int(rng.integers(5, 41))), 1) for _ in range(9)]
     rows = pack_rows(examples, 64)
@@ -365,10 +459,16 @@ def check_packing(device, results: Results) -> None:
             at = 0
             for ids, _ in row:
                 alone = lm(input_ids=torch.as_tensor(ids[None], device=device)).logits[0]
-                worst = max(worst, float((packed[r, at:at + len(ids)] - alone).abs().max()))
+                worst = max(worst, float((packed[r, at : at + len(ids)] - alone).abs().max()))
                 at += len(ids)
-    results.add({"section": "check", "row": "packed logits = each example alone", "max_abs_diff": worst,
-                 "ok": worst < 1e-3})
+    results.add(
+        {
+            "section": "check",
+            "row": "packed logits = each example alone",
+            "max_abs_diff": worst,
+            "ok": worst < 1e-3,
+        }
+    )
     if device.type == "cuda":
         check_varlen(device, examples, results)
 
@@ -377,22 +477,31 @@ def check_varlen(device, examples, results: Results) -> None:
     """On CUDA: the flash kernel by example (train.attention: varlen) against sdpa's packed mask,
     logits and loss in bf16 autocast, rows twice the examples' width."""
     import torch
+    from transformers import AutoModelForCausalLM, GPT2Config
 
     from rrt.modelling.packing import pack_rows, packed_batch
-    from transformers import AutoModelForCausalLM, GPT2Config
 
     config = GPT2Config(**CHECK_SHAPE)
     inputs = packed_batch(pack_rows(examples, 128), 0, "all", 128, boundaries=True).inputs(device)
     out = {}
     for attention in ("sdpa", "varlen"):
         torch.manual_seed(0)
-        lm = AutoModelForCausalLM.from_config(config, attn_implementation=attention_implementation(attention))
+        lm = AutoModelForCausalLM.from_config(
+            config, attn_implementation=attention_implementation(attention)
+        )
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
             out[attention] = lm.to(device).eval()(**inputs)
     worst = float((out["sdpa"].logits.float() - out["varlen"].logits.float()).abs().max())
     loss = abs(float(out["sdpa"].loss) - float(out["varlen"].loss))
-    results.add({"section": "check", "row": "varlen attention = the packed mask (bf16)", "max_abs_diff": worst,
-                 "loss_diff": loss, "ok": worst < 5e-2 and loss < 1e-2})
+    results.add(
+        {
+            "section": "check",
+            "row": "varlen attention = the packed mask (bf16)",
+            "max_abs_diff": worst,
+            "loss_diff": loss,
+            "ok": worst < 5e-2 and loss < 1e-2,
+        }
+    )
 
 
 def train_rows(args, device, config, rows, pad_id, results: Results):
@@ -406,9 +515,21 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
     attention_flops = attention_flops_per_token(config.n_layer, config.n_embd, BLOCK)
     speeds: dict[str, float] = {}
 
-    def run(label: str, kind: str, micro: int, attention: str | None, fused: bool, compiled: bool,
-            engine: str | None = None, mode: str = "default", loss: str = "model", width: int = BLOCK,
-            loss_on: str = "all", pad_head: bool = True, waiting_too: bool = False) -> None:
+    def run(
+        label: str,
+        kind: str,
+        micro: int,
+        attention: str | None,
+        fused: bool,
+        compiled: bool,
+        engine: str | None = None,
+        mode: str = "default",
+        loss: str = "model",
+        width: int = BLOCK,
+        loss_on: str = "all",
+        pad_head: bool = True,
+        waiting_too: bool = False,
+    ) -> None:
         """Time one training row (a fresh model, its batches, its step) and record it; `mode` is
         torch.compile's, `loss` the model's own, a fused kernel's (FUSED_LOSSES) or `labelled` (the
         head at the labelled positions only, rrt.modelling.labelled_head), `width` the packed rows'
@@ -417,16 +538,30 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
         reads the head's weight itself (its padding rows would enter the loss's softmax). With
         `waiting_too`, the same steps are timed again with a wait for the device after each, a row
         of its own."""
-        need = COMPILE_RESERVE_S[device.type] * (3 if mode.startswith("max-autotune") else 1) if compiled else args.row_s
+        need = (
+            COMPILE_RESERVE_S[device.type] * (3 if mode.startswith("max-autotune") else 1)
+            if compiled
+            else args.row_s
+        )
         if results.left() < need + args.reserve_s:
             return results.skip("train", label, f"budget: {results.left():.0f}s left")
         if engine == "deepspeed":
             try:
                 importlib.import_module("deepspeed")
             except Exception as err:  # noqa: BLE001 - any failure to load it means no engine rows
-                return results.skip("train", label, f"deepspeed does not import: {str(err).splitlines()[0][:120]}")
-        batches = scheme_batches(kind, rows, micro, BLOCK, pad_id, width=width, boundaries=attention == "varlen",
-                                 loss_on=loss_on)
+                return results.skip(
+                    "train", label, f"deepspeed does not import: {str(err).splitlines()[0][:120]}"
+                )
+        batches = scheme_batches(
+            kind,
+            rows,
+            micro,
+            BLOCK,
+            pad_id,
+            width=width,
+            boundaries=attention == "varlen",
+            loss_on=loss_on,
+        )
         model = new_model(config, device, attention, fused)
         if fused and pad_head and loss not in FUSED_LOSSES:
             pad_vocabulary(model, args.pad_vocab_to)
@@ -446,14 +581,25 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
                 else:
                     target.compile(mode=mode)
             if loss not in FUSED_LOSSES:
-                step = (engine_step(model, device, micro, args.steps + WARMUP, engine) if engine
-                        else autocast_step(model, device))
+                step = (
+                    engine_step(model, device, micro, args.steps + WARMUP, engine)
+                    if engine
+                    else autocast_step(model, device)
+                )
             speed, timed = time_steps(step, batches, args.steps, device, args.row_s)
             if waiting_too:
                 # What the training job's loop paid before its losses stayed on the device.
-                waiting, _ = time_steps(step, batches, args.steps, device, args.row_s, wait_each=True, warmup=0)
+                waiting, _ = time_steps(
+                    step, batches, args.steps, device, args.row_s, wait_each=True, warmup=0
+                )
         except Exception as err:  # noqa: BLE001 - one failed row is recorded; the others still run
-            results.add({"section": "train", "row": label, "failed": f"{type(err).__name__}: {str(err)[:300]}"})
+            results.add(
+                {
+                    "section": "train",
+                    "row": label,
+                    "failed": f"{type(err).__name__}: {str(err)[:300]}",
+                }
+            )
             retry = isinstance(err, torch.cuda.OutOfMemoryError) and micro > 8
         finally:
             wall = time.perf_counter() - started
@@ -463,30 +609,67 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
             release(device)
             if retry:
                 # The padded baseline at micro-batch 128 outgrows an H100 (RESULTS.md): half of it there.
-                return run(label.replace(f"micro {micro}", f"micro {micro // 2}"), kind, micro // 2, attention,
-                           fused, compiled, engine, mode, loss, width, loss_on, pad_head, waiting_too)
+                return run(
+                    label.replace(f"micro {micro}", f"micro {micro // 2}"),
+                    kind,
+                    micro // 2,
+                    attention,
+                    fused,
+                    compiled,
+                    engine,
+                    mode,
+                    loss,
+                    width,
+                    loss_on,
+                    pad_head,
+                    waiting_too,
+                )
             return None
         speeds[label] = speed
         real = sum(b.real_tokens for b in batches)
-        results.add({"section": "train", "row": label, "batches": kind, "micro_batch": micro, "row_width": width,
-                     "device": name, "loss_on": loss_on, "lm_head": "labelled positions" if loss == "labelled"
-                     else "every position",
-                     "attention": model.config._attn_implementation, "compiled": compiled, "engine": engine,
-                     "lm_head_rows": head_rows,
-                     "parameters": parameters, "timed_steps": timed, "row_wall_s": round(wall, 1),
-                     "useful_tokens_per_s": round(speed), "padding_fraction": round(1 - real / sum(
-                         b.total_tokens for b in batches), 3),
-                     "mfu": round(estimate_mfu(parameters, speed, peak), 4) if peak else None,
-                     # nanoGPT's and PaLM's count, which adds attention's products at the block's context.
-                     "mfu_with_attention": round(estimate_mfu(parameters, speed, peak, extra_flops=attention_flops), 4)
-                     if peak else None,
-                     "peak_memory_gb": round(torch.cuda.max_memory_allocated() / 2 ** 30, 1) if cuda else None,
-                     "vs_padded": round(speed / speeds["padded"], 2) if "padded" in speeds else None,
-                     "vs_73134": round(speed / TODAY_BEST, 2)})
+        results.add(
+            {
+                "section": "train",
+                "row": label,
+                "batches": kind,
+                "micro_batch": micro,
+                "row_width": width,
+                "device": name,
+                "loss_on": loss_on,
+                "lm_head": "labelled positions" if loss == "labelled" else "every position",
+                "attention": model.config._attn_implementation,
+                "compiled": compiled,
+                "engine": engine,
+                "lm_head_rows": head_rows,
+                "parameters": parameters,
+                "timed_steps": timed,
+                "row_wall_s": round(wall, 1),
+                "useful_tokens_per_s": round(speed),
+                "padding_fraction": round(1 - real / sum(b.total_tokens for b in batches), 3),
+                "mfu": round(estimate_mfu(parameters, speed, peak), 4) if peak else None,
+                # nanoGPT's and PaLM's count, which adds attention's products at the block's context.
+                "mfu_with_attention": round(
+                    estimate_mfu(parameters, speed, peak, extra_flops=attention_flops), 4
+                )
+                if peak
+                else None,
+                "peak_memory_gb": round(torch.cuda.max_memory_allocated() / 2**30, 1)
+                if cuda
+                else None,
+                "vs_padded": round(speed / speeds["padded"], 2) if "padded" in speeds else None,
+                "vs_73134": round(speed / TODAY_BEST, 2),
+            }
+        )
         if waiting_too:
-            results.add({"section": "train", "row": f"{label}, a wait for the device after every step",
-                         "useful_tokens_per_s": round(waiting), "ratio": round(speed / waiting, 3),
-                         "note": "no wait / a wait each step (the training job's loop before)"})
+            results.add(
+                {
+                    "section": "train",
+                    "row": f"{label}, a wait for the device after every step",
+                    "useful_tokens_per_s": round(waiting),
+                    "ratio": round(speed / waiting, 3),
+                    "note": "no wait / a wait each step (the training job's loop before)",
+                }
+            )
         del model, step
         if cuda:
             torch.cuda.empty_cache()
@@ -501,26 +684,65 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
             run("packed", "packed", micro, "sdpa", True, False)
         if not args.no_compile and "compile" in wanted:
             for mode in args.compile_modes.split(","):
-                run("packed+compile" + ("" if mode == "default" else f" ({mode})"), "packed", micro, "sdpa", True,
-                    True, mode=mode, waiting_too=mode == "default")
+                run(
+                    "packed+compile" + ("" if mode == "default" else f" ({mode})"),
+                    "packed",
+                    micro,
+                    "sdpa",
+                    True,
+                    True,
+                    mode=mode,
+                    waiting_too=mode == "default",
+                )
         # Attention by example (rrt.modelling.varlen) in rows twice the block at half the rows (the same
         # tokens a step, less padding), then the fused losses, then varlen in rows of the block, then
         # the unpadded head (a control): the most promising first, so a short budget keeps them.
         if not args.no_compile and "varlen-wide" in wanted:
-            run(f"packed {2 * BLOCK}-token rows+compile, varlen attention", "packed", max(1, micro // 2), "varlen",
-                True, True, width=2 * BLOCK)
+            run(
+                f"packed {2 * BLOCK}-token rows+compile, varlen attention",
+                "packed",
+                max(1, micro // 2),
+                "varlen",
+                True,
+                True,
+                width=2 * BLOCK,
+            )
         kernels = [k for k in args.fused_ce.split(",") if k] if not args.no_compile else []
         for kernel in kernels:
-            run(f"packed+compile, {FUSED_LOSSES[kernel]} loss", "packed", micro, "sdpa", True, True, loss=kernel)
+            run(
+                f"packed+compile, {FUSED_LOSSES[kernel]} loss",
+                "packed",
+                micro,
+                "sdpa",
+                True,
+                True,
+                loss=kernel,
+            )
         if kernels and "combined" in wanted:
             # Both at once: what training would run if each gains on its own.
-            run(f"packed {2 * BLOCK}-token rows+compile, varlen attention, {FUSED_LOSSES[kernels[0]]} loss", "packed",
-                max(1, micro // 2), "varlen", True, True, loss=kernels[0], width=2 * BLOCK)
+            run(
+                f"packed {2 * BLOCK}-token rows+compile, varlen attention, {FUSED_LOSSES[kernels[0]]} loss",
+                "packed",
+                max(1, micro // 2),
+                "varlen",
+                True,
+                True,
+                loss=kernels[0],
+                width=2 * BLOCK,
+            )
         if not args.no_compile and "varlen" in wanted:
             run("packed+compile, varlen attention", "packed", micro, "varlen", True, True)
         if not args.no_compile and "unpadded-head" in wanted:
             # The rows measured before the head was padded here as in training: the like-for-like figure.
-            run("packed+compile, LM head unpadded", "packed", micro, "sdpa", True, True, pad_head=False)
+            run(
+                "packed+compile, LM head unpadded",
+                "packed",
+                micro,
+                "sdpa",
+                True,
+                True,
+                pad_head=False,
+            )
         if "bucketed" in wanted:
             run("bucketed", "bucketed", micro, "sdpa", True, False)
         if not args.no_compile and "target" in wanted:
@@ -530,15 +752,26 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
             run(every, "packed", micro, "sdpa", True, True, loss_on="target")
             run(labelled, "packed", micro, "sdpa", True, True, loss="labelled", loss_on="target")
             if speeds.get(every) and speeds.get(labelled):
-                results.add({"section": "train", "row": "ratio head at the labelled positions / every position "
-                             "(loss on the target)", "ratio": round(speeds[labelled] / speeds[every], 2),
-                             "note": "MFU counts the head at every position in both rows"})
+                results.add(
+                    {
+                        "section": "train",
+                        "row": "ratio head at the labelled positions / every position "
+                        "(loss on the target)",
+                        "ratio": round(speeds[labelled] / speeds[every], 2),
+                        "note": "MFU counts the head at every position in both rows",
+                    }
+                )
     else:
         run("padded", "padded", micro, None, False, False)
     # Without the plain compiled row (--sections engine), the engines run compiled unless --no-compile.
-    compiled = (speeds["packed+compile"] > speeds.get("packed", 0) if "packed+compile" in speeds
-                else not args.no_compile)
-    kinds = [k for k in args.engines.split(",") if k and not (k == "deepspeed" and args.no_deepspeed)]
+    compiled = (
+        speeds["packed+compile"] > speeds.get("packed", 0)
+        if "packed+compile" in speeds
+        else not args.no_compile
+    )
+    kinds = [
+        k for k in args.engines.split(",") if k and not (k == "deepspeed" and args.no_deepspeed)
+    ]
     if args.no_deepspeed:
         results.skip("train", "engine deepspeed", "--no-deepspeed")
     timed_later = []
@@ -546,12 +779,17 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
     for size in (micro, 8):
         for kind in kinds:
             label = f"engine {kind}, packed{'+compile' if compiled else ''}, micro {size}"
-            timed_later.append(lambda label=label, size=size, kind=kind: run(label, "packed", size, "sdpa", True,
-                                                                             compiled, engine=kind))
+            timed_later.append(
+                lambda label=label, size=size, kind=kind: run(
+                    label, "packed", size, "sdpa", True, compiled, engine=kind
+                )
+            )
     return timed_later
 
 
-def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sections: set[str]) -> None:
+def rewrite_rows(
+    args, device, config, tokenizer, recipes, results: Results, sections: set[str]
+) -> None:
     """The generate loop against our engine (growing cache: host and device draws; static cache:
     eager and graph-captured), a token check of the static paths, the service's batching, and the
     ratio against the generate loop last. With the llama section alone (a Llama `config`): our
@@ -574,31 +812,44 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
     lm = new_model(config, device, "sdpa", not llama).eval()
     cuda = device.type == "cuda"
     if cuda:
-        lm = lm.half()   # as rrt.modelling.models.load_exported serves a model on a GPU
+        lm = lm.half()  # as rrt.modelling.models.load_exported serves a model on a GPU
     # Sampling stays inside the tokenizer's vocabulary, over the full-size LM head.
     from rrt.modelling.models import mask_padding_rows
 
     lm.rrt_live_vocab = len(tokenizer)
     mask_padding_rows(lm)
+
     def tasks_of(rows: list[dict]) -> list[RewriteTask]:
         """Each recipe rewritten for the first constraint it breaks (vegan when none)."""
-        return [RewriteTask(r["id"], broken_constraints(r)[:1] or ["vegan"], r, seed=13) for r in rows]
+        return [
+            RewriteTask(r["id"], broken_constraints(r)[:1] or ["vegan"], r, seed=13) for r in rows
+        ]
 
     tasks = serve_tasks = tasks_of(recipes)
-    if args.serve_recipes_file:   # real recipes, whose step counts vary as users' do
+    if args.serve_recipes_file:  # real recipes, whose step counts vary as users' do
         serve_tasks = tasks_of(read_recipes(args.serve_recipes_file))
-    tasks = tasks[:args.generate_recipes if llama else args.recipes]   # llama: the growing cache is slow
-    settings = SamplingSettings(top_k=40, top_p=1.0, temperature=1.0, candidates=10, max_new_tokens=64)
+    tasks = tasks[
+        : args.generate_recipes if llama else args.recipes
+    ]  # llama: the growing cache is slow
+    settings = SamplingSettings(
+        top_k=40, top_p=1.0, temperature=1.0, candidates=10, max_new_tokens=64
+    )
     # Each engine row of ours (REWRITE_MODES), graph only where CUDA is.
-    labels = {REWRITE_MODES["host"]: "ours, host decode", REWRITE_MODES["device"]: "ours, device decode",
-              REWRITE_MODES["static"]: "ours, static cache (eager)",
-              REWRITE_MODES["static-shared"]: "ours, static cache (eager), shared prompt cache",
-              REWRITE_MODES["graph"]: "ours, static cache + CUDA graph",
-              REWRITE_MODES["graph-shared"]: "ours, static cache + CUDA graph, shared prompt cache"}
+    labels = {
+        REWRITE_MODES["host"]: "ours, host decode",
+        REWRITE_MODES["device"]: "ours, device decode",
+        REWRITE_MODES["static"]: "ours, static cache (eager)",
+        REWRITE_MODES["static-shared"]: "ours, static cache (eager), shared prompt cache",
+        REWRITE_MODES["graph"]: "ours, static cache + CUDA graph",
+        REWRITE_MODES["graph-shared"]: "ours, static cache + CUDA graph, shared prompt cache",
+    }
     labels = {mode: prefix + label for mode, label in labels.items()}
     # The llama rows: the growing cache against what `auto` picks for the family (graph on CUDA).
-    names = ["host", *(("graph", "graph-shared") if cuda else ("static", "static-shared"))] if llama else \
-        args.rewrite_modes.split(",")
+    names = (
+        ["host", *(("graph", "graph-shared") if cuda else ("static", "static-shared"))]
+        if llama
+        else args.rewrite_modes.split(",")
+    )
     chosen = [REWRITE_MODES[name] for name in names]
     modes = [m for m in labels if m in chosen and (m[1] != "graph" or cuda)]
     if not cuda:
@@ -606,19 +857,40 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
             if mode[1] == "graph" and mode in chosen:
                 results.skip(section, labels[mode], "needs CUDA")
 
-    def engine(decode: str, step: str = "dynamic", cache: str = "copied", stops: frozenset = frozenset(),
-               schedule: str = "round") -> Rewriter:
+    def engine(
+        decode: str,
+        step: str = "dynamic",
+        cache: str = "copied",
+        stops: frozenset = frozenset(),
+        schedule: str = "round",
+    ) -> Rewriter:
         """Our rewriter with this draw, decode step, prompt cache and schedule; a candidate ends at one
         of `stops` (none: every candidate runs to the limit)."""
-        rewriter = Rewriter("contextual", lm, tokenizer, BLOCK, settings, batch_prompts=64, recipe_tokens=384,
-                            reuse_prefix=False, decode=decode, decode_step=step, prompt_cache=cache,
-                            schedule=schedule, device=str(device))
-        rewriter._stop_ids = lambda variant, tok: set(stops)   # random weights never draw the real stops
+        rewriter = Rewriter(
+            "contextual",
+            lm,
+            tokenizer,
+            BLOCK,
+            settings,
+            batch_prompts=64,
+            recipe_tokens=384,
+            reuse_prefix=False,
+            decode=decode,
+            decode_step=step,
+            prompt_cache=cache,
+            schedule=schedule,
+            device=str(device),
+        )
+        rewriter._stop_ids = lambda variant, tok: set(
+            stops
+        )  # random weights never draw the real stops
         return rewriter
 
     kept: dict[tuple, Rewriter] = {}
 
-    def steps_of(mode, batch, slots: int = 0, stops: frozenset = frozenset(), schedule: str = "round"):
+    def steps_of(
+        mode, batch, slots: int = 0, stops: frozenset = frozenset(), schedule: str = "round"
+    ):
         """Rewritten steps of one rewrite of `batch` with this mode, and the engine's counts; with
         `slots`, through continuous batching, as the job's actors and the service run it. One rewriter
         per way, kept as a job's actor or a replica keeps it, so an untimed first run builds (and on a
@@ -643,66 +915,130 @@ def rewrite_rows(args, device, config, tokenizer, recipes, results: Results, sec
             steps = work()
             sync(device)
         except Exception as err:  # noqa: BLE001 - recorded, the other rows still run
-            results.add({"section": section, "row": label, "failed": f"{type(err).__name__}: {str(err)[:300]}"})
+            results.add(
+                {
+                    "section": section,
+                    "row": label,
+                    "failed": f"{type(err).__name__}: {str(err)[:300]}",
+                }
+            )
             return None
         seconds = time.perf_counter() - started
         steps, counts_of_engine = steps if isinstance(steps, tuple) else (steps, None)
-        row = {"section": section, "row": label, "recipes": recipes_used, "steps": steps,
-               "seconds": round(seconds, 2), "steps_per_s": round(steps / seconds, 3)}
+        row = {
+            "section": section,
+            "row": label,
+            "recipes": recipes_used,
+            "steps": steps,
+            "seconds": round(seconds, 2),
+            "steps_per_s": round(steps / seconds, 3),
+        }
         if counts_of_engine:
             # Where the time went: prompts, the engine (prefill + decode), the selection rules.
-            row["engine"] = {k: round(v, 3) if isinstance(v, float) else v for k, v in counts_of_engine.items()
-                             if k in ENGINE_COUNTS}
+            row["engine"] = {
+                k: round(v, 3) if isinstance(v, float) else v
+                for k, v in counts_of_engine.items()
+                if k in ENGINE_COUNTS
+            }
             row["ms_a_step"] = ms_a_step(counts_of_engine, steps)
         if extra == "static":
-            row["static_decode"] = {k: v - counts[k] for k, v in static_decode.STATS.items() if v != counts[k]}
+            row["static_decode"] = {
+                k: v - counts[k] for k, v in static_decode.STATS.items() if v != counts[k]
+            }
             # A round's decode steps are what a GPU pays for, at nearly the same cost for 10 rows as for 80.
-            decode_steps = row["static_decode"].get("replays", 0) + row["static_decode"].get("eager_steps", 0)
+            decode_steps = row["static_decode"].get("replays", 0) + row["static_decode"].get(
+                "eager_steps", 0
+            )
             row["decode_steps_a_step"] = round(decode_steps / max(1, steps), 2)
             if row["static_decode"].get("capture_failures"):
                 row["note"] = "a capture failed: those steps ran eagerly"
         results.add(row)
         return steps / seconds
 
-    if "rewrite" not in sections and not llama:   # the batching rows alone, with --serve-prompt-cache's cache
+    if (
+        "rewrite" not in sections and not llama
+    ):  # the batching rows alone, with --serve-prompt-cache's cache
         modes = [("host", "graph" if cuda else "static", args.serve_prompt_cache)]
     # Warm-up: the kernels' first launches and the allocator's first blocks are not timed.
     for mode in list(modes):
         try:
             engine(*mode).rewrite(tasks[:1])
         except Exception as err:  # noqa: BLE001 - that row is dropped, the others still run
-            results.add({"section": section, "row": labels[mode], "failed": f"warm-up: {type(err).__name__}: "
-                                                                              f"{str(err)[:300]}"})
+            results.add(
+                {
+                    "section": section,
+                    "row": labels[mode],
+                    "failed": f"warm-up: {type(err).__name__}: {str(err)[:300]}",
+                }
+            )
             modes.remove(mode)
     speeds: dict = {}
     loop = None
     if llama:
         return llama_ratio(modes, labels, timed, steps_of, tasks, results)
     if "rewrite" in sections:
-        loop_tasks = tasks[:args.generate_recipes]
+        loop_tasks = tasks[: args.generate_recipes]
         with torch.no_grad():
-            loop = timed("generate loop", lambda: straightforward(engine("host"), loop_tasks, stops=[]),
-                         len(loop_tasks), NEED_S["generate"])
+            loop = timed(
+                "generate loop",
+                lambda: straightforward(engine("host"), loop_tasks, stops=[]),
+                len(loop_tasks),
+                NEED_S["generate"],
+            )
         for mode in modes:
             if mode[1] == "graph":
                 # The first run captures a graph for each new shape; the second replays them.
-                timed(labels[mode] + " (first run: captures)", lambda: steps_of(mode, tasks), len(tasks),
-                      NEED_S["graph"], "static")
-            speeds[mode] = timed(labels[mode], lambda: steps_of(mode, tasks), len(tasks),
-                                 NEED_S[mode[1]], "static" if mode[1] != "dynamic" else None)
+                timed(
+                    labels[mode] + " (first run: captures)",
+                    lambda m=mode: steps_of(m, tasks),
+                    len(tasks),
+                    NEED_S["graph"],
+                    "static",
+                )
+            speeds[mode] = timed(
+                labels[mode],
+                lambda m=mode: steps_of(m, tasks),
+                len(tasks),
+                NEED_S[mode[1]],
+                "static" if mode[1] != "dynamic" else None,
+            )
         if results.left() >= NEED_S["check"] + args.reserve_s:
             try:
                 token_check(lm, tokenizer, settings, tasks, engine("host"), device, results)
             except Exception as err:  # noqa: BLE001 - recorded, the other rows still run
-                results.add({"section": "check", "row": "static decode tokens", "failed":
-                             f"{type(err).__name__}: {str(err)[:300]}"})
-    best = max(speeds, key=lambda m: speeds[m] or 0) if any(speeds.values()) else (modes or [("host", "dynamic")])[-1]
+                results.add(
+                    {
+                        "section": "check",
+                        "row": "static decode tokens",
+                        "failed": f"{type(err).__name__}: {str(err)[:300]}",
+                    }
+                )
+    best = (
+        max(speeds, key=lambda m: speeds[m] or 0)
+        if any(speeds.values())
+        else (modes or [("host", "dynamic")])[-1]
+    )
     stops = stop_tokens(tokenizer, args.stop_share)
-    serve_rows(args, best, labels[best], lambda mode, batch, slots=0, schedule="round": steps_of(
-        mode, batch, slots, stops, schedule), timed, serve_tasks, results)
+    serve_rows(
+        args,
+        best,
+        labels[best],
+        lambda mode, batch, slots=0, schedule="round": steps_of(
+            mode, batch, slots, stops, schedule
+        ),
+        timed,
+        serve_tasks,
+        results,
+    )
     if loop and speeds.get(best):
-        results.add({"section": "rewrite", "row": f"ratio {labels[best]} / generate loop",
-                     "ratio": round(speeds[best] / loop, 2), "target": 10.0})
+        results.add(
+            {
+                "section": "rewrite",
+                "row": f"ratio {labels[best]} / generate loop",
+                "ratio": round(speeds[best] / loop, 2),
+                "target": 10.0,
+            }
+        )
 
 
 def llama_ratio(modes, labels, timed, steps_of, tasks, results: Results) -> None:
@@ -711,23 +1047,38 @@ def llama_ratio(modes, labels, timed, steps_of, tasks, results: Results) -> None
     speeds = {}
     for mode in modes:
         if mode[1] == "graph":
-            timed(labels[mode] + " (first run: captures)", lambda mode=mode: steps_of(mode, tasks), len(tasks),
-                  NEED_S["graph"], "static")
-        speeds[mode] = timed(labels[mode], lambda mode=mode: steps_of(mode, tasks), len(tasks), NEED_S[mode[1]],
-                             "static" if mode[1] != "dynamic" else None)
+            timed(
+                labels[mode] + " (first run: captures)",
+                lambda mode=mode: steps_of(mode, tasks),
+                len(tasks),
+                NEED_S["graph"],
+                "static",
+            )
+        speeds[mode] = timed(
+            labels[mode],
+            lambda mode=mode: steps_of(mode, tasks),
+            len(tasks),
+            NEED_S[mode[1]],
+            "static" if mode[1] != "dynamic" else None,
+        )
     host = speeds.get(REWRITE_MODES["host"])
     static = {m: v for m, v in speeds.items() if m[1] != "dynamic" and v}
     if host and static:
         best = max(static, key=static.get)
-        results.add({"section": "llama", "row": f"ratio {labels[best]} / {labels[REWRITE_MODES['host']]}",
-                     "ratio": round(static[best] / host, 2),
-                     "note": "rewrite.decode_step auto picks graph on CUDA for Llama family models"})
+        results.add(
+            {
+                "section": "llama",
+                "row": f"ratio {labels[best]} / {labels[REWRITE_MODES['host']]}",
+                "ratio": round(static[best] / host, 2),
+                "note": "rewrite.decode_step auto picks graph on CUDA for Llama family models",
+            }
+        )
 
 
 def stop_tokens(tokenizer, share: float) -> frozenset:
     """A seeded `share` of the tokenizer's ids, each of which ends a candidate."""
     ids = np.random.default_rng(STOP_SEED).permutation(len(tokenizer))
-    return frozenset(int(i) for i in ids[:round(share * len(tokenizer))])
+    return frozenset(int(i) for i in ids[: round(share * len(tokenizer))])
 
 
 def serve_rows(args, best, label: str, steps_of, timed, tasks: list, results: Results) -> None:
@@ -739,54 +1090,91 @@ def serve_rows(args, best, label: str, steps_of, timed, tasks: list, results: Re
     Candidates end at `--stop-share`'s tokens. With a static decode step, each slot count again
     with step-level batching (`rewrite.schedule: step`). The ratios against one at a time
     (target 5), continuous against whole batches, and step-level against round-level."""
-    sizes, used = [int(s) for s in args.slots.split(",")], tasks[:args.serve_recipes]
+    sizes, used = [int(s) for s in args.slots.split(",")], tasks[: args.serve_recipes]
     slots = sizes[0]
 
     def through(size: int) -> list:
         """The recipes a slot count rewrites: as many per slot as the first count's, so every count
         runs as many waves and none is timed mostly on its tail (the last recipes, slots emptying)."""
-        return tasks[:max(len(used), len(used) * size // slots)]
+        return tasks[: max(len(used), len(used) * size // slots)]
 
     # One at a time costs the most time a step: four recipes spread over the same ones stand for them.
-    alone = used[::max(1, len(used) // 4)][:4]
-    ways = [("1 recipe at a time", alone, lambda: [steps_of(best, [t]) for t in alone]),
-            (f"whole batches of {slots}", used,
-             lambda: [steps_of(best, used[i:i + slots]) for i in range(0, len(used), slots)])]
-    ways += [(f"continuous, {size} slots", through(size), lambda size=size: steps_of(best, through(size), size))
-             for size in sizes]
-    stepped = best[1] in ("static", "graph")   # step-level batching runs on the static step
+    alone = used[:: max(1, len(used) // 4)][:4]
+    ways = [
+        ("1 recipe at a time", alone, lambda: [steps_of(best, [t]) for t in alone]),
+        (
+            f"whole batches of {slots}",
+            used,
+            lambda: [steps_of(best, used[i : i + slots]) for i in range(0, len(used), slots)],
+        ),
+    ]
+    ways += [
+        (
+            f"continuous, {size} slots",
+            through(size),
+            lambda size=size: steps_of(best, through(size), size),
+        )
+        for size in sizes
+    ]
+    stepped = best[1] in ("static", "graph")  # step-level batching runs on the static step
     if stepped:
-        ways += [(f"continuous, {size} slots, step-level", through(size),
-                  lambda size=size: steps_of(best, through(size), size, schedule="step")) for size in sizes]
+        ways += [
+            (
+                f"continuous, {size} slots, step-level",
+                through(size),
+                lambda size=size: steps_of(best, through(size), size, schedule="step"),
+            )
+            for size in sizes
+        ]
     speeds = {}
     for name, recipes, work in ways:
         if results.left() < 2 * NEED_S["ours"] + args.reserve_s:
             results.skip("serve", f"{label}, {name}", f"budget: {results.left():.0f}s left")
             continue
         try:
-            work()   # untimed: the shapes of this way
+            work()  # untimed: the shapes of this way
         except Exception as err:  # noqa: BLE001 - recorded, the other rows still run
-            results.add({"section": "serve", "row": f"{label}, {name}", "failed": f"warm-up: {type(err).__name__}: "
-                                                                                  f"{str(err)[:300]}"})
+            results.add(
+                {
+                    "section": "serve",
+                    "row": f"{label}, {name}",
+                    "failed": f"warm-up: {type(err).__name__}: {str(err)[:300]}",
+                }
+            )
             continue
 
         def summed(work=work):
             out = work()
-            if isinstance(out, list):   # several rewrites: their steps and counts added up
+            if isinstance(out, list):  # several rewrites: their steps and counts added up
                 return sum(o[0] for o in out), {k: sum(o[1][k] for o in out) for k in out[0][1]}
             return out
 
-        speeds[name] = timed(f"{label}, {name}, {len(recipes)} recipes", summed, len(recipes), NEED_S["ours"],
-                             "static")
+        speeds[name] = timed(
+            f"{label}, {name}, {len(recipes)} recipes",
+            summed,
+            len(recipes),
+            NEED_S["ours"],
+            "static",
+        )
     names = [name for name, _, _ in ways]
-    pairs = [(names[1], names[0], 5.0)] + [(name, names[0], 5.0) for name in names[2:]] + [(names[2], names[1], None)]
-    if stepped:   # step-level against round-level batching through the same slots
+    pairs = (
+        [(names[1], names[0], 5.0)]
+        + [(name, names[0], 5.0) for name in names[2:]]
+        + [(names[2], names[1], None)]
+    )
+    if stepped:  # step-level against round-level batching through the same slots
         pairs += [(names[2 + len(sizes) + i], names[2 + i], None) for i in range(len(sizes))]
     for better, base, target in pairs:
         if speeds.get(better) and speeds.get(base):
-            results.add({"section": "serve", "row": f"engine batching: {better} vs {base} (in-process)",
-                         "ratio": round(speeds[better] / speeds[base], 2), "target": target,
-                         "note": "Ray Serve is not on this machine; serve_throughput.py measures the service"})
+            results.add(
+                {
+                    "section": "serve",
+                    "row": f"engine batching: {better} vs {base} (in-process)",
+                    "ratio": round(speeds[better] / speeds[base], 2),
+                    "target": target,
+                    "note": "Ray Serve is not on this machine; serve_throughput.py measures the service",
+                }
+            )
 
 
 def token_check(lm, tokenizer, settings, tasks, rewriter, device, results: Results) -> None:
@@ -799,31 +1187,64 @@ def token_check(lm, tokenizer, settings, tasks, rewriter, device, results: Resul
     prompts = []
     for task in tasks:
         state = rewriter.start(task)
-        ids = rewriter.prompt_ids(step_prompt("contextual", task.source, 0, [], task.constraints[0], state.rewritten),
-                                  "contextual")
+        ids = rewriter.prompt_ids(
+            step_prompt("contextual", task.source, 0, [], task.constraints[0], state.rewritten),
+            "contextual",
+        )
         if ids:
             prompts.append(ids)
     # Every host-drawn way, whichever rows were timed (one step of each prompt costs little).
-    ways = {"dynamic": REWRITE_MODES["host"], "static": REWRITE_MODES["static"],
-            "shared": REWRITE_MODES["static-shared"]}
+    ways = {
+        "dynamic": REWRITE_MODES["host"],
+        "static": REWRITE_MODES["static"],
+        "shared": REWRITE_MODES["static-shared"],
+    }
     if device.type == "cuda":
-        ways.update({"graph": REWRITE_MODES["graph"], "graph shared": REWRITE_MODES["graph-shared"]})
-    out = {name: sample_candidates(lm, prompts, list(range(len(prompts))), set(), tokenizer.pad_token_id, settings,
-                                   device=str(device), decode="host", step=m[1], prompt_cache=m[2])
-           for name, m in ways.items()}
+        ways.update(
+            {"graph": REWRITE_MODES["graph"], "graph shared": REWRITE_MODES["graph-shared"]}
+        )
+    out = {
+        name: sample_candidates(
+            lm,
+            prompts,
+            list(range(len(prompts))),
+            set(),
+            tokenizer.pad_token_id,
+            settings,
+            device=str(device),
+            decode="host",
+            step=m[1],
+            prompt_cache=m[2],
+        )
+        for name, m in ways.items()
+    }
 
     def same(a: str, b: str, first: int | None = None) -> float:
         """Share of candidates whose tokens (the first `first`) agree between two decode steps."""
-        pairs = [(x[:first], y[:first]) for ra, rb in zip(out[a], out[b]) for x, y in zip(ra.tokens, rb.tokens)]
+        pairs = [
+            (x[:first], y[:first])
+            for ra, rb in zip(out[a], out[b])
+            for x, y in zip(ra.tokens, rb.tokens)
+        ]
         return round(sum(x == y for x, y in pairs) / len(pairs), 3)
 
-    row = {"section": "check", "row": "static decode tokens", "candidates": len(prompts) * settings.candidates,
-           "static = dynamic": same("static", "dynamic"), "static = dynamic, first 8": same("static", "dynamic", 8)}
+    row = {
+        "section": "check",
+        "row": "static decode tokens",
+        "candidates": len(prompts) * settings.candidates,
+        "static = dynamic": same("static", "dynamic"),
+        "static = dynamic, first 8": same("static", "dynamic", 8),
+    }
     row["shared = static"] = same("shared", "static")
-    note = (f"identical to the growing-cache path: {row['static = dynamic']}; shared prompt cache = copied: "
-            f"{row['shared = static']}")
+    note = (
+        f"identical to the growing-cache path: {row['static = dynamic']}; shared prompt cache = copied: "
+        f"{row['shared = static']}"
+    )
     if "graph" in out:
-        row["graph = static"], row["graph shared = shared"] = same("graph", "static"), same("graph shared", "shared")
+        row["graph = static"], row["graph shared = shared"] = (
+            same("graph", "static"),
+            same("graph shared", "shared"),
+        )
         row["ok"] = min(row["graph = static"], row["graph shared = shared"]) >= 0.9
         note += f"; graph = eager static: {row['graph = static']}, shared: {row['graph shared = shared']}"
     results.add({**row, "note": note})
@@ -850,10 +1271,20 @@ def ensure_dictionary(recipes: list[dict], results: Results) -> None:
     try:
         selection._english()
     except selection.DictionaryMissing as err:
-        words = {w.lower() for r in recipes for line in [r["title"], *r["ingredients"], *r["steps"]]
-                 for w in re.findall(r"[^\W\d_]+", line)}
+        words = {
+            w.lower()
+            for r in recipes
+            for line in [r["title"], *r["ingredients"], *r["steps"]]
+            for w in re.findall(r"[^\W\d_]+", line)
+        }
         selection._english = lambda: _WordList(words)
-        results.add({"section": "check", "row": "dictionary", "note": f"sample word list instead: {str(err)[:80]}"})
+        results.add(
+            {
+                "section": "check",
+                "row": "dictionary",
+                "note": f"sample word list instead: {str(err)[:80]}",
+            }
+        )
 
 
 def ms_a_step(counts: dict, steps: int) -> dict:
@@ -871,8 +1302,13 @@ def target_text(row: dict) -> str:
 
 def table(results: Results) -> str:
     """The Markdown summary of every row."""
-    lines = ["| section | row | batches / recipes | useful tokens/s or steps/s | MFU | peak GPU memory | "
-             "vs padded | vs 73,134 | note |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        (
+            "| section | row | batches / recipes | useful tokens/s or steps/s | MFU | peak GPU memory | "
+            "vs padded | vs 73,134 | note |"
+        ),
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in results.rows:
         if r["section"] == "meta":
             continue
@@ -880,7 +1316,9 @@ def table(results: Results) -> str:
         if "ratio" in r:
             note = f"ratio {r['ratio']}{target_text(r)} {note}".strip()
         if "ms_a_step" in r:
-            note = (note + " ms a step: " + ", ".join(f"{k} {v}" for k, v in r["ms_a_step"].items())).strip()
+            note = (
+                note + " ms a step: " + ", ".join(f"{k} {v}" for k, v in r["ms_a_step"].items())
+            ).strip()
         if "decode_steps_a_step" in r:
             note = f"{note}; decode steps a step {r['decode_steps_a_step']}".strip("; ")
         if "max_abs_diff" in r:
@@ -888,13 +1326,15 @@ def table(results: Results) -> str:
         if "lm_head_rows" in r:
             note = f"{note}; LM head {r['lm_head_rows']:,} rows".strip("; ")
         speed = r.get("useful_tokens_per_s", r.get("steps_per_s", ""))
-        size = (f"{r['batches']} x{r['micro_batch']}" if "batches" in r else r.get("recipes", ""))
+        size = f"{r['batches']} x{r['micro_batch']}" if "batches" in r else r.get("recipes", "")
         mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else ""
         if r.get("mfu_with_attention") is not None:
             mfu += f" ({100 * r['mfu_with_attention']:.1f}% with attention)"
         memory = f"{r['peak_memory_gb']} GB" if r.get("peak_memory_gb") is not None else ""
-        lines.append(f"| {r['section']} | {r['row']} | {size} | {speed} | {mfu} | {memory} | "
-                     f"{r.get('vs_padded') or ''} | {r.get('vs_73134') or ''} | {note} |")
+        lines.append(
+            f"| {r['section']} | {r['row']} | {size} | {speed} | {mfu} | {memory} | "
+            f"{r.get('vs_padded') or ''} | {r.get('vs_73134') or ''} | {note} |"
+        )
     return "\n".join(lines)
 
 
@@ -902,62 +1342,128 @@ def main() -> None:
     """Measure every row within the budget, then print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", help="JSON-lines file, one line per result as it is measured")
-    parser.add_argument("--budget-s", type=float, default=420, help="total seconds; rows that cannot fit are skipped")
-    parser.add_argument("--reserve-s", type=float, default=10, help="seconds kept back for the rows' start-up")
-    parser.add_argument("--row-s", type=float, default=25, help="most seconds of timed steps per row")
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=420,
+        help="total seconds; rows that cannot fit are skipped",
+    )
+    parser.add_argument(
+        "--reserve-s", type=float, default=10, help="seconds kept back for the rows' start-up"
+    )
+    parser.add_argument(
+        "--row-s", type=float, default=25, help="most seconds of timed steps per row"
+    )
     parser.add_argument("--model-shape", choices=sorted(SHAPES), default="gpt2-medium")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--micro-batch", type=int, default=64, help="rows per training step")
-    parser.add_argument("--steps", type=int, default=25, help="timed steps per training row (after warm-up)")
+    parser.add_argument(
+        "--steps", type=int, default=25, help="timed steps per training row (after warm-up)"
+    )
     parser.add_argument("--recipes", type=int, default=16, help="recipes our engine rewrites")
-    parser.add_argument("--generate-recipes", type=int, default=4, help="recipes the generate loop rewrites")
-    parser.add_argument("--serve-recipes", type=int, default=32,
-                        help="recipes the batching rows through the first --slots count rewrite (a larger count "
-                             "rewrites as many per slot)")
-    parser.add_argument("--serve-prompt-cache", choices=["copied", "shared"], default="shared",
-                        help="the batching rows' rewrite.prompt_cache with --sections serve alone (else the "
-                             "fastest way measured)")
-    parser.add_argument("--serve-recipes-file", help="JSON-lines recipes for the batching rows (default: the "
-                                                     "bundled sample), e.g. ../shared/data/web_recipes/recipes.jsonl")
-    parser.add_argument("--train-recipes-file", help="JSON-lines recipes whose Contextual texts the training rows "
-                                                     "train on (default: the bundled sample), e.g. "
-                                                     "../shared/data/web_recipes/recipes.jsonl")
-    parser.add_argument("--stop-share", type=float, default=STOP_SHARE,
-                        help="the batching rows: share of the vocabulary that ends a candidate, so steps vary in "
-                             "length as real ones do (0: every candidate runs to the limit)")
-    parser.add_argument("--slots", default="8", type=counts,
-                        help="comma list: recipes in the continuous batch at most (serve.batch.max_batch_size), "
-                             "a row each; the first is also the whole batches' size")
-    parser.add_argument("--sections", default="train,rewrite", type=choices(SECTIONS),
-                        help="comma list, run in its order: train, rewrite (every rewrite row and the batching "
-                             "rows), serve (the batching rows alone), llama (our growing cache against the "
-                             "graph-captured step on a Llama of SmolLM2-135M's shape), engine (the training "
-                             "engine rows, always last)")
-    parser.add_argument("--rewrite-modes", default=",".join(REWRITE_MODES), type=choices(REWRITE_MODES),
-                        help="comma list of our engine's rewrite rows: host, device (growing cache), static, "
-                             "static-shared (eager static cache, copied or shared prompt cache), graph, "
-                             "graph-shared (CUDA only)")
-    parser.add_argument("--train-rows", default=",".join(TRAIN_ROWS), type=choices(TRAIN_ROWS),
-                        help="comma list of the plain training rows: padded (the baseline), packed, compile "
-                             "(a packed+compile row per --compile-modes), unpadded-head (packed+compile with "
-                             "the LM head's rows unpadded, as the rows before 2026-11-28), varlen (packed+compile with "
-                             "train.attention: varlen), varlen-wide (the same in rows twice the block at half "
-                             "the micro-batch), combined (varlen-wide with the first --fused-ce loss), bucketed")
+    parser.add_argument(
+        "--generate-recipes", type=int, default=4, help="recipes the generate loop rewrites"
+    )
+    parser.add_argument(
+        "--serve-recipes",
+        type=int,
+        default=32,
+        help="recipes the batching rows through the first --slots count rewrite (a larger count "
+        "rewrites as many per slot)",
+    )
+    parser.add_argument(
+        "--serve-prompt-cache",
+        choices=["copied", "shared"],
+        default="shared",
+        help="the batching rows' rewrite.prompt_cache with --sections serve alone (else the "
+        "fastest way measured)",
+    )
+    parser.add_argument(
+        "--serve-recipes-file",
+        help="JSON-lines recipes for the batching rows (default: the "
+        "bundled sample), e.g. ../shared/data/web_recipes/recipes.jsonl",
+    )
+    parser.add_argument(
+        "--train-recipes-file",
+        help="JSON-lines recipes whose Contextual texts the training rows "
+        "train on (default: the bundled sample), e.g. "
+        "../shared/data/web_recipes/recipes.jsonl",
+    )
+    parser.add_argument(
+        "--stop-share",
+        type=float,
+        default=STOP_SHARE,
+        help="the batching rows: share of the vocabulary that ends a candidate, so steps vary in "
+        "length as real ones do (0: every candidate runs to the limit)",
+    )
+    parser.add_argument(
+        "--slots",
+        default="8",
+        type=counts,
+        help="comma list: recipes in the continuous batch at most (serve.batch.max_batch_size), "
+        "a row each; the first is also the whole batches' size",
+    )
+    parser.add_argument(
+        "--sections",
+        default="train,rewrite",
+        type=choices(SECTIONS),
+        help="comma list, run in its order: train, rewrite (every rewrite row and the batching "
+        "rows), serve (the batching rows alone), llama (our growing cache against the "
+        "graph-captured step on a Llama of SmolLM2-135M's shape), engine (the training "
+        "engine rows, always last)",
+    )
+    parser.add_argument(
+        "--rewrite-modes",
+        default=",".join(REWRITE_MODES),
+        type=choices(REWRITE_MODES),
+        help="comma list of our engine's rewrite rows: host, device (growing cache), static, "
+        "static-shared (eager static cache, copied or shared prompt cache), graph, "
+        "graph-shared (CUDA only)",
+    )
+    parser.add_argument(
+        "--train-rows",
+        default=",".join(TRAIN_ROWS),
+        type=choices(TRAIN_ROWS),
+        help="comma list of the plain training rows: padded (the baseline), packed, compile "
+        "(a packed+compile row per --compile-modes), unpadded-head (packed+compile with "
+        "the LM head's rows unpadded, as the rows before 2026-11-28), varlen (packed+compile with "
+        "train.attention: varlen), varlen-wide (the same in rows twice the block at half "
+        "the micro-batch), combined (varlen-wide with the first --fused-ce loss), bucketed",
+    )
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled rows")
-    parser.add_argument("--pad-vocab-to", type=int, default=None,
-                        help="our training rows' LM head rows rounded up to this multiple, as training does "
-                             "(default: train.pad_vocab_to; 1: off)")
-    parser.add_argument("--compile-modes", default="default",
-                        help="comma list of torch.compile modes, a packed+compile row each "
-                             "(e.g. default,max-autotune-no-cudagraphs)")
-    parser.add_argument("--fused-ce", nargs="?", const="cce", default="", type=choices(FUSED_LOSSES),
-                        help="comma list of fused linear cross-entropy kernels, a packed+compile row each whose "
-                             "loss is the kernel's: cce (cut-cross-entropy, the default of a bare --fused-ce), "
-                             "liger (liger-kernel); carry_packages.sh copies both packages")
-    parser.add_argument("--engines", default="torch,deepspeed",
-                        help="comma list of training engines timed (train.engine): torch, deepspeed")
-    parser.add_argument("--no-deepspeed", action="store_true",
-                        help="skip the engine rows (as if DeepSpeed were absent)")
+    parser.add_argument(
+        "--pad-vocab-to",
+        type=int,
+        default=None,
+        help="our training rows' LM head rows rounded up to this multiple, as training does "
+        "(default: train.pad_vocab_to; 1: off)",
+    )
+    parser.add_argument(
+        "--compile-modes",
+        default="default",
+        help="comma list of torch.compile modes, a packed+compile row each "
+        "(e.g. default,max-autotune-no-cudagraphs)",
+    )
+    parser.add_argument(
+        "--fused-ce",
+        nargs="?",
+        const="cce",
+        default="",
+        type=choices(FUSED_LOSSES),
+        help="comma list of fused linear cross-entropy kernels, a packed+compile row each whose "
+        "loss is the kernel's: cce (cut-cross-entropy, the default of a bare --fused-ce), "
+        "liger (liger-kernel); carry_packages.sh copies both packages",
+    )
+    parser.add_argument(
+        "--engines",
+        default="torch,deepspeed",
+        help="comma list of training engines timed (train.engine): torch, deepspeed",
+    )
+    parser.add_argument(
+        "--no-deepspeed",
+        action="store_true",
+        help="skip the engine rows (as if DeepSpeed were absent)",
+    )
     args = parser.parse_args()
     if not 0 <= args.stop_share < 1:
         parser.error(f"--stop-share must be at least 0 and below 1, got {args.stop_share}")
@@ -977,31 +1483,60 @@ def main() -> None:
 
     device = torch.device(args.device)
     results = Results(args.out, args.budget_s)
-    results.add({"section": "meta", "row": "versions", "torch": torch.__version__,
-                 "transformers": transformers.__version__, "python": sys.version.split()[0],
-                 "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu"})
+    results.add(
+        {
+            "section": "meta",
+            "row": "versions",
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "python": sys.version.split()[0],
+            "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+        }
+    )
     recipes = read_recipes()
     # The training texts: the sample's, or real recipes' (their lengths, so their padding, are users').
     train_recipes = read_recipes(args.train_recipes_file) if args.train_recipes_file else recipes
     texts = contextual_texts(train_recipes)
     tokenizer = train_tiny_tokenizer(texts, 8000)
     rows = token_rows(texts, tokenizer)
-    results.add({"section": "meta", "row": "data", "train_recipes": args.train_recipes_file or "data/sample",
-                 "recipes": len(train_recipes), "texts": len(texts), "examples": len(rows),
-                 "mean_tokens": round(sum(len(ids) for ids, _ in rows) / len(rows), 1), "block": BLOCK})
+    results.add(
+        {
+            "section": "meta",
+            "row": "data",
+            "train_recipes": args.train_recipes_file or "data/sample",
+            "recipes": len(train_recipes),
+            "texts": len(texts),
+            "examples": len(rows),
+            "mean_tokens": round(sum(len(ids) for ids, _ in rows) / len(rows), 1),
+            "block": BLOCK,
+        }
+    )
     config = model_config(args.model_shape, tokenizer)
     sections = set(args.sections.split(",")) - {"llama"}
     check_packing(device, results)
     engine_rows = []
     # The sections run in the order named (a short GPU lease measures what it wants most first).
-    part = {"train": "train", "engine": "train", "rewrite": "rewrite", "serve": "rewrite", "llama": "llama"}
+    part = {
+        "train": "train",
+        "engine": "train",
+        "rewrite": "rewrite",
+        "serve": "rewrite",
+        "llama": "llama",
+    }
     for name in dict.fromkeys(part[s] for s in args.sections.split(",")):
         if name == "train":
             engine_rows = train_rows(args, device, config, rows, tokenizer.pad_token_id, results)
         elif name == "llama":
             with torch.no_grad():
-                rewrite_rows(args, device, llama_config(args.model_shape, tokenizer), tokenizer, recipes, results,
-                             {"llama"})
+                rewrite_rows(
+                    args,
+                    device,
+                    llama_config(args.model_shape, tokenizer),
+                    tokenizer,
+                    recipes,
+                    results,
+                    {"llama"},
+                )
         else:
             with torch.no_grad():
                 rewrite_rows(args, device, config, tokenizer, recipes, results, sections)
@@ -1010,9 +1545,13 @@ def main() -> None:
         row()
     print("\n" + table(results), flush=True)
     # The ratios once more, the rewrite engine's against the generate loop last.
-    for r in sorted((r for r in results.rows if "ratio" in r), key=lambda r: r["section"] == "rewrite"):
+    for r in sorted(
+        (r for r in results.rows if "ratio" in r), key=lambda r: r["section"] == "rewrite"
+    ):
         print(f"{r['row']}: {r['ratio']}{target_text(r)}", flush=True)
-    leaked = sorted(m for m in ("ray", "ftfy", "enchant", "rouge_score") if sys.modules.get(m) is not None)
+    leaked = sorted(
+        m for m in ("ray", "ftfy", "enchant", "rouge_score") if sys.modules.get(m) is not None
+    )
     if leaked:
         print(f"note: imported {', '.join(leaked)}", file=sys.stderr)
 

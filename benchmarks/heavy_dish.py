@@ -14,6 +14,7 @@ corpus runs through prepare_data as a subprocess with its own local Ray; the pea
 the summed PSS of the job and its Ray processes, sampled twice a second. Pairs per dish are
 counted in recipe_pairs/. Each line printed is JSON; the last is the ratios heavy / even.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,6 @@ import tempfile
 import time
 from collections import Counter
 
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
@@ -40,7 +40,18 @@ from runtime.parquet import parquet_files
 from testing.sampled_run import run_sampled
 
 TITLE = "Chocolate Chip Cookies"
-PUFFERY = ["", "Best", "Easy", "Homemade", "Perfect", "Ultimate", "Classic", "Simple", "Quick", "My Favorite"]
+PUFFERY = [
+    "",
+    "Best",
+    "Easy",
+    "Homemade",
+    "Perfect",
+    "Ultimate",
+    "Classic",
+    "Simple",
+    "Quick",
+    "My Favorite",
+]
 
 
 def _perturbed(steps: list[str], rng: random.Random) -> list[str]:
@@ -52,12 +63,18 @@ def _perturbed(steps: list[str], rng: random.Random) -> list[str]:
         steps[k], steps[k + 1] = steps[k + 1], steps[k]
     elif action == "merge" and len(steps) >= 3:
         k = rng.randrange(len(steps) - 1)
-        steps[k:k + 2] = [f"{steps[k]} {steps[k + 1]}"]
+        steps[k : k + 2] = [f"{steps[k]} {steps[k + 1]}"]
     elif action == "drop" and len(steps) >= 3:
         steps.pop(rng.randrange(len(steps)))
     else:
-        steps = [re.sub(r"\b(\d+)(?= ?min)", lambda m: str(max(1, int(m.group(1)) + rng.choice((-2, -1, 1, 2)))), s)
-                 for s in steps]
+        steps = [
+            re.sub(
+                r"\b(\d+)(?= ?min)",
+                lambda m: str(max(1, int(m.group(1)) + rng.choice((-2, -1, 1, 2)))),
+                s,
+            )
+            for s in steps
+        ]
     return steps
 
 
@@ -71,9 +88,13 @@ def write_big_dish(folder: str, versions: int, seed: int = 1) -> None:
     for n in range(versions):
         base = bases[n % len(bases)]
         recipe = base if rng.random() < 0.5 else rng.choice(rewrites[base.id])
-        row = {"id": f"cookie~{n}", "title": f"{rng.choice(PUFFERY)} {TITLE}".strip(),
-               "ingredients": list(recipe.ingredients), "steps": _perturbed(list(recipe.steps), rng),
-               "source": base.source}
+        row = {
+            "id": f"cookie~{n}",
+            "title": f"{rng.choice(PUFFERY)} {TITLE}".strip(),
+            "ingredients": list(recipe.ingredients),
+            "steps": _perturbed(list(recipe.steps), rng),
+            "source": base.source,
+        }
         shards[n % len(shards)].append(json.dumps(row, ensure_ascii=False) + "\n")
     for k, lines in enumerate(shards):
         with open(os.path.join(folder, f"dish-{k:02d}.jsonl"), "w", encoding="utf-8") as handle:
@@ -86,7 +107,9 @@ def pairs_per_dish(output: str) -> Counter:
 
     counts: Counter = Counter()
     files = parquet_files(os.path.join(output, "recipe_pairs"))
-    for batch in pads.dataset(files, format="parquet").to_batches(columns=["dish"]) if files else []:
+    for batch in (
+        pads.dataset(files, format="parquet").to_batches(columns=["dish"]) if files else []
+    ):
         counts.update(batch.column("dish").to_pylist())
     return counts
 
@@ -97,10 +120,24 @@ def run_prepare(corpus: str, workers: int) -> dict:
     ray_tmp = tempfile.mkdtemp(prefix="rrt-hd-")
     # A Ray temp folder of its own, removed after the run: a large run's spilled objects and logs
     # are not left in the machine's shared one.
-    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": ray_tmp,
-           "RAY_DATA_DISABLE_PROGRESS_BARS": "1"}
-    command = [sys.executable, os.path.join(ROOT, "jobs", "prepare_data.py"), "--input", corpus, "--output", out,
-               "--dish-key", "title", "--num-cpus", str(workers), "--overwrite"]
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+        "RAY_TMPDIR": ray_tmp,
+        "RAY_DATA_DISABLE_PROGRESS_BARS": "1",
+    }
+    command = [
+        sys.executable,
+        os.path.join(ROOT, "jobs", "prepare_data.py"),
+        "--input",
+        corpus,
+        "--output",
+        out,
+        "--dish-key",
+        "title",
+        "--num-cpus",
+        str(workers),
+        "--overwrite",
+    ]
     started = time.perf_counter()
     peak = {"total": 0, "largest_worker": 0}
 
@@ -121,20 +158,31 @@ def run_prepare(corpus: str, workers: int) -> dict:
         shutil.rmtree(out, ignore_errors=True)
         shutil.rmtree(ray_tmp, ignore_errors=True)
     big = dish_key(TITLE)
-    return {"recipes": stats["recipes"], "wall_s": round(wall, 1), "peak_mem_mb": round(peak["total"] / 2**20),
-            "largest_ray_worker_mb": round(peak["largest_worker"] / 2**20),
-            "recipe_pairs": sum(per_dish.values()), "dishes_paired": len(per_dish),
-            "max_pairs_per_dish": max(per_dish.values(), default=0), "big_dish_pairs": per_dish.get(big, 0),
-            "unpaired_capped_recipes": stats["unpaired_capped_recipes"],
-            "seconds_per_stage": stats["seconds_per_stage"]}
+    return {
+        "recipes": stats["recipes"],
+        "wall_s": round(wall, 1),
+        "peak_mem_mb": round(peak["total"] / 2**20),
+        "largest_ray_worker_mb": round(peak["largest_worker"] / 2**20),
+        "recipe_pairs": sum(per_dish.values()),
+        "dishes_paired": len(per_dish),
+        "max_pairs_per_dish": max(per_dish.values(), default=0),
+        "big_dish_pairs": per_dish.get(big, 0),
+        "unpaired_capped_recipes": stats["unpaired_capped_recipes"],
+        "seconds_per_stage": stats["seconds_per_stage"],
+    }
 
 
 def main() -> None:
     """Build both corpora, run the job on each, print one JSON line per corpus and the ratios."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--versions", type=int, default=20000, help="recipes of the one big dish")
-    parser.add_argument("--background", type=int, default=4000, help="other recipes, in dishes of about six")
+    parser.add_argument(
+        "--background", type=int, default=4000, help="other recipes, in dishes of about six"
+    )
     parser.add_argument("--workers", type=int, default=2, help="CPUs of the job's local Ray")
     args = parser.parse_args()
     if not os.path.exists(WEB):
@@ -152,11 +200,22 @@ def main() -> None:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     heavy, even = results["heavy"], results["even"]
-    print(json.dumps({"ratio": "heavy / even", "wall": round(heavy["wall_s"] / even["wall_s"], 2),
-                      "peak_mem": round(heavy["peak_mem_mb"] / even["peak_mem_mb"], 2),
-                      "largest_ray_worker": round(heavy["largest_ray_worker_mb"] / even["largest_ray_worker_mb"], 2),
-                      "max_pairs_per_dish": round(heavy["max_pairs_per_dish"] / max(1, even["max_pairs_per_dish"]),
-                                                  2)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "ratio": "heavy / even",
+                "wall": round(heavy["wall_s"] / even["wall_s"], 2),
+                "peak_mem": round(heavy["peak_mem_mb"] / even["peak_mem_mb"], 2),
+                "largest_ray_worker": round(
+                    heavy["largest_ray_worker_mb"] / even["largest_ray_worker_mb"], 2
+                ),
+                "max_pairs_per_dish": round(
+                    heavy["max_pairs_per_dish"] / max(1, even["max_pairs_per_dish"]), 2
+                ),
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

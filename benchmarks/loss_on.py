@@ -13,6 +13,7 @@ each setting and rewrites each seed's sample, skipping what is done. Writes loss
 step against its source step and the share under 0.2, trigram diversity, the form rules' pass
 share, seconds) and prints the ROUGE-L ratio step / target last.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,27 +25,42 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.quality import form_pass_share, inputs, rewrite_sample, run_job  # noqa: E402
-from rrt.config import load_settings  # noqa: E402
-from rrt.evaluation.metrics import rouge_l_recall, trigram_diversity  # noqa: E402
+from benchmarks.quality import form_pass_share, inputs, rewrite_sample, run_job
+from rrt.config import load_settings
+from rrt.evaluation.metrics import rouge_l_recall, trigram_diversity
 
 SETTINGS = ("step", "target")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The benchmark's flags."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 1)[1])
-    parser.add_argument("--output", default=os.path.join(ROOT, "out", "loss_on"), help="run folder (resumable)")
-    parser.add_argument("--data", help="a prepared folder (default: prepare the real recipes into --output)")
-    parser.add_argument("--model", default="smollm2-135m", help="the pretrained model both settings start from")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
+    parser.add_argument(
+        "--output", default=os.path.join(ROOT, "out", "loss_on"), help="run folder (resumable)"
+    )
+    parser.add_argument(
+        "--data", help="a prepared folder (default: prepare the real recipes into --output)"
+    )
+    parser.add_argument(
+        "--model", default="smollm2-135m", help="the pretrained model both settings start from"
+    )
     parser.add_argument("--steps", type=int, default=40, help="optimizer steps of each setting")
     parser.add_argument("--micro-batch", type=int, default=4, help="examples per worker per step")
-    parser.add_argument("--eval-examples", type=int, default=64, help="dev examples per evaluation while training")
-    parser.add_argument("--num-recipes", type=int, default=24, help="test recipes each run rewrites")
-    parser.add_argument("--seeds", default=f"{load_settings().rewrite.seed},7",
-                        help="comma list: one seeded sample of recipes and draws each (default: rewrite.seed and 7)")
+    parser.add_argument(
+        "--eval-examples", type=int, default=64, help="dev examples per evaluation while training"
+    )
+    parser.add_argument(
+        "--num-recipes", type=int, default=24, help="test recipes each run rewrites"
+    )
+    parser.add_argument(
+        "--seeds",
+        default=f"{load_settings().rewrite.seed},7",
+        help="comma list: one seeded sample of recipes and draws each (default: rewrite.seed and 7)",
+    )
     parser.add_argument("--candidates", type=int, default=10, help="samples per step (best kept)")
     parser.add_argument("--actors", type=int, default=2, help="rewriter actors")
     return parser
@@ -55,15 +71,21 @@ def measure(folder: str) -> dict:
     with open(os.path.join(folder, "rewrites.jsonl"), encoding="utf-8") as handle:
         records = [json.loads(line) for line in handle]
     recipes = [rouge_l_recall(r["rewrite"]["steps"], r["source"]["steps"]) for r in records]
-    steps = [rouge_l_recall([rewrite], [source]) / 100 for r in records
-             for source, rewrite in zip(r["source"]["steps"], r["rewrite"]["steps"])]
+    steps = [
+        rouge_l_recall([rewrite], [source]) / 100
+        for r in records
+        for source, rewrite in zip(r["source"]["steps"], r["rewrite"]["steps"])
+    ]
     written = [s for r in records for s in r["rewrite"]["steps"]]
-    return {"recipes": len(records), "steps": len(steps),
-            "rouge_l_recall": round(sum(recipes) / len(recipes), 2),
-            "step_recall_mean": round(sum(steps) / len(steps), 3),
-            "steps_under_0.2": round(sum(s < 0.2 for s in steps) / len(steps), 3),
-            "trigram_diversity": round(trigram_diversity(written), 3),
-            "form_pass_share": form_pass_share(folder)}
+    return {
+        "recipes": len(records),
+        "steps": len(steps),
+        "rouge_l_recall": round(sum(recipes) / len(recipes), 2),
+        "step_recall_mean": round(sum(steps) / len(steps), 3),
+        "steps_under_0.2": round(sum(s < 0.2 for s in steps) / len(steps), 3),
+        "trigram_diversity": round(trigram_diversity(written), 3),
+        "form_pass_share": form_pass_share(folder),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,31 +104,68 @@ def main(argv: list[str] | None = None) -> int:
         folder = os.path.join(out, "train", setting)
         seconds = 0.0
         if not os.path.exists(os.path.join(folder, "train_stats.json")):
-            flags = ["--variant", "contextual_ing", "--data", data, "--output", folder, "--model", args.model,
-                     "--loss-on", setting, "--max-steps", str(args.steps), "--micro-batch", str(args.micro_batch),
-                     "--eval-examples", str(args.eval_examples)]
+            flags = [
+                "--variant",
+                "contextual_ing",
+                "--data",
+                data,
+                "--output",
+                folder,
+                "--model",
+                args.model,
+                "--loss-on",
+                setting,
+                "--max-steps",
+                str(args.steps),
+                "--micro-batch",
+                str(args.micro_batch),
+                "--eval-examples",
+                str(args.eval_examples),
+            ]
             if os.path.exists(os.path.join(folder, "run.json")):
-                flags.append("--resume")   # a stopped run continues from its checkpoint
+                flags.append("--resume")  # a stopped run continues from its checkpoint
             seconds = run_job("train.py", *flags)
         for seed in seeds:
             rewrites = os.path.join(out, "rewrites", f"{setting}-seed{seed}")
             started = time.perf_counter()
-            rewrite_sample(data, rewrites, "contextual_rule", seed, args.num_recipes, args.candidates, args.actors,
-                           "--model", os.path.join(folder, "model"))
-            runs[f"{setting}-seed{seed}"] = {"setting": setting, "seed": seed, **measure(rewrites),
-                                             "train_s": round(seconds, 1),
-                                             "rewrite_s": round(time.perf_counter() - started, 1)}
-    mean = {s: sum(r["rouge_l_recall"] for r in runs.values() if r["setting"] == s) / len(seeds) for s in SETTINGS}
+            rewrite_sample(
+                data,
+                rewrites,
+                "contextual_rule",
+                seed,
+                args.num_recipes,
+                args.candidates,
+                args.actors,
+                "--model",
+                os.path.join(folder, "model"),
+            )
+            runs[f"{setting}-seed{seed}"] = {
+                "setting": setting,
+                "seed": seed,
+                **measure(rewrites),
+                "train_s": round(seconds, 1),
+                "rewrite_s": round(time.perf_counter() - started, 1),
+            }
+    mean = {
+        s: sum(r["rouge_l_recall"] for r in runs.values() if r["setting"] == s) / len(seeds)
+        for s in SETTINGS
+    }
     summary = {"runs": runs, "mean_rouge_l_recall": mean, "settings": vars(args)}
     with open(os.path.join(out, "loss_on.json"), "w", encoding="utf-8") as handle:
         json.dump(summary, handle, indent=2)
-    print("| run | ROUGE-L recall | step recall (mean) | steps under 0.2 | trigram diversity | form rules |")
+    print(
+        "| run | ROUGE-L recall | step recall (mean) | steps under 0.2 | trigram diversity | form rules |"
+    )
     print("| --- | --- | --- | --- | --- | --- |")
     for name, r in runs.items():
-        print(f"| {name} | {r['rouge_l_recall']:.2f} | {r['step_recall_mean']:.3f} | {r['steps_under_0.2']:.0%} "
-              f"| {r['trigram_diversity']:.3f} | {r['form_pass_share']:.0%} |")
-    print(f"ROUGE-L recall, step / target: {mean['step']:.2f} / {mean['target']:.2f} = "
-          f"{mean['step'] / mean['target']:.2f}x")
+        print(
+            f"| {name} | {r['rouge_l_recall']:.2f} | {r['step_recall_mean']:.3f} | {r['steps_under_0.2']:.0%} "
+            f"| {r['trigram_diversity']:.3f} | {r['form_pass_share']:.0%} |"
+        )
+    print(
+        f"ROUGE-L recall, step / target: {mean['step']:.2f} / {mean['target']:.2f} = "
+        f"{mean['step'] / mean['target']:.2f}x"
+    )
     return 0
 
 

@@ -7,6 +7,7 @@ the uninterrupted one's last.
     python benchmarks/node_failure.py
     python benchmarks/node_failure.py --input ../shared/data/web_recipes/recipes.jsonl --json out/node_failure.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,12 +30,20 @@ TIMINGS = ("seconds_per_stage", "recipes_per_second", "resumed")
 JOB_TIMEOUT_S = 600
 
 
-def run_job(cluster: LocalCluster, args: list[str], kill_at=None) -> tuple[float, float | None, str]:
+def run_job(
+    cluster: LocalCluster, args: list[str], kill_at=None
+) -> tuple[float, float | None, str]:
     """Run a job on the cluster; with `kill_at(lines) -> bool`, kill worker node 0 (and add one) the
     first time it holds. (seconds, seconds into the run of the kill, output)."""
     started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=cluster.env(), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env=cluster.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)
     reader.start()
@@ -46,7 +55,9 @@ def run_job(cluster: LocalCluster, args: list[str], kill_at=None) -> tuple[float
             cluster.add()
         if time.perf_counter() - started > JOB_TIMEOUT_S:
             process.kill()
-            raise SystemExit(f"{args[0]} ran past {JOB_TIMEOUT_S}s; its last output:\n{''.join(lines)[-3000:]}")
+            raise SystemExit(
+                f"{args[0]} ran past {JOB_TIMEOUT_S}s; its last output:\n{''.join(lines)[-3000:]}"
+            )
         time.sleep(0.05)
     reader.join(timeout=30)
     out = "".join(lines)
@@ -82,8 +93,15 @@ def train_config(folder: str) -> str:
     from rrt.config import load_config
 
     config = load_config(os.path.join(ROOT, "ray_config.yaml"), "local")
-    config["train"].update(model="tiny", cpus_per_worker=1.5, checkpoint_interval=5, eval_interval=5, eval_examples=64, log_interval=1,
-                           tiny={**config["train"]["tiny"], "n_layer": 2, "n_head": 4, "n_embd": 128})
+    config["train"].update(
+        model="tiny",
+        cpus_per_worker=1.5,
+        checkpoint_interval=5,
+        eval_interval=5,
+        eval_examples=64,
+        log_interval=1,
+        tiny={**config["train"]["tiny"], "n_layer": 2, "n_head": 4, "n_embd": 128},
+    )
     config.pop("profile", None)
     path = os.path.join(folder, "train_config.yaml")
     with open(path, "w", encoding="utf-8") as handle:
@@ -106,31 +124,70 @@ def checkpoints(folder: str) -> int:
 def training_row(cluster: LocalCluster, work: str, steps: int) -> dict:
     """Two training workers, one per node, uninterrupted and with one node killed after a checkpoint."""
     config = train_config(work)
-    train = ["jobs/train.py", "--variant", "contextual", "--data", f"{work}/prepared", "--config", config,
-             "--num-workers", "2", "--max-steps", str(steps), "--output"]
+    train = [
+        "jobs/train.py",
+        "--variant",
+        "contextual",
+        "--data",
+        f"{work}/prepared",
+        "--config",
+        config,
+        "--num-workers",
+        "2",
+        "--max-steps",
+        str(steps),
+        "--output",
+    ]
     clean, _, _ = run_job(cluster, [*train, f"{work}/train"])
-    hit, at, out = run_job(cluster, [*train, f"{work}/train-killed"],
-                           lambda lines: checkpoints(f"{work}/train-killed") >= 2)
-    restarts = sum("restart" in line.lower() or "failure" in line.lower() for line in out.splitlines())
+    hit, at, out = run_job(
+        cluster,
+        [*train, f"{work}/train-killed"],
+        lambda lines: checkpoints(f"{work}/train-killed") >= 2,
+    )
+    restarts = sum(
+        "restart" in line.lower() or "failure" in line.lower() for line in out.splitlines()
+    )
     logged = [r["step"] for r in metrics(f"{work}/train-killed") if r.get("train_loss") is not None]
     redone = len(logged) - len(set(logged))
-    last = {name: [r["eval_loss"] for r in metrics(f"{work}/{name}") if r.get("eval_loss") is not None][-1]
-            for name in ("train", "train-killed")}
-    print(f"training: dev loss uninterrupted {last['train']:.3f}, with a node killed {last['train-killed']:.3f}; "
-          f"{redone} logged steps run twice (the work since the last checkpoint); {restarts} lines of the job "
-          "name a failure or restart")
-    return {"job": "train", "uninterrupted_s": clean, "killed_s": hit, "killed_at_s": at,
-            "output_equal": max(logged) == steps, "dev_loss": last, "steps_redone": redone}
+    last = {
+        name: [r["eval_loss"] for r in metrics(f"{work}/{name}") if r.get("eval_loss") is not None][
+            -1
+        ]
+        for name in ("train", "train-killed")
+    }
+    print(
+        f"training: dev loss uninterrupted {last['train']:.3f}, with a node killed {last['train-killed']:.3f}; "
+        f"{redone} logged steps run twice (the work since the last checkpoint); {restarts} lines of the job "
+        "name a failure or restart"
+    )
+    return {
+        "job": "train",
+        "uninterrupted_s": clean,
+        "killed_s": hit,
+        "killed_at_s": at,
+        "output_equal": max(logged) == steps,
+        "dev_loss": last,
+        "steps_redone": redone,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run both jobs twice on a fresh multi-node cluster and print the table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--input", default=str(SAMPLE), help="recipes to prepare (default: the bundled sample)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--input", default=str(SAMPLE), help="recipes to prepare (default: the bundled sample)"
+    )
     parser.add_argument("--workers", type=int, default=2, help="worker nodes (default 2)")
-    parser.add_argument("--train-steps", type=int, default=40,
-                        help="steps of the two-worker training run, checkpointed every 5 (0: no training run)")
+    parser.add_argument(
+        "--train-steps",
+        type=int,
+        default=40,
+        help="steps of the two-worker training run, checkpointed every 5 (0: no training run)",
+    )
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args(argv)
     work = tempfile.mkdtemp(prefix="rrt-node-failure-")
@@ -140,31 +197,70 @@ def main(argv: list[str] | None = None) -> int:
     with LocalCluster(workers=args.workers, cpus=2) as cluster:
         prepare = ["jobs/prepare_data.py", "--input", args.input, "--output"]
         clean, _, _ = run_job(cluster, [*prepare, f"{work}/prepared"])
-        hit, at, _ = run_job(cluster, [*prepare, f"{work}/prepared-killed"],
-                             lambda lines: any("[prepare_data] writing" in line for line in lines))
+        hit, at, _ = run_job(
+            cluster,
+            [*prepare, f"{work}/prepared-killed"],
+            lambda lines: any("[prepare_data] writing" in line for line in lines),
+        )
         same = prepared_stats(f"{work}/prepared") == prepared_stats(f"{work}/prepared-killed")
-        rows.append({"job": "prepare_data", "uninterrupted_s": clean, "killed_s": hit, "killed_at_s": at,
-                     "output_equal": same})
+        rows.append(
+            {
+                "job": "prepare_data",
+                "uninterrupted_s": clean,
+                "killed_s": hit,
+                "killed_at_s": at,
+                "output_equal": same,
+            }
+        )
         model = tiny_model(f"{work}/model")
-        rewrite = ["jobs/rewrite.py", "--data", f"{work}/prepared", "--split", "test", "--system", "contextual",
-                   "--model", model, "--actors", str(args.workers), "--batch-recipes", "1", "--output"]
+        rewrite = [
+            "jobs/rewrite.py",
+            "--data",
+            f"{work}/prepared",
+            "--split",
+            "test",
+            "--system",
+            "contextual",
+            "--model",
+            model,
+            "--actors",
+            str(args.workers),
+            "--batch-recipes",
+            "1",
+            "--output",
+        ]
         clean, _, _ = run_job(cluster, [*rewrite, f"{work}/rw"])
         written = f"{work}/rw-killed/rewrites.jsonl"
-        hit, at, _ = run_job(cluster, [*rewrite, f"{work}/rw-killed"], lambda lines: lines_in(written) >= 2)
+        hit, at, _ = run_job(
+            cluster, [*rewrite, f"{work}/rw-killed"], lambda lines: lines_in(written) >= 2
+        )
         keys, baseline = rewrite_keys(f"{work}/rw-killed"), rewrite_keys(f"{work}/rw")
-        rows.append({"job": "rewrite", "uninterrupted_s": clean, "killed_s": hit, "killed_at_s": at,
-                     "output_equal": set(keys) == set(baseline) and set(keys.values()) == {1}})
+        rows.append(
+            {
+                "job": "rewrite",
+                "uninterrupted_s": clean,
+                "killed_s": hit,
+                "killed_at_s": at,
+                "output_equal": set(keys) == set(baseline) and set(keys.values()) == {1},
+            }
+        )
         if args.train_steps:
             rows.append(training_row(cluster, work, args.train_steps))
-    print(f"{'job':<14} {'uninterrupted s':>16} {'node killed s':>14} {'killed at s':>12} {'output equal':>13}")
+    print(
+        f"{'job':<14} {'uninterrupted s':>16} {'node killed s':>14} {'killed at s':>12} {'output equal':>13}"
+    )
     for row in rows:
-        print(f"{row['job']:<14} {row['uninterrupted_s']:>16.1f} {row['killed_s']:>14.1f} "
-              f"{row['killed_at_s'] or 0:>12.1f} {row['output_equal']!s:>13}")
+        print(
+            f"{row['job']:<14} {row['uninterrupted_s']:>16.1f} {row['killed_s']:>14.1f} "
+            f"{row['killed_at_s'] or 0:>12.1f} {row['output_equal']!s:>13}"
+        )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(rows, handle, indent=2)
     for row in rows:
-        print(f"{row['job']}: time with a node killed / uninterrupted = {row['killed_s'] / row['uninterrupted_s']:.2f}")
+        print(
+            f"{row['job']}: time with a node killed / uninterrupted = {row['killed_s'] / row['uninterrupted_s']:.2f}"
+        )
     return 0 if all(r["output_equal"] for r in rows) else 1
 
 

@@ -13,6 +13,7 @@ prompt shares with the next step's can be prefilled once (`reuse_prefix`, off by
 here as a third run).
 Prints rewritten steps per second of each, the ratio ours / straightforward last.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,31 +25,49 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from rrt.config import load_settings  # noqa: E402
-from rrt.modelling.loading import build_rewriter, load_model  # noqa: E402
-from rrt.modelling.prompts import step_prompt  # noqa: E402
-from rrt.modelling.rewriter import Rewriter, RewriteTask, step_context  # noqa: E402
-from rrt.modelling.sampling import SamplingSettings  # noqa: E402
-from rrt.modelling.selection import select_best  # noqa: E402
+from rrt.config import load_settings
+from rrt.modelling.loading import build_rewriter, load_model
+from rrt.modelling.prompts import step_prompt
+from rrt.modelling.rewriter import Rewriter, RewriteTask, step_context
+from rrt.modelling.sampling import SamplingSettings
+from rrt.modelling.selection import select_best
 
 
 def load_tasks(data: str, count: int) -> list[RewriteTask]:
     """The first `count` test-split sources of a prepared folder, with their pair constraint."""
     import pyarrow.parquet as pq
 
-    pairs = pq.read_table(os.path.join(data, "recipe_pairs"), columns=["source_id", "constraint", "split"]).to_pylist()
+    pairs = pq.read_table(
+        os.path.join(data, "recipe_pairs"), columns=["source_id", "constraint", "split"]
+    ).to_pylist()
     keys = sorted({(p["source_id"], p["constraint"]) for p in pairs})[:count]
-    recipes = {r["id"]: r for r in pq.read_table(os.path.join(data, "recipes"),
-                                                 columns=["id", "title", "ingredients", "steps"]).to_pylist()}
-    return [RewriteTask(sid, [c], {k: recipes[sid][k] for k in ("title", "ingredients", "steps")}, seed=13)
-            for sid, c in keys if sid in recipes]
+    recipes = {
+        r["id"]: r
+        for r in pq.read_table(
+            os.path.join(data, "recipes"), columns=["id", "title", "ingredients", "steps"]
+        ).to_pylist()
+    }
+    return [
+        RewriteTask(
+            sid, [c], {k: recipes[sid][k] for k in ("title", "ingredients", "steps")}, seed=13
+        )
+        for sid, c in keys
+        if sid in recipes
+    ]
 
 
 def input_arguments(parser: argparse.ArgumentParser, recipes: int, model: str) -> None:
     """The flags `load_inputs` reads: --model (default `model`), --data, --recipes, --threads."""
-    parser.add_argument("--model", default=model, help="a trained step-by-step model folder (default: the make demo one)")
-    parser.add_argument("--data", default=os.path.join(ROOT, "out", "demo", "prepared"),
-                        help="prepare_data output folder whose test recipes are rewritten")
+    parser.add_argument(
+        "--model",
+        default=model,
+        help="a trained step-by-step model folder (default: the make demo one)",
+    )
+    parser.add_argument(
+        "--data",
+        default=os.path.join(ROOT, "out", "demo", "prepared"),
+        help="prepare_data output folder whose test recipes are rewritten",
+    )
     parser.add_argument("--recipes", type=int, default=recipes, help="recipes to rewrite")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (CPU)")
 
@@ -64,11 +83,15 @@ def load_inputs(args):
     torch.set_num_threads(args.threads)
     model = load_model(args.model, args.device)
     if model.system is None:
-        raise SystemExit(f"{args.model} holds a {model.meta.get('variant')} model, which does not rewrite recipes")
+        raise SystemExit(
+            f"{args.model} holds a {model.meta.get('variant')} model, which does not rewrite recipes"
+        )
     return model, load_tasks(args.data, args.recipes)
 
 
-def straightforward(rewriter: Rewriter, tasks: list[RewriteTask], stops: list[int] | None = None) -> int:
+def straightforward(
+    rewriter: Rewriter, tasks: list[RewriteTask], stops: list[int] | None = None
+) -> int:
     """The paper's loop: per recipe, per step, one generate() call with ten return sequences
     (ending at the variant's stop tokens, or `stops` when given; [] runs every step to the end),
     never writing the tokens the engine bans."""
@@ -81,24 +104,37 @@ def straightforward(rewriter: Rewriter, tasks: list[RewriteTask], stops: list[in
     for task in tasks:
         state = rewriter.start(task)
         while not state.finished:
-            text = step_prompt(rewriter.variant, task.source, state.step, state.done, task.constraints[0],
-                               state.rewritten)
+            text = step_prompt(
+                rewriter.variant,
+                task.source,
+                state.step,
+                state.done,
+                task.constraints[0],
+                state.rewritten,
+            )
             ids = rewriter.prompt_ids(text, rewriter.variant)
             if ids is None:
                 state.done.append(state.guide_steps[state.step])
             else:
                 torch.manual_seed(task.seed + state.step)
                 with torch.no_grad():
-                    out = lm.generate(torch.tensor([ids], device=rewriter.device),
-                                      attention_mask=torch.ones((1, len(ids)), dtype=torch.long,
-                                                                device=rewriter.device),
-                                      do_sample=True, top_k=settings.top_k, top_p=settings.top_p,
-                                      temperature=settings.temperature, num_return_sequences=settings.candidates,
-                                      max_new_tokens=settings.max_new_tokens, eos_token_id=stops or None,
-                                      pad_token_id=tok.pad_token_id,
-                                      suppress_tokens=list(rewriter._banned_ids(tok)) or None)
+                    out = lm.generate(
+                        torch.tensor([ids], device=rewriter.device),
+                        attention_mask=torch.ones(
+                            (1, len(ids)), dtype=torch.long, device=rewriter.device
+                        ),
+                        do_sample=True,
+                        top_k=settings.top_k,
+                        top_p=settings.top_p,
+                        temperature=settings.temperature,
+                        num_return_sequences=settings.candidates,
+                        max_new_tokens=settings.max_new_tokens,
+                        eos_token_id=stops or None,
+                        pad_token_id=tok.pad_token_id,
+                        suppress_tokens=list(rewriter._banned_ids(tok)) or None,
+                    )
                 texts = []
-                for row in out[:, len(ids):].tolist():
+                for row in out[:, len(ids) :].tolist():
                     cut = next((i for i, t in enumerate(row) if t in stops), len(row))
                     texts.append(rewriter.decode(row[:cut]))
                 chosen, _ = select_best(texts, step_context(state, state.step))
@@ -113,15 +149,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     input_arguments(parser, 24, os.path.join(ROOT, "out", "demo", "contextual_rule", "model"))
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--use-gpu", action="store_true", help="both engines on the GPU (--device cuda)")
-    parser.add_argument("--decode", choices=("host", "device"),
-                        help="ours: where tokens are drawn (default: rewrite.decode)")
-    parser.add_argument("--batch-prompts", type=int, default=64, help="prompts per forward pass (ours)")
-    parser.add_argument("--decode-step", choices=("auto", "dynamic", "static", "graph"),
-                        help="ours: how a decode step runs (default: rewrite.decode_step; auto: graph on CUDA)")
-    parser.add_argument("--prompt-cache", choices=("auto", "copied", "shared"),
-                        help="ours, static and graph steps: each prompt's cache copied per candidate or held once "
-                             "(default: rewrite.prompt_cache)")
+    parser.add_argument(
+        "--use-gpu", action="store_true", help="both engines on the GPU (--device cuda)"
+    )
+    parser.add_argument(
+        "--decode",
+        choices=("host", "device"),
+        help="ours: where tokens are drawn (default: rewrite.decode)",
+    )
+    parser.add_argument(
+        "--batch-prompts", type=int, default=64, help="prompts per forward pass (ours)"
+    )
+    parser.add_argument(
+        "--decode-step",
+        choices=("auto", "dynamic", "static", "graph"),
+        help="ours: how a decode step runs (default: rewrite.decode_step; auto: graph on CUDA)",
+    )
+    parser.add_argument(
+        "--prompt-cache",
+        choices=("auto", "copied", "shared"),
+        help="ours, static and graph steps: each prompt's cache copied per candidate or held once "
+        "(default: rewrite.prompt_cache)",
+    )
     args = parser.parse_args()
     if args.use_gpu:
         args.device = "cuda"
@@ -132,8 +181,10 @@ def main() -> None:
     settings["decode_step"] = args.decode_step or settings["decode_step"]
     settings["prompt_cache"] = args.prompt_cache or settings["prompt_cache"]
     paper = SamplingSettings.from_config(settings)
-    engines = {reuse: build_rewriter(model, {**settings, "reuse_prefix": reuse}, paper.candidates, False)
-               for reuse in (False, True)}
+    engines = {
+        reuse: build_rewriter(model, {**settings, "reuse_prefix": reuse}, paper.candidates, False)
+        for reuse in (False, True)
+    }
     results = {}
     for name in ("straightforward", "ours_with_prefix_reuse", "ours"):
         started = time.perf_counter()
@@ -143,13 +194,32 @@ def main() -> None:
             steps = sum(len(r["rewrite"]["steps"]) for r in engines[name != "ours"].rewrite(tasks))
         seconds = time.perf_counter() - started
         results[name] = steps / seconds
-        print(json.dumps({"engine": name, "recipes": len(tasks), "steps": steps, "seconds": round(seconds, 2),
-                          "steps_per_s": round(steps / seconds, 3), "device": args.device,
-                          "decode": engines[False].decode_on, "decode_step": engines[False].decode_step,
-                          "prompt_cache": engines[False].prompt_cache}),
-              flush=True)
-    print(json.dumps({"ratio_ours_over_straightforward": round(results["ours"] / results["straightforward"], 2),
-                      "target": 3.0}))
+        print(
+            json.dumps(
+                {
+                    "engine": name,
+                    "recipes": len(tasks),
+                    "steps": steps,
+                    "seconds": round(seconds, 2),
+                    "steps_per_s": round(steps / seconds, 3),
+                    "device": args.device,
+                    "decode": engines[False].decode_on,
+                    "decode_step": engines[False].decode_step,
+                    "prompt_cache": engines[False].prompt_cache,
+                }
+            ),
+            flush=True,
+        )
+    print(
+        json.dumps(
+            {
+                "ratio_ours_over_straightforward": round(
+                    results["ours"] / results["straightforward"], 2
+                ),
+                "target": 3.0,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ first token where they part. `--peaky` scales the embedding (tied to the LM head
 next-token distributions are as sharp as a trained model's instead of nearly flat; rounding then
 rarely changes a draw. TF32 is off, so fp32 rows compare exact arithmetic orders only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,7 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def agreement(out: dict, a: str, b: str, first: int | None = None) -> float:
     """Share of candidates whose tokens (the first `first`) are the same under decode steps a and b."""
-    pairs = [(x[:first], y[:first]) for ra, rb in zip(out[a], out[b]) for x, y in zip(ra.tokens, rb.tokens)]
+    pairs = [
+        (x[:first], y[:first])
+        for ra, rb in zip(out[a], out[b])
+        for x, y in zip(ra.tokens, rb.tokens)
+    ]
     return round(sum(x == y for x, y in pairs) / len(pairs), 3)
 
 
@@ -66,17 +71,33 @@ def main(argv: list[str] | None = None) -> int:
     torch.backends.cudnn.allow_tf32 = False
     heads = max(1, args.width // 64)
     if args.family == "gpt2":
-        config = GPT2Config(vocab_size=8000, n_layer=args.layers, n_head=heads, n_embd=args.width, n_positions=1024)
+        config = GPT2Config(
+            vocab_size=8000, n_layer=args.layers, n_head=heads, n_embd=args.width, n_positions=1024
+        )
     else:
-        config = LlamaConfig(vocab_size=8000, num_hidden_layers=args.layers, hidden_size=args.width,
-                             intermediate_size=args.width * 8 // 3, num_attention_heads=heads,
-                             num_key_value_heads=heads // 4 if heads % 4 == 0 else heads,
-                             max_position_embeddings=1024, tie_word_embeddings=True)
+        config = LlamaConfig(
+            vocab_size=8000,
+            num_hidden_layers=args.layers,
+            hidden_size=args.width,
+            intermediate_size=args.width * 8 // 3,
+            num_attention_heads=heads,
+            num_key_value_heads=heads // 4 if heads % 4 == 0 else heads,
+            max_position_embeddings=1024,
+            tie_word_embeddings=True,
+        )
     draw = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(10, 7990, (int(torch.randint(60, 200, (1,), generator=draw)),), generator=draw).tolist()
-               for _ in range(16)]
+    prompts = [
+        torch.randint(
+            10, 7990, (int(torch.randint(60, 200, (1,), generator=draw)),), generator=draw
+        ).tolist()
+        for _ in range(16)
+    ]
     # (decode step, prompt cache) of each way compared; "shared" holds each prompt's cache once.
-    ways = {"dynamic": ("dynamic", "copied"), "static": ("static", "copied"), "shared": ("static", "shared")}
+    ways = {
+        "dynamic": ("dynamic", "copied"),
+        "static": ("static", "copied"),
+        "shared": ("static", "shared"),
+    }
     if args.device == "cuda":
         ways["graph"] = ("graph", "copied")
     for dtype in args.dtypes.split(","):
@@ -85,20 +106,43 @@ def main(argv: list[str] | None = None) -> int:
                 torch.manual_seed(1)
                 lm = AutoModelForCausalLM.from_config(config).eval()
                 with torch.no_grad():
-                    lm.get_input_embeddings().weight.mul_(peaky)   # tied to the LM head
+                    lm.get_input_embeddings().weight.mul_(peaky)  # tied to the LM head
                 lm = lm.to(args.device, getattr(torch, dtype))
-                settings = SamplingSettings(top_k=top_k, top_p=1.0, temperature=1.0, candidates=10,
-                                            max_new_tokens=args.new_tokens)
+                settings = SamplingSettings(
+                    top_k=top_k,
+                    top_p=1.0,
+                    temperature=1.0,
+                    candidates=10,
+                    max_new_tokens=args.new_tokens,
+                )
                 with torch.no_grad():
-                    out = {name: sample_candidates(lm, prompts, list(range(len(prompts))), set(), 0, settings,
-                                                   device=args.device, step=step, prompt_cache=cache)
-                           for name, (step, cache) in ways.items()}
-                row = {"family": args.family, "dtype": dtype, "peaky": peaky, "top_k": top_k,
-                       "static = dynamic": agreement(out, "static", "dynamic"),
-                       "static = dynamic, first 8": agreement(out, "static", "dynamic", 8),
-                       "first differing token": first_difference(out, "static", "dynamic", args.new_tokens),
-                       "shared = dynamic": agreement(out, "shared", "dynamic"),
-                       "shared = static": agreement(out, "shared", "static")}
+                    out = {
+                        name: sample_candidates(
+                            lm,
+                            prompts,
+                            list(range(len(prompts))),
+                            set(),
+                            0,
+                            settings,
+                            device=args.device,
+                            step=step,
+                            prompt_cache=cache,
+                        )
+                        for name, (step, cache) in ways.items()
+                    }
+                row = {
+                    "family": args.family,
+                    "dtype": dtype,
+                    "peaky": peaky,
+                    "top_k": top_k,
+                    "static = dynamic": agreement(out, "static", "dynamic"),
+                    "static = dynamic, first 8": agreement(out, "static", "dynamic", 8),
+                    "first differing token": first_difference(
+                        out, "static", "dynamic", args.new_tokens
+                    ),
+                    "shared = dynamic": agreement(out, "shared", "dynamic"),
+                    "shared = static": agreement(out, "shared", "static"),
+                }
                 if "graph" in out:
                     row["graph = static"] = agreement(out, "graph", "static")
                 print(json.dumps(row), flush=True)

@@ -21,6 +21,7 @@ Prompts: every step's Contextual prompt (the whole document), tokenized one at a
 round's prompts in one call (the rewriter's way), with the tiny tokenizer trained on the corpus
 or `--tokenizer`'s; the ids must be the same. Prints the ratio of the two last.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,15 +34,14 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from rrt.modelling import selection  # noqa: E402
-from rrt.modelling.models import TINY, load_tokenizer  # noqa: E402
-from rrt.modelling.prompts import step_prompt  # noqa: E402
-from rrt.modelling.selection import StepContext, select_best, source_word_set  # noqa: E402
-from rrt.recipes.ingredients import ingredient_name  # noqa: E402
-from rrt.recipes.loaders import read_recipes  # noqa: E402
-from rrt.recipes.tagger import parse_constraints  # noqa: E402
-from testing.shared_data import web_recipes_or_sample  # noqa: E402
-
+from rrt.modelling import selection
+from rrt.modelling.models import TINY, load_tokenizer
+from rrt.modelling.prompts import step_prompt
+from rrt.modelling.selection import StepContext, select_best, source_word_set
+from rrt.recipes.ingredients import ingredient_name
+from rrt.recipes.loaders import read_recipes
+from rrt.recipes.tagger import parse_constraints
+from testing.shared_data import web_recipes_or_sample
 
 
 def steps_to_score(recipes, candidates: int) -> list[tuple]:
@@ -51,15 +51,28 @@ def steps_to_score(recipes, candidates: int) -> list[tuple]:
         steps = [s for s in recipe.steps if s.strip()]
         if not steps:
             continue
-        names, words = [ingredient_name(line) for line in recipe.ingredients], source_word_set(recipe)
+        names, words = (
+            [ingredient_name(line) for line in recipe.ingredients],
+            source_word_set(recipe),
+        )
         for i, step in enumerate(steps):
-            jobs.append((step, names, words, [steps[(i + k) % len(steps)] for k in range(min(candidates, len(steps)))]))
+            jobs.append(
+                (
+                    step,
+                    names,
+                    words,
+                    [steps[(i + k) % len(steps)] for k in range(min(candidates, len(steps)))],
+                )
+            )
     return jobs
 
 
 def choose_all(jobs: list[tuple], constraints: list[str]) -> list:
     """The best candidate and every score, for each step."""
-    return [select_best(texts, StepContext(constraints, step, names, words)) for step, names, words, texts in jobs]
+    return [
+        select_best(texts, StepContext(constraints, step, names, words))
+        for step, names, words, texts in jobs
+    ]
 
 
 def rule_seconds(jobs: list[tuple], constraints: list[str]) -> dict[str, float]:
@@ -78,8 +91,10 @@ def rule_seconds(jobs: list[tuple], constraints: list[str]) -> dict[str, float]:
 def prompt_seconds(tokenizer, prompts: list[str], size: int, repeats: int) -> tuple[float, float]:
     """Fastest seconds to tokenize every prompt one at a time, and in rounds of `size`; the ids must agree."""
     alone = [tokenizer.encode(text, add_special_tokens=False) for text in prompts]
-    rounds = [prompts[i:i + size] for i in range(0, len(prompts), size)]
-    together = [ids for batch in rounds for ids in tokenizer(batch, add_special_tokens=False)["input_ids"]]
+    rounds = [prompts[i : i + size] for i in range(0, len(prompts), size)]
+    together = [
+        ids for batch in rounds for ids in tokenizer(batch, add_special_tokens=False)["input_ids"]
+    ]
     if alone != together:
         raise SystemExit("a round tokenized together gave other ids than one prompt at a time")
     one, many = [], []
@@ -97,14 +112,27 @@ def prompt_seconds(tokenizer, prompts: list[str], size: int, repeats: int) -> tu
 
 def main(argv: list[str] | None = None) -> int:
     """Score every real step's candidates and tokenize every step's prompt; print the prompt ratio last."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--constraints", default="vegan", help="constraints the candidates are judged by")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--constraints", default="vegan", help="constraints the candidates are judged by"
+    )
     parser.add_argument("--candidates", type=int, default=10, help="candidates per step")
-    parser.add_argument("--repeats", type=int, default=3, help="timed passes over every step (the fastest counts)")
-    parser.add_argument("--tokenizer", default=TINY, help="a model folder or name whose tokenizer encodes the "
-                        "prompts (default: the tiny one, trained on the corpus)")
-    parser.add_argument("--round", type=int, default=8, help="prompts tokenized in one call (recipes in a round)")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed passes over every step (the fastest counts)"
+    )
+    parser.add_argument(
+        "--tokenizer",
+        default=TINY,
+        help="a model folder or name whose tokenizer encodes the "
+        "prompts (default: the tiny one, trained on the corpus)",
+    )
+    parser.add_argument(
+        "--round", type=int, default=8, help="prompts tokenized in one call (recipes in a round)"
+    )
     args = parser.parse_args(argv)
     try:
         constraints = parse_constraints(args.constraints)
@@ -115,14 +143,20 @@ def main(argv: list[str] | None = None) -> int:
     corpus = web_recipes_or_sample()
     recipes = list(read_recipes([corpus]))
     jobs = steps_to_score(recipes, args.candidates)
-    sources = [{"title": r.title, "ingredients": list(r.ingredients), "steps": list(r.steps)} for r in recipes]
-    prompts = [step_prompt("contextual", source, n, source["steps"][:n], constraints[0])
-               for source in sources for n in range(len(source["steps"]))]
+    sources = [
+        {"title": r.title, "ingredients": list(r.ingredients), "steps": list(r.steps)}
+        for r in recipes
+    ]
+    prompts = [
+        step_prompt("contextual", source, n, source["steps"][:n], constraints[0])
+        for source in sources
+        for n in range(len(source["steps"]))
+    ]
     try:
         tokenizer = load_tokenizer(args.tokenizer, prompts[::10])
     except (OSError, ValueError) as err:
         parser.error(f"no tokenizer at {args.tokenizer}: {err}")
-    chosen = choose_all(jobs, constraints)   # also fills the dictionary's and the matchers' caches
+    chosen = choose_all(jobs, constraints)  # also fills the dictionary's and the matchers' caches
     digest = hashlib.sha256(json.dumps(chosen, sort_keys=True).encode()).hexdigest()[:16]
     passes = []
     for _ in range(args.repeats):
@@ -134,15 +168,25 @@ def main(argv: list[str] | None = None) -> int:
     # Milliseconds for a step of N candidates: short recipes give fewer, so time is per candidate.
     scored = sum(len(texts) for *_, texts in jobs)
     per_step = 1000 * args.candidates / scored
-    print(f"{len(jobs)} steps of {os.path.relpath(corpus, ROOT)}, {scored} candidates,"
-          f" constraints {','.join(constraints)}; scores digest {digest}")
+    print(
+        f"{len(jobs)} steps of {os.path.relpath(corpus, ROOT)}, {scored} candidates,"
+        f" constraints {','.join(constraints)}; scores digest {digest}"
+    )
     for name, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):
         print(f"  {name:<22} {per_step * seconds:6.3f} ms a step ({100 * seconds / total:4.1f}%)")
-    print("passes: " + ", ".join(f"{per_step * s:.3f}" for s in passes) + f" ms a step of {args.candidates}")
-    print(f"selection, ms a step of {args.candidates} candidates (fastest pass): {per_step * min(passes):.3f}")
+    print(
+        "passes: "
+        + ", ".join(f"{per_step * s:.3f}" for s in passes)
+        + f" ms a step of {args.candidates}"
+    )
+    print(
+        f"selection, ms a step of {args.candidates} candidates (fastest pass): {per_step * min(passes):.3f}"
+    )
     one, many = prompt_seconds(tokenizer, prompts, args.round, args.repeats)
-    print(f"prompts: {len(prompts)}, tokenizer {args.tokenizer}; ms a prompt one at a time "
-          f"{1000 * one / len(prompts):.3f}, in rounds of {args.round} {1000 * many / len(prompts):.3f}")
+    print(
+        f"prompts: {len(prompts)}, tokenizer {args.tokenizer}; ms a prompt one at a time "
+        f"{1000 * one / len(prompts):.3f}, in rounds of {args.round} {1000 * many / len(prompts):.3f}"
+    )
     print(f"prompt tokenizing, one at a time / rounds of {args.round}: {one / many:.2f}")
     return 0
 

@@ -12,6 +12,7 @@ each match against every allowed phrase's span is quadratic there. Also prints h
 real recipes take (../shared/data web recipes when present, else data/sample), so a change
 for the odd case can be checked against the usual one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,11 +23,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from rrt.recipes.loaders import read_recipes  # noqa: E402
-from rrt.recipes.recipe import Recipe  # noqa: E402
-from rrt.recipes.tagger import parse_constraints, tag_recipe  # noqa: E402
-from testing.shared_data import web_recipes_or_sample  # noqa: E402
-
+from rrt.recipes.loaders import read_recipes
+from rrt.recipes.recipe import Recipe
+from rrt.recipes.tagger import parse_constraints, tag_recipe
+from testing.shared_data import web_recipes_or_sample
 
 
 def odd_step(mentions: int) -> str:
@@ -54,10 +54,17 @@ def best_time(recipe: Recipe, constraints: list[str], repeats: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     """Time the odd steps and the real corpus; print the per-mention ratio last."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mentions", type=int, nargs="+", default=[50, 400, 4000], help="mentions per step")
-    parser.add_argument("--repeats", type=int, default=5, help="timings per size (the fastest counts)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--mentions", type=int, nargs="+", default=[50, 400, 4000], help="mentions per step"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="timings per size (the fastest counts)"
+    )
     args = parser.parse_args(argv)
     if len(args.mentions) < 2 or min(args.mentions) < 1:
         parser.error("give at least two sizes, each at least 1")
@@ -69,21 +76,30 @@ def main(argv: list[str] | None = None) -> int:
     for recipe in recipes:
         tag_recipe(recipe, constraints)
     seconds = time.perf_counter() - started
-    print(f"real recipes ({os.path.relpath(corpus, ROOT)}): {len(recipes)} in {seconds:.2f}s, "
-          f"{1000 * seconds / max(1, len(recipes)):.2f} ms per recipe")
+    print(
+        f"real recipes ({os.path.relpath(corpus, ROOT)}): {len(recipes)} in {seconds:.2f}s, "
+        f"{1000 * seconds / max(1, len(recipes)):.2f} ms per recipe"
+    )
     ratios = {}
     for kind, make in KINDS.items():
         per_mention = {}
         for n in args.mentions:
             step = make(n)
-            took = best_time(Recipe("odd", "Soup", ["1 cup water"], [step]), constraints, args.repeats)
+            took = best_time(
+                Recipe("odd", "Soup", ["1 cup water"], [step]), constraints, args.repeats
+            )
             per_mention[n] = took / n
-            print(f"{kind:>15}, {n:>6} mentions ({len(step):>7} characters): {1000 * took:9.2f} ms, "
-                  f"{1e6 * per_mention[n]:7.1f} us per mention")
+            print(
+                f"{kind:>15}, {n:>6} mentions ({len(step):>7} characters): {1000 * took:9.2f} ms, "
+                f"{1e6 * per_mention[n]:7.1f} us per mention"
+            )
         small, large = min(args.mentions), max(args.mentions)
         ratios[kind] = per_mention[large] / per_mention[small]
-    print("time per mention, " + ", ".join(f"{kind} {r:.2f}" for kind, r in ratios.items())
-          + f" ({max(args.mentions)} / {min(args.mentions)} mentions); worst: {max(ratios.values()):.2f}")
+    print(
+        "time per mention, "
+        + ", ".join(f"{kind} {r:.2f}" for kind, r in ratios.items())
+        + f" ({max(args.mentions)} / {min(args.mentions)} mentions); worst: {max(ratios.values()):.2f}"
+    )
     return 0
 
 

@@ -1,4 +1,5 @@
 """`python -m cli`: the same as the `rrt` command."""
+
 from cli.main import main
 
 raise SystemExit(main())

@@ -1,23 +1,24 @@
 """`rrt`: command-line tools over recipe corpora.
 
-    rrt convert corpus.csv --rejects rejects.jsonl > recipes.jsonl
-    rrt tag --constraint vegan,nut-free recipes.jsonl
-    rrt substitute --constraint vegan recipes.jsonl | rrt tag --constraint vegan
-    rrt ingredients recipes.jsonl
-    rrt survey --constraint all data/sample/recipes.jsonl
-    rrt align source.json target.json [--table out/prepared/translation_table.npz]
-    rrt serve --model out/demo/grounded_rule/model [--port 8000]
-    rrt show out/demo/rewrites/grounded_rule_constrained --recipes 3
-    rrt judge create --study out/study --rewrites out/demo/rewrites/contextual_rule,out/demo/rewrites/rule_based
-    rrt judge serve --study out/study     (then: rrt judge report --study out/study)
+rrt convert corpus.csv --rejects rejects.jsonl > recipes.jsonl
+rrt tag --constraint vegan,nut-free recipes.jsonl
+rrt substitute --constraint vegan recipes.jsonl | rrt tag --constraint vegan
+rrt ingredients recipes.jsonl
+rrt survey --constraint all data/sample/recipes.jsonl
+rrt align source.json target.json [--table out/prepared/translation_table.npz]
+rrt serve --model out/demo/grounded_rule/model [--port 8000]
+rrt show out/demo/rewrites/grounded_rule_constrained --recipes 3
+rrt judge create --study out/study --rewrites out/demo/rewrites/contextual_rule,out/demo/rewrites/rule_based
+rrt judge serve --study out/study     (then: rrt judge report --study out/study)
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import os
 import sys
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from tqdm import tqdm
 
@@ -31,11 +32,14 @@ from rrt.recipes.substitutions import substitute_recipe
 from rrt.recipes.survey import format_survey, survey
 from rrt.recipes.tagger import parse_constraints, tag_recipe
 
-
-INPUTS_HELP = ("inputs: files, globs or folders (paper text, JSON, JSONL, CSV; .gz too); '-' reads standard "
-               "input, and so does giving none while input is piped in")
-STDIN_NOTE = ("Every command that reads recipes also reads what `rrt convert` and `rrt substitute` write, "
-              "so they pipe into each other: rrt substitute --constraint vegan r.jsonl | rrt tag --constraint vegan")
+INPUTS_HELP = (
+    "inputs: files, globs or folders (paper text, JSON, JSONL, CSV; .gz too); '-' reads standard "
+    "input, and so does giving none while input is piped in"
+)
+STDIN_NOTE = (
+    "Every command that reads recipes also reads what `rrt convert` and `rrt substitute` write, "
+    "so they pipe into each other: rrt substitute --constraint vegan r.jsonl | rrt tag --constraint vegan"
+)
 
 
 class CliError(Exception):
@@ -54,7 +58,9 @@ def input_specs(files: list[str]) -> list[str]:
 def _recipes(args: argparse.Namespace, report: LoadReport) -> Iterator[Recipe]:
     paths = expand_inputs(input_specs(args.files))
     recipes = read_recipes(paths, report, fmt=args.format)
-    return tqdm(recipes, desc="recipes", unit=" recipes", disable=not sys.stderr.isatty(), file=sys.stderr)
+    return tqdm(
+        recipes, desc="recipes", unit=" recipes", disable=not sys.stderr.isatty(), file=sys.stderr
+    )
 
 
 def _open_rejects(args: argparse.Namespace, report: LoadReport):
@@ -106,18 +112,30 @@ def cmd_substitute(args: argparse.Namespace, recipes: Iterator[Recipe]) -> None:
     for recipe in recipes:
         result = substitute_recipe(recipe, constraints)
         out = result.recipe
-        _emit({"id": recipe.id, "constraints": constraints,
-               "recipe": {"title": out.title, "ingredients": out.ingredients, "steps": out.steps},
-               "substitutions": [s.to_dict() for s in result.substitutions]})
+        _emit(
+            {
+                "id": recipe.id,
+                "constraints": constraints,
+                "recipe": {"title": out.title, "ingredients": out.ingredients, "steps": out.steps},
+                "substitutions": [s.to_dict() for s in result.substitutions],
+            }
+        )
 
 
 def cmd_ingredients(args: argparse.Namespace, recipes: Iterator[Recipe]) -> None:
     """Ingredient names per line and ingredients per step."""
     for recipe in recipes:
         found = recipe_ingredients(recipe.ingredients, recipe.steps)
-        _emit({"id": recipe.id,
-               "ingredients": [{"line": line, "name": name} for line, name in zip(recipe.ingredients, found["names"])],
-               "steps": found["steps"]})
+        _emit(
+            {
+                "id": recipe.id,
+                "ingredients": [
+                    {"line": line, "name": name}
+                    for line, name in zip(recipe.ingredients, found["names"])
+                ],
+                "steps": found["steps"],
+            }
+        )
 
 
 def cmd_survey(args: argparse.Namespace, recipes: Iterator[Recipe]) -> None:
@@ -135,8 +153,13 @@ def cmd_survey(args: argparse.Namespace, recipes: Iterator[Recipe]) -> None:
 
 def cmd_align(args: argparse.Namespace) -> None:
     """Print the step alignment table of two recipes."""
-    from rrt.corpus.alignment import AlignSettings, TranslationTable, alignment_table, kept_links
-    from rrt.corpus.alignment import train_translation_table
+    from rrt.corpus.alignment import (
+        AlignSettings,
+        TranslationTable,
+        alignment_table,
+        kept_links,
+        train_translation_table,
+    )
 
     recipes = []
     for path in (args.source, args.target):
@@ -157,8 +180,11 @@ def cmd_align(args: argparse.Namespace) -> None:
     from rrt.corpus.pairing import link_scores
 
     # The pipeline's own scoring (ray_config.yaml alignment), so what this shows is what it keeps.
-    settings = AlignSettings.from_config(load_settings(overrides={"alignment": {"link_threshold": args.threshold}})
-                                         .alignment.model_dump())
+    settings = AlignSettings.from_config(
+        load_settings(
+            overrides={"alignment": {"link_threshold": args.threshold}}
+        ).alignment.model_dump()
+    )
     scores, loglik = link_scores({"steps": source.steps}, {"steps": target.steps}, table, settings)
     print(f"{source.title}  ->  {target.title}   (per-word log-likelihood {loglik:.3f})")
     print(alignment_table(source.steps, target.steps, scores))
@@ -169,11 +195,18 @@ def cmd_align(args: argparse.Namespace) -> None:
         if aside:
             print(f"\nset aside, not steps ({'source' if side == 's' else 'target'}):")
             for line in aside:
-                at = f"before {side}{line['before']}" if line["before"] < len(recipe.steps) else "after the last step"
+                at = (
+                    f"before {side}{line['before']}"
+                    if line["before"] < len(recipe.steps)
+                    else "after the last step"
+                )
                 print(f"  [{line['kind']}] {at}: {line['text']}")
     print("\nkept links (source step -> target steps @ scores):")
     for link in kept_links(scores, settings.link_threshold, settings.max_fanout):
-        print(f"  s{link.source_step} -> " + ", ".join(f"t{j} @ {s:.1f}" for j, s in zip(link.target_steps, link.scores)))
+        print(
+            f"  s{link.source_step} -> "
+            + ", ".join(f"t{j} @ {s:.1f}" for j, s in zip(link.target_steps, link.scores))
+        )
 
 
 COMMANDS: dict[str, tuple[Callable, str]] = {
@@ -188,7 +221,9 @@ COMMANDS: dict[str, tuple[Callable, str]] = {
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the Ray Serve app in the foreground (Ray is imported only here)."""
     if not os.path.exists(os.path.join(args.model, "config.json")):
-        raise CliError(f"{args.model} holds no exported model (config.json); pass <train output>/model")
+        raise CliError(
+            f"{args.model} holds no exported model (config.json); pass <train output>/model"
+        )
     from serve.app import run
 
     run(args.model, args.port, args.host, args.config)
@@ -201,7 +236,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     try:
         records = read_rewrites(args.rewrites)
-        shown = [side_by_side(record, args.width) for record, _ in zip(records, range(args.recipes))]
+        shown = [
+            side_by_side(record, args.width) for record, _ in zip(records, range(args.recipes))
+        ]
     except (OSError, ValueError, KeyError) as err:
         raise CliError(f"cannot read rewrites from {args.rewrites}: {err}") from None
     if not shown:
@@ -220,7 +257,9 @@ def cmd_bow(args: argparse.Namespace) -> int:
 
     files = parquet_files(os.path.join(args.data, "recipes"))
     if not files:
-        raise CliError(f"{args.data}/recipes holds no Parquet files: pass a jobs/prepare_data.py output folder")
+        raise CliError(
+            f"{args.data}/recipes holds no Parquet files: pass a jobs/prepare_data.py output folder"
+        )
     constraints = list(CONSTRAINTS)
     columns = ["title", "ingredients", "steps", *(valid_column(c) for c in constraints)]
 
@@ -228,8 +267,10 @@ def cmd_bow(args: argparse.Namespace) -> int:
         """Each recipe's words and validity, a file at a time."""
         for path in files:
             for row in pq.read_table(path, columns=columns).to_pylist():
-                yield (recipe_words(row["title"], row["ingredients"], row["steps"]),
-                       {c: bool(row[valid_column(c)]) for c in constraints})
+                yield (
+                    recipe_words(row["title"], row["ingredients"], row["steps"]),
+                    {c: bool(row[valid_column(c)]) for c in constraints},
+                )
 
     try:
         bags = build_bags(recipes(), constraints, args.min_count)
@@ -244,9 +285,23 @@ def _judge_settings(args: argparse.Namespace) -> dict:
     """The judge block of the config with this command's flags over it."""
     from rrt.config import ConfigError, load_settings
 
-    flags = {key: getattr(args, key, None) for key in ("study", "recipes", "judges", "judges_per_item", "seed",
-                                                       "host", "port", "best", "human_rewrites", "public_url",
-                                                       "tls_cert", "tls_key")}
+    flags = {
+        key: getattr(args, key, None)
+        for key in (
+            "study",
+            "recipes",
+            "judges",
+            "judges_per_item",
+            "seed",
+            "host",
+            "port",
+            "best",
+            "human_rewrites",
+            "public_url",
+            "tls_cert",
+            "tls_key",
+        )
+    }
     if getattr(args, "fish_free", False):
         flags["fish_free"] = True
     try:
@@ -268,18 +323,29 @@ def cmd_judge(args: argparse.Namespace) -> int:
             if not folders:
                 raise CliError("--rewrites names no folder")
             out = studies.create_study(folder, folders, settings, settings["best"])
-            print(f"rrt judge: study in {folder}: {out['recipes']} recipes ({', '.join(f'{c} {n}' for c, n in out['per_constraint'].items())}), "
-                  f"systems {', '.join(out['systems'])} (best: {out['best']}), {out['assignments']} assignments "
-                  f"to {out['judges']} judges, seed {out['seed']}; {folder}/create.json")
+            print(
+                f"rrt judge: study in {folder}: {out['recipes']} recipes ({', '.join(f'{c} {n}' for c, n in out['per_constraint'].items())}), "
+                f"systems {', '.join(out['systems'])} (best: {out['best']}), {out['assignments']} assignments "
+                f"to {out['judges']} judges, seed {out['seed']}; {folder}/create.json"
+            )
             _print_links(settings, out["tokens"], out["admin_token"])
             if out["recipes"] < settings["recipes"]:
-                print(f"rrt judge: warning: asked for {settings['recipes']} recipes, but the runs share only "
-                      f"{out['recipes']} (recipe, constraint) items to rate", file=sys.stderr)
+                print(
+                    f"rrt judge: warning: asked for {settings['recipes']} recipes, but the runs share only "
+                    f"{out['recipes']} (recipe, constraint) items to rate",
+                    file=sys.stderr,
+                )
         elif args.action == "extend":
             out = studies.extend_study(folder, args.rewrites)
-            missing = f" ({out['missing']} of the study's recipes not in that run)" if out["missing"] else ""
-            print(f"rrt judge: added {out['system']} on {out['items']} recipes{missing}: {out['assignments']} "
-                  f"new assignments")
+            missing = (
+                f" ({out['missing']} of the study's recipes not in that run)"
+                if out["missing"]
+                else ""
+            )
+            print(
+                f"rrt judge: added {out['system']} on {out['items']} recipes{missing}: {out['assignments']} "
+                f"new assignments"
+            )
         elif args.action == "add-judges":
             names = [n.strip() for n in args.names.split(",") if n.strip()] if args.names else None
             study = Study(folder)
@@ -288,7 +354,9 @@ def cmd_judge(args: argparse.Namespace) -> int:
                     raise CliError("give --count N or --names a,b")
                 names = studies.judge_names(args.count, len(study.judges()) + 1)
             out = study.add_judges(names, rebalance=not args.no_rebalance)
-            print(f"rrt judge: added {', '.join(out['judges'])}; {out['moved']} unstarted tasks moved to them")
+            print(
+                f"rrt judge: added {', '.join(out['judges'])}; {out['moved']} unstarted tasks moved to them"
+            )
             _print_links(settings, out["tokens"])
         elif args.action == "token":
             _token(Study(folder), args, settings)
@@ -304,13 +372,17 @@ def cmd_judge(args: argparse.Namespace) -> int:
             report = studies.write_report(Study(folder), output)
             with open(os.path.join(output, "report.md"), encoding="utf-8") as handle:
                 print(handle.read(), end="")
-            print(f"rrt judge: report.md, report.json, report.html{', head_to_head.png' if report['head_to_head'] else ''}"
-                  f" in {output}")
+            print(
+                f"rrt judge: report.md, report.json, report.html{', head_to_head.png' if report['head_to_head'] else ''}"
+                f" in {output}"
+            )
         elif args.action == "export":
             output = args.output or os.path.join(folder, "export")
             out = studies.export_study(Study(folder), output)
-            print(f"rrt judge: {out['judgments']} judgments to {output}/judgments.jsonl; {out['human_rewrites']} "
-                  f"hand rewrites to {output}/human (jobs/evaluate.py --rewrites {output}/human,...)")
+            print(
+                f"rrt judge: {out['judgments']} judgments to {output}/judgments.jsonl; {out['human_rewrites']} "
+                f"hand rewrites to {output}/human (jobs/evaluate.py --rewrites {output}/human,...)"
+            )
     except StudyError as err:
         raise CliError(str(err)) from None
     return 0
@@ -319,12 +391,16 @@ def cmd_judge(args: argparse.Namespace) -> int:
 def _print_links(settings: dict, tokens: dict[str, str], admin_token: str | None = None) -> None:
     """Each new token's link, printed once: the study keeps only their hashes."""
     scheme = "https" if settings["tls_cert"] else "http"
-    base = (settings["public_url"] or f"{scheme}://{settings['host']}:{settings['port']}").rstrip("/")
+    base = (settings["public_url"] or f"{scheme}://{settings['host']}:{settings['port']}").rstrip(
+        "/"
+    )
     for name, token in tokens.items():
         print(f"  {name}: {base}/#t={token}")
     if admin_token:
         print(f"  admin: {base}/admin#t={admin_token}")
-    print("rrt judge: these links are shown only now; rrt judge token --judge NAME (or --admin) makes a new one")
+    print(
+        "rrt judge: these links are shown only now; rrt judge token --judge NAME (or --admin) makes a new one"
+    )
 
 
 def _token(study, args: argparse.Namespace, settings: dict) -> None:
@@ -337,16 +413,21 @@ def _token(study, args: argparse.Namespace, settings: dict) -> None:
         _print_links(settings, {}, study.rotate_admin())
     elif args.revoke:
         study.revoke(args.judge)
-        print(f"rrt judge: {args.judge}'s link no longer works; rrt judge token --judge {args.judge} makes a new one")
+        print(
+            f"rrt judge: {args.judge}'s link no longer works; rrt judge token --judge {args.judge} makes a new one"
+        )
     else:
         _print_links(settings, {args.judge: study.rotate(args.judge)})
 
 
 def _judge_parser(subs) -> None:
-    judge = subs.add_parser("judge", help="human evaluation: a judging site, its study database and report",
-                            description="Run the paper's human evaluation on your systems: create a study from "
-                                        "rewrite runs, serve it to judges, then report. Defaults: the judge block "
-                                        "of ray_config.yaml.")
+    judge = subs.add_parser(
+        "judge",
+        help="human evaluation: a judging site, its study database and report",
+        description="Run the paper's human evaluation on your systems: create a study from "
+        "rewrite runs, serve it to judges, then report. Defaults: the judge block "
+        "of ray_config.yaml.",
+    )
     actions = judge.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     def action(name: str, help_text: str, description: str):
@@ -356,45 +437,93 @@ def _judge_parser(subs) -> None:
         sub.set_defaults(func=None)
         return sub
 
-    create = action("create", "create a study from rewrite runs",
-                    "Sample recipes every run rewrote (equal shares per constraint), plan ratings, head-to-head "
-                    "pairs (the best system against each other) and hand rewrites, assign them blind and balanced.")
-    create.add_argument("--rewrites", required=True, help="comma list of jobs/rewrite.py output folders")
-    create.add_argument("--best", help="the system compared with each other one (default: the first run)")
+    create = action(
+        "create",
+        "create a study from rewrite runs",
+        "Sample recipes every run rewrote (equal shares per constraint), plan ratings, head-to-head "
+        "pairs (the best system against each other) and hand rewrites, assign them blind and balanced.",
+    )
+    create.add_argument(
+        "--rewrites", required=True, help="comma list of jobs/rewrite.py output folders"
+    )
+    create.add_argument(
+        "--best", help="the system compared with each other one (default: the first run)"
+    )
     create.add_argument("--recipes", type=int, help="recipes rated (default: judge.recipes, 150)")
     create.add_argument("--judges", type=int, help="judges to create (default: judge.judges)")
-    create.add_argument("--judges-per-item", type=int, help="judges per rating and pair (default: judge.judges_per_item)")
-    create.add_argument("--human-rewrites", type=int, help="recipes rewritten by hand (default: judge.human_rewrites)")
+    create.add_argument(
+        "--judges-per-item",
+        type=int,
+        help="judges per rating and pair (default: judge.judges_per_item)",
+    )
+    create.add_argument(
+        "--human-rewrites",
+        type=int,
+        help="recipes rewritten by hand (default: judge.human_rewrites)",
+    )
     create.add_argument("--fish-free", action="store_true", help="sample fish-free recipes too")
-    create.add_argument("--seed", type=int, help="the seed of the sample, sides and order (default: judge.seed)")
-    create.add_argument("--public-url", help="the links' base URL (default: http(s)://host:port of judge)")
-    extend = action("extend", "add a system to a study, keeping its judgments",
-                    "Rate a new run's rewrites of the study's recipes and compare it with the best system.")
+    create.add_argument(
+        "--seed", type=int, help="the seed of the sample, sides and order (default: judge.seed)"
+    )
+    create.add_argument(
+        "--public-url", help="the links' base URL (default: http(s)://host:port of judge)"
+    )
+    extend = action(
+        "extend",
+        "add a system to a study, keeping its judgments",
+        "Rate a new run's rewrites of the study's recipes and compare it with the best system.",
+    )
     extend.add_argument("--rewrites", required=True, help="one jobs/rewrite.py output folder")
-    add = action("add-judges", "add judges (unstarted tasks move to them)", "Add judges and print their links (once).")
+    add = action(
+        "add-judges",
+        "add judges (unstarted tasks move to them)",
+        "Add judges and print their links (once).",
+    )
     add.add_argument("--count", type=int, help="how many judges (named judge-NN)")
     add.add_argument("--names", help="comma list of judge names")
-    add.add_argument("--no-rebalance", action="store_true", help="leave every assignment where it is")
-    add.add_argument("--public-url", help="the links' base URL (default: http(s)://host:port of judge)")
-    token = action("token", "a new link for a judge or the admin, or revoke a judge's",
-                   "Make a new token (its link is printed once; the old one stops working), or revoke one.")
+    add.add_argument(
+        "--no-rebalance", action="store_true", help="leave every assignment where it is"
+    )
+    add.add_argument(
+        "--public-url", help="the links' base URL (default: http(s)://host:port of judge)"
+    )
+    token = action(
+        "token",
+        "a new link for a judge or the admin, or revoke a judge's",
+        "Make a new token (its link is printed once; the old one stops working), or revoke one.",
+    )
     token.add_argument("--judge", help="the judge's name (judge-01, ...)")
     token.add_argument("--admin", action="store_true", help="the admin's token instead")
-    token.add_argument("--revoke", action="store_true", help="the judge's link stops working, and no new one is made")
+    token.add_argument(
+        "--revoke",
+        action="store_true",
+        help="the judge's link stops working, and no new one is made",
+    )
     token.add_argument("--public-url", help="the link's base URL (default: http(s)://host:port)")
-    serve = action("serve", "serve the judging site until Ctrl-C",
-                   "Serve the study's judging site (uvicorn). Off loopback it needs a certificate.")
+    serve = action(
+        "serve",
+        "serve the judging site until Ctrl-C",
+        "Serve the study's judging site (uvicorn). Off loopback it needs a certificate.",
+    )
     serve.add_argument("--host", help="address to bind (default: judge.host)")
     serve.add_argument("--port", type=int, help="HTTP port (default: judge.port)")
-    serve.add_argument("--public-url", help="the site's base URL, for the message (default: http(s)://host:port)")
+    serve.add_argument(
+        "--public-url", help="the site's base URL, for the message (default: http(s)://host:port)"
+    )
     serve.add_argument("--tls-cert", help="PEM certificate: serve HTTPS (default: judge.tls_cert)")
     serve.add_argument("--tls-key", help="PEM private key of --tls-cert (default: judge.tls_key)")
-    report = action("report", "write the human tables, chart and agreement",
-                    "Mean ± 95% CI per question per system, head-to-head wins/ties/losses (PNG), Krippendorff's "
-                    "alpha, per-judge counts and times: report.md, report.json, report.html.")
+    report = action(
+        "report",
+        "write the human tables, chart and agreement",
+        "Mean ± 95% CI per question per system, head-to-head wins/ties/losses (PNG), Krippendorff's "
+        "alpha, per-judge counts and times: report.md, report.json, report.html.",
+    )
     report.add_argument("--output", help="folder (default: <study>/report)")
-    export = action("export", "export judgments and the hand rewrites (system human)",
-                    "judgments.jsonl, and human/rewrites.jsonl + run.json for jobs/evaluate.py.")
+    export = action(
+        "export",
+        "export judgments and the hand rewrites (system human)",
+        "judgments.jsonl, and human/rewrites.jsonl + run.json for jobs/evaluate.py.",
+    )
     export.add_argument("--output", help="folder (default: <study>/export)")
 
 
@@ -408,53 +537,93 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one subcommand per tool."""
-    parser = OneLineParser(prog="rrt", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser = OneLineParser(
+        prog="rrt",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     parser.add_argument("--version", action="version", version=f"rrt {__version__}")
     subs = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    align = subs.add_parser("align", help="print the step alignment table of two recipes",
-                            description="Align the steps of two recipes (any readable format; the first "
-                                        "recipe of each file) and print every link's score, 0-100.")
+    align = subs.add_parser(
+        "align",
+        help="print the step alignment table of two recipes",
+        description="Align the steps of two recipes (any readable format; the first "
+        "recipe of each file) and print every link's score, 0-100.",
+    )
     align.add_argument("source", help="the recipe to rewrite ('-': standard input)")
     align.add_argument("target", help="the recipe that obeys the constraint ('-': standard input)")
-    align.add_argument("--table", help="translation_table.npz from prepare_data (default: learn from the pair)")
-    align.add_argument("--threshold", type=float, help="keep links scoring at least this (default: alignment.link_threshold)")
+    align.add_argument(
+        "--table", help="translation_table.npz from prepare_data (default: learn from the pair)"
+    )
+    align.add_argument(
+        "--threshold",
+        type=float,
+        help="keep links scoring at least this (default: alignment.link_threshold)",
+    )
     align.set_defaults(func=None)
-    served = subs.add_parser("serve", help="serve a trained rewriter over HTTP (Ray Serve) until Ctrl-C",
-                             description="Start Ray Serve with the rewriter app: POST /v1/rewrite, GET / (page).")
-    served.add_argument("--model", required=True, help="an exported model folder (<train output>/model)")
+    served = subs.add_parser(
+        "serve",
+        help="serve a trained rewriter over HTTP (Ray Serve) until Ctrl-C",
+        description="Start Ray Serve with the rewriter app: POST /v1/rewrite, GET / (page).",
+    )
+    served.add_argument(
+        "--model", required=True, help="an exported model folder (<train output>/model)"
+    )
     served.add_argument("--port", type=int, help="HTTP port (default: serve.port, 8000)")
     served.add_argument("--host", help="address to bind (default: serve.host, 127.0.0.1)")
     served.add_argument("--config", help="config file (default: ray_config.yaml)")
     served.set_defaults(func=None)
-    show = subs.add_parser("show", help="print rewritten recipes, source beside rewrite",
-                           description="Print the first recipes of a rewrite run (jobs/rewrite.py output), "
-                                       "source on the left, rewrite on the right.")
+    show = subs.add_parser(
+        "show",
+        help="print rewritten recipes, source beside rewrite",
+        description="Print the first recipes of a rewrite run (jobs/rewrite.py output), "
+        "source on the left, rewrite on the right.",
+    )
     show.add_argument("rewrites", help="a rewrite run folder or its rewrites.jsonl")
-    show.add_argument("--recipes", type=int, default=3, help="how many recipes to print (default 3)")
-    show.add_argument("--width", type=int, help="characters per column (default: half the terminal)")
+    show.add_argument(
+        "--recipes", type=int, default=3, help="how many recipes to print (default 3)"
+    )
+    show.add_argument(
+        "--width", type=int, help="characters per column (default: half the terminal)"
+    )
     show.set_defaults(func=None)
-    bow = subs.add_parser("bow", help="write PPLM's bag of words per constraint from a prepared corpus",
-                          description="Words seen in at least --min-count recipes that fit a constraint and in "
-                                      "none that break it, one <constraint>.txt per constraint (the paper's rule; "
-                                      "rewrite.pplm.bow takes the folder).")
-    bow.add_argument("--data", required=True, help="a jobs/prepare_data.py output folder (reads recipes/)")
+    bow = subs.add_parser(
+        "bow",
+        help="write PPLM's bag of words per constraint from a prepared corpus",
+        description="Words seen in at least --min-count recipes that fit a constraint and in "
+        "none that break it, one <constraint>.txt per constraint (the paper's rule; "
+        "rewrite.pplm.bow takes the folder).",
+    )
+    bow.add_argument(
+        "--data", required=True, help="a jobs/prepare_data.py output folder (reads recipes/)"
+    )
     bow.add_argument("--output", required=True, help="folder for the word lists")
-    bow.add_argument("--min-count", type=int, default=5, help="recipes a word must appear in (default 5)")
+    bow.add_argument(
+        "--min-count", type=int, default=5, help="recipes a word must appear in (default 5)"
+    )
     bow.set_defaults(func=None)
     _judge_parser(subs)
     for name, (func, help_text) in COMMANDS.items():
         description = f"{help_text[0].upper()}{help_text[1:]}. {STDIN_NOTE}"
         sub = subs.add_parser(name, help=help_text, description=description)
         sub.add_argument("files", nargs="*", metavar="FILE", help=INPUTS_HELP)
-        sub.add_argument("--format", choices=FORMATS, help="skip detection and read every input as this")
-        sub.add_argument("--rejects", metavar="PATH",
-                         help="write every dropped record (location, reason) to this JSONL file")
+        sub.add_argument(
+            "--format", choices=FORMATS, help="skip detection and read every input as this"
+        )
+        sub.add_argument(
+            "--rejects",
+            metavar="PATH",
+            help="write every dropped record (location, reason) to this JSONL file",
+        )
         if name in ("tag", "substitute", "survey"):
             default = "all" if name != "substitute" else None
-            sub.add_argument("--constraint", default=default, required=default is None,
-                             help=f"'all' or a comma list of: {', '.join(CONSTRAINTS)}")
+            sub.add_argument(
+                "--constraint",
+                default=default,
+                required=default is None,
+                help=f"'all' or a comma list of: {', '.join(CONSTRAINTS)}",
+            )
         if name == "survey":
             sub.add_argument("--output", metavar="DIR", help="also write survey.json into DIR")
         sub.set_defaults(func=func)
@@ -498,7 +667,9 @@ def main(argv: list[str] | None = None) -> int:
         if handle is not None:
             handle.close()
     hint = "" if args.rejects or not report.rejected else " (keep them with --rejects PATH)"
-    print(f"rrt {args.command}: {report.summary()}{hint}", file=sys.stderr)  # named: two may share a pipe
+    print(
+        f"rrt {args.command}: {report.summary()}{hint}", file=sys.stderr
+    )  # named: two may share a pipe
     return 1 if report.kept == 0 and report.rejected else 0
 
 

@@ -21,6 +21,7 @@ en_US dictionary, else not counted). The LM scores recipes in a pool of Ray Data
 load it once. Writes into --output:
 metrics.json, eval_stats.json, table.md, per_constraint.md, metrics.png and report.html.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,43 +34,85 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import pyarrow as pa  # noqa: E402
+import pyarrow as pa
 
-from runtime.cluster import bundle, ensure_room, start_ray  # noqa: E402
-from runtime.parquet import parquet_files  # noqa: E402
-from runtime.runs import JobError, write_json_atomic  # noqa: E402
-from rrt.config import ConfigError, load_settings  # noqa: E402
-from rrt.evaluation.metrics import (GROUNDING_KEYS, names_from_lines, read_foods, recipe_measures,  # noqa: E402
-                                    summarise)
-from rrt.recipes.foods import food_vocabulary  # noqa: E402
-from rrt.modelling.models import META_FILE, read_meta  # noqa: E402
-from rrt.modelling.selection import dictionary_missing  # noqa: E402
-from rrt.recipes.paper_format import END_INGS  # noqa: E402
-from rrt.evaluation.report import metrics_markdown, per_constraint_markdown, plot_metrics, render_report  # noqa: E402
-from rrt.evaluation.rewrite_records import read_records, system_label  # noqa: E402
+from rrt.config import ConfigError, load_settings
+from rrt.evaluation.metrics import (
+    GROUNDING_KEYS,
+    names_from_lines,
+    read_foods,
+    recipe_measures,
+    summarise,
+)
+from rrt.evaluation.report import (
+    metrics_markdown,
+    per_constraint_markdown,
+    plot_metrics,
+    render_report,
+)
+from rrt.evaluation.rewrite_records import read_records, system_label
+from rrt.modelling.models import META_FILE, read_meta
+from rrt.modelling.selection import dictionary_missing
+from rrt.recipes.foods import food_vocabulary
+from rrt.recipes.paper_format import END_INGS
+from runtime.cluster import bundle, ensure_room, start_ray
+from runtime.parquet import parquet_files
+from runtime.runs import JobError, write_json_atomic
 
-MEASURE_KEYS = ("obeying", "mentions", "empty", "rouge_l_recall", "hidden_food_steps", *GROUNDING_KEYS)
-SOURCE_KEYS = ("source_title", "source_ingredients", "source_steps", "step_sources")   # what measure_batch reads and drops
+MEASURE_KEYS = (
+    "obeying",
+    "mentions",
+    "empty",
+    "rouge_l_recall",
+    "hidden_food_steps",
+    *GROUNDING_KEYS,
+)
+SOURCE_KEYS = (
+    "source_title",
+    "source_ingredients",
+    "source_steps",
+    "step_sources",
+)  # what measure_batch reads and drops
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags; each overrides the matching `evaluate` value of ray_config.yaml."""
-    parser = argparse.ArgumentParser(prog="evaluate", description=__doc__.split("\n\n")[0],
-                                     epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rewrites", required=True, help="comma list of jobs/rewrite.py output folders")
-    parser.add_argument("--lm", required=True, help="exported No-Source LM folder (the perplexity reference)")
-    parser.add_argument("--output", required=True, help="folder for metrics, tables, plot and report")
+    parser = argparse.ArgumentParser(
+        prog="evaluate",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--rewrites", required=True, help="comma list of jobs/rewrite.py output folders"
+    )
+    parser.add_argument(
+        "--lm", required=True, help="exported No-Source LM folder (the perplexity reference)"
+    )
+    parser.add_argument(
+        "--output", required=True, help="folder for metrics, tables, plot and report"
+    )
     parser.add_argument("--foods", help="FooDB food.csv: its `name` column is the food vocabulary")
-    parser.add_argument("--data", help="prepared data folder whose recipes/ give the food vocabulary "
-                                       "(default: the runs' settings.data)")
+    parser.add_argument(
+        "--data",
+        help="prepared data folder whose recipes/ give the food vocabulary "
+        "(default: the runs' settings.data)",
+    )
     parser.add_argument("--config", help="config file (default: ray_config.yaml)")
-    parser.add_argument("--profile", help="config profile: local, v100x64 (a V100 cluster) or hopper (one H100/H200)")
-    parser.add_argument("--batch-size", type=int, help="recipes per LM forward pass (default: evaluate.batch_size)")
+    parser.add_argument(
+        "--profile",
+        help="config profile: local, v100x64 (a V100 cluster) or hopper (one H100/H200)",
+    )
+    parser.add_argument(
+        "--batch-size", type=int, help="recipes per LM forward pass (default: evaluate.batch_size)"
+    )
     parser.add_argument("--scorers", type=int, help="LM actors (default: evaluate.scorers)")
     parser.add_argument("--use-gpu", action="store_true", default=None, help="one GPU per LM actor")
-    parser.add_argument("--report-recipes", type=int,
-                        help="rewrites per system shown in report.html (default: evaluate.report_recipes)")
+    parser.add_argument(
+        "--report-recipes",
+        type=int,
+        help="rewrites per system shown in report.html (default: evaluate.report_recipes)",
+    )
     return parser.parse_args(argv)
 
 
@@ -116,7 +159,9 @@ def check_lm(folder: str) -> int:
         raise JobError(f"the LM in {folder} has no {END_INGS} token: not a No-Source recipe LM")
     meta = read_meta(folder) if os.path.isfile(os.path.join(folder, META_FILE)) else {}
     if meta.get("variant") not in (None, "no_source"):
-        log(f"warning: {folder} is a {meta['variant']} model; the paper's reference is a no_source LM")
+        log(
+            f"warning: {folder} is a {meta['variant']} model; the paper's reference is a no_source LM"
+        )
     try:
         return lm_block_size(config, meta)
     except ValueError as err:
@@ -125,7 +170,9 @@ def check_lm(folder: str) -> int:
 
 def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     """Merge config and flags, read every rewrite folder and check the LM and foods file."""
-    flags = {flag: getattr(args, flag) for flag in ("batch_size", "scorers", "use_gpu", "report_recipes")}
+    flags = {
+        flag: getattr(args, flag) for flag in ("batch_size", "scorers", "use_gpu", "report_recipes")
+    }
     try:
         config = load_settings(args.config, args.profile, {"evaluate": flags})
     except ConfigError as err:
@@ -136,7 +183,9 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         run, records = read_run(folder)
         label = system_label(records, run)
         if label in systems:
-            raise JobError(f"{folder} and {systems[label]['folder']} are both {label}; evaluate one run per system")
+            raise JobError(
+                f"{folder} and {systems[label]['folder']} are both {label}; evaluate one run per system"
+            )
         systems[label] = {"folder": os.path.abspath(folder), "run": run, "records": records}
     if not systems:
         raise JobError("no rewrites folder given")
@@ -151,11 +200,25 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
             raise JobError(f"bad foods file {args.foods}: {err}") from None
     if args.data and not os.path.isdir(os.path.join(args.data, "recipes")):
         raise JobError(f"{args.data} holds no recipes/ folder (a jobs/prepare_data.py output)")
-    data = args.data or next((s["run"].get("settings", {}).get("data") for s in systems.values()
-                              if os.path.isdir(os.path.join(str(s["run"].get("settings", {}).get("data")), "recipes"))),
-                             None)
-    return {**evaluate, "systems": systems, "lm": os.path.abspath(args.lm), "block": block, "foods": foods,
-            "foods_file": args.foods, "data": data, "output": os.path.abspath(args.output), "ray": ray_cfg}
+    data = args.data or next(
+        (
+            s["run"].get("settings", {}).get("data")
+            for s in systems.values()
+            if os.path.isdir(os.path.join(str(s["run"].get("settings", {}).get("data")), "recipes"))
+        ),
+        None,
+    )
+    return {
+        **evaluate,
+        "systems": systems,
+        "lm": os.path.abspath(args.lm),
+        "block": block,
+        "foods": foods,
+        "foods_file": args.foods,
+        "data": data,
+        "output": os.path.abspath(args.output),
+        "ray": ray_cfg,
+    }
 
 
 def corpus_names(batch: pa.Table) -> pa.Table:
@@ -170,41 +233,83 @@ def build_vocabulary(ray_data, settings: dict):
         return food_vocabulary(settings["foods"]), f"FooDB {settings['foods_file']}"
     if settings["data"]:
         recipes = os.path.join(settings["data"], "recipes")
-        names = ray_data.read_parquet(parquet_files(recipes)).select_columns(["ingredients"]).map_batches(
-            corpus_names, batch_format="pyarrow", batch_size=2000).take_all()
+        names = (
+            ray_data.read_parquet(parquet_files(recipes))
+            .select_columns(["ingredients"])
+            .map_batches(corpus_names, batch_format="pyarrow", batch_size=2000)
+            .take_all()
+        )
         return food_vocabulary({row["name"] for row in names}), f"corpus {recipes}"
-    lines = [line for s in settings["systems"].values() for r in s["records"]
-             for line in r["source"].get("ingredients") or []]
+    lines = [
+        line
+        for s in settings["systems"].values()
+        for r in s["records"]
+        for line in r["source"].get("ingredients") or []
+    ]
     return food_vocabulary(names_from_lines(lines)), "the source recipes' ingredient lines"
 
 
 def rewrite_items(systems: dict) -> list[dict]:
     """One row per rewrite of every system (its position in the system's records), as
     measure_batch and the scorers read them."""
-    return [{"system": label, "position": i, "constraint": r.get("constraint") or "",
-             "title": str(r["rewrite"].get("title") or ""), "ingredients": list(r["rewrite"].get("ingredients") or []),
-             "steps": list(r["rewrite"].get("steps") or []), "source_title": str(r["source"].get("title") or ""),
-             "source_ingredients": list(r["source"].get("ingredients") or []),
-             "source_steps": list(r["source"].get("steps") or []),
-             "step_sources": [e.get("source_step") if isinstance(e.get("source_step"), int) else -1
-                              for e in r.get("steps") or [] if isinstance(e, dict)]}
-            for label, s in systems.items() for i, r in enumerate(s["records"])]
+    return [
+        {
+            "system": label,
+            "position": i,
+            "constraint": r.get("constraint") or "",
+            "title": str(r["rewrite"].get("title") or ""),
+            "ingredients": list(r["rewrite"].get("ingredients") or []),
+            "steps": list(r["rewrite"].get("steps") or []),
+            "source_title": str(r["source"].get("title") or ""),
+            "source_ingredients": list(r["source"].get("ingredients") or []),
+            "source_steps": list(r["source"].get("steps") or []),
+            "step_sources": [
+                e.get("source_step") if isinstance(e.get("source_step"), int) else -1
+                for e in r.get("steps") or []
+                if isinstance(e, dict)
+            ],
+        }
+        for label, s in systems.items()
+        for i, r in enumerate(s["records"])
+    ]
 
 
 def measure_batch(batch: pa.Table, vocabulary, count_hidden: bool) -> pa.Table:
     """Ray Data task: adherence counts, ROUGE-L recall and (with `count_hidden`) the steps hiding a
     forbidden food of each rewrite in a batch."""
     rows = batch.to_pylist()
-    measures = [recipe_measures({"constraint": r["constraint"],
-                                 "source": {"title": r["source_title"], "ingredients": r["source_ingredients"],
-                                            "steps": r["source_steps"]},
-                                 "rewrite": {"title": r["title"], "ingredients": r["ingredients"], "steps": r["steps"]},
-                                 "steps": [{"source_step": None if n < 0 else n} for n in r["step_sources"]]},
-                                vocabulary, count_hidden) for r in rows]
+    measures = [
+        recipe_measures(
+            {
+                "constraint": r["constraint"],
+                "source": {
+                    "title": r["source_title"],
+                    "ingredients": r["source_ingredients"],
+                    "steps": r["source_steps"],
+                },
+                "rewrite": {
+                    "title": r["title"],
+                    "ingredients": r["ingredients"],
+                    "steps": r["steps"],
+                },
+                "steps": [{"source_step": None if n < 0 else n} for n in r["step_sources"]],
+            },
+            vocabulary,
+            count_hidden,
+        )
+        for r in rows
+    ]
     # A measure not taken travels as NaN (a list of floats holds no None).
     return batch.drop_columns(list(SOURCE_KEYS)).append_column(
-        "measures", pa.array([[float("nan") if m[k] is None else float(m[k]) for k in MEASURE_KEYS]
-                              for m in measures], pa.list_(pa.float64())))
+        "measures",
+        pa.array(
+            [
+                [float("nan") if m[k] is None else float(m[k]) for k in MEASURE_KEYS]
+                for m in measures
+            ],
+            pa.list_(pa.float64()),
+        ),
+    )
 
 
 def row_measures(row: dict) -> dict:
@@ -212,9 +317,15 @@ def row_measures(row: dict) -> dict:
     measures = dict(zip(MEASURE_KEYS, row["measures"]))
     hidden = measures["hidden_food_steps"]
     measures.update({key: int(measures[key]) for key in GROUNDING_KEYS})
-    measures.update(obeying=int(measures["obeying"]), mentions=int(measures["mentions"]),
-                    empty=bool(measures["empty"]), hidden_food_steps=None if math.isnan(hidden) else int(hidden),
-                    nll=row["nll"], tokens=row["tokens"], dropped_tokens=row["dropped_tokens"])
+    measures.update(
+        obeying=int(measures["obeying"]),
+        mentions=int(measures["mentions"]),
+        empty=bool(measures["empty"]),
+        hidden_food_steps=None if math.isnan(hidden) else int(hidden),
+        nll=row["nll"],
+        tokens=row["tokens"],
+        dropped_tokens=row["dropped_tokens"],
+    )
     return measures
 
 
@@ -228,7 +339,7 @@ class StepScorer:
 
         torch.set_num_threads(max(1, threads))
         self.device = "cuda" if use_gpu and torch.cuda.is_available() else "cpu"
-        loaded = load_model(lm_dir, self.device, half_on_gpu=False)   # perplexity in fp32
+        loaded = load_model(lm_dir, self.device, half_on_gpu=False)  # perplexity in fp32
         self.tokenizer, self.lm = loaded.tokenizer, loaded.lm
         self.block, self.batch_size = block, batch_size
 
@@ -237,27 +348,51 @@ class StepScorer:
 
         rows = batch.to_pylist()
         scores = step_nll(self.lm, self.tokenizer, rows, self.block, self.batch_size, self.device)
-        return pa.table({"system": batch.column("system"), "position": batch.column("position"),
-                         "measures": batch.column("measures"),
-                         "nll": pa.array([s["nll"] for s in scores], pa.float64()),
-                         "tokens": pa.array([s["tokens"] for s in scores], pa.int64()),
-                         "dropped_tokens": pa.array([s["dropped_tokens"] for s in scores], pa.int64())})
+        return pa.table(
+            {
+                "system": batch.column("system"),
+                "position": batch.column("position"),
+                "measures": batch.column("measures"),
+                "nll": pa.array([s["nll"] for s in scores], pa.float64()),
+                "tokens": pa.array([s["tokens"] for s in scores], pa.int64()),
+                "dropped_tokens": pa.array([s["dropped_tokens"] for s in scores], pa.int64()),
+            }
+        )
 
 
-def score_rewrites(ray_data, settings: dict, vocabulary, count_hidden: bool) -> dict[str, list[dict]]:
+def score_rewrites(
+    ray_data, settings: dict, vocabulary, count_hidden: bool
+) -> dict[str, list[dict]]:
     """Per-recipe measures and step NLL of every rewrite, computed on Ray Data; per system, in order."""
     cpus = settings["cpus_per_scorer"]
-    rows = (ray_data.from_items(rewrite_items(settings["systems"]))
-            .map_batches(measure_batch, batch_format="pyarrow", batch_size=64,
-                         fn_kwargs={"vocabulary": vocabulary, "count_hidden": count_hidden})
-            .map_batches(StepScorer, batch_format="pyarrow", batch_size=max(16, settings["batch_size"] * 4),
-                         compute=ray_data.ActorPoolStrategy(size=settings["scorers"]), num_cpus=cpus,
-                         num_gpus=1 if settings["use_gpu"] else 0,
-                         fn_constructor_kwargs={"lm_dir": settings["lm"], "block": settings["block"],
-                                                "batch_size": settings["batch_size"],
-                                                "use_gpu": bool(settings["use_gpu"]), "threads": int(max(1, cpus))})
-            .take_all())
-    out: dict[str, list[dict]] = {label: [None] * len(s["records"]) for label, s in settings["systems"].items()}
+    rows = (
+        ray_data.from_items(rewrite_items(settings["systems"]))
+        .map_batches(
+            measure_batch,
+            batch_format="pyarrow",
+            batch_size=64,
+            fn_kwargs={"vocabulary": vocabulary, "count_hidden": count_hidden},
+        )
+        .map_batches(
+            StepScorer,
+            batch_format="pyarrow",
+            batch_size=max(16, settings["batch_size"] * 4),
+            compute=ray_data.ActorPoolStrategy(size=settings["scorers"]),
+            num_cpus=cpus,
+            num_gpus=1 if settings["use_gpu"] else 0,
+            fn_constructor_kwargs={
+                "lm_dir": settings["lm"],
+                "block": settings["block"],
+                "batch_size": settings["batch_size"],
+                "use_gpu": bool(settings["use_gpu"]),
+                "threads": int(max(1, cpus)),
+            },
+        )
+        .take_all()
+    )
+    out: dict[str, list[dict]] = {
+        label: [None] * len(s["records"]) for label, s in settings["systems"].items()
+    }
     for row in rows:
         out[row["system"]][row["position"]] = row_measures(row)
     return out
@@ -281,8 +416,11 @@ def write_outputs(settings: dict, measures: dict[str, list[dict]], stats: dict) 
     with open(os.path.join(out, "per_constraint.md"), "w", encoding="utf-8") as handle:
         handle.write(per_constraint_markdown(metrics))
     plot_metrics(metrics, os.path.join(out, "metrics.png"))
-    page = render_report({label: s["records"] for label, s in settings["systems"].items()}, metrics,
-                         settings["report_recipes"])
+    page = render_report(
+        {label: s["records"] for label, s in settings["systems"].items()},
+        metrics,
+        settings["report_recipes"],
+    )
     with open(os.path.join(out, "report.html"), "w", encoding="utf-8") as handle:
         handle.write(page)
     return metrics
@@ -304,12 +442,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         start_ray(settings["ray"])
     except Exception as err:  # noqa: BLE001 - Ray's own start-up failures (e.g. timeouts) as one line
-        print(f"evaluate: error: could not start or join Ray: {str(err).splitlines()[0]}", file=sys.stderr)
+        print(
+            f"evaluate: error: could not start or join Ray: {str(err).splitlines()[0]}",
+            file=sys.stderr,
+        )
         return 1
     try:
         # The scoring pool runs on the actors that fit, so one is enough to start.
-        ensure_room("scoring actor", "evaluate.scorers, evaluate.cpus_per_scorer, evaluate.use_gpu",
-                    settings["scorers"], bundle(settings["cpus_per_scorer"], settings["use_gpu"]), needed=1)
+        ensure_room(
+            "scoring actor",
+            "evaluate.scorers, evaluate.cpus_per_scorer, evaluate.use_gpu",
+            settings["scorers"],
+            bundle(settings["cpus_per_scorer"], settings["use_gpu"]),
+            needed=1,
+        )
     except JobError as err:
         print(f"evaluate: error: {err}", file=sys.stderr)
         return 2
@@ -317,22 +463,31 @@ def main(argv: list[str] | None = None) -> int:
     vocabulary, origin = build_vocabulary(ray.data, settings)
     vocab_s = time.perf_counter() - started - ray_s
     log(f"food vocabulary: {len(vocabulary)} names from {origin}")
-    log(f"scoring with {settings['scorers']} LM actor(s), block {settings['block']}, batch {settings['batch_size']}")
+    log(
+        f"scoring with {settings['scorers']} LM actor(s), block {settings['block']}, batch {settings['batch_size']}"
+    )
     missing = dictionary_missing()
     if missing:
         log(f"steps hiding a forbidden food in a non-word: not counted ({missing})")
     try:
         measures = score_rewrites(ray.data, settings, vocabulary, count_hidden=not missing)
-    except Exception as err:  # noqa: BLE001 - a failed Ray stage is reported as one line, details in Ray's logs
+    except Exception as err:
         if type(err).__module__.startswith("ray"):
             print(f"evaluate: error: scoring failed: {str(err).splitlines()[0]}", file=sys.stderr)
             return 1
         raise
     score_s = time.perf_counter() - started - ray_s - vocab_s
-    stats = {"lm": settings["lm"], "block_size": settings["block"], "vocabulary": origin,
-             "vocabulary_names": len(vocabulary), "rewrites": count, "ray_start_s": round(ray_s, 2),
-             "vocabulary_s": round(vocab_s, 2), "score_s": round(score_s, 2),
-             "rewrites_per_s": round(count / score_s, 2) if score_s else None}
+    stats = {
+        "lm": settings["lm"],
+        "block_size": settings["block"],
+        "vocabulary": origin,
+        "vocabulary_names": len(vocabulary),
+        "rewrites": count,
+        "ray_start_s": round(ray_s, 2),
+        "vocabulary_s": round(vocab_s, 2),
+        "score_s": round(score_s, 2),
+        "rewrites_per_s": round(count / score_s, 2) if score_s else None,
+    }
     metrics = write_outputs(settings, measures, stats)
     stats["total_s"] = round(time.perf_counter() - started, 2)
     write_json_atomic(os.path.join(settings["output"], "eval_stats.json"), stats)
@@ -340,8 +495,13 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(per_constraint_markdown(metrics).rstrip())
     if not missing:
-        print("\nsteps hiding a forbidden food inside a non-word (adherence does not see them): " + ", ".join(
-            f"{label} {s['hidden_food_steps']} of {s['rewritten_steps']}" for label, s in stats["systems"].items()))
+        print(
+            "\nsteps hiding a forbidden food inside a non-word (adherence does not see them): "
+            + ", ".join(
+                f"{label} {s['hidden_food_steps']} of {s['rewritten_steps']}"
+                for label, s in stats["systems"].items()
+            )
+        )
     report = os.path.join(settings["output"], "report.html")
     print(f"\nevaluate: {count} rewrites in {stats['total_s']}s; report: {report}")
     return 0

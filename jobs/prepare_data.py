@@ -9,6 +9,7 @@ translation_table.npz, rejects.jsonl and stats.json. A rerun into the same folde
 same settings resumes: finished stages are kept, the rest are done. A rerun with other
 settings is refused, so two runs never mix.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,41 +20,66 @@ import shutil
 import sys
 import time
 from collections import Counter
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
-import pyarrow.dataset as pads  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 
-from runtime.cluster import start_ray  # noqa: E402
-from runtime.parquet import count_rows, parquet_files  # noqa: E402
-from runtime.runs import JobError, claim_output, write_json_atomic  # noqa: E402
-from rrt.corpus.alignment import AlignSettings, TranslationTable, train_translation_table  # noqa: E402
-from rrt.config import ConfigError, load_settings  # noqa: E402
-from rrt.corpus.formats import PAIR_VARIANTS  # noqa: E402
-from rrt.recipes.loaders import InputError, LoadReport, expand_inputs, read_recipes  # noqa: E402
-from rrt.recipes.loaders.source import is_remote  # noqa: E402
-from rrt.corpus.pairing import PairSettings, cap_dish, pair_dish, recipe_rows, step_pair_rows, valid_column  # noqa: E402
-from rrt.recipes.recipe import Reject  # noqa: E402
-from rrt.corpus.recipe_table import recipe_row  # noqa: E402
-from rrt.recipes.step_kinds import KINDS  # noqa: E402
-from rrt.recipes.tagger import parse_constraints  # noqa: E402
+from rrt.config import ConfigError, load_settings
+from rrt.corpus.alignment import AlignSettings, TranslationTable, train_translation_table
+from rrt.corpus.formats import PAIR_VARIANTS
+from rrt.corpus.pairing import (
+    PairSettings,
+    cap_dish,
+    pair_dish,
+    recipe_rows,
+    step_pair_rows,
+    valid_column,
+)
+from rrt.corpus.recipe_table import recipe_row
+from rrt.recipes.loaders import InputError, LoadReport, expand_inputs, read_recipes
+from rrt.recipes.loaders.source import is_remote
+from rrt.recipes.recipe import Reject
+from rrt.recipes.step_kinds import KINDS
+from rrt.recipes.tagger import parse_constraints
+from runtime.cluster import start_ray
+from runtime.parquet import count_rows, parquet_files
+from runtime.runs import JobError, claim_output, write_json_atomic
 
 SPLITS = ("train", "dev", "test")
-LINK = pa.struct([("source_step", pa.int64()), ("target_steps", pa.list_(pa.int64())),
-                  ("scores", pa.list_(pa.float64()))])
+LINK = pa.struct(
+    [
+        ("source_step", pa.int64()),
+        ("target_steps", pa.list_(pa.int64())),
+        ("scores", pa.list_(pa.float64())),
+    ]
+)
 TEXTS = pa.list_(pa.string())
-NON_STEPS = pa.list_(pa.struct([("kind", pa.string()), ("text", pa.string()), ("before", pa.int64())]))
-PAIR_SCHEMA = pa.schema([
-    ("source_id", pa.string()), ("target_id", pa.string()), ("constraint", pa.string()),
-    ("split", pa.string()), ("dish", pa.string()), ("pair_score", pa.float64()),
-    ("alignment", pa.list_(LINK)), ("source_title", pa.string()), ("source_ingredients", TEXTS),
-    ("source_steps", TEXTS), ("target_title", pa.string()), ("target_ingredients", TEXTS),
-    ("target_steps", TEXTS),
-])
+NON_STEPS = pa.list_(
+    pa.struct([("kind", pa.string()), ("text", pa.string()), ("before", pa.int64())])
+)
+PAIR_SCHEMA = pa.schema(
+    [
+        ("source_id", pa.string()),
+        ("target_id", pa.string()),
+        ("constraint", pa.string()),
+        ("split", pa.string()),
+        ("dish", pa.string()),
+        ("pair_score", pa.float64()),
+        ("alignment", pa.list_(LINK)),
+        ("source_title", pa.string()),
+        ("source_ingredients", TEXTS),
+        ("source_steps", TEXTS),
+        ("target_title", pa.string()),
+        ("target_ingredients", TEXTS),
+        ("target_steps", TEXTS),
+    ]
+)
 EM_PAIRS_PER_DISH = 4
 # Files are the unit of work of the stages that read them: small files, bounded task memory.
 RECIPES_PER_FILE = 4000
@@ -66,44 +92,80 @@ WRITE_CPUS = 0.5
 # process at about one task's footprint however many tasks the corpus needs.
 WORKER_TASKS = 8
 GROUP_TASKS = 4  # dish groups are the heaviest tasks
-STEP_PAIR_SCHEMA = pa.schema([
-    ("source_id", pa.string()), ("target_id", pa.string()), ("constraint", pa.string()), ("split", pa.string()),
-    ("source_step", pa.int64()), ("target_steps", pa.list_(pa.int64())), ("score", pa.float64()),
-    ("text", pa.string())])
-RECIPE_ROW_SCHEMA = pa.schema([("id", pa.string()), ("split", pa.string()), ("step", pa.int64()),
-                               ("text", pa.string())])
+STEP_PAIR_SCHEMA = pa.schema(
+    [
+        ("source_id", pa.string()),
+        ("target_id", pa.string()),
+        ("constraint", pa.string()),
+        ("split", pa.string()),
+        ("source_step", pa.int64()),
+        ("target_steps", pa.list_(pa.int64())),
+        ("score", pa.float64()),
+        ("text", pa.string()),
+    ]
+)
+RECIPE_ROW_SCHEMA = pa.schema(
+    [("id", pa.string()), ("split", pa.string()), ("step", pa.int64()), ("text", pa.string())]
+)
 EM_SCHEMA = pa.schema([("key", pa.string()), ("source_steps", TEXTS), ("target_steps", TEXTS)])
 
 
 # ---------------------------------------------------------------- settings and resume
 
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags; each overrides the matching ray_config.yaml value."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--input", help="comma list of files, globs, folders or URIs (default: data.inputs)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--input", help="comma list of files, globs, folders or URIs (default: data.inputs)"
+    )
     parser.add_argument("--output", help="output folder (default: data.output)")
     parser.add_argument("--config", help="config file (default: ray_config.yaml)")
-    parser.add_argument("--profile", help="config profile: local, v100x64 (a V100 cluster) or hopper (one H100/H200)")
+    parser.add_argument(
+        "--profile",
+        help="config profile: local, v100x64 (a V100 cluster) or hopper (one H100/H200)",
+    )
     parser.add_argument("--constraints", help="'all' or a comma list (default: data.constraints)")
     parser.add_argument("--limit", type=int, help="read at most N clean recipes")
-    parser.add_argument("--dish-key", choices=("title", "head"), help="dish key level (default: data.dish_key)")
-    parser.add_argument("--translation-table", help="reuse this translation_table.npz instead of learning one")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace an earlier run of this job in --output (any other folder is refused)")
+    parser.add_argument(
+        "--dish-key", choices=("title", "head"), help="dish key level (default: data.dish_key)"
+    )
+    parser.add_argument(
+        "--translation-table", help="reuse this translation_table.npz instead of learning one"
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier run of this job in --output (any other folder is refused)",
+    )
     parser.add_argument("--num-cpus", type=int, help="CPUs for a local Ray (default: all)")
     return parser.parse_args(argv)
 
 
 def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     """Merge config and flags into the settings of this run; errors are JobError lines."""
-    flags = {"output": args.output, "constraints": args.constraints, "limit": args.limit, "dish_key": args.dish_key,
-             "inputs": args.input.split(",") if args.input else None}
+    flags = {
+        "output": args.output,
+        "constraints": args.constraints,
+        "limit": args.limit,
+        "dish_key": args.dish_key,
+        "inputs": args.input.split(",") if args.input else None,
+    }
     try:
-        config = load_settings(args.config, args.profile, {"data": flags, "ray": {"num_cpus": args.num_cpus}})
+        config = load_settings(
+            args.config, args.profile, {"data": flags, "ray": {"num_cpus": args.num_cpus}}
+        )
     except ConfigError as err:
         raise JobError(str(err)) from None
-    data, align, ray_cfg = config.data.model_dump(), config.alignment.model_dump(), config.ray.model_dump()
+    data, align, ray_cfg = (
+        config.data.model_dump(),
+        config.alignment.model_dump(),
+        config.ray.model_dump(),
+    )
     inputs = data["inputs"]
     if not inputs:
         raise JobError("no input given (--input or data.inputs)")
@@ -120,12 +182,28 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     if not paths:
         raise JobError(f"no input files found in {', '.join(inputs)}")
     return {
-        "inputs": paths, "output": os.path.abspath(output), "constraints": constraints, "limit": data["limit"],
-        "variants": data["variants"], "dish_key": data["dish_key"], "train": data["split"]["train"],
-        "dev": data["split"]["dev"], "seed": data["seed"],
-        "pairing": {k: data[k] for k in ("pairs_per_source", "candidates_per_source", "max_dish_recipes",
-                                         "min_dish_similarity", "title_extra_words")},
-        "alignment": align, "translation_table": args.translation_table, "ray": ray_cfg,
+        "inputs": paths,
+        "output": os.path.abspath(output),
+        "constraints": constraints,
+        "limit": data["limit"],
+        "variants": data["variants"],
+        "dish_key": data["dish_key"],
+        "train": data["split"]["train"],
+        "dev": data["split"]["dev"],
+        "seed": data["seed"],
+        "pairing": {
+            k: data[k]
+            for k in (
+                "pairs_per_source",
+                "candidates_per_source",
+                "max_dish_recipes",
+                "min_dish_similarity",
+                "title_extra_words",
+            )
+        },
+        "alignment": align,
+        "translation_table": args.translation_table,
+        "ray": ray_cfg,
     }
 
 
@@ -152,11 +230,22 @@ def publish(tmp: str, final: str) -> None:
 
 # ---------------------------------------------------------------- work done by Ray tasks
 
+
 def recipe_schema(constraints: list[str]) -> pa.Schema:
     """Columns of recipes/: the recipe, its dish and split, one validity flag per constraint."""
-    return pa.schema([("id", pa.string()), ("title", pa.string()), ("ingredients", TEXTS), ("steps", TEXTS),
-                      ("non_steps", NON_STEPS), ("source", pa.string()), ("dish", pa.string()), ("split", pa.string())]
-                     + [(valid_column(c), pa.bool_()) for c in constraints])
+    return pa.schema(
+        [
+            ("id", pa.string()),
+            ("title", pa.string()),
+            ("ingredients", TEXTS),
+            ("steps", TEXTS),
+            ("non_steps", NON_STEPS),
+            ("source", pa.string()),
+            ("dish", pa.string()),
+            ("split", pa.string()),
+        ]
+        + [(valid_column(c), pa.bool_()) for c in constraints]
+    )
 
 
 def load_files(batch: pa.Table, settings: dict) -> Iterator[pa.Table]:
@@ -168,11 +257,21 @@ def load_files(batch: pa.Table, settings: dict) -> Iterator[pa.Table]:
         reject_path = os.path.join(settings["output"], "_rejects", f"{index:06d}.jsonl")
         os.makedirs(os.path.dirname(reject_path), exist_ok=True)
         with open(reject_path, "w", encoding="utf-8") as rejects:
-            report.on_reject = lambda r: rejects.write(json.dumps(r.to_dict(), ensure_ascii=False) + "\n")
+            report.on_reject = lambda r: rejects.write(
+                json.dumps(r.to_dict(), ensure_ascii=False) + "\n"
+            )
             rows = []
             for recipe in read_recipes([path], report):
-                rows.append(recipe_row(recipe, settings["constraints"], settings["dish_key"], settings["train"],
-                                       settings["dev"], settings["seed"]))
+                rows.append(
+                    recipe_row(
+                        recipe,
+                        settings["constraints"],
+                        settings["dish_key"],
+                        settings["train"],
+                        settings["dev"],
+                        settings["seed"],
+                    )
+                )
                 if len(rows) == LOAD_CHUNK:
                     yield pa.Table.from_pylist(rows, schema=schema)
                     rows = []
@@ -185,8 +284,9 @@ def format_files(batch: pa.Table, variant: str, schema: pa.Schema) -> Iterator[p
     make = step_pair_rows if variant in PAIR_VARIANTS else recipe_rows
     for path in batch.column("path").to_pylist():
         for part in pq.ParquetFile(path).iter_batches(batch_size=FORMAT_BATCH):
-            yield pa.Table.from_pylist([row for item in part.to_pylist() for row in make(item, variant)],
-                                       schema=schema)
+            yield pa.Table.from_pylist(
+                [row for item in part.to_pylist() for row in make(item, variant)], schema=schema
+            )
 
 
 def copy_columns(batch: pa.Table, columns: list[str] | None) -> Iterator[pa.Table]:
@@ -208,8 +308,13 @@ def read_blocks(ray_data, folder: str, columns: list[str] | None = None):
     blocks of up to 128 MB, and a sort makes as many partitions as it gets blocks, so a dish
     grouping over few big blocks would hand whole corpora to single tasks; file-sized blocks
     keep every grouping task at about one file's worth of recipes at any corpus size."""
-    return per_file(ray_data, folder).map_batches(copy_columns, batch_format="pyarrow", batch_size=1,
-                                                  fn_kwargs={"columns": columns}, max_calls=WORKER_TASKS)
+    return per_file(ray_data, folder).map_batches(
+        copy_columns,
+        batch_format="pyarrow",
+        batch_size=1,
+        fn_kwargs={"columns": columns},
+        max_calls=WORKER_TASKS,
+    )
 
 
 def _dedupe(rows: list[dict], output: str) -> list[dict]:
@@ -218,9 +323,17 @@ def _dedupe(rows: list[dict], output: str) -> list[dict]:
         (dropped if row["id"] in seen else kept).append(row)
         seen.add(row["id"])
     if dropped:
-        _side_file(output, "_rejects", "dup-" + rows[0]["dish"],
-                   [Reject(r["id"], "duplicate_id", "another recipe of this dish has the same id", r["id"]).to_dict()
-                    for r in dropped])
+        _side_file(
+            output,
+            "_rejects",
+            "dup-" + rows[0]["dish"],
+            [
+                Reject(
+                    r["id"], "duplicate_id", "another recipe of this dish has the same id", r["id"]
+                ).to_dict()
+                for r in dropped
+            ],
+        )
     return kept
 
 
@@ -264,8 +377,12 @@ def pair_group(group: pa.Table, settings: dict) -> pa.Table:
     pair_settings = PairSettings.from_config(settings["pairing"], seed=settings["seed"])
     kept, capped = cap_dish(rows, pair_settings)
     if capped:
-        _side_file(settings["output"], "_capped", rows[0]["dish"],
-                   [{"id": r["id"], "dish": r["dish"]} for r in capped])
+        _side_file(
+            settings["output"],
+            "_capped",
+            rows[0]["dish"],
+            [{"id": r["id"], "dish": r["dish"]} for r in capped],
+        )
     align = AlignSettings.from_config(settings["alignment"])
     unlike: list[dict] = []
     pairs = pair_dish(kept, settings["constraints"], _TABLES[path], pair_settings, align, unlike)
@@ -275,6 +392,7 @@ def pair_group(group: pa.Table, settings: dict) -> pa.Table:
 
 
 # ---------------------------------------------------------------- stages (driver)
+
 
 def log(message: str) -> None:
     """One progress line on stderr."""
@@ -296,8 +414,10 @@ def group_partitions(settings: dict) -> int | None:
 def configure_data(ray_data, ray_settings: dict) -> None:
     """Pick Ray Data's shuffle for the groupby stages (sort: spills, so memory stays bounded)
     and whether each operator keeps a reserved share of the CPUs."""
-    strategies = {"sort": ray_data.context.ShuffleStrategy.SORT_SHUFFLE_PULL_BASED,
-                  "hash": ray_data.context.ShuffleStrategy.HASH_SHUFFLE}
+    strategies = {
+        "sort": ray_data.context.ShuffleStrategy.SORT_SHUFFLE_PULL_BASED,
+        "hash": ray_data.context.ShuffleStrategy.HASH_SHUFFLE,
+    }
     context = ray_data.DataContext.get_current()
     context.shuffle_strategy = strategies[ray_settings["shuffle"]]
     # With a reserved share per operator, a map stage and its write split a few CPUs so
@@ -312,10 +432,17 @@ def stage_recipes(ray_data, settings: dict, timings: dict) -> None:
         return log("recipes: done earlier, kept")
     started = time.perf_counter()
     shutil.rmtree(os.path.join(settings["output"], "_rejects"), ignore_errors=True)
-    files = ray_data.from_items([{"path": p, "index": i} for i, p in enumerate(settings["inputs"])],
-                                override_num_blocks=max(1, len(settings["inputs"])))
-    recipes = files.map_batches(load_files, batch_size=1, batch_format="pyarrow", fn_kwargs={"settings": settings},
-                                max_calls=WORKER_TASKS)
+    files = ray_data.from_items(
+        [{"path": p, "index": i} for i, p in enumerate(settings["inputs"])],
+        override_num_blocks=max(1, len(settings["inputs"])),
+    )
+    recipes = files.map_batches(
+        load_files,
+        batch_size=1,
+        batch_format="pyarrow",
+        fn_kwargs={"settings": settings},
+        max_calls=WORKER_TASKS,
+    )
     if settings["limit"]:
         recipes = recipes.limit(settings["limit"])
     tmp = final + ".tmp"
@@ -323,7 +450,9 @@ def stage_recipes(ray_data, settings: dict, timings: dict) -> None:
     # A write fused to its map holds all that task's rows until the task ends; writing as a
     # separate operator (other CPUs) keeps one huge input file from filling memory. No
     # min_rows_per_file: it buffers rows until a file is full.
-    recipes.write_parquet(tmp, max_rows_per_file=RECIPES_PER_FILE, ray_remote_args={"num_cpus": WRITE_CPUS})
+    recipes.write_parquet(
+        tmp, max_rows_per_file=RECIPES_PER_FILE, ray_remote_args={"num_cpus": WRITE_CPUS}
+    )
     os.makedirs(tmp, exist_ok=True)
     publish(tmp, final)
     timings["recipes"] = round(time.perf_counter() - started, 2)
@@ -345,19 +474,29 @@ def stage_translation_table(ray_data, settings: dict, timings: dict) -> None:
     recipes_path = os.path.join(settings["output"], "recipes")
     # Keep about 4x what EM needs; small corpora may give many pairs per dish.
     recipes_count = max(1, count_rows(recipes_path))
-    task = {**settings, "em_keep": min(1.0, 4 * em_pairs / recipes_count),
-            "em_per_dish": max(EM_PAIRS_PER_DISH, -(-4 * em_pairs // recipes_count))}
+    task = {
+        **settings,
+        "em_keep": min(1.0, 4 * em_pairs / recipes_count),
+        "em_per_dish": max(EM_PAIRS_PER_DISH, -(-4 * em_pairs // recipes_count)),
+    }
     recipes = read_blocks(ray_data, recipes_path)
-    sample = (recipes.groupby("dish", num_partitions=group_partitions(settings))
-              .map_groups(em_sample, fn_kwargs={"settings": task}, batch_format="pyarrow", max_calls=GROUP_TASKS)
-              .sort("key").limit(em_pairs))
+    sample = (
+        recipes.groupby("dish", num_partitions=group_partitions(settings))
+        .map_groups(
+            em_sample, fn_kwargs={"settings": task}, batch_format="pyarrow", max_calls=GROUP_TASKS
+        )
+        .sort("key")
+        .limit(em_pairs)
+    )
     pairs = [(row["source_steps"], row["target_steps"]) for row in sample.iter_rows()]
     table = train_translation_table(pairs, align["vocab_size"], align["em_iterations"])
     tmp = final + ".tmp.npz"
     table.save(tmp)
     publish(tmp, final)
     timings["translation_table"] = round(time.perf_counter() - started, 2)
-    log(f"translation table: {len(pairs)} recipe pairs, {len(table.vocab)} words, {timings['translation_table']}s")
+    log(
+        f"translation table: {len(pairs)} recipe pairs, {len(table.vocab)} words, {timings['translation_table']}s"
+    )
 
 
 def stage_pairs(ray_data, settings: dict, timings: dict) -> None:
@@ -371,14 +510,23 @@ def stage_pairs(ray_data, settings: dict, timings: dict) -> None:
         recipes = read_blocks(ray_data, os.path.join(out, "recipes"))
         task = {**settings, "table_path": os.path.join(out, "translation_table.npz")}
         pairs = recipes.groupby("dish", num_partitions=group_partitions(settings)).map_groups(
-            pair_group, fn_kwargs={"settings": task}, batch_format="pyarrow", max_calls=GROUP_TASKS)
+            pair_group, fn_kwargs={"settings": task}, batch_format="pyarrow", max_calls=GROUP_TASKS
+        )
         tmp = staging + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         pairs.write_parquet(tmp, max_rows_per_file=PAIRS_PER_FILE)
         os.makedirs(tmp, exist_ok=True)
         publish(tmp, staging)
     if not stage_done(final):
-        columns = ["source_id", "target_id", "constraint", "split", "dish", "pair_score", "alignment"]
+        columns = [
+            "source_id",
+            "target_id",
+            "constraint",
+            "split",
+            "dish",
+            "pair_score",
+            "alignment",
+        ]
         tmp = final + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         write_table(ray_data, staging, tmp, columns=columns, schema=PAIR_SCHEMA)
@@ -393,8 +541,10 @@ def write_table(ray_data, source: str, dest: str, columns: list[str], schema: pa
     """Copy some columns of a Parquet folder (possibly empty) into another."""
     if count_rows(source) == 0:
         os.makedirs(dest, exist_ok=True)
-        pq.write_table(pa.table({c: pa.array([], schema.field(c).type) for c in columns}),
-                               os.path.join(dest, "empty.parquet"))
+        pq.write_table(
+            pa.table({c: pa.array([], schema.field(c).type) for c in columns}),
+            os.path.join(dest, "empty.parquet"),
+        )
         return
     read_blocks(ray_data, source, columns).write_parquet(dest)
 
@@ -416,9 +566,13 @@ def stage_step_pairs(ray_data, settings: dict, timings: dict) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
         if count_rows(source):
-            rows = per_file(ray_data, source).map_batches(format_files, batch_format="pyarrow", batch_size=1,
-                                                          fn_kwargs={"variant": variant, "schema": schema},
-                                                          max_calls=WORKER_TASKS)
+            rows = per_file(ray_data, source).map_batches(
+                format_files,
+                batch_format="pyarrow",
+                batch_size=1,
+                fn_kwargs={"variant": variant, "schema": schema},
+                max_calls=WORKER_TASKS,
+            )
             # One pass writes every split; hive folders split=X are then renamed to X.
             rows.write_parquet(tmp, partition_cols=["split"])
         for split in SPLITS:
@@ -432,6 +586,7 @@ def stage_step_pairs(ray_data, settings: dict, timings: dict) -> None:
 
 
 # ---------------------------------------------------------------- measurements
+
 
 def count_by(path: str, columns: list[str]) -> Counter:
     """Row counts per value combination of some columns, streamed in batches."""
@@ -448,7 +603,9 @@ def count_non_steps(path: str) -> dict[str, int]:
     """Method lines set aside as not instructions, by kind (serving, header, note, storage)."""
     kinds: Counter = Counter()
     files = [os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs if f.endswith(".parquet")]
-    for batch in pads.dataset(files, format="parquet").to_batches(columns=["non_steps"]) if files else []:
+    for batch in (
+        pads.dataset(files, format="parquet").to_batches(columns=["non_steps"]) if files else []
+    ):
         kinds.update(pc.list_flatten(batch.column("non_steps")).field("kind").to_pylist())
     return {kind: kinds.get(kind, 0) for kind in KINDS}
 
@@ -485,26 +642,47 @@ def write_stats(settings: dict, timings: dict, resumed: bool) -> dict:
         for split in SPLITS:
             folder = os.path.join(out, "step_pairs", v, split)
             if v in PAIR_VARIANTS:
-                steps[v].update({(c, split): n for (c,), n in count_by(folder, ["constraint"]).items()})
+                steps[v].update(
+                    {(c, split): n for (c,), n in count_by(folder, ["constraint"]).items()}
+                )
             else:
                 steps[v][("all", split)] = count_rows(folder)
     contextual = steps.get("contextual", Counter())
-    table1 = {c: {"recipe_pairs": {s: pairs.get((c, s), 0) for s in SPLITS},
-                  "step_pairs_train": contextual.get((c, "train"), 0),
-                  "recipes_valid": validity[c]["valid"], "recipes_invalid": validity[c]["invalid"]}
-              for c in constraints}
+    table1 = {
+        c: {
+            "recipe_pairs": {s: pairs.get((c, s), 0) for s in SPLITS},
+            "step_pairs_train": contextual.get((c, "train"), 0),
+            "recipes_valid": validity[c]["valid"],
+            "recipes_invalid": validity[c]["invalid"],
+        }
+        for c in constraints
+    }
     rejects = gather_rejects(out)
-    capped, unlike = (sum(1 for r, _, fs in os.walk(os.path.join(out, side)) for f in fs
-                          for _ in open(os.path.join(r, f), encoding="utf-8")) for side in ("_capped", "_unlike"))
+    capped, unlike = (
+        sum(
+            1
+            for r, _, fs in os.walk(os.path.join(out, side))
+            for f in fs
+            for _ in open(os.path.join(r, f), encoding="utf-8")
+        )
+        for side in ("_capped", "_unlike")
+    )
     total = sum(per_split.values())
     seconds = timings.get("recipes")
     stats = {
-        "recipes": total, "recipes_per_split": dict(per_split), "table1": table1,
-        "step_pairs": {v: {" / ".join(map(str, k)): n for k, n in sorted(c.items())} for v, c in steps.items()},
+        "recipes": total,
+        "recipes_per_split": dict(per_split),
+        "table1": table1,
+        "step_pairs": {
+            v: {" / ".join(map(str, k)): n for k, n in sorted(c.items())} for v, c in steps.items()
+        },
         "non_steps": count_non_steps(recipes),
-        "rejects": dict(rejects), "rejected": sum(rejects.values()), "unpaired_capped_recipes": capped,
+        "rejects": dict(rejects),
+        "rejected": sum(rejects.values()),
+        "unpaired_capped_recipes": capped,
         "candidate_pairs_unlike_dishes": unlike,
-        "seconds_per_stage": timings, "resumed": resumed,
+        "seconds_per_stage": timings,
+        "resumed": resumed,
         "recipes_per_second": round(total / seconds, 1) if seconds else None,
     }
     write_json_atomic(os.path.join(out, "stats.json"), stats)
@@ -516,7 +694,9 @@ def format_table1(stats: dict) -> str:
     lines = [f"{'constraint':<13} {'train':>7} {'dev':>6} {'test':>6} {'step pairs (train)':>19}"]
     for c, row in stats["table1"].items():
         p = row["recipe_pairs"]
-        lines.append(f"{c:<13} {p['train']:>7} {p['dev']:>6} {p['test']:>6} {row['step_pairs_train']:>19}")
+        lines.append(
+            f"{c:<13} {p['train']:>7} {p['dev']:>6} {p['test']:>6} {row['step_pairs_train']:>19}"
+        )
     return "\n".join(lines)
 
 
@@ -526,8 +706,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = settings_from(args)
         settings["fingerprint"] = fingerprint(settings)
-        resumed = claim_output(settings["output"], "prepare_data", settings["fingerprint"], settings,
-                               args.overwrite)
+        resumed = claim_output(
+            settings["output"], "prepare_data", settings["fingerprint"], settings, args.overwrite
+        )
     except JobError as err:
         print(f"prepare_data: error: {err}", file=sys.stderr)
         return 2
@@ -546,9 +727,13 @@ def main(argv: list[str] | None = None) -> int:
     timings["total"] = round(time.perf_counter() - started, 2)
     stats = write_stats(settings, timings, resumed)
     print(format_table1(stats))
-    print(f"{stats['recipes']} recipes, {stats['rejected']} rejected; outputs in {settings['output']}")
-    print("method lines set aside as not instructions: "
-          + ", ".join(f"{n} {kind}" for kind, n in stats["non_steps"].items()))
+    print(
+        f"{stats['recipes']} recipes, {stats['rejected']} rejected; outputs in {settings['output']}"
+    )
+    print(
+        "method lines set aside as not instructions: "
+        + ", ".join(f"{n} {kind}" for kind, n in stats["non_steps"].items())
+    )
     return 0
 
 

@@ -28,6 +28,7 @@ systems the engine's rounds, its seconds on prompts, sampling and selection, and
 made, graph captures, caches evicted and batches too big for one). A rerun into the same
 folder finishes the missing recipes only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,17 +44,17 @@ import pyarrow.dataset as pads
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from runtime.cluster import bundle, ensure_room, start_ray  # noqa: E402
-from runtime.parquet import count_rows, parquet_files  # noqa: E402
-from runtime.runs import JobError, claim_output, read_manifest, write_json_atomic  # noqa: E402
-from rrt.config import ConfigError, load_settings  # noqa: E402
-from rrt.recipes.lexicon import CONSTRAINTS  # noqa: E402
-from rrt.corpus.bow import PAPER, load_bag  # noqa: E402
-from rrt.modelling.controllable import CONTROLLABLE  # noqa: E402
-from rrt.modelling.models import META_FILE, read_meta  # noqa: E402
-from rrt.modelling.rewriter import SYSTEMS  # noqa: E402
-from rrt.modelling.seq2seq import COPY, SEQ2SEQ, constraint_models  # noqa: E402
-from rrt.recipes.tagger import parse_constraints  # noqa: E402
+from rrt.config import ConfigError, load_settings
+from rrt.corpus.bow import PAPER, load_bag
+from rrt.modelling.controllable import CONTROLLABLE
+from rrt.modelling.models import META_FILE, read_meta
+from rrt.modelling.rewriter import SYSTEMS
+from rrt.modelling.seq2seq import COPY, SEQ2SEQ, constraint_models
+from rrt.recipes.lexicon import CONSTRAINTS
+from rrt.recipes.tagger import parse_constraints
+from runtime.cluster import bundle, ensure_room, start_ray
+from runtime.parquet import count_rows, parquet_files
+from runtime.runs import JobError, claim_output, read_manifest, write_json_atomic
 
 REWRITES = "rewrites.jsonl"
 ALL_SYSTEMS = (*SYSTEMS, *CONTROLLABLE, *SEQ2SEQ)
@@ -61,38 +62,73 @@ ALL_SYSTEMS = (*SYSTEMS, *CONTROLLABLE, *SEQ2SEQ)
 
 def build_parser() -> argparse.ArgumentParser:
     """Flags of the rewrite job; each overrides the matching `rewrite` value of ray_config.yaml."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--data", help="prepare_data output folder (default: rewrite.data)")
-    parser.add_argument("--split", choices=("test", "dev"), help="which recipes to rewrite (default: test)")
+    parser.add_argument(
+        "--split", choices=("test", "dev"), help="which recipes to rewrite (default: test)"
+    )
     parser.add_argument("--system", choices=ALL_SYSTEMS, help="the rewriting system")
     parser.add_argument("--output", help="run folder (default: rewrite.output)")
-    parser.add_argument("--model", help="the system's trained model folder (<train output>/model); ctrl: a "
-                                        "CTRL folder or Hugging Face name (ctrl); seq2seq_copy: the <train output> "
-                                        "holding <constraint>/model")
+    parser.add_argument(
+        "--model",
+        help="the system's trained model folder (<train output>/model); ctrl: a "
+        "CTRL folder or Hugging Face name (ctrl); seq2seq_copy: the <train output> "
+        "holding <constraint>/model",
+    )
     parser.add_argument("--ing-model", help="contextual_gpt2: the next-ingredient model folder")
-    parser.add_argument("--num-recipes", type=int, help="(recipe, constraint) rewrites to make (default 1000)")
+    parser.add_argument(
+        "--num-recipes", type=int, help="(recipe, constraint) rewrites to make (default 1000)"
+    )
     parser.add_argument("--candidates", type=int, help="samples per step (default 10)")
-    parser.add_argument("--constraint", help="rewrite every sampled source for these constraints (vegan,nut-free)")
-    parser.add_argument("--constrained", action="store_true", default=None,
-                        help="ban violating terms while sampling (adherence by construction)")
-    parser.add_argument("--closed-foods", action=argparse.BooleanOptionalAction, default=None,
-                        help="with --constrained, also refuse foods the recipe does not hold "
-                             "(default: rewrite.closed_foods; --no-closed-foods: the paper)")
-    parser.add_argument("--selection", choices=("grounded", "paper"),
-                        help="best-of-N rules: grounded (beyond the paper) or paper (default: rewrite.selection)")
-    parser.add_argument("--temperature", type=float,
-                        help="sampling temperature (default: rewrite.temperature; the paper's: 1.0)")
+    parser.add_argument(
+        "--constraint", help="rewrite every sampled source for these constraints (vegan,nut-free)"
+    )
+    parser.add_argument(
+        "--constrained",
+        action="store_true",
+        default=None,
+        help="ban violating terms while sampling (adherence by construction)",
+    )
+    parser.add_argument(
+        "--closed-foods",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --constrained, also refuse foods the recipe does not hold "
+        "(default: rewrite.closed_foods; --no-closed-foods: the paper)",
+    )
+    parser.add_argument(
+        "--selection",
+        choices=("grounded", "paper"),
+        help="best-of-N rules: grounded (beyond the paper) or paper (default: rewrite.selection)",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        help="sampling temperature (default: rewrite.temperature; the paper's: 1.0)",
+    )
     parser.add_argument("--seed", type=int, help="sampling and recipe-sample seed")
     parser.add_argument("--actors", type=int, help="rewriter actors (one GPU each with --use-gpu)")
     parser.add_argument("--use-gpu", action="store_true", default=None, help="one GPU per actor")
     parser.add_argument("--batch-recipes", type=int, help="recipes an actor rewrites together")
-    parser.add_argument("--call-batches", type=int,
-                        help="batches' worth of recipes an actor takes per call (the next joins as one finishes)")
+    parser.add_argument(
+        "--call-batches",
+        type=int,
+        help="batches' worth of recipes an actor takes per call (the next joins as one finishes)",
+    )
     parser.add_argument("--config", help="config file (default: ray_config.yaml)")
-    parser.add_argument("--profile", help="config profile: local, v100x64 (a V100 cluster) or hopper (one H100/H200)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace an earlier run of this job in --output (any other folder is refused)")
+    parser.add_argument(
+        "--profile",
+        help="config profile: local, v100x64 (a V100 cluster) or hopper (one H100/H200)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier run of this job in --output (any other folder is refused)",
+    )
     return parser
 
 
@@ -110,9 +146,29 @@ def _model_folder(path: str | None, what: str, named: bool = False) -> str:
 
 def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     """Merge config and flags and check every value; problems are JobError lines."""
-    flags = {key: getattr(args, key, None) for key in (
-        "data", "split", "system", "output", "model", "ing_model", "num_recipes", "candidates", "constraint",
-        "constrained", "closed_foods", "selection", "temperature", "seed", "actors", "use_gpu", "batch_recipes", "call_batches")}
+    flags = {
+        key: getattr(args, key, None)
+        for key in (
+            "data",
+            "split",
+            "system",
+            "output",
+            "model",
+            "ing_model",
+            "num_recipes",
+            "candidates",
+            "constraint",
+            "constrained",
+            "closed_foods",
+            "selection",
+            "temperature",
+            "seed",
+            "actors",
+            "use_gpu",
+            "batch_recipes",
+            "call_batches",
+        )
+    }
     try:
         config = load_settings(args.config, args.profile, {"rewrite": flags})
     except ConfigError as err:
@@ -129,52 +185,77 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     data = rewrite["data"]
     for folder in ("recipe_pairs", "recipes"):
         if not data or not os.path.isdir(os.path.join(data, folder)):
-            raise JobError(f"{data}/{folder} not found: pass a jobs/prepare_data.py output folder as --data")
+            raise JobError(
+                f"{data}/{folder} not found: pass a jobs/prepare_data.py output folder as --data"
+            )
     if count_rows(os.path.join(data, "recipe_pairs")) == 0:
         raise JobError(f"{data} holds no recipe pairs to rewrite")
     if system == "ctrl":
-        rewrite["model"] = _model_folder(rewrite["model"], "--model (a CTRL folder or name)", named=True)
+        rewrite["model"] = _model_folder(
+            rewrite["model"], "--model (a CTRL folder or name)", named=True
+        )
     elif system == "pplm":
-        rewrite["model"] = _model_folder(rewrite["model"], "--model (the No-Source LM folder PPLM steers)")
+        rewrite["model"] = _model_folder(
+            rewrite["model"], "--model (the No-Source LM folder PPLM steers)"
+        )
         bow = rewrite["pplm"]["bow"]
         try:
             load_bag(bow, list(CONSTRAINTS))
         except FileNotFoundError as err:
-            raise JobError(f"rewrite.pplm.bow: {err} (paper, or a folder written by `rrt bow`)") from None
+            raise JobError(
+                f"rewrite.pplm.bow: {err} (paper, or a folder written by `rrt bow`)"
+            ) from None
         rewrite["pplm"]["bow"] = bow if bow == PAPER else os.path.abspath(bow)
     elif system == COPY:
         rewrite["model"] = copy_models(rewrite["model"], rewrite["constraint"])
     elif system in SEQ2SEQ or SYSTEMS[system]:
         rewrite["model"] = _model_folder(rewrite["model"], "--model (a trained model folder)")
         meta = os.path.join(rewrite["model"], META_FILE)
-        variant = (read_meta(rewrite["model"]).get("variant") if os.path.exists(meta) else None) \
-            if system in SEQ2SEQ else system
+        variant = (
+            (read_meta(rewrite["model"]).get("variant") if os.path.exists(meta) else None)
+            if system in SEQ2SEQ
+            else system
+        )
         if variant != system:
             raise JobError(f"{rewrite['model']} holds a {variant} model, not a {system} one")
         trained = read_meta(rewrite["model"]).get("variant") if os.path.exists(meta) else None
         if system not in SEQ2SEQ and trained and trained != SYSTEMS[system]:
             # Its prompts would be in another format than the model learned (grounded against the paper's).
-            raise JobError(f"{rewrite['model']} holds a {trained} model; {system} rewrites with a "
-                           f"{SYSTEMS[system]} one")
+            raise JobError(
+                f"{rewrite['model']} holds a {trained} model; {system} rewrites with a "
+                f"{SYSTEMS[system]} one"
+            )
         if system == "contextual_gpt2":
-            rewrite["ing_model"] = _model_folder(rewrite["ing_model"], "--ing-model (the next-ingredient model)")
+            rewrite["ing_model"] = _model_folder(
+                rewrite["ing_model"], "--ing-model (the next-ingredient model)"
+            )
     if count_rows(os.path.join(data, "recipes")) == 0:
-        raise JobError(f"{data}/recipes holds no recipes: rerun jobs/prepare_data.py into that folder")
+        raise JobError(
+            f"{data}/recipes holds no recipes: rerun jobs/prepare_data.py into that folder"
+        )
     if not rewrite["output"]:
         raise JobError("no output folder given (--output or rewrite.output)")
-    return {**rewrite, "data": os.path.abspath(data),
-            "output": os.path.abspath(rewrite["output"]), "ray": ray_cfg}
+    return {
+        **rewrite,
+        "data": os.path.abspath(data),
+        "output": os.path.abspath(rewrite["output"]),
+        "ray": ray_cfg,
+    }
 
 
 def copy_models(path: str | None, constraint: str | None) -> str:
     """Seq2seq Copy's training output as an absolute path, checked to hold a model for each
     constraint asked for (every task's first constraint picks its model)."""
     if not path:
-        raise JobError("this system needs --model (the jobs/train.py --variant seq2seq_copy output folder)")
+        raise JobError(
+            "this system needs --model (the jobs/train.py --variant seq2seq_copy output folder)"
+        )
     found = constraint_models(path)
     if not found:
-        raise JobError(f"{path} holds no seq2seq_copy model (<constraint>/model); pass the jobs/train.py "
-                       "--variant seq2seq_copy output folder")
+        raise JobError(
+            f"{path} holds no seq2seq_copy model (<constraint>/model); pass the jobs/train.py "
+            "--variant seq2seq_copy output folder"
+        )
     if constraint:
         check_copy_models(path, [constraint], found)
     return os.path.abspath(path)
@@ -185,18 +266,36 @@ def check_copy_models(path: str, constraints, found: dict | None = None) -> None
     found = constraint_models(path) if found is None else found
     missing = sorted({c.split(",")[0] for c in constraints} - set(found))
     if missing:
-        raise JobError(f"{path} has no seq2seq_copy model for {', '.join(missing)} (it holds "
-                       f"{', '.join(found)}); train them with jobs/train.py --variant seq2seq_copy --constraint "
-                       f"{','.join(missing)}, or rewrite with --constraint {','.join(found)}")
+        raise JobError(
+            f"{path} has no seq2seq_copy model for {', '.join(missing)} (it holds "
+            f"{', '.join(found)}); train them with jobs/train.py --variant seq2seq_copy --constraint "
+            f"{','.join(missing)}, or rewrite with --constraint {','.join(found)}"
+        )
 
 
 def fingerprint(settings: dict) -> str:
     """Hash of what makes two runs the same run; a rerun with another one is refused."""
-    keep = {k: v for k, v in settings.items() if k not in ("output", "ray", "actors", "use_gpu", "batch_recipes",
-                                                             "call_batches",
-                                                             "batch_prompts", "cpus_per_actor", "torch_threads",
-                                                             "reuse_prefix", "decode", "decode_step", "prompt_cache",
-                                                             "schedule")}
+    keep = {
+        k: v
+        for k, v in settings.items()
+        if k
+        not in (
+            "output",
+            "ray",
+            "actors",
+            "use_gpu",
+            "batch_recipes",
+            "call_batches",
+            "batch_prompts",
+            "cpus_per_actor",
+            "torch_threads",
+            "reuse_prefix",
+            "decode",
+            "decode_step",
+            "prompt_cache",
+            "schedule",
+        )
+    }
     stats = os.path.join(settings["data"], "stats.json")
     keep["data_id"] = os.path.getmtime(stats) if os.path.exists(stats) else None
     return hashlib.sha1(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -208,7 +307,11 @@ def _rows(folder: str, columns: list[str], key: str, values: set) -> list:
     import pyarrow.compute as pc
 
     wanted = pc.field(key).isin(sorted(values))
-    return pads.dataset(parquet_files(folder), format="parquet").to_table(columns=columns, filter=wanted).to_pylist()
+    return (
+        pads.dataset(parquet_files(folder), format="parquet")
+        .to_table(columns=columns, filter=wanted)
+        .to_pylist()
+    )
 
 
 def rewrite_keys(rows: list[dict], forced: str | None = None) -> list[tuple[str, str]]:
@@ -229,10 +332,15 @@ def rewrite_keys(rows: list[dict], forced: str | None = None) -> list[tuple[str,
     return sorted(keys)
 
 
-def build_tasks(keys: list[tuple[str, str]], recipes: dict[str, dict]) -> tuple[list[dict], list[str]]:
+def build_tasks(
+    keys: list[tuple[str, str]], recipes: dict[str, dict]
+) -> tuple[list[dict], list[str]]:
     """Tasks for the sampled (id, constraints) keys, and the ids whose source recipe is missing."""
-    tasks = [{"id": sid, "constraints": con.split(","), "source": recipes[sid], "retrieved": None}
-             for sid, con in keys if sid in recipes]
+    tasks = [
+        {"id": sid, "constraints": con.split(","), "source": recipes[sid], "retrieved": None}
+        for sid, con in keys
+        if sid in recipes
+    ]
     return tasks, [sid for sid, _ in keys if sid not in recipes]
 
 
@@ -240,8 +348,10 @@ def dropped_warning(missing: list[str], shown: int = 5) -> str | None:
     """The stderr line for tasks dropped because their source recipe is missing; None when none are."""
     if not missing:
         return None
-    return (f"rewrite: warning: {len(missing)} tasks dropped: source recipe missing "
-            f"(first ids: {', '.join(missing[:shown])})")
+    return (
+        f"rewrite: warning: {len(missing)} tasks dropped: source recipe missing "
+        f"(first ids: {', '.join(missing[:shown])})"
+    )
 
 
 def plan_tasks(settings: dict) -> tuple[list[dict], list[str]]:
@@ -254,14 +364,24 @@ def plan_tasks(settings: dict) -> tuple[list[dict], list[str]]:
     rows = _rows(os.path.join(data, "recipes"), ["id", "dish", "split", *flags], "split", {split})
     keys = rewrite_keys(rows, settings["constraint"])
     if not keys:
-        raise JobError(f"the {split} split of {data} holds no recipe that breaks a constraint another version "
-                       "of its dish obeys")
-    keys = sorted(random.Random(settings["seed"]).sample(keys, min(settings["num_recipes"], len(keys))))
+        raise JobError(
+            f"the {split} split of {data} holds no recipe that breaks a constraint another version "
+            "of its dish obeys"
+        )
+    keys = sorted(
+        random.Random(settings["seed"]).sample(keys, min(settings["num_recipes"], len(keys)))
+    )
     columns = ["id", "title", "ingredients", "steps", "dish"]
     # Folders prepared before method lines were classified have no non_steps column.
-    if "non_steps" in pads.dataset(parquet_files(os.path.join(data, "recipes")), format="parquet").schema.names:
+    if (
+        "non_steps"
+        in pads.dataset(parquet_files(os.path.join(data, "recipes")), format="parquet").schema.names
+    ):
         columns.append("non_steps")
-    recipes = {r["id"]: r for r in _rows(os.path.join(data, "recipes"), columns, "id", {k[0] for k in keys})}
+    recipes = {
+        r["id"]: r
+        for r in _rows(os.path.join(data, "recipes"), columns, "id", {k[0] for k in keys})
+    }
     tasks, missing = build_tasks(keys, recipes)
     if settings["system"] == "retrieval":
         attach_retrieved(data, tasks, settings["seed"])
@@ -270,20 +390,40 @@ def plan_tasks(settings: dict) -> tuple[list[dict], list[str]]:
 
 def attach_retrieved(data: str, tasks: list[dict], seed: int) -> None:
     """Give each task a recipe of its dish that obeys all its constraints (any split)."""
-    from rrt.evaluation.baselines import pick_retrieval
     from rrt.corpus.pairing import valid_column
+    from rrt.evaluation.baselines import pick_retrieval
 
     flags = [valid_column(c) for c in CONSTRAINTS]
-    pool = _rows(os.path.join(data, "recipes"), ["id", "dish", *flags], "dish",
-                 {t["source"]["dish"] for t in tasks})
+    pool = _rows(
+        os.path.join(data, "recipes"),
+        ["id", "dish", *flags],
+        "dish",
+        {t["source"]["dish"] for t in tasks},
+    )
     by_dish: dict[str, list[dict]] = {}
     for row in pool:
         by_dish.setdefault(row["dish"], []).append(row)
-    picks = [pick_retrieval(task["id"], [r["id"] for r in by_dish.get(task["source"]["dish"], [])
-                                         if all(r[valid_column(c)] for c in task["constraints"])], seed)
-             for task in tasks]
-    found = {r["id"]: r for r in _rows(os.path.join(data, "recipes"), ["id", "title", "ingredients", "steps"],
-                                       "id", {p for p in picks if p})}
+    picks = [
+        pick_retrieval(
+            task["id"],
+            [
+                r["id"]
+                for r in by_dish.get(task["source"]["dish"], [])
+                if all(r[valid_column(c)] for c in task["constraints"])
+            ],
+            seed,
+        )
+        for task in tasks
+    ]
+    found = {
+        r["id"]: r
+        for r in _rows(
+            os.path.join(data, "recipes"),
+            ["id", "title", "ingredients", "steps"],
+            "id",
+            {p for p in picks if p},
+        )
+    }
     for task, pick in zip(tasks, picks):
         task["retrieved"] = found.get(pick) if pick else None
 
@@ -305,8 +445,10 @@ def done_keys(path: str) -> set[tuple[str, str]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
-            raise JobError(f"{path} line {number} is not JSON; move the file away to rewrite every recipe "
-                           "again") from None
+            raise JobError(
+                f"{path} line {number} is not JSON; move the file away to rewrite every recipe "
+                "again"
+            ) from None
         keys.add((row["id"], row["constraint"]))
     return keys
 
@@ -316,12 +458,21 @@ def record_counts(row: dict) -> dict[str, int]:
     and the chosen steps with a forbidden food inside a non-word (selection's `no_disguised_food`)."""
     notes = [e.get("note", "") for e in row["steps"]]
     # An empty step scores 0 on every rule, so only a written one can hide a food.
-    chosen = [c.get("scores", {}) for e in row["steps"] if "chosen" in e
-              for c in [e["candidates"][e["chosen"]]] if c["text"].strip()]
-    return {"steps_fallback": sum("rule-based rewrite" in n for n in notes),
-            "empty_steps": sum(n == "empty source step" for n in notes),
-            "guard_stops": sum(c.get("ended") == "guard" for e in row["steps"] for c in e["candidates"]),
-            "disguised_food_steps": sum(s.get("no_disguised_food") == 0.0 for s in chosen)}
+    chosen = [
+        c.get("scores", {})
+        for e in row["steps"]
+        if "chosen" in e
+        for c in [e["candidates"][e["chosen"]]]
+        if c["text"].strip()
+    ]
+    return {
+        "steps_fallback": sum("rule-based rewrite" in n for n in notes),
+        "empty_steps": sum(n == "empty source step" for n in notes),
+        "guard_stops": sum(
+            c.get("ended") == "guard" for e in row["steps"] for c in e["candidates"]
+        ),
+        "disguised_food_steps": sum(s.get("no_disguised_food") == 0.0 for s in chosen),
+    }
 
 
 def run(settings: dict, overwrite: bool) -> dict:
@@ -329,8 +480,14 @@ def run(settings: dict, overwrite: bool) -> dict:
     import ray.data
     from tqdm import tqdm
 
-    from jobs.rewrite_actor import (ACTOR_KEY, ControlledBatch, RewriteBatch, Seq2seqBatch, rewrite_baseline,
-                                     task_table)
+    from jobs.rewrite_actor import (
+        ACTOR_KEY,
+        ControlledBatch,
+        RewriteBatch,
+        Seq2seqBatch,
+        rewrite_baseline,
+        task_table,
+    )
 
     start_ray(settings["ray"])
     ray.data.DataContext.get_current().enable_progress_bars = False
@@ -343,10 +500,16 @@ def run(settings: dict, overwrite: bool) -> dict:
     baseline = SYSTEMS.get(settings["system"], "model") is None
     if not baseline and tasks:
         # The actor pool runs on the actors that fit, so one is enough to start.
-        ensure_room("rewriter actor", "rewrite.actors, rewrite.cpus_per_actor, rewrite.use_gpu",
-                    min(settings["actors"], len(tasks)), bundle(settings["cpus_per_actor"], settings["use_gpu"]),
-                    needed=1)
-    resumed = claim_output(settings["output"], "rewrite", fingerprint(settings), settings, overwrite)
+        ensure_room(
+            "rewriter actor",
+            "rewrite.actors, rewrite.cpus_per_actor, rewrite.use_gpu",
+            min(settings["actors"], len(tasks)),
+            bundle(settings["cpus_per_actor"], settings["use_gpu"]),
+            needed=1,
+        )
+    resumed = claim_output(
+        settings["output"], "rewrite", fingerprint(settings), settings, overwrite
+    )
     planned = time.perf_counter()
     warning = dropped_warning(missing)
     if warning:
@@ -354,33 +517,71 @@ def run(settings: dict, overwrite: bool) -> dict:
     path = os.path.join(settings["output"], REWRITES)
     done = done_keys(path)
     todo = [t for t in tasks if (t["id"], ",".join(t["constraints"])) not in done]
-    print(f"rewrite: {settings['system']}{' (constrained)' if settings['constrained'] else ''}: "
-          f"{len(tasks)} recipes, {len(tasks) - len(todo)} done earlier, {len(todo)} to go", flush=True)
-    counts = {"recipes": len(tasks), "done_earlier": len(tasks) - len(todo), "written": 0, "steps": 0,
-              "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0, "guard_stops": 0,
-              "disguised_food_steps": 0, "retrieval_fallbacks": 0}
-    engine: dict = {}   # the model actors' rounds, seconds and static-cache counts (ENGINE_COUNTS), summed
+    print(
+        f"rewrite: {settings['system']}{' (constrained)' if settings['constrained'] else ''}: "
+        f"{len(tasks)} recipes, {len(tasks) - len(todo)} done earlier, {len(todo)} to go",
+        flush=True,
+    )
+    counts = {
+        "recipes": len(tasks),
+        "done_earlier": len(tasks) - len(todo),
+        "written": 0,
+        "steps": 0,
+        "steps_fallback": 0,
+        "empty_steps": 0,
+        "recipes_without_steps": 0,
+        "guard_stops": 0,
+        "disguised_food_steps": 0,
+        "retrieval_fallbacks": 0,
+    }
+    engine: dict = {}  # the model actors' rounds, seconds and static-cache counts (ENGINE_COUNTS), summed
     actors: set = set()  # the model actors that rewrote (a run that left one idle wasted its share)
     if todo:
         table = task_table(todo)
         # An actor call takes call_batches batches' worth (it keeps batch_recipes in flight); small
         # runs still give every actor a share; a block per call.
-        batch = max(1, min(settings["batch_recipes"] * settings["call_batches"], -(-len(todo) // settings["actors"])))
+        batch = max(
+            1,
+            min(
+                settings["batch_recipes"] * settings["call_batches"],
+                -(-len(todo) // settings["actors"]),
+            ),
+        )
         ds = ray.data.from_arrow([table.slice(i, batch) for i in range(0, table.num_rows, batch)])
         if baseline:
-            ds = ds.map_batches(rewrite_baseline, batch_size=batch, batch_format="pyarrow",
-                                fn_kwargs={"system": settings["system"]}, udf_modifying_row_count=False)
+            ds = ds.map_batches(
+                rewrite_baseline,
+                batch_size=batch,
+                batch_format="pyarrow",
+                fn_kwargs={"system": settings["system"]},
+                udf_modifying_row_count=False,
+            )
         else:
-            actor = (ControlledBatch if settings["system"] in CONTROLLABLE else
-                     Seq2seqBatch if settings["system"] in SEQ2SEQ else RewriteBatch)
-            ds = ds.map_batches(actor, fn_constructor_kwargs={"settings": settings},
-                                batch_size=batch, batch_format="pyarrow", udf_modifying_row_count=False,
-                                # One call at a time per actor: with more in flight, the first actor
-                                # ready took every block of a small run while the others idled.
-                                compute=ray.data.ActorPoolStrategy(size=min(settings["actors"], len(todo)),
-                                                                   max_tasks_in_flight_per_actor=1),
-                                num_gpus=1 if settings["use_gpu"] else 0, num_cpus=settings["cpus_per_actor"])
-        with open(path, "a", encoding="utf-8") as out, tqdm(total=len(todo), desc="recipes", unit="recipe") as bar:
+            actor = (
+                ControlledBatch
+                if settings["system"] in CONTROLLABLE
+                else Seq2seqBatch
+                if settings["system"] in SEQ2SEQ
+                else RewriteBatch
+            )
+            ds = ds.map_batches(
+                actor,
+                fn_constructor_kwargs={"settings": settings},
+                batch_size=batch,
+                batch_format="pyarrow",
+                udf_modifying_row_count=False,
+                # One call at a time per actor: with more in flight, the first actor
+                # ready took every block of a small run while the others idled.
+                compute=ray.data.ActorPoolStrategy(
+                    size=min(settings["actors"], len(todo)), max_tasks_in_flight_per_actor=1
+                ),
+                num_gpus=1 if settings["use_gpu"] else 0,
+                num_cpus=settings["cpus_per_actor"],
+            )
+        with (
+            open(path, "a", encoding="utf-8") as out,
+            tqdm(total=len(todo), desc="recipes", unit="recipe") as bar,
+        ):
             for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
                 for counted in filter(None, batch.column("engine").to_pylist()):
                     call = json.loads(counted)
@@ -394,20 +595,33 @@ def run(settings: dict, overwrite: bool) -> dict:
                     counts["steps"] += len(row["rewrite"]["steps"])
                     for key, value in record_counts(row).items():
                         counts[key] += value
-                    counts["recipes_without_steps"] += "the source recipe has no steps" in row["notes"]
-                    counts["retrieval_fallbacks"] += any("no recipe of this dish" in n for n in row["notes"])
+                    counts["recipes_without_steps"] += (
+                        "the source recipe has no steps" in row["notes"]
+                    )
+                    counts["retrieval_fallbacks"] += any(
+                        "no recipe of this dish" in n for n in row["notes"]
+                    )
                 out.flush()
                 bar.update(batch.num_rows)
     seconds = time.perf_counter() - started
     manifest = read_manifest(settings["output"])
     rewriting = time.perf_counter() - planned
-    manifest.update({"resumed": resumed, "counts": counts, "dropped": {"source_recipe_missing": len(missing)},
-                     "engine": {k: round(v, 2) if isinstance(v, float) else v for k, v in engine.items()},
-                     "actors_used": len(actors - {None}),
-                     "seconds": round(seconds, 1),
-                     "seconds_per_stage": {"plan": round(planned - started, 1), "rewrite": round(rewriting, 1)},
-                     "steps_per_s": round(counts["steps"] / rewriting, 3) if counts["steps"] else None,
-                     "finished": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    manifest.update(
+        {
+            "resumed": resumed,
+            "counts": counts,
+            "dropped": {"source_recipe_missing": len(missing)},
+            "engine": {k: round(v, 2) if isinstance(v, float) else v for k, v in engine.items()},
+            "actors_used": len(actors - {None}),
+            "seconds": round(seconds, 1),
+            "seconds_per_stage": {
+                "plan": round(planned - started, 1),
+                "rewrite": round(rewriting, 1),
+            },
+            "steps_per_s": round(counts["steps"] / rewriting, 3) if counts["steps"] else None,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+    )
     write_json_atomic(os.path.join(settings["output"], "run.json"), manifest)
     return manifest
 
@@ -417,12 +631,17 @@ def summary(manifest: dict, constrained: bool, output: str) -> str:
     counts = manifest["counts"]
     rate = f", {manifest['steps_per_s']} steps/s" if manifest["steps_per_s"] is not None else ""
     actors = f" on {manifest['actors_used']} actors" if manifest["actors_used"] and rate else ""
-    taken_back = (f", {manifest['engine'].get('words_taken_back', 0)} forbidden words taken back while sampling"
-                  if constrained else "")
-    return (f"rewrite: {counts['written']} recipes written ({counts['done_earlier']} done earlier), "
-            f"{counts['steps']} steps{rate}{actors}; {counts['steps_fallback']} steps by the guide (too long), "
-            f"{counts['empty_steps']} empty steps, {counts['disguised_food_steps']} with a forbidden food inside a "
-            f"non-word{taken_back}; {output}/{REWRITES}")
+    taken_back = (
+        f", {manifest['engine'].get('words_taken_back', 0)} forbidden words taken back while sampling"
+        if constrained
+        else ""
+    )
+    return (
+        f"rewrite: {counts['written']} recipes written ({counts['done_earlier']} done earlier), "
+        f"{counts['steps']} steps{rate}{actors}; {counts['steps_fallback']} steps by the guide (too long), "
+        f"{counts['empty_steps']} empty steps, {counts['disguised_food_steps']} with a forbidden food inside a "
+        f"non-word{taken_back}; {output}/{REWRITES}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

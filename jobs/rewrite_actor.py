@@ -3,6 +3,7 @@
 Each batch is a pyarrow table of tasks in columns (TASK_SCHEMA); each answer is a table of
 JSON records, one per task, which the driver appends to rewrites.jsonl as they arrive.
 """
+
 from __future__ import annotations
 
 import json
@@ -11,28 +12,60 @@ import pyarrow as pa
 
 from rrt.modelling.rewriter import ENGINE_COUNTS, RewriteTask
 
-ACTOR_KEY = "actor"   # in a call's engine counts: the Ray actor that made the call (not a count)
+ACTOR_KEY = "actor"  # in a call's engine counts: the Ray actor that made the call (not a count)
 
 _LINES = pa.list_(pa.string())
-TASK_SCHEMA = pa.schema([
-    ("id", pa.string()), ("constraints", _LINES), ("title", pa.string()), ("ingredients", _LINES),
-    ("steps", _LINES),
-    ("non_steps", pa.list_(pa.struct([("kind", pa.string()), ("text", pa.string()), ("before", pa.int64())]))),
-    # Retrieval's pick: a recipe of the dish that obeys the constraints (null when the dish has none).
-    ("retrieved", pa.struct([("id", pa.string()), ("title", pa.string()), ("ingredients", _LINES),
-                             ("steps", _LINES)])),
-])
+TASK_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("constraints", _LINES),
+        ("title", pa.string()),
+        ("ingredients", _LINES),
+        ("steps", _LINES),
+        (
+            "non_steps",
+            pa.list_(
+                pa.struct([("kind", pa.string()), ("text", pa.string()), ("before", pa.int64())])
+            ),
+        ),
+        # Retrieval's pick: a recipe of the dish that obeys the constraints (null when the dish has none).
+        (
+            "retrieved",
+            pa.struct(
+                [
+                    ("id", pa.string()),
+                    ("title", pa.string()),
+                    ("ingredients", _LINES),
+                    ("steps", _LINES),
+                ]
+            ),
+        ),
+    ]
+)
 
 
 def task_table(tasks: list[dict]) -> pa.Table:
     """The planned tasks (id, constraints, source recipe, retrieved recipe) as TASK_SCHEMA columns."""
-    return pa.Table.from_pylist([
-        {"id": t["id"], "constraints": list(t["constraints"]), "title": t["source"]["title"],
-         "ingredients": list(t["source"]["ingredients"]), "steps": list(t["source"]["steps"]),
-         "non_steps": list(t["source"].get("non_steps") or []),
-         "retrieved": {k: (list(v) if k in ("ingredients", "steps") else v) for k, v in t["retrieved"].items()}
-         if t.get("retrieved") else None}
-        for t in tasks], schema=TASK_SCHEMA)
+    return pa.Table.from_pylist(
+        [
+            {
+                "id": t["id"],
+                "constraints": list(t["constraints"]),
+                "title": t["source"]["title"],
+                "ingredients": list(t["source"]["ingredients"]),
+                "steps": list(t["source"]["steps"]),
+                "non_steps": list(t["source"].get("non_steps") or []),
+                "retrieved": {
+                    k: (list(v) if k in ("ingredients", "steps") else v)
+                    for k, v in t["retrieved"].items()
+                }
+                if t.get("retrieved")
+                else None,
+            }
+            for t in tasks
+        ],
+        schema=TASK_SCHEMA,
+    )
 
 
 def _tasks(batch: pa.Table) -> list[RewriteTask]:
@@ -64,7 +97,9 @@ def _actor_device(settings: dict) -> str:
 def _table(records: list[dict], engine: dict | None = None) -> pa.Table:
     """One row per record; the call's engine counts (JSON) ride on its first row."""
     counts = [json.dumps(engine) if engine and i == 0 else "" for i in range(len(records))]
-    return pa.table({"record": [json.dumps(r, ensure_ascii=False) for r in records], "engine": counts})
+    return pa.table(
+        {"record": [json.dumps(r, ensure_ascii=False) for r in records], "engine": counts}
+    )
 
 
 def _actor_table(records: list[dict], engine: dict | None = None) -> pa.Table:
@@ -108,10 +143,17 @@ class ControlledBatch:
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             half = torch.float16 if self.device == "cuda" else torch.float32
-            lm = AutoModelForCausalLM.from_pretrained(settings["model"], dtype=half).to(self.device).eval()
-            control = ControlSettings(**settings["ctrl"], max_new_tokens=settings["max_step_tokens"])
-            self.writers[None] = ctrl_writer(lm, AutoTokenizer.from_pretrained(settings["model"]), control,
-                                             self.device)
+            lm = (
+                AutoModelForCausalLM.from_pretrained(settings["model"], dtype=half)
+                .to(self.device)
+                .eval()
+            )
+            control = ControlSettings(
+                **settings["ctrl"], max_new_tokens=settings["max_step_tokens"]
+            )
+            self.writers[None] = ctrl_writer(
+                lm, AutoTokenizer.from_pretrained(settings["model"]), control, self.device
+            )
 
     def _writer(self, constraints: list[str]):
         """CTRL's writer, or PPLM's steered by the bags of these constraints (made once per set)."""
@@ -120,8 +162,13 @@ class ControlledBatch:
             from rrt.corpus.bow import load_bag
             from rrt.modelling.controllable import pplm_writer
 
-            self.writers[key] = pplm_writer(self.model.lm, self.model.tokenizer, self.steer,
-                                            load_bag(self.bow, list(constraints)), self.device)
+            self.writers[key] = pplm_writer(
+                self.model.lm,
+                self.model.tokenizer,
+                self.steer,
+                load_bag(self.bow, list(constraints)),
+                self.device,
+            )
         return self.writers[key]
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -130,7 +177,9 @@ class ControlledBatch:
 
         records = []
         for task in _seeded_tasks(batch, self.seed):
-            records += ControlledRewriter(self.system, self._writer(task.constraints)).rewrite([task])
+            records += ControlledRewriter(self.system, self._writer(task.constraints)).rewrite(
+                [task]
+            )
         return _actor_table(records)
 
 
@@ -143,12 +192,19 @@ class Seq2seqBatch:
         from rrt.modelling.seq2seq import COPY, SentenceRewriter, constraint_models, load_seq2seq
 
         device = _actor_device(settings)
-        folders = constraint_models(settings["model"]) if settings["system"] == COPY else {None: settings["model"]}
+        folders = (
+            constraint_models(settings["model"])
+            if settings["system"] == COPY
+            else {None: settings["model"]}
+        )
         models = {key: load_seq2seq(folder, device) for key, folder in folders.items()}
         self.seed = int(settings["seed"])
-        self.rewriter = SentenceRewriter(settings["system"], models,
-                                         SamplingSettings.from_config(settings, candidates=int(settings["candidates"])),
-                                         device)
+        self.rewriter = SentenceRewriter(
+            settings["system"],
+            models,
+            SamplingSettings.from_config(settings, candidates=int(settings["candidates"])),
+            device,
+        )
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Rewrite every task of the batch."""
@@ -165,8 +221,14 @@ class RewriteBatch:
         model = load_model(settings["model"], device)
         ing_model = load_model(settings["ing_model"], device) if settings["ing_model"] else None
         self.seed, self.slots = int(settings["seed"]), int(settings["batch_recipes"])
-        self.rewriter = build_rewriter(model, settings, settings["candidates"], settings["constrained"],
-                                       settings["system"], ing_model)
+        self.rewriter = build_rewriter(
+            model,
+            settings,
+            settings["candidates"],
+            settings["constrained"],
+            settings["system"],
+            ing_model,
+        )
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Rewrite every task of the batch, batch_recipes at a time, the next joining as one finishes
@@ -176,4 +238,6 @@ class RewriteBatch:
 
         before = {key: self.rewriter.stats[key] for key in ENGINE_COUNTS}
         records = rewrite_all(self.rewriter, _seeded_tasks(batch, self.seed), self.slots)
-        return _actor_table(records, {key: self.rewriter.stats[key] - before[key] for key in ENGINE_COUNTS})
+        return _actor_table(
+            records, {key: self.rewriter.stats[key] - before[key] for key in ENGINE_COUNTS}
+        )

@@ -21,6 +21,7 @@ constraint, as in the paper: each a run folder of its own, <output>/<constraint>
 outputs above (--constraint picks them; default: every constraint with training pairs), and
 <output>/train_stats.json sums them up.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,22 +35,22 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import pyarrow as pa  # noqa: E402
-import pyarrow.dataset as pads  # noqa: E402
+import pyarrow as pa
+import pyarrow.dataset as pads
 
-from runtime.checkpoints import remove_unregistered  # noqa: E402
-from runtime.cluster import allocator_env, bundle, ensure_room, start_ray  # noqa: E402
-from runtime.parquet import count_rows, parquet_files  # noqa: E402
-from runtime.runs import JobError, check_claim, claim_output, read_jsonl, write_json_atomic  # noqa: E402
-from rrt.modelling import finetune  # noqa: E402
-from rrt.config import ConfigError, load_settings  # noqa: E402
-from rrt.corpus.formats import VARIANTS  # noqa: E402
-from rrt.modelling.models import TINY, load_tokenizer, train_tiny_tokenizer  # noqa: E402
-from rrt.modelling.pretrained import PresetError  # noqa: E402
-from rrt.modelling.seq2seq import COPY, PAIRS, SEQ2SEQ  # noqa: E402
-from rrt.recipes.lexicon import CONSTRAINTS  # noqa: E402
-from rrt.recipes.paper_format import constraint_tag  # noqa: E402
-from rrt.recipes.tagger import parse_constraints  # noqa: E402
+from rrt.config import ConfigError, load_settings
+from rrt.corpus.formats import VARIANTS
+from rrt.modelling import finetune
+from rrt.modelling.models import TINY, load_tokenizer, train_tiny_tokenizer
+from rrt.modelling.pretrained import PresetError
+from rrt.modelling.seq2seq import COPY, PAIRS, SEQ2SEQ
+from rrt.recipes.lexicon import CONSTRAINTS
+from rrt.recipes.paper_format import constraint_tag
+from rrt.recipes.tagger import parse_constraints
+from runtime.checkpoints import remove_unregistered
+from runtime.cluster import allocator_env, bundle, ensure_room, start_ray
+from runtime.parquet import count_rows, parquet_files
+from runtime.runs import JobError, check_claim, claim_output, read_jsonl, write_json_atomic
 
 TOKENIZER_TEXTS = 50_000  # training texts the tiny tokenizer learns from
 TOKENIZE_BATCH = 512  # texts per tokenizer call in the Ray Data tasks
@@ -57,33 +58,63 @@ TOKENIZE_BATCH = 512  # texts per tokenizer call in the Ray Data tasks
 
 def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
     """Flags of the training job; each overrides the matching `train` value of ray_config.yaml."""
-    parser = argparse.ArgumentParser(description=description.split("\n\n")[0],
-                                     epilog=description.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--variant", choices=(*VARIANTS, *SEQ2SEQ), help="model variant (default: train.variant)")
+    parser = argparse.ArgumentParser(
+        description=description.split("\n\n")[0],
+        epilog=description.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--variant", choices=(*VARIANTS, *SEQ2SEQ), help="model variant (default: train.variant)"
+    )
     parser.add_argument("--data", help="prepare_data output folder (default: train.data)")
     parser.add_argument("--output", help="run folder (default: train.output)")
     parser.add_argument("--config", help="config file (default: ray_config.yaml)")
-    parser.add_argument("--profile", help="config profile: local, v100x64 (a V100 cluster) or hopper (one H100/H200)")
-    parser.add_argument("--model", help="smollm2-135m (pretrained, offline), tiny (from scratch, tests), "
-                                        "a Hugging Face name (gpt2-medium) or a local path")
-    parser.add_argument("--num-workers", type=int, help="Ray Train workers (one per GPU on a cluster)")
+    parser.add_argument(
+        "--profile",
+        help="config profile: local, v100x64 (a V100 cluster) or hopper (one H100/H200)",
+    )
+    parser.add_argument(
+        "--model",
+        help="smollm2-135m (pretrained, offline), tiny (from scratch, tests), "
+        "a Hugging Face name (gpt2-medium) or a local path",
+    )
+    parser.add_argument(
+        "--num-workers", type=int, help="Ray Train workers (one per GPU on a cluster)"
+    )
     parser.add_argument("--use-gpu", action="store_true", default=None, help="one GPU per worker")
     parser.add_argument("--epochs", type=int, help="passes over the training split")
     parser.add_argument("--max-steps", type=int, help="optimizer steps to run (overrides --epochs)")
-    parser.add_argument("--finetune", choices=finetune.METHODS,
-                        help="which weights train: all, the top --trainable-layers blocks, or LoRA adapters")
-    parser.add_argument("--trainable-layers", type=int, help="freeze: transformer blocks trained, from the top")
+    parser.add_argument(
+        "--finetune",
+        choices=finetune.METHODS,
+        help="which weights train: all, the top --trainable-layers blocks, or LoRA adapters",
+    )
+    parser.add_argument(
+        "--trainable-layers", type=int, help="freeze: transformer blocks trained, from the top"
+    )
     parser.add_argument("--micro-batch", type=int, help="examples per worker per forward pass")
     parser.add_argument("--lr", type=float, help="peak learning rate")
     parser.add_argument("--eval-examples", type=int, help="dev examples per evaluation")
-    parser.add_argument("--loss-on", choices=("step", "target", "all"),
-                        help="loss on the learned step only, the whole target, or every token (default: train.loss_on)")
-    parser.add_argument("--constraint", help="seq2seq_copy: the constraints to train a model for (vegan,nut-free; "
-                                             "default: every constraint with training pairs)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --output from its last checkpoint")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace an earlier run of this job in --output (any other folder is refused)")
+    parser.add_argument(
+        "--loss-on",
+        choices=("step", "target", "all"),
+        help="loss on the learned step only, the whole target, or every token (default: train.loss_on)",
+    )
+    parser.add_argument(
+        "--constraint",
+        help="seq2seq_copy: the constraints to train a model for (vegan,nut-free; "
+        "default: every constraint with training pairs)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --output from its last checkpoint",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier run of this job in --output (any other folder is refused)",
+    )
     return parser
 
 
@@ -91,11 +122,17 @@ def _split_dir(data: str, variant: str, split: str) -> str:
     return os.path.join(data, "step_pairs", variant, split)
 
 
-def train_texts(settings: dict, split: str = "train") -> "pads.Dataset":
+def train_texts(settings: dict, split: str = "train") -> pads.Dataset:
     """A split's Parquet files (the training split's unless told) as one pyarrow dataset, in file
     order (one constraint's pairs when the run has one)."""
-    dataset = pads.dataset(parquet_files(_split_dir(settings["data"], settings["pairs"], split)), format="parquet")
-    return dataset.filter(constraint_filter(settings["constraint"])) if settings.get("constraint") else dataset
+    dataset = pads.dataset(
+        parquet_files(_split_dir(settings["data"], settings["pairs"], split)), format="parquet"
+    )
+    return (
+        dataset.filter(constraint_filter(settings["constraint"]))
+        if settings.get("constraint")
+        else dataset
+    )
 
 
 def constraint_filter(constraint: str):
@@ -111,24 +148,49 @@ def split_rows(settings: dict, split: str) -> int:
     if not settings.get("constraint"):
         return count_rows(folder)
     files = parquet_files(folder)
-    return pads.dataset(files, format="parquet").count_rows(filter=constraint_filter(settings["constraint"])) \
-        if files else 0
+    return (
+        pads.dataset(files, format="parquet").count_rows(
+            filter=constraint_filter(settings["constraint"])
+        )
+        if files
+        else 0
+    )
 
 
 def trained_constraints(settings: dict) -> list[str]:
     """The constraints whose target tag the training pairs hold, in the lexicon's order."""
-    dataset = pads.dataset(parquet_files(_split_dir(settings["data"], settings["pairs"], "train")), format="parquet")
+    dataset = pads.dataset(
+        parquet_files(_split_dir(settings["data"], settings["pairs"], "train")), format="parquet"
+    )
     return [c for c in CONSTRAINTS if dataset.count_rows(filter=constraint_filter(c))]
 
 
 def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     """Merge config and flags and check every value; problems are JobError lines."""
-    flags = {key: getattr(args, key, None) for key in ("variant", "data", "output", "model", "num_workers", "use_gpu",
-                                                        "epochs", "max_steps", "loss_on", "eval_examples",
-                                                        "finetune", "trainable_layers", "constraint")}
+    flags = {
+        key: getattr(args, key, None)
+        for key in (
+            "variant",
+            "data",
+            "output",
+            "model",
+            "num_workers",
+            "use_gpu",
+            "epochs",
+            "max_steps",
+            "loss_on",
+            "eval_examples",
+            "finetune",
+            "trainable_layers",
+            "constraint",
+        )
+    }
     try:
-        config = load_settings(args.config, args.profile, {"train": {
-            **flags, "deepspeed": {"micro_batch": args.micro_batch, "lr": args.lr}}})
+        config = load_settings(
+            args.config,
+            args.profile,
+            {"train": {**flags, "deepspeed": {"micro_batch": args.micro_batch, "lr": args.lr}}},
+        )
     except ConfigError as err:
         raise JobError(str(err)) from None
     train, ray_cfg = config.train.model_dump(), config.ray.model_dump()
@@ -137,7 +199,9 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     variant = train["variant"]
     if variant in SEQ2SEQ:
         if args.model:
-            raise JobError(f"--model does not apply to {variant}: it trains from scratch (shape: train.seq2seq)")
+            raise JobError(
+                f"--model does not apply to {variant}: it trains from scratch (shape: train.seq2seq)"
+            )
         # Always from scratch, with a tokenizer of its own: no preset applies.
         train["model"] = f"{variant} (BART from scratch)"
     if train["model"] == TINY or variant in SEQ2SEQ:
@@ -148,11 +212,15 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     pairs = PAIRS if variant in SEQ2SEQ else variant
     block = train["block_size"][pairs]
     if train["pack_width"] and train["pack_width"] < block:
-        raise JobError(f"train.pack_width {train['pack_width']} is narrower than the block ({block}): a packed row "
-                       "must hold the longest example (0: the block)")
+        raise JobError(
+            f"train.pack_width {train['pack_width']} is narrower than the block ({block}): a packed row "
+            "must hold the longest example (0: the block)"
+        )
     if train["attention"] == "varlen" and (variant in SEQ2SEQ or train["batching"] != "packed"):
-        raise JobError("train.attention varlen is for packed rows of a causal LM: set train.batching: packed "
-                       "(the seq2seq baselines keep sdpa)")
+        raise JobError(
+            "train.attention varlen is for packed rows of a causal LM: set train.batching: packed "
+            "(the seq2seq baselines keep sdpa)"
+        )
     constraints = None
     if variant == COPY and train["constraint"]:
         try:
@@ -160,7 +228,9 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         except ValueError as err:
             raise JobError(f"train.constraint: {err}") from None
     elif train["constraint"]:
-        raise JobError("train.constraint (--constraint) is for seq2seq_copy, which trains one model per constraint")
+        raise JobError(
+            "train.constraint (--constraint) is for seq2seq_copy, which trains one model per constraint"
+        )
     data, output = train["data"], train["output"]
     if not data or not os.path.isdir(data):
         raise JobError(f"data folder not found: {data} (run jobs/prepare_data.py first)")
@@ -172,14 +242,26 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
             raise JobError(f"{folder} not found: {data} holds no {pairs} step pairs")
         if count_rows(folder) == 0:
             raise JobError(f"the {split} split of {pairs} in {data} is empty")
-    settings = {**train, "pairs": pairs, "block": block, "data": os.path.abspath(data),
-                "output": os.path.abspath(output), "ray": ray_cfg, "constraint": None}
+    settings = {
+        **train,
+        "pairs": pairs,
+        "block": block,
+        "data": os.path.abspath(data),
+        "output": os.path.abspath(output),
+        "ray": ray_cfg,
+        "constraint": None,
+    }
     if variant == COPY:
         found = trained_constraints(settings)
         missing = [c for c in constraints or [] if c not in found]
         if missing:
-            raise JobError(f"the train split of {pairs} in {data} holds no pairs for {', '.join(missing)}")
-        settings["constraints"], settings["constraints_given"] = constraints or found, constraints is not None
+            raise JobError(
+                f"the train split of {pairs} in {data} holds no pairs for {', '.join(missing)}"
+            )
+        settings["constraints"], settings["constraints_given"] = (
+            constraints or found,
+            constraints is not None,
+        )
         if not settings["constraints"]:
             raise JobError(f"the train split of {pairs} in {data} holds no constraint tag")
     return settings
@@ -189,10 +271,28 @@ def fingerprint(settings: dict) -> str:
     """Hash of what makes two runs the same run (data folder state, variant, model, shapes)."""
     stats = os.path.join(settings["data"], "stats.json")
     data_id = os.path.getmtime(stats) if os.path.exists(stats) else None
-    keep = {k: settings[k] for k in ("variant", "model", "tiny", "block", "loss_on", "deepspeed", "engine", "seed",
-                                          "num_workers", "finetune", "trainable_layers", "lora", "seq2seq",
-                                          "constraint")}
-    blob = json.dumps({"data": settings["data"], "data_id": data_id, **keep}, sort_keys=True, default=str)
+    keep = {
+        k: settings[k]
+        for k in (
+            "variant",
+            "model",
+            "tiny",
+            "block",
+            "loss_on",
+            "deepspeed",
+            "engine",
+            "seed",
+            "num_workers",
+            "finetune",
+            "trainable_layers",
+            "lora",
+            "seq2seq",
+            "constraint",
+        )
+    }
+    blob = json.dumps(
+        {"data": settings["data"], "data_id": data_id, **keep}, sort_keys=True, default=str
+    )
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
 
@@ -208,15 +308,20 @@ def prepare_tokenizer(settings: dict):
         dataset = train_texts(settings)
         # Unthreaded: the threaded scanner reads ahead of a slow consumer (the tokenizer's
         # trainer) without bound, up to the whole split, though only the first texts are used.
-        texts = (t for batch in dataset.to_batches(columns=["text"], use_threads=False)
-                 for t in batch.column(0).to_pylist())
+        texts = (
+            t
+            for batch in dataset.to_batches(columns=["text"], use_threads=False)
+            for t in batch.column(0).to_pylist()
+        )
         texts = (t for _, t in zip(range(TOKENIZER_TEXTS), texts))
     if settings["variant"] in SEQ2SEQ:
         return train_tiny_tokenizer(texts, settings["seq2seq"]["vocab_size"])
     try:
         tokenizer = load_tokenizer(settings["model"], texts, settings["tiny"]["vocab_size"])
     except (OSError, PresetError) as err:
-        raise JobError(f"cannot load model {settings['model']!r}: {str(err).splitlines()[0]}") from None
+        raise JobError(
+            f"cannot load model {settings['model']!r}: {str(err).splitlines()[0]}"
+        ) from None
     return tokenizer
 
 
@@ -225,7 +330,7 @@ def keep_constraint(batch, constraint: str):
     return batch.filter(constraint_filter(constraint))
 
 
-def first_rows(settings: dict, split: str, limit: int) -> "pa.Table":
+def first_rows(settings: dict, split: str, limit: int) -> pa.Table:
     """The first `limit` texts of a split in file order (of the run's constraint when it has one)."""
     # The same rows every run, so runs' dev losses compare; a streamed limit keeps whichever blocks
     # finish first.
@@ -240,7 +345,9 @@ def file_order(files: list[str], seed: int | None) -> list[str]:
     return files
 
 
-def tokenize_files(batch: pa.Table, tokenizer_json: str, variant: str, block: int, constraint: str | None = None):
+def tokenize_files(
+    batch: pa.Table, tokenizer_json: str, variant: str, block: int, constraint: str | None = None
+):
     """Ray Data task: token rows of Parquet files of training texts (one constraint's pairs when given)."""
     import pyarrow.parquet as pq
 
@@ -249,29 +356,51 @@ def tokenize_files(batch: pa.Table, tokenizer_json: str, variant: str, block: in
     for path in batch.column("path").to_pylist():
         for part in pq.ParquetFile(path).iter_batches(batch_size=TOKENIZE_BATCH, columns=["text"]):
             texts = pa.Table.from_batches([part])
-            yield tokenize_table(keep_constraint(texts, constraint) if constraint else texts, tokenizer_json,
-                                 variant, block)
+            yield tokenize_table(
+                keep_constraint(texts, constraint) if constraint else texts,
+                tokenizer_json,
+                variant,
+                block,
+            )
 
 
-def token_dataset(ray_data, settings: dict, split: str, tokenizer_json: str, limit: int | None = None):
+def token_dataset(
+    ray_data, settings: dict, split: str, tokenizer_json: str, limit: int | None = None
+):
     """A Ray Dataset of token rows for one split, tokenized by streaming CPU tasks."""
     from rrt.modelling.batching import tokenize_table
 
-    shape = {"tokenizer_json": tokenizer_json, "variant": settings["pairs"], "block": settings["block"]}
+    shape = {
+        "tokenizer_json": tokenizer_json,
+        "variant": settings["pairs"],
+        "block": settings["block"],
+    }
     if limit:
         return ray_data.from_arrow(first_rows(settings, split, limit)).map_batches(
-            tokenize_table, batch_format="pyarrow", batch_size=TOKENIZE_BATCH, num_cpus=settings["tokenize_cpus"],
-            fn_kwargs=shape)
-    files = file_order(parquet_files(_split_dir(settings["data"], settings["pairs"], split)),
-                       settings["seed"] if settings["shuffle_rows"] else None)
+            tokenize_table,
+            batch_format="pyarrow",
+            batch_size=TOKENIZE_BATCH,
+            num_cpus=settings["tokenize_cpus"],
+            fn_kwargs=shape,
+        )
+    files = file_order(
+        parquet_files(_split_dir(settings["data"], settings["pairs"], split)),
+        settings["seed"] if settings["shuffle_rows"] else None,
+    )
     # One task per file, files in a shuffled order, so the first rows stream out of the first file
     # at any size. randomize_block_order waits for the whole split to be read (and spills it)
     # before its first block moves on; read_parquet starts a pool of footer-reading actors per
     # read; and a separate tokenizing map would fuse with the file list and bundle as many files
     # into one task as it wants rows in a batch.
-    return ray_data.from_items([{"path": f} for f in files], override_num_blocks=max(1, len(files))).map_batches(
-        tokenize_files, batch_format="pyarrow", batch_size=1, num_cpus=settings["tokenize_cpus"],
-        fn_kwargs={**shape, "constraint": settings.get("constraint")})
+    return ray_data.from_items(
+        [{"path": f} for f in files], override_num_blocks=max(1, len(files))
+    ).map_batches(
+        tokenize_files,
+        batch_format="pyarrow",
+        batch_size=1,
+        num_cpus=settings["tokenize_cpus"],
+        fn_kwargs={**shape, "constraint": settings.get("constraint")},
+    )
 
 
 def mean_tokens(settings: dict, tokenizer, sample: int = 2000) -> float:
@@ -281,7 +410,9 @@ def mean_tokens(settings: dict, tokenizer, sample: int = 2000) -> float:
     return sum(lengths) / max(1, len(lengths))
 
 
-def plan_steps(settings: dict, train_rows: int, tokens_per_row: float | None = None) -> tuple[int, int]:
+def plan_steps(
+    settings: dict, train_rows: int, tokens_per_row: float | None = None
+) -> tuple[int, int]:
     """Optimizer steps per epoch and in all; too little data for one step is an error.
     Token batches hold about micro_batch x block / (tokens per row) rows each, packed ones
     micro_batch x row width / (tokens per row)."""
@@ -295,8 +426,10 @@ def plan_steps(settings: dict, train_rows: int, tokens_per_row: float | None = N
         rows_per_batch = max(micro, micro * width / tokens_per_row)
     per_epoch = int(train_rows // (rows_per_batch * accum * world))
     if per_epoch == 0:
-        raise JobError(f"{train_rows} training examples are too few for {world} workers x micro-batch {micro} "
-                       f"x accumulation {accum}")
+        raise JobError(
+            f"{train_rows} training examples are too few for {world} workers x micro-batch {micro} "
+            f"x accumulation {accum}"
+        )
     return per_epoch, settings["max_steps"] or per_epoch * settings["epochs"]
 
 
@@ -306,31 +439,56 @@ def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: st
     micro, world = ds["micro_batch"], settings["num_workers"]
     batching = settings["batching"]
     tokens = batching == "tokens"
-    per_epoch, total = plan_steps(settings, train_rows, mean_tokens(settings, tokenizer)
-                                  if batching != "examples" else None)
+    per_epoch, total = plan_steps(
+        settings, train_rows, mean_tokens(settings, tokenizer) if batching != "examples" else None
+    )
     threads = settings["torch_threads"] or max(1, (os.cpu_count() or 1) // world)
     return {
-        "model": settings["model"], "tiny": settings["tiny"], "seed": settings["seed"],
-        "variant": settings["variant"], "seq2seq": settings["seq2seq"],
-        "tokenizer_dir": os.path.join(settings["output"], "tokenizer"), "output": settings["output"],
-        "deepspeed": ds, "precision": ds["precision"], "micro_batch": micro,
-        "bucket_window": settings["bucket_window"], "pad_id": tokenizer.pad_token_id,
+        "model": settings["model"],
+        "tiny": settings["tiny"],
+        "seed": settings["seed"],
+        "variant": settings["variant"],
+        "seq2seq": settings["seq2seq"],
+        "tokenizer_dir": os.path.join(settings["output"], "tokenizer"),
+        "output": settings["output"],
+        "deepspeed": ds,
+        "precision": ds["precision"],
+        "micro_batch": micro,
+        "bucket_window": settings["bucket_window"],
+        "pad_id": tokenizer.pad_token_id,
         "shuffle_rows": settings["shuffle_rows"],
         "token_budget": micro * settings["block"] if tokens else None,
-        "batching": batching, "block": settings["block"], "attention": settings["attention"],
+        "batching": batching,
+        "block": settings["block"],
+        "attention": settings["attention"],
         "pack_width": settings["pack_width"] or settings["block"],
-        "compile": settings["compile"], "engine": settings["engine"],
-        "loss_on": settings["loss_on"], "epochs": settings["epochs"], "max_steps": settings["max_steps"],
-        "total_steps": total, "steps_per_epoch": per_epoch, "torch_threads": threads,
+        "compile": settings["compile"],
+        "engine": settings["engine"],
+        "loss_on": settings["loss_on"],
+        "epochs": settings["epochs"],
+        "max_steps": settings["max_steps"],
+        "total_steps": total,
+        "steps_per_epoch": per_epoch,
+        "torch_threads": threads,
         "pad_vocab_to": settings["pad_vocab_to"],
-        "finetune": settings["finetune"], "trainable_layers": settings["trainable_layers"],
+        "finetune": settings["finetune"],
+        "trainable_layers": settings["trainable_layers"],
         "lora": settings["lora"],
-        "log_interval": settings["log_interval"], "eval_interval": settings["eval_interval"],
+        "log_interval": settings["log_interval"],
+        "eval_interval": settings["eval_interval"],
         "checkpoint_interval": settings["checkpoint_interval"],
-        "meta": {"variant": settings["variant"], "block_size": settings["block"], "model": settings["model"],
-                 "constraint": settings["constraint"],
-                 "loss_on": settings["loss_on"], "data": settings["data"], "data_fingerprint": fingerprint_id,
-                 "constraint_tokens": [t for t in tokenizer.all_special_tokens if t.startswith(("<src:", "<tgt:"))]},
+        "meta": {
+            "variant": settings["variant"],
+            "block_size": settings["block"],
+            "model": settings["model"],
+            "constraint": settings["constraint"],
+            "loss_on": settings["loss_on"],
+            "data": settings["data"],
+            "data_fingerprint": fingerprint_id,
+            "constraint_tokens": [
+                t for t in tokenizer.all_special_tokens if t.startswith(("<src:", "<tgt:"))
+            ],
+        },
     }
 
 
@@ -364,7 +522,9 @@ def steady_mean(values: list[float]) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
-def write_stats(settings: dict, config: dict, seconds: float, train_rows: int, removed: list[str]) -> dict:
+def write_stats(
+    settings: dict, config: dict, seconds: float, train_rows: int, removed: list[str]
+) -> dict:
     """train_stats.json: steps, examples kept/cut/too long, speed, padding and MFU of this run, and the
     unregistered checkpoint folders it removed."""
     from rrt.modelling.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops
@@ -382,17 +542,37 @@ def write_stats(settings: dict, config: dict, seconds: float, train_rows: int, r
         peak = measure_cpu_peak_flops(config["torch_threads"]) * worker["world_size"]
     else:
         peak = (gpu_peak_flops(worker["device"]) or 0.0) * worker["world_size"]
-    stats = {**worker, "variant": settings["variant"], "model": settings["model"], "constraint": settings["constraint"],
-             "train_rows": train_rows, "batching": settings["batching"], "attention": settings["attention"],
-             "engine": settings["engine"], "compile": config["compile"],
-             "row_width": config["pack_width"] if settings["batching"] == "packed" else None,
-             "planned_steps": config["total_steps"], "wall_s": round(seconds, 1), "tokens_per_s": round(speed, 1),
-             "padding_fraction": round(sum(padding) / len(padding), 4) if padding else None,
-             "data_wait_fraction": round(steady_mean(waits), 4) if waits else None,
-             "eval_loss_first": evals[0] if evals else None, "eval_loss_last": evals[-1] if evals else None,
-             "unregistered_checkpoints_removed": removed,
-             "peak_flops": peak, "mfu": round(estimate_mfu(worker["parameters"], speed, peak, worker.get("trainable_parameters"),
-                                             worker.get("finetune", "full")), 5)}
+    stats = {
+        **worker,
+        "variant": settings["variant"],
+        "model": settings["model"],
+        "constraint": settings["constraint"],
+        "train_rows": train_rows,
+        "batching": settings["batching"],
+        "attention": settings["attention"],
+        "engine": settings["engine"],
+        "compile": config["compile"],
+        "row_width": config["pack_width"] if settings["batching"] == "packed" else None,
+        "planned_steps": config["total_steps"],
+        "wall_s": round(seconds, 1),
+        "tokens_per_s": round(speed, 1),
+        "padding_fraction": round(sum(padding) / len(padding), 4) if padding else None,
+        "data_wait_fraction": round(steady_mean(waits), 4) if waits else None,
+        "eval_loss_first": evals[0] if evals else None,
+        "eval_loss_last": evals[-1] if evals else None,
+        "unregistered_checkpoints_removed": removed,
+        "peak_flops": peak,
+        "mfu": round(
+            estimate_mfu(
+                worker["parameters"],
+                speed,
+                peak,
+                worker.get("trainable_parameters"),
+                worker.get("finetune", "full"),
+            ),
+            5,
+        ),
+    }
     write_json_atomic(os.path.join(output, "train_stats.json"), stats)
     return stats
 
@@ -401,8 +581,11 @@ def worker_env(allocator: str) -> dict | None:
     """The training workers' runtime env: the configured malloc preloaded, or a note when it is missing."""
     env = allocator_env(allocator)
     if allocator != "system" and not env:
-        print(f"train: note: {allocator} is not installed (Debian: apt install libtcmalloc-minimal4); "
-              "the workers use the system malloc", file=sys.stderr)
+        print(
+            f"train: note: {allocator} is not installed (Debian: apt install libtcmalloc-minimal4); "
+            "the workers use the system malloc",
+            file=sys.stderr,
+        )
     return {"env_vars": env} if env else None
 
 
@@ -420,8 +603,12 @@ def run(settings: dict, resume: bool, overwrite: bool) -> dict:
     started_ray = start_ray(settings["ray"])
     try:
         # Ray Train starts only with every worker placed; a shortfall is told before the folder is claimed.
-        ensure_room("training worker", "train.num_workers, train.cpus_per_worker, train.use_gpu",
-                    settings["num_workers"], bundle(settings["cpus_per_worker"], settings["use_gpu"]))
+        ensure_room(
+            "training worker",
+            "train.num_workers, train.cpus_per_worker, train.use_gpu",
+            settings["num_workers"],
+            bundle(settings["cpus_per_worker"], settings["use_gpu"]),
+        )
         claim_output(settings["output"], "train", run_id, settings, overwrite, resume)
         tokenizer = tokenizer or prepare_tokenizer(settings)
         tokenizer.save_pretrained(os.path.join(settings["output"], "tokenizer"))
@@ -442,26 +629,41 @@ def fit(settings: dict, config: dict, train_rows: int, tokenizer_json: str) -> d
 
     # Workers show one step bar of their own; Ray Data's per-dataset bars would drown it.
     ray.data.DataContext.get_current().enable_progress_bars = False
-    datasets = {"train": token_dataset(ray.data, settings, "train", tokenizer_json),
-                # Every worker reads the whole (small, capped) dev set; evaluation splits the work.
-                "dev": token_dataset(ray.data, settings, "dev", tokenizer_json,
-                                     settings["eval_examples"]).materialize()}
+    datasets = {
+        "train": token_dataset(ray.data, settings, "train", tokenizer_json),
+        # Every worker reads the whole (small, capped) dev set; evaluation splits the work.
+        "dev": token_dataset(
+            ray.data, settings, "dev", tokenizer_json, settings["eval_examples"]
+        ).materialize(),
+    }
     trainer = TorchTrainer(
-        train_func, train_loop_config=config, datasets=datasets,
+        train_func,
+        train_loop_config=config,
+        datasets=datasets,
         dataset_config=DataConfig(datasets_to_split=["train"]),
-        scaling_config=ScalingConfig(num_workers=settings["num_workers"], use_gpu=settings["use_gpu"],
-                                     resources_per_worker={"CPU": settings["cpus_per_worker"]}),
-        run_config=RunConfig(name="ray", storage_path=settings["output"],
-                             failure_config=FailureConfig(max_failures=settings["max_failures"]),
-                             checkpoint_config=CheckpointConfig(num_to_keep=settings["keep_checkpoints"]),
-                             worker_runtime_env=worker_env(settings["allocator"])))
+        scaling_config=ScalingConfig(
+            num_workers=settings["num_workers"],
+            use_gpu=settings["use_gpu"],
+            resources_per_worker={"CPU": settings["cpus_per_worker"]},
+        ),
+        run_config=RunConfig(
+            name="ray",
+            storage_path=settings["output"],
+            failure_config=FailureConfig(max_failures=settings["max_failures"]),
+            checkpoint_config=CheckpointConfig(num_to_keep=settings["keep_checkpoints"]),
+            worker_runtime_env=worker_env(settings["allocator"]),
+        ),
+    )
     started = time.perf_counter()
     trainer.fit()
     seconds = time.perf_counter() - started
     removed = remove_unregistered(os.path.join(settings["output"], "ray"))
     if removed:
-        print(f"train: removed {len(removed)} checkpoint folder(s) that no checkpoint list holds (written as a worker "
-              f"failed, so no resume could use them): {', '.join(removed)}", flush=True)
+        print(
+            f"train: removed {len(removed)} checkpoint folder(s) that no checkpoint list holds (written as a worker "
+            f"failed, so no resume could use them): {', '.join(removed)}",
+            flush=True,
+        )
     plot_loss(settings["output"])
     return write_stats(settings, config, seconds, train_rows, removed)
 
@@ -471,17 +673,25 @@ def constraint_runs(settings: dict) -> list[dict]:
     out = settings["output"]
     if os.path.isfile(out):
         raise JobError(f"{out} is a file, not a folder")
-    strangers = [e for e in (os.listdir(out) if os.path.isdir(out) else [])
-                 if e not in CONSTRAINTS and e != "train_stats.json"]
+    strangers = [
+        e
+        for e in (os.listdir(out) if os.path.isdir(out) else [])
+        if e not in CONSTRAINTS and e != "train_stats.json"
+    ]
     if strangers:
-        raise JobError(f"{out} holds {', '.join(sorted(strangers)[:3])}, not only per-constraint runs; "
-                       "choose an empty or new folder")
+        raise JobError(
+            f"{out} holds {', '.join(sorted(strangers)[:3])}, not only per-constraint runs; "
+            "choose an empty or new folder"
+        )
     runs = []
     for constraint in settings["constraints"]:
         one = {**settings, "constraint": constraint, "output": os.path.join(out, constraint)}
         if not split_rows(one, "dev"):
-            print(f"train: note: the dev split holds no {constraint} pairs: its model trains without a dev loss",
-                  file=sys.stderr, flush=True)
+            print(
+                f"train: note: the dev split holds no {constraint} pairs: its model trains without a dev loss",
+                file=sys.stderr,
+                flush=True,
+            )
         runs.append(one)
     return runs
 
@@ -514,16 +724,23 @@ def run_all(settings: dict, resume: bool, overwrite: bool) -> dict:
     started_ray = start_ray(settings["ray"])
     try:
         for one in runs:
-            summary[one["constraint"]] = train_constraint(one, resume, overwrite, settings["variant"])
+            summary[one["constraint"]] = train_constraint(
+                one, resume, overwrite, settings["variant"]
+            )
     finally:
         if started_ray:
             ray.shutdown()
-    write_json_atomic(os.path.join(settings["output"], "train_stats.json"),
-                      {"variant": settings["variant"], "constraints": summary, "skipped": skipped})
+    write_json_atomic(
+        os.path.join(settings["output"], "train_stats.json"),
+        {"variant": settings["variant"], "constraints": summary, "skipped": skipped},
+    )
     last = summary[runs[-1]["constraint"]]
-    return {**last, "steps": sum(s["steps"] for s in summary.values()),
-            "wall_s": round(sum(s["wall_s"] for s in summary.values()), 1),
-            "variant": f"{settings['variant']} ({len(summary)} constraint{'s' if len(summary) != 1 else ''})"}
+    return {
+        **last,
+        "steps": sum(s["steps"] for s in summary.values()),
+        "wall_s": round(sum(s["wall_s"] for s in summary.values()), 1),
+        "variant": f"{settings['variant']} ({len(summary)} constraint{'s' if len(summary) != 1 else ''})",
+    }
 
 
 def train_constraint(one: dict, resume: bool, overwrite: bool, variant: str) -> dict:
@@ -540,7 +757,11 @@ def train_constraint(one: dict, resume: bool, overwrite: bool, variant: str) -> 
     return run(one, again, overwrite)
 
 
-def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None, name: str = "train") -> int:
+def main(
+    argv: list[str] | None = None,
+    parser: argparse.ArgumentParser | None = None,
+    name: str = "train",
+) -> int:
     """Parse flags, check settings before any worker starts, train, print a summary."""
     args = (parser or build_parser()).parse_args(argv)
     try:
@@ -549,17 +770,21 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     except JobError as err:
         print(f"{name}: error: {err}", file=sys.stderr)
         return 2
-    except Exception as err:  # noqa: BLE001 - a failed fit is reported as one line, details are in Ray's logs
+    except Exception as err:
         if type(err).__module__.startswith("ray"):
             print(f"{name}: error: training failed: {str(err).splitlines()[0]}", file=sys.stderr)
             return 1
         raise
-    first, last = (f"{value:.3f}" if value is not None else "none" for value in (stats["eval_loss_first"],
-                                                                                stats["eval_loss_last"]))
-    print(f"{name}: {stats['steps']} steps of {stats['variant']} in {stats['wall_s']}s; eval loss "
-          f"{first} -> {last}; {stats['tokens_per_s']} tokens/s, "
-          f"padding {stats['padding_fraction']}, MFU {stats['mfu']}; model in {settings['output']}/"
-          f"{'<constraint>/' if settings['variant'] == COPY else ''}model")
+    first, last = (
+        f"{value:.3f}" if value is not None else "none"
+        for value in (stats["eval_loss_first"], stats["eval_loss_last"])
+    )
+    print(
+        f"{name}: {stats['steps']} steps of {stats['variant']} in {stats['wall_s']}s; eval loss "
+        f"{first} -> {last}; {stats['tokens_per_s']} tokens/s, "
+        f"padding {stats['padding_fraction']}, MFU {stats['mfu']}; model in {settings['output']}/"
+        f"{'<constraint>/' if settings['variant'] == COPY else ''}model"
+    )
     return 0
 
 

@@ -12,6 +12,7 @@ grounded forms beyond the paper (`grounded`, `grounded_ing`: the target's title 
 lines and the source step before the output, rrt.corpus.formats). Outputs: model/,
 tokenizer/, metrics.jsonl, loss.png, train_stats.json and ray/ checkpoints in --output.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,23 +20,36 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jobs.train import build_parser, main as train_main  # noqa: E402
+from jobs.train import build_parser
+from jobs.train import main as train_main
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the contextual flags and run the training job with the variant they pick."""
     parser = build_parser(__doc__)
-    parser.add_argument("--ingredient-prompt", choices=("none", "rule"), default="none",
-                        help="rule: train the + ingredient prompt variant (contextual_ing)")
-    parser.add_argument("--format", choices=("paper", "grounded"), default="paper",
-                        help="grounded: the target's title and ingredient lines and the source step before the "
-                             "output (grounded, grounded_ing)")
+    parser.add_argument(
+        "--ingredient-prompt",
+        choices=("none", "rule"),
+        default="none",
+        help="rule: train the + ingredient prompt variant (contextual_ing)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("paper", "grounded"),
+        default="paper",
+        help="grounded: the target's title and ingredient lines and the source step before the "
+        "output (grounded, grounded_ing)",
+    )
     args, _ = parser.parse_known_args(argv)
     if args.variant:
-        parser.error("the variant is fixed here; use --ingredient-prompt rule or jobs/train.py --variant")
+        parser.error(
+            "the variant is fixed here; use --ingredient-prompt rule or jobs/train.py --variant"
+        )
     base = "contextual" if args.format == "paper" else "grounded"
     variant = f"{base}_ing" if args.ingredient_prompt == "rule" else base
-    return train_main(["--variant", variant] + _drop_own_flags(argv), build_parser(__doc__), "train_contextual")
+    return train_main(
+        ["--variant", variant] + _drop_own_flags(argv), build_parser(__doc__), "train_contextual"
+    )
 
 
 def _drop_own_flags(argv: list[str] | None) -> list[str]:

@@ -5,6 +5,7 @@ its shard of the training set, groups them into low-padding micro-batches, evalu
 dev set at an interval, and reports a checkpoint of its own ZeRO shard with
 `ray.train.report`. Rank 0 writes metrics.jsonl and, at the end, the Hugging Face export.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,6 @@ import time
 
 import numpy as np
 
-from runtime.cluster import own_tools_first
-from runtime.runs import read_jsonl, write_atomic, write_json_atomic
 from rrt.modelling import finetune
 from rrt.modelling.batching import bucket_batches
 from rrt.modelling.engine import TorchEngine
@@ -28,18 +27,23 @@ from rrt.modelling.packing import packed_batches
 from rrt.modelling.seq2seq import SEQ2SEQ, build_seq2seq, seq2seq_batches
 from rrt.modelling.speed import loaded_allocator
 from rrt.modelling.step_window import StepWindow
+from runtime.cluster import own_tools_first
+from runtime.runs import read_jsonl, write_atomic, write_json_atomic
 
 STATE_FILE = "train_state.{rank}.json"  # one per worker: each keeps its own example counts
 
 
-def _rows(shard, counts: dict | None, shuffle: int = 0, seed: int = 0, starts: str = "target_start"):
+def _rows(
+    shard, counts: dict | None, shuffle: int = 0, seed: int = 0, starts: str = "target_start"
+):
     """(token ids, loss start: the `starts` column) of every usable row; rows too long for the block are counted.
     `shuffle` rows are mixed in a buffer: prepared step pairs come a dish at a time, and a run
     shorter than an epoch would otherwise learn from a few dishes only."""
     shuffled = {"local_shuffle_buffer_size": shuffle, "local_shuffle_seed": seed} if shuffle else {}
     for part in shard.iter_batches(batch_size=1024, batch_format="numpy", **shuffled):
-        for ids, start, length, cut in zip(part["input_ids"], part[starts], part["length"],
-                                           part["truncated"]):
+        for ids, start, length, cut in zip(
+            part["input_ids"], part[starts], part["length"], part["truncated"]
+        ):
             if counts is not None:
                 counts["too_long" if length == 0 else "truncated" if cut else "whole"] += 1
             if length:
@@ -52,9 +56,18 @@ def _window_batches(window: list, cfg: dict, rng: random.Random):
     if cfg["variant"] in SEQ2SEQ:
         return seq2seq_batches(window, cfg["micro_batch"], cfg["pad_id"], rng, cfg["token_budget"])
     if cfg["batching"] == "packed":
-        return packed_batches(window, cfg["micro_batch"], cfg["pack_width"], cfg["pad_id"], cfg["loss_on"], rng,
-                              boundaries=cfg["attention"] == "varlen")
-    return bucket_batches(window, cfg["micro_batch"], cfg["pad_id"], cfg["loss_on"], rng, cfg["token_budget"])
+        return packed_batches(
+            window,
+            cfg["micro_batch"],
+            cfg["pack_width"],
+            cfg["pad_id"],
+            cfg["loss_on"],
+            rng,
+            boundaries=cfg["attention"] == "varlen",
+        )
+    return bucket_batches(
+        window, cfg["micro_batch"], cfg["pad_id"], cfg["loss_on"], rng, cfg["token_budget"]
+    )
 
 
 def micro_batches(shard, cfg: dict, seed: int, counts: dict | None, shuffle: int = 0):
@@ -63,7 +76,11 @@ def micro_batches(shard, cfg: dict, seed: int, counts: dict | None, shuffle: int
     size = cfg["micro_batch"] * cfg["bucket_window"]
     window: list = []
     # An encoder-decoder splits its rows at the target tag, whatever the loss covers.
-    starts = "step_start" if cfg["loss_on"] == "step" and cfg["variant"] not in SEQ2SEQ else "target_start"
+    starts = (
+        "step_start"
+        if cfg["loss_on"] == "step" and cfg["variant"] not in SEQ2SEQ
+        else "target_start"
+    )
     for row in _rows(shard, counts, shuffle, seed, starts):
         window.append(row)
         if len(window) == size:
@@ -92,7 +109,9 @@ def _agreement(world: int):
 
     if world == 1:
         return lambda flag: flag
-    group = dist.new_group(backend="gloo")   # on CPU workers too, so the tests run the GPU workers' path
+    group = dist.new_group(
+        backend="gloo"
+    )  # on CPU workers too, so the tests run the GPU workers' path
 
     def all_have(flag: bool) -> bool:
         tensor = torch.tensor([1 if flag else 0])
@@ -144,11 +163,18 @@ def _restore(engine, output: str, rank: int) -> dict:
     import ray.train
 
     checkpoint = ray.train.get_checkpoint()
-    state = {"step": 0, "epoch": 0, "micro_in_epoch": 0, "counts": {"whole": 0, "truncated": 0, "too_long": 0}}
+    state = {
+        "step": 0,
+        "epoch": 0,
+        "micro_in_epoch": 0,
+        "counts": {"whole": 0, "truncated": 0, "too_long": 0},
+    }
     if checkpoint is not None:
         with checkpoint.as_directory() as folder:
             engine.load_checkpoint(folder, tag="ds")
-            with open(os.path.join(folder, STATE_FILE.format(rank=rank)), encoding="utf-8") as handle:
+            with open(
+                os.path.join(folder, STATE_FILE.format(rank=rank)), encoding="utf-8"
+            ) as handle:
                 state = json.load(handle)
     if rank == 0:
         if checkpoint is not None:
@@ -164,7 +190,9 @@ def _checkpoint(engine, state: dict, metrics: dict, rank: int) -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         engine.save_checkpoint(folder, tag="ds")
-        with open(os.path.join(folder, STATE_FILE.format(rank=rank)), "w", encoding="utf-8") as handle:
+        with open(
+            os.path.join(folder, STATE_FILE.format(rank=rank)), "w", encoding="utf-8"
+        ) as handle:
             json.dump(state, handle)
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(folder))
 
@@ -176,19 +204,36 @@ def build_engine(lm, ds: dict, precision: str, total_steps: int, device, kind: s
     import torch
 
     groups = finetune.optimizer_groups(lm, ds["weight_decay"])
-    optimizer = torch.optim.AdamW(groups, lr=float(ds["lr"]),
-                                  # torch's fused AdamW runs on CPU too, faster there than the per-tensor loop.
-                                  betas=(0.9, 0.95), fused=device.type in ("cuda", "cpu"))
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(
-        s, ds["warmup_steps"], total_steps, ds["schedule"], ds["min_lr_ratio"]))
+    optimizer = torch.optim.AdamW(
+        groups,
+        lr=float(ds["lr"]),
+        # torch's fused AdamW runs on CPU too, faster there than the per-tensor loop.
+        betas=(0.9, 0.95),
+        fused=device.type in ("cuda", "cpu"),
+    )
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        lambda s: lr_factor(s, ds["warmup_steps"], total_steps, ds["schedule"], ds["min_lr_ratio"]),
+    )
     if kind == "torch":
-        return TorchEngine(lm.to(device), optimizer, schedule, precision, ds["grad_accum"],
-                           ds["gradient_clipping"], device), schedule
-    own_tools_first()   # DeepSpeed JIT-builds its CPU comm op with the first ninja on PATH
+        return TorchEngine(
+            lm.to(device),
+            optimizer,
+            schedule,
+            precision,
+            ds["grad_accum"],
+            ds["gradient_clipping"],
+            device,
+        ), schedule
+    own_tools_first()  # DeepSpeed JIT-builds its CPU comm op with the first ninja on PATH
     import deepspeed
 
-    engine, _, _, _ = deepspeed.initialize(model=lm.to(device), optimizer=optimizer, lr_scheduler=schedule,
-                                           config=deepspeed_config(ds, precision))
+    engine, _, _, _ = deepspeed.initialize(
+        model=lm.to(device),
+        optimizer=optimizer,
+        lr_scheduler=schedule,
+        config=deepspeed_config(ds, precision),
+    )
     return engine, schedule
 
 
@@ -205,14 +250,28 @@ def train_func(cfg: dict) -> None:
     device = ray.train.torch.get_device()
     tokenizer = PreTrainedTokenizerFast.from_pretrained(cfg["tokenizer_dir"])
     if cfg["variant"] in SEQ2SEQ:
-        lm = build_seq2seq(cfg["variant"], len(tokenizer), cfg["seq2seq"], cfg["block"], tokenizer, cfg["seed"])
+        lm = build_seq2seq(
+            cfg["variant"], len(tokenizer), cfg["seq2seq"], cfg["block"], tokenizer, cfg["seed"]
+        )
     else:
-        lm = build_model(cfg["model"], len(tokenizer), cfg["tiny"], cfg["seed"], tokenizer.pad_token_id,
-                         tokenizer, cfg["attention"])
+        lm = build_model(
+            cfg["model"],
+            len(tokenizer),
+            cfg["tiny"],
+            cfg["seed"],
+            tokenizer.pad_token_id,
+            tokenizer,
+            cfg["attention"],
+        )
     live_vocab = pad_vocabulary(lm, cfg["pad_vocab_to"])
     padded_vocab = lm.get_input_embeddings().weight.shape[0]
-    lm = finetune.prepare(lm, cfg["finetune"], range(finetune.new_tokens_from(tokenizer), live_vocab),
-                          cfg["trainable_layers"], cfg["lora"])
+    lm = finetune.prepare(
+        lm,
+        cfg["finetune"],
+        range(finetune.new_tokens_from(tokenizer), live_vocab),
+        cfg["trainable_layers"],
+        cfg["lora"],
+    )
     sizes = finetune.parameter_counts(lm)
     parameters = sizes["parameters"]
     cuda = device.type == "cuda"
@@ -224,7 +283,10 @@ def train_func(cfg: dict) -> None:
         compile_model(lm)
     engine, schedule = build_engine(lm, cfg["deepspeed"], precision, total, device, cfg["engine"])
     state = _restore(engine, cfg["output"], rank)
-    train_shard, dev_shard = ray.train.get_dataset_shard("train"), ray.train.get_dataset_shard("dev")
+    train_shard, dev_shard = (
+        ray.train.get_dataset_shard("train"),
+        ray.train.get_dataset_shard("dev"),
+    )
     metrics_path = os.path.join(cfg["output"], "metrics.jsonl")
 
     def log(entry: dict) -> None:
@@ -234,23 +296,39 @@ def train_func(cfg: dict) -> None:
                 handle.write(json.dumps(entry) + "\n")
 
     if state["step"] == 0:
-        log({"step": 0, "epoch": 0, "train_loss": None, "eval_loss": evaluate(engine, dev_shard, cfg, rank, world, device),
-             "lr": schedule.get_last_lr()[0], "tokens_per_s": None, "padding_fraction": None,
-             "data_wait_fraction": None})
+        log(
+            {
+                "step": 0,
+                "epoch": 0,
+                "train_loss": None,
+                "eval_loss": evaluate(engine, dev_shard, cfg, rank, world, device),
+                "lr": schedule.get_last_lr()[0],
+                "tokens_per_s": None,
+                "padding_fraction": None,
+                "data_wait_fraction": None,
+            }
+        )
     window, all_have = StepWindow(), _agreement(world)
     progress, first_step_at = None, None
     if rank == 0:
         from tqdm import tqdm
 
-        progress = tqdm(total=total, initial=state["step"], desc="train steps", unit="step", mininterval=5)
+        progress = tqdm(
+            total=total, initial=state["step"], desc="train steps", unit="step", mininterval=5
+        )
     while state["step"] < total and (cfg["max_steps"] or state["epoch"] < cfg["epochs"]):
         counts = state["counts"] if state["epoch"] == 0 else None
-        batches = micro_batches(train_shard, cfg, cfg["seed"] + 1000 * state["epoch"] + rank, counts,
-                                cfg["shuffle_rows"])
+        batches = micro_batches(
+            train_shard,
+            cfg,
+            cfg["seed"] + 1000 * state["epoch"] + rank,
+            counts,
+            cfg["shuffle_rows"],
+        )
         for _ in range(state["micro_in_epoch"]):
             next(batches, None)
         ran = 0
-        window.start()   # the wait for an epoch's first batch is the window's time too
+        window.start()  # the wait for an epoch's first batch is the window's time too
         batch = _timed_next(batches, window)
         while state["step"] < total:
             if not all_have(batch is not None):
@@ -280,13 +358,19 @@ def train_func(cfg: dict) -> None:
                 if step % cfg["eval_interval"] == 0 or last:
                     eval_loss = evaluate(engine, dev_shard, cfg, rank, world, device)
                 speed = real / (seconds / world) if seconds else 0.0
-                entry = {"step": step, "epoch": state["epoch"], "train_loss": loss_sum / max(1, micro),
-                         "eval_loss": eval_loss, "lr": schedule.get_last_lr()[0], "tokens_per_s": speed,
-                         "padding_fraction": 1 - real / padded if padded else 0.0,
-                         # Share of the window's time the host waited for the next batch (the
-                         # device may still run queued steps meanwhile): above a few per cent
-                         # the input pipeline, not the model, may set the pace.
-                         "data_wait_fraction": wait / seconds if seconds else 0.0}
+                entry = {
+                    "step": step,
+                    "epoch": state["epoch"],
+                    "train_loss": loss_sum / max(1, micro),
+                    "eval_loss": eval_loss,
+                    "lr": schedule.get_last_lr()[0],
+                    "tokens_per_s": speed,
+                    "padding_fraction": 1 - real / padded if padded else 0.0,
+                    # Share of the window's time the host waited for the next batch (the
+                    # device may still run queued steps meanwhile): above a few per cent
+                    # the input pipeline, not the model, may set the pace.
+                    "data_wait_fraction": wait / seconds if seconds else 0.0,
+                }
                 log(entry)
                 window = StepWindow()
             if step % cfg["checkpoint_interval"] == 0 and not last:
@@ -298,21 +382,43 @@ def train_func(cfg: dict) -> None:
             state["micro_in_epoch"] = 0
     if progress:
         progress.close()
-    whole, cut, too_long = _sum([state["counts"][k] for k in ("whole", "truncated", "too_long")], device)
+    whole, cut, too_long = _sum(
+        [state["counts"][k] for k in ("whole", "truncated", "too_long")], device
+    )
     state["counts"] = {"whole": int(whole), "truncated": int(cut), "too_long": int(too_long)}
     _checkpoint(engine, state, {"step": state["step"], "done": True}, rank)
     if rank == 0:
         # After the last checkpoint, so casting the weights to fp32 cannot disturb the engine.
         plain = finetune.plain_model(engine.module.to(torch.float32))
         trim_vocabulary(plain, live_vocab)
-        export_model(plain, tokenizer, os.path.join(cfg["output"], "model"),
-                     {**cfg["meta"], "steps": state["step"], "precision": precision, "parameters": parameters,
-                      "finetune": cfg["finetune"]})
-        write_json_atomic(os.path.join(cfg["output"], "worker_stats.json"), {
-            "steps": state["step"], "epochs_started": state["epoch"] + 1, "examples": state["counts"],
-            "first_step_at": first_step_at,
-            **sizes, "finetune": cfg["finetune"], "precision": precision, "world_size": world,
-            "torch_threads": torch.get_num_threads(), "allocator": loaded_allocator(),
-            "vocab": live_vocab, "vocab_padded_to": padded_vocab,
-            "lm_head": "labelled positions" if labelled_head(lm) else "every position",
-            "device": torch.cuda.get_device_name() if cuda else "cpu"})
+        export_model(
+            plain,
+            tokenizer,
+            os.path.join(cfg["output"], "model"),
+            {
+                **cfg["meta"],
+                "steps": state["step"],
+                "precision": precision,
+                "parameters": parameters,
+                "finetune": cfg["finetune"],
+            },
+        )
+        write_json_atomic(
+            os.path.join(cfg["output"], "worker_stats.json"),
+            {
+                "steps": state["step"],
+                "epochs_started": state["epoch"] + 1,
+                "examples": state["counts"],
+                "first_step_at": first_step_at,
+                **sizes,
+                "finetune": cfg["finetune"],
+                "precision": precision,
+                "world_size": world,
+                "torch_threads": torch.get_num_threads(),
+                "allocator": loaded_allocator(),
+                "vocab": live_vocab,
+                "vocab_padded_to": padded_vocab,
+                "lm_head": "labelled positions" if labelled_head(lm) else "every position",
+                "device": torch.cuda.get_device_name() if cuda else "cpu",
+            },
+        )

@@ -15,6 +15,7 @@ shown closes with `finish`.
     GET  /api/admin/progress | /api/admin/export | /api/admin/report
     GET  /api/openapi.json                  the schema of all of it
 """
+
 from __future__ import annotations
 
 import json
@@ -32,20 +33,65 @@ from rrt.recipes.tagger import parse_constraints, text_violations
 from runtime.http_body import BodyError, read_body
 
 HERE = Path(__file__).resolve().parent
-_ERROR = {"content": {"application/json": {"schema": {
-    "type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}}}}
+_ERROR = {
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "properties": {"error": {"type": "string"}},
+                "required": ["error"],
+            }
+        }
+    }
+}
 # Every way a route may refuse, so the published schema (and a fuzzer reading it) knows them.
-ERRORS = {status: {"description": text, **_ERROR} for status, text in (
-    (401, "no bearer token"), (403, "a token that may not do this"), (404, "no such task for this judge"),
-    (408, "the body arrived too slowly"), (409, "the task is finished or not opened yet"),
-    (413, "the body is too large"), (422, "a malformed request or answer"), (503, "the study is busy"))}
+ERRORS = {
+    status: {"description": text, **_ERROR}
+    for status, text in (
+        (401, "no bearer token"),
+        (403, "a token that may not do this"),
+        (404, "no such task for this judge"),
+        (408, "the body arrived too slowly"),
+        (409, "the task is finished or not opened yet"),
+        (413, "the body is too large"),
+        (422, "a malformed request or answer"),
+        (503, "the study is busy"),
+    )
+}
 # The answer's body is read as a bounded stream, not by FastAPI, so its shape is declared here.
-ANSWER_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
-    "type": "object", "required": ["value"], "properties": {
-        "value": {"oneOf": [{"type": "integer"}, {"type": "string"}, {"type": "object", "properties": {
-            "title": {"type": "string"}, "ingredients": {"type": "array", "items": {"type": "string"}},
-            "steps": {"type": "array", "items": {"type": "string"}}}}]},
-        "seq": {"type": "integer", "minimum": 0}}}}}}}
+ANSWER_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["value"],
+                    "properties": {
+                        "value": {
+                            "oneOf": [
+                                {"type": "integer"},
+                                {"type": "string"},
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "title": {"type": "string"},
+                                        "ingredients": {
+                                            "type": "array",
+                                            "items": {"type": "string"},
+                                        },
+                                        "steps": {"type": "array", "items": {"type": "string"}},
+                                    },
+                                },
+                            ]
+                        },
+                        "seq": {"type": "integer", "minimum": 0},
+                    },
+                }
+            }
+        },
+    }
+}
 
 
 class Refused(Exception):
@@ -64,14 +110,18 @@ def marks(recipe: dict, constraint: str) -> dict:
         """The [start, end] of each violating mention in one line."""
         return [[m.start, m.end] for m in text_violations(text, constraints)]
 
-    return {"title": spans(recipe.get("title", "")),
-            "ingredients": [spans(line) for line in recipe.get("ingredients") or []],
-            "steps": [spans(line) for line in recipe.get("steps") or []]}
+    return {
+        "title": spans(recipe.get("title", "")),
+        "ingredients": [spans(line) for line in recipe.get("ingredients") or []],
+        "steps": [spans(line) for line in recipe.get("steps") or []],
+    }
 
 
 def shown(recipe: dict, constraint: str) -> dict:
     """A recipe as the page shows it: its lines and their red spans (never the system's name)."""
-    plain = {k: recipe.get(k) or ([] if k != "title" else "") for k in ("title", "ingredients", "steps")}
+    plain = {
+        k: recipe.get(k) or ([] if k != "title" else "") for k in ("title", "ingredients", "steps")
+    }
     return {**plain, "marks": marks(plain, constraint)}
 
 
@@ -84,7 +134,9 @@ def answer_body(body: bytes) -> tuple[object, int | None]:
     if not isinstance(parsed, dict) or "value" not in parsed:
         raise Refused(422, 'an answer is JSON: {"value": ..., "seq": n}')
     seq = parsed.get("seq")
-    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < 2 ** 63):
+    if seq is not None and (
+        isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < 2**63
+    ):
         raise Refused(422, "seq is a whole number from 0 below 2^63 (the page's save counter)")
     return parsed["value"], seq
 
@@ -119,15 +171,20 @@ def build_app(folder: str, max_chars: int, body_timeout: float, busy_s: float = 
     @app.exception_handler(StudyBusy)
     async def busy(request: Request, err: StudyBusy):
         """The study file stayed locked past its wait: try again shortly (503), never a 500."""
-        return JSONResponse({"error": "the study is busy; try again in a moment"}, status_code=503,
-                            headers={"Retry-After": "2"})
+        return JSONResponse(
+            {"error": "the study is busy; try again in a moment"},
+            status_code=503,
+            headers={"Retry-After": "2"},
+        )
 
     @app.exception_handler(RequestValidationError)
     async def malformed(request: Request, err: RequestValidationError):
         """A request body or path FastAPI cannot read: 422 with the first problem."""
         first = err.errors()[0] if err.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        return JSONResponse({"error": f"bad request: {where} {first.get('msg', '')}".strip()}, status_code=422)
+        return JSONResponse(
+            {"error": f"bad request: {where} {first.get('msg', '')}".strip()}, status_code=422
+        )
 
     def bearer(request: Request) -> str:
         """The request's bearer token; none is a 401."""
@@ -171,13 +228,20 @@ def build_app(folder: str, max_chars: int, body_timeout: float, busy_s: float = 
         common = {"judge": who["name"], "done": progress["done"], "assigned": progress["assigned"]}
         if task is None:
             return {**common, "task": None}
-        body = {"id": task["id"], "kind": task["kind"], "constraint": task["constraint"],
-                "source": shown(task["source"], task["constraint"]),
-                "rewrites": [shown(r, task["constraint"]) for r in task["rewrites"]], "answers": task["answers"]}
+        body = {
+            "id": task["id"],
+            "kind": task["kind"],
+            "constraint": task["constraint"],
+            "source": shown(task["source"], task["constraint"]),
+            "rewrites": [shown(r, task["constraint"]) for r in task["rewrites"]],
+            "answers": task["answers"],
+        }
         return {**common, "task": body}
 
     @app.put("/api/tasks/{task}/answers/{question}", responses=ERRORS, openapi_extra=ANSWER_BODY)
-    async def answer(task: str, question: str, request: Request, who: dict = Depends(judge)) -> dict:
+    async def answer(
+        task: str, question: str, request: Request, who: dict = Depends(judge)
+    ) -> dict:
         """Save one answer of one task (a rating, the head-to-head choice or the hand rewrite)."""
         declared = request.headers.get("content-length")
         limit = max_chars + 1024
@@ -186,12 +250,15 @@ def build_app(folder: str, max_chars: int, body_timeout: float, busy_s: float = 
         try:
             body = await read_body(request, limit, body_timeout)
         except BodyError as err:
-            raise Refused(err.status, f"an answer is at most {max_chars} characters" if err.status == 413
-                          else str(err)) from None
+            raise Refused(
+                err.status,
+                f"an answer is at most {max_chars} characters" if err.status == 413 else str(err),
+            ) from None
         value, seq = answer_body(body)
         # The store's work is blocking SQLite: off the event loop, like the sync routes.
-        stored, constraint, applied = await run_in_threadpool(study.answer, who["id"], known(task), question,
-                                                              value, max_chars, seq)
+        stored, constraint, applied = await run_in_threadpool(
+            study.answer, who["id"], known(task), question, value, max_chars, seq
+        )
         saved = {"saved": applied, "task": task, "question": question}
         if question == "rewrite":
             saved["marks"] = marks(stored, constraint)  # what the hand rewrite still breaks, live
@@ -207,15 +274,25 @@ def build_app(folder: str, max_chars: int, body_timeout: float, busy_s: float = 
     @app.get("/api/questions")
     def questions() -> dict:
         """The questions, their wording and the answers each takes."""
-        return {"ratings": [{"key": k, "label": label, "text": text} for k, (label, text) in QUESTIONS.items()],
-                "range": list(RATING_RANGE), "compare": COMPARE_QUESTION, "choices": list(CHOICES)}
+        return {
+            "ratings": [
+                {"key": k, "label": label, "text": text} for k, (label, text) in QUESTIONS.items()
+            ],
+            "range": list(RATING_RANGE),
+            "compare": COMPARE_QUESTION,
+            "choices": list(CHOICES),
+        }
 
     @app.get("/api/admin/progress", dependencies=[Depends(admin)], responses=ERRORS)
     def progress() -> dict:
         """Tasks assigned and done, per judge and in all (admin)."""
         judges = study.progress()
-        return {"judges": judges, "assigned": sum(j["assigned"] for j in judges),
-                "done": sum(j["done"] for j in judges), "systems": study.systems()}
+        return {
+            "judges": judges,
+            "assigned": sum(j["assigned"] for j in judges),
+            "done": sum(j["done"] for j in judges),
+            "systems": study.systems(),
+        }
 
     @app.get("/api/admin/export", dependencies=[Depends(admin)], responses=ERRORS)
     def export() -> dict:

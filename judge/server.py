@@ -7,6 +7,7 @@ site needs a certificate (`tls_cert`, `tls_key`): tokens would otherwise cross t
 plain text. Behind a TLS reverse proxy, bind to loopback and give the proxy's address as
 `public_url` (docs/JUDGING.md).
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -80,8 +81,10 @@ def check_bind(host: str, port: int, tls_cert: str | None, tls_key: str | None) 
     if bool(tls_cert) != bool(tls_key):
         raise ServeError("give both judge.tls_cert and judge.tls_key, or neither")
     if not is_loopback(host) and not tls_cert:
-        raise ServeError(f"refusing to serve judges' tokens in plain HTTP on {host}: give --tls-cert and "
-                         "--tls-key, or bind 127.0.0.1 behind a TLS reverse proxy (docs/JUDGING.md)")
+        raise ServeError(
+            f"refusing to serve judges' tokens in plain HTTP on {host}: give --tls-cert and "
+            "--tls-key, or bind 127.0.0.1 behind a TLS reverse proxy (docs/JUDGING.md)"
+        )
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -100,9 +103,22 @@ def run(folder: str, settings: dict) -> None:
     study = app.state.study
     scheme = "https" if settings["tls_cert"] else "http"
     base = (settings["public_url"] or f"{scheme}://{host}:{port}").rstrip("/")
-    print(f"study {folder}: {len(study.judges())} judges, systems {', '.join(study.systems())}; serving {base}/ "
-          f"(links were printed when made; rrt judge token --judge NAME makes a new one)", flush=True)
-    protocol = type("JudgeH11", (BoundedH11,), {"header_timeout": float(settings["header_timeout_s"])})
-    uvicorn.run(app, host=host, port=port, log_level="warning", http=protocol,
-                limit_concurrency=settings["max_connections"], timeout_keep_alive=5,
-                ssl_certfile=settings["tls_cert"], ssl_keyfile=settings["tls_key"])
+    print(
+        f"study {folder}: {len(study.judges())} judges, systems {', '.join(study.systems())}; serving {base}/ "
+        f"(links were printed when made; rrt judge token --judge NAME makes a new one)",
+        flush=True,
+    )
+    protocol = type(
+        "JudgeH11", (BoundedH11,), {"header_timeout": float(settings["header_timeout_s"])}
+    )
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        http=protocol,
+        limit_concurrency=settings["max_connections"],
+        timeout_keep_alive=5,
+        ssl_certfile=settings["tls_cert"],
+        ssl_keyfile=settings["tls_key"],
+    )

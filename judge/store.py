@@ -8,6 +8,7 @@ Judges see a task only by its random handle, never its row id (ids follow the pl
 system). Tokens are kept only as hashes, in a folder and file only their owner can read; a token
 is shown once, when it is made (`create`, `add_judges`, `rotate`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,10 +21,18 @@ import secrets
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
-from rrt.evaluation.human import CHOICES, KINDS, QUESTIONS, RATING_RANGE, assign, judge_order, plan_tasks
+from rrt.evaluation.human import (
+    CHOICES,
+    KINDS,
+    QUESTIONS,
+    RATING_RANGE,
+    assign,
+    judge_order,
+    plan_tasks,
+)
 from rrt.recipes.clean import clean_lines, clean_text
 
 DB_FILE = "study.sqlite"
@@ -67,7 +76,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 # keeps a fixed number of file descriptors however many threads come and go.
 POOL_SIZE = 8
 POOL_WAIT_S = 30
-BUSY_S = 30     # how long a write waits on another writer before the web app answers 503
+BUSY_S = 30  # how long a write waits on another writer before the web app answers 503
 HANDLE_BYTES = 12
 
 
@@ -93,7 +102,9 @@ def migrate(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT version FROM schema_version").fetchone()
     before = row[0] if row else 0
     if before > SCHEMA_VERSION:
-        raise StudyError(f"the study file has schema {before}; this rrt reads up to {SCHEMA_VERSION}: upgrade rrt")
+        raise StudyError(
+            f"the study file has schema {before}; this rrt reads up to {SCHEMA_VERSION}: upgrade rrt"
+        )
     for version in range(before, SCHEMA_VERSION):
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -164,16 +175,25 @@ def rating_value(value) -> int:
 def rewrite_value(value, max_chars: int) -> dict:
     """A hand rewrite {title, ingredients, steps} (lists of lines), or an AnswerError."""
     if not isinstance(value, dict) or set(value) != {"title", "ingredients", "steps"}:
-        raise AnswerError(422, "a rewrite is {\"title\": text, \"ingredients\": [lines], \"steps\": [lines]}")
+        raise AnswerError(
+            422, 'a rewrite is {"title": text, "ingredients": [lines], "steps": [lines]}'
+        )
     title, ingredients, steps = value["title"], value["ingredients"], value["steps"]
-    if not isinstance(title, str) or not all(isinstance(x, list) and all(isinstance(s, str) for s in x)
-                                             for x in (ingredients, steps)):
-        raise AnswerError(422, "a rewrite's title is text and its ingredients and steps are lists of text")
+    if not isinstance(title, str) or not all(
+        isinstance(x, list) and all(isinstance(s, str) for s in x) for x in (ingredients, steps)
+    ):
+        raise AnswerError(
+            422, "a rewrite's title is text and its ingredients and steps are lists of text"
+        )
     if len(json.dumps(value)) > max_chars:
         raise AnswerError(413, f"a rewrite is at most {max_chars} characters")
     # Cleaned as the loaders clean input: a pasted format token ("<endofings>") or markup would pass
     # into the exported `human` system and skew what it is scored on.
-    return {"title": clean_text(title), "ingredients": clean_lines(ingredients), "steps": clean_lines(steps)}
+    return {
+        "title": clean_text(title),
+        "ingredients": clean_lines(ingredients),
+        "steps": clean_lines(steps),
+    }
 
 
 def is_empty_rewrite(value: dict) -> bool:
@@ -189,7 +209,10 @@ def checked_answer(kind: str, question: str, value, max_chars: int):
         return rating_value(value)
     if kind == "compare":
         if question != "choice" or value not in CHOICES:
-            raise AnswerError(422, f"a head-to-head task takes choice: {', '.join(CHOICES)} (got {question}={value!r})")
+            raise AnswerError(
+                422,
+                f"a head-to-head task takes choice: {', '.join(CHOICES)} (got {question}={value!r})",
+            )
         return value
     if question != "rewrite":
         raise AnswerError(422, f"a rewrite task takes rewrite (got {question!r})")
@@ -208,7 +231,9 @@ class Study:
         self._local, self._lock, self._opened = threading.local(), threading.Lock(), []
         self._idle: queue.LifoQueue = queue.LifoQueue()
         if not create and not os.path.isfile(self.path):
-            raise StudyError(f"no study in {folder} (no {DB_FILE}): create one with rrt judge create")
+            raise StudyError(
+                f"no study in {folder} (no {DB_FILE}): create one with rrt judge create"
+            )
         if create:
             # Private: the file holds the judges' answers and token hashes.
             os.makedirs(folder, mode=0o700, exist_ok=True)
@@ -255,7 +280,9 @@ class Study:
         try:
             return self._idle.get(timeout=POOL_WAIT_S)
         except queue.Empty:
-            raise StudyBusy(f"every connection to {self.path} stayed busy for {POOL_WAIT_S}s") from None
+            raise StudyBusy(
+                f"every connection to {self.path} stayed busy for {POOL_WAIT_S}s"
+            ) from None
 
     def open_connections(self) -> int:
         """How many connections the study holds open now."""
@@ -292,13 +319,18 @@ class Study:
     def meta(self) -> dict:
         """The study's own settings: seed, best system, judges per item, admin token..."""
         with self.connection() as conn:
-            return {r["key"]: json.loads(r["value"]) for r in conn.execute("SELECT key, value FROM meta")}
+            return {
+                r["key"]: json.loads(r["value"])
+                for r in conn.execute("SELECT key, value FROM meta")
+            }
 
     @staticmethod
     def _set_meta(conn: sqlite3.Connection, **values) -> None:
         for key, value in values.items():
-            conn.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                         (key, json.dumps(value)))
+            conn.execute(
+                "INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, json.dumps(value)),
+            )
 
     def is_empty(self) -> bool:
         """True before the first system is added."""
@@ -306,42 +338,80 @@ class Study:
             return conn.execute("SELECT COUNT(*) FROM systems").fetchone()[0] == 0
 
     # --- creating and extending -------------------------------------------------------------------
-    def populate(self, records_by_system: dict[str, list[dict]], origins: dict[str, str],
-                 rated: list[tuple[str, str]], rewritten: list[tuple[str, str]], judges: list[str], *,
-                 best: str | None, judges_per_item: int, rewriters_per_item: int, majority: int, seed: int,
-                 settings: dict) -> dict:
+    def populate(
+        self,
+        records_by_system: dict[str, list[dict]],
+        origins: dict[str, str],
+        rated: list[tuple[str, str]],
+        rewritten: list[tuple[str, str]],
+        judges: list[str],
+        *,
+        best: str | None,
+        judges_per_item: int,
+        rewriters_per_item: int,
+        majority: int,
+        seed: int,
+        settings: dict,
+    ) -> dict:
         """Fill a new study: items, rewrites, judges, tasks and their blind, balanced assignments; the
         summary carries the judges' and the admin's tokens, which the study never shows again."""
         sources = {}
         for records in records_by_system.values():
             for record in records:
-                sources.setdefault((str(record["id"]), str(record.get("constraint") or "")), record["source"])
+                sources.setdefault(
+                    (str(record["id"]), str(record.get("constraint") or "")), record["source"]
+                )
         with self.writing() as conn:
             admin_token = new_token()
-            self._set_meta(conn, seed=seed, best=best, judges_per_item=judges_per_item, majority=majority,
-                           rewriters_per_item=rewriters_per_item, admin_token_hash=token_hash(admin_token),
-                           created_at=time.time(), settings=settings, extensions=0)
+            self._set_meta(
+                conn,
+                seed=seed,
+                best=best,
+                judges_per_item=judges_per_item,
+                majority=majority,
+                rewriters_per_item=rewriters_per_item,
+                admin_token_hash=token_hash(admin_token),
+                created_at=time.time(),
+                settings=settings,
+                extensions=0,
+            )
             rated_set, rewritten_set = set(rated), set(rewritten)
             for key in dict.fromkeys(rated + rewritten):
-                conn.execute("INSERT INTO items VALUES (?, ?, ?, ?, ?)",
-                             (*key, json.dumps(sources[key]), key in rated_set, key in rewritten_set))
+                conn.execute(
+                    "INSERT INTO items VALUES (?, ?, ?, ?, ?)",
+                    (*key, json.dumps(sources[key]), key in rated_set, key in rewritten_set),
+                )
             tokens = self._add_judges(conn, judges)
             self._add_systems(conn, records_by_system, origins, rated)
-            tasks = plan_tasks(rated, list(records_by_system), best, judges_per_item, rewritten,
-                               rewriters_per_item, seed)
+            tasks = plan_tasks(
+                rated,
+                list(records_by_system),
+                best,
+                judges_per_item,
+                rewritten,
+                rewriters_per_item,
+                seed,
+            )
             summary = self._add_tasks(conn, tasks, seed)
         return {**summary, "tokens": tokens, "admin_token": admin_token}
 
     @staticmethod
-    def _add_systems(conn, records_by_system: dict[str, list[dict]], origins: dict[str, str], rated) -> None:
+    def _add_systems(
+        conn, records_by_system: dict[str, list[dict]], origins: dict[str, str], rated
+    ) -> None:
         wanted = set(rated)
         for system, records in records_by_system.items():
-            conn.execute("INSERT INTO systems VALUES (?, ?, ?)", (system, origins.get(system, ""), time.time()))
+            conn.execute(
+                "INSERT INTO systems VALUES (?, ?, ?)",
+                (system, origins.get(system, ""), time.time()),
+            )
             for record in records:
                 key = (str(record["id"]), str(record.get("constraint") or ""))
                 if key in wanted:
-                    conn.execute("INSERT OR IGNORE INTO rewrites VALUES (?, ?, ?, ?)",
-                                 (*key, system, json.dumps(record)))
+                    conn.execute(
+                        "INSERT OR IGNORE INTO rewrites VALUES (?, ?, ?, ?)",
+                        (*key, system, json.dumps(record)),
+                    )
 
     @staticmethod
     def _add_judges(conn, names: list[str]) -> dict[str, str]:
@@ -352,19 +422,27 @@ class Study:
             raise StudyError(f"the study already has judge(s) {', '.join(clash)}")
         tokens = {name: new_token() for name in names}
         for name, token in tokens.items():
-            conn.execute("INSERT INTO judges (name, token_hash, added_at) VALUES (?, ?, ?)",
-                         (name, token_hash(token), time.time()))
+            conn.execute(
+                "INSERT INTO judges (name, token_hash, added_at) VALUES (?, ?, ?)",
+                (name, token_hash(token), time.time()),
+            )
         return tokens
 
     def _add_tasks(self, conn, tasks: list[dict], seed: int) -> dict:
         """Insert tasks, assign them to the least-loaded judges and put each judge's new tasks in a
         random order after the ones they already have."""
         judges = {r["name"]: r["id"] for r in conn.execute("SELECT id, name FROM judges")}
-        load = {r["name"]: r["n"] for r in conn.execute(
-            "SELECT j.name, COUNT(a.id) AS n FROM judges j LEFT JOIN assignments a ON a.judge = j.id GROUP BY j.id")}
+        load = {
+            r["name"]: r["n"]
+            for r in conn.execute(
+                "SELECT j.name, COUNT(a.id) AS n FROM judges j LEFT JOIN assignments a ON a.judge = j.id GROUP BY j.id"
+            )
+        }
         seen: dict[str, set] = {}
-        for r in conn.execute("SELECT j.name, t.recipe, t.constraint_name FROM assignments a "
-                              "JOIN judges j ON j.id = a.judge JOIN tasks t ON t.id = a.task"):
+        for r in conn.execute(
+            "SELECT j.name, t.recipe, t.constraint_name FROM assignments a "
+            "JOIN judges j ON j.id = a.judge JOIN tasks t ON t.id = a.task"
+        ):
             seen.setdefault(r["name"], set()).add((r["recipe"], r["constraint_name"]))
         try:
             pairs = assign(tasks, sorted(judges), seed, load, seen)
@@ -372,21 +450,34 @@ class Study:
             raise StudyError(str(err)) from None
         ids = []
         for task in tasks:
-            cursor = conn.execute("INSERT INTO tasks (kind, recipe, constraint_name, system, other, judges, handle) "
-                                  "VALUES (?, ?, ?, ?, ?, ?, ?)", (task["kind"], task["recipe"], task["constraint"],
-                                                                   task["system"], task["other"], task["judges"],
-                                                                   new_handle()))
+            cursor = conn.execute(
+                "INSERT INTO tasks (kind, recipe, constraint_name, system, other, judges, handle) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    task["kind"],
+                    task["recipe"],
+                    task["constraint"],
+                    task["system"],
+                    task["other"],
+                    task["judges"],
+                    new_handle(),
+                ),
+            )
             ids.append(cursor.lastrowid)
         by_judge: dict[str, list[int]] = {}
         for index, judge in pairs:
             by_judge.setdefault(judge, []).append(ids[index])
         for judge, task_ids in sorted(by_judge.items()):
-            start = conn.execute("SELECT COALESCE(MAX(position) + 1, 0) FROM assignments WHERE judge = ?",
-                                 (judges[judge],)).fetchone()[0]
+            start = conn.execute(
+                "SELECT COALESCE(MAX(position) + 1, 0) FROM assignments WHERE judge = ?",
+                (judges[judge],),
+            ).fetchone()[0]
             rng = random.Random(f"{seed}:{judge}:{start}")
             for task_id, position in zip(task_ids, judge_order(len(task_ids), rng)):
-                conn.execute("INSERT INTO assignments (task, judge, position) VALUES (?, ?, ?)",
-                             (task_id, judges[judge], start + position))
+                conn.execute(
+                    "INSERT INTO assignments (task, judge, position) VALUES (?, ?, ?)",
+                    (task_id, judges[judge], start + position),
+                )
         kinds = {k: sum(t["kind"] == k for t in tasks) for k in KINDS}
         return {"tasks": kinds, "assignments": len(pairs)}
 
@@ -397,22 +488,38 @@ class Study:
         with self.writing() as conn:
             if conn.execute("SELECT 1 FROM systems WHERE name = ?", (system,)).fetchone():
                 raise StudyError(f"the study already has system {system}")
-            rated = [(r["recipe"], r["constraint_name"]) for r in
-                     conn.execute("SELECT recipe, constraint_name FROM items WHERE rated ORDER BY rowid")]
+            rated = [
+                (r["recipe"], r["constraint_name"])
+                for r in conn.execute(
+                    "SELECT recipe, constraint_name FROM items WHERE rated ORDER BY rowid"
+                )
+            ]
             have = {(str(r["id"]), str(r.get("constraint") or "")) for r in records}
             covered = [k for k in rated if k in have]
             if not covered:
                 raise StudyError(f"{system} rewrote none of the study's {len(rated)} recipes")
             self._add_systems(conn, {system: records}, {system: origin}, covered)
             best = meta.get("best")
-            tasks = plan_tasks(covered, [system], None, meta["judges_per_item"], [], 0, meta["seed"])
+            tasks = plan_tasks(
+                covered, [system], None, meta["judges_per_item"], [], 0, meta["seed"]
+            )
             if best:
-                tasks += [t for t in plan_tasks(covered, [best, system], best, meta["judges_per_item"], [], 0,
-                                                meta["seed"]) if t["kind"] == "compare"]
+                tasks += [
+                    t
+                    for t in plan_tasks(
+                        covered, [best, system], best, meta["judges_per_item"], [], 0, meta["seed"]
+                    )
+                    if t["kind"] == "compare"
+                ]
             extensions = meta.get("extensions", 0) + 1
             self._set_meta(conn, extensions=extensions)
             summary = self._add_tasks(conn, tasks, meta["seed"] + extensions)
-        return {**summary, "system": system, "items": len(covered), "missing": len(rated) - len(covered)}
+        return {
+            **summary,
+            "system": system,
+            "items": len(covered),
+            "missing": len(rated) - len(covered),
+        }
 
     def add_judges(self, names: list[str], rebalance: bool) -> dict:
         """New judges; with `rebalance`, unstarted assignments move to them until their open loads
@@ -428,8 +535,10 @@ class Study:
         """A new token for judge `name` (the old one stops working, a revoked judge is back); the token."""
         token = new_token()
         with self.writing() as conn:
-            if not conn.execute("UPDATE judges SET token_hash = ?, revoked_at = NULL WHERE name = ?",
-                                (token_hash(token), name)).rowcount:
+            if not conn.execute(
+                "UPDATE judges SET token_hash = ?, revoked_at = NULL WHERE name = ?",
+                (token_hash(token), name),
+            ).rowcount:
                 raise StudyError(f"the study has no judge {name}")
         return token
 
@@ -437,8 +546,10 @@ class Study:
         """Judge `name`'s token stops working; their answers stay, and `rotate` lets them back."""
         with self.writing() as conn:
             # A random hash no token maps to keeps the column unique and non-null.
-            if not conn.execute("UPDATE judges SET token_hash = ?, revoked_at = ? WHERE name = ?",
-                                (f"revoked:{new_handle()}", time.time(), name)).rowcount:
+            if not conn.execute(
+                "UPDATE judges SET token_hash = ?, revoked_at = ? WHERE name = ?",
+                (f"revoked:{new_handle()}", time.time(), name),
+            ).rowcount:
                 raise StudyError(f"the study has no judge {name}")
 
     def rotate_admin(self) -> str:
@@ -456,13 +567,21 @@ class Study:
     def _rebalance(conn, names: list[str]) -> int:
         """Move unstarted assignments from the judge with the most open tasks to the new judge with the
         fewest (never a task the receiver already holds) until those differ by at most one."""
-        new = {r[0] for r in conn.execute(f"SELECT id FROM judges WHERE name IN ({','.join('?' * len(names))})",
-                                          names)}
+        new = {
+            r[0]
+            for r in conn.execute(
+                f"SELECT id FROM judges WHERE name IN ({','.join('?' * len(names))})", names
+            )
+        }
         moved = 0
         while True:
-            open_load = {r["id"]: r["n"] for r in conn.execute(
-                "SELECT j.id, COUNT(a.id) AS n FROM judges j LEFT JOIN assignments a ON a.judge = j.id "
-                "AND a.finished_at IS NULL GROUP BY j.id")}
+            open_load = {
+                r["id"]: r["n"]
+                for r in conn.execute(
+                    "SELECT j.id, COUNT(a.id) AS n FROM judges j LEFT JOIN assignments a ON a.judge = j.id "
+                    "AND a.finished_at IS NULL GROUP BY j.id"
+                )
+            }
             givers = [j for j in open_load if j not in new]
             if not givers or not new:
                 return moved
@@ -474,27 +593,38 @@ class Study:
                 "SELECT a.id FROM assignments a WHERE a.judge = ? AND a.started_at IS NULL AND a.task NOT IN "
                 "(SELECT task FROM assignments WHERE judge = ?) AND NOT EXISTS "
                 "(SELECT 1 FROM answers WHERE assignment = a.id) ORDER BY a.position DESC LIMIT 1",
-                (high, low)).fetchone()
+                (high, low),
+            ).fetchone()
             if row is None:
                 return moved
-            position = conn.execute("SELECT COALESCE(MAX(position) + 1, 0) FROM assignments WHERE judge = ?",
-                                    (low,)).fetchone()[0]
-            conn.execute("UPDATE assignments SET judge = ?, position = ? WHERE id = ?", (low, position, row["id"]))
+            position = conn.execute(
+                "SELECT COALESCE(MAX(position) + 1, 0) FROM assignments WHERE judge = ?", (low,)
+            ).fetchone()[0]
+            conn.execute(
+                "UPDATE assignments SET judge = ?, position = ? WHERE id = ?",
+                (low, position, row["id"]),
+            )
             moved += 1
 
     # --- what the web app asks --------------------------------------------------------------------
     def judge_of(self, token: str) -> dict | None:
         """The judge holding this token (not revoked), or None."""
         with self.connection() as conn:
-            row = conn.execute("SELECT id, name FROM judges WHERE token_hash = ? AND revoked_at IS NULL",
-                               (token_hash(token),)).fetchone()
+            row = conn.execute(
+                "SELECT id, name FROM judges WHERE token_hash = ? AND revoked_at IS NULL",
+                (token_hash(token),),
+            ).fetchone()
         return dict(row) if row else None
 
     def judges(self) -> list[dict]:
         """Every judge's id, name and whether revoked, in the order they joined (tokens are not kept)."""
         with self.connection() as conn:
-            return [dict(r) for r in conn.execute(
-                "SELECT id, name, revoked_at IS NOT NULL AS revoked FROM judges ORDER BY id")]
+            return [
+                dict(r)
+                for r in conn.execute(
+                    "SELECT id, name, revoked_at IS NOT NULL AS revoked FROM judges ORDER BY id"
+                )
+            ]
 
     def next_task(self, judge_id: int) -> dict | None:
         """The judge's first unfinished task (marked started now, once) with its saved answers and the
@@ -502,38 +632,65 @@ class Study:
         with self.writing() as conn:
             row = conn.execute(
                 "SELECT a.id AS assignment, a.started_at, t.* FROM assignments a JOIN tasks t ON t.id = a.task "
-                "WHERE a.judge = ? AND a.finished_at IS NULL ORDER BY a.position LIMIT 1", (judge_id,)).fetchone()
+                "WHERE a.judge = ? AND a.finished_at IS NULL ORDER BY a.position LIMIT 1",
+                (judge_id,),
+            ).fetchone()
             if row is None:
                 return None
             if row["started_at"] is None:
-                conn.execute("UPDATE assignments SET started_at = ? WHERE id = ?", (time.time(), row["assignment"]))
-            answers = {r["question"]: json.loads(r["value"]) for r in
-                       conn.execute("SELECT question, value FROM answers WHERE assignment = ?", (row["assignment"],))}
+                conn.execute(
+                    "UPDATE assignments SET started_at = ? WHERE id = ?",
+                    (time.time(), row["assignment"]),
+                )
+            answers = {
+                r["question"]: json.loads(r["value"])
+                for r in conn.execute(
+                    "SELECT question, value FROM answers WHERE assignment = ?", (row["assignment"],)
+                )
+            }
             key = (row["recipe"], row["constraint_name"])
-            source = json.loads(conn.execute("SELECT source FROM items WHERE recipe = ? AND constraint_name = ?",
-                                             key).fetchone()[0])
+            source = json.loads(
+                conn.execute(
+                    "SELECT source FROM items WHERE recipe = ? AND constraint_name = ?", key
+                ).fetchone()[0]
+            )
             shown = []
             for system in (row["system"], row["other"]):
                 if system is not None:
-                    record = conn.execute("SELECT record FROM rewrites WHERE recipe = ? AND constraint_name = ? "
-                                          "AND system = ?", (*key, system)).fetchone()[0]
+                    record = conn.execute(
+                        "SELECT record FROM rewrites WHERE recipe = ? AND constraint_name = ? "
+                        "AND system = ?",
+                        (*key, system),
+                    ).fetchone()[0]
                     shown.append(json.loads(record)["rewrite"])
-        return {"id": row["handle"], "kind": row["kind"], "constraint": row["constraint_name"], "source": source,
-                "rewrites": shown, "answers": answers}
+        return {
+            "id": row["handle"],
+            "kind": row["kind"],
+            "constraint": row["constraint_name"],
+            "source": source,
+            "rewrites": shown,
+            "answers": answers,
+        }
 
     def progress(self, judge_id: int | None = None) -> list[dict]:
         """Per judge: tasks assigned and finished."""
         where = "WHERE j.id = ?" if judge_id is not None else ""
         with self.connection() as conn:
-            return [dict(r) for r in conn.execute(
-                f"SELECT j.name, COUNT(a.id) AS assigned, COUNT(a.finished_at) AS done FROM judges j "
-                f"LEFT JOIN assignments a ON a.judge = j.id {where} GROUP BY j.id ORDER BY j.id",
-                () if judge_id is None else (judge_id,))]
+            return [
+                dict(r)
+                for r in conn.execute(
+                    f"SELECT j.name, COUNT(a.id) AS assigned, COUNT(a.finished_at) AS done FROM judges j "
+                    f"LEFT JOIN assignments a ON a.judge = j.id {where} GROUP BY j.id ORDER BY j.id",
+                    () if judge_id is None else (judge_id,),
+                )
+            ]
 
     def _assignment(self, conn, judge_id: int, handle: str) -> sqlite3.Row:
-        row = conn.execute("SELECT a.id, a.started_at, a.finished_at, t.kind, t.constraint_name FROM assignments a "
-                           "JOIN tasks t ON t.id = a.task WHERE t.handle = ? AND a.judge = ?",
-                           (handle, judge_id)).fetchone()
+        row = conn.execute(
+            "SELECT a.id, a.started_at, a.finished_at, t.kind, t.constraint_name FROM assignments a "
+            "JOIN tasks t ON t.id = a.task WHERE t.handle = ? AND a.judge = ?",
+            (handle, judge_id),
+        ).fetchone()
         if row is None:
             raise AnswerError(404, f"task {handle} is not one of your tasks")
         if row["finished_at"] is not None:
@@ -541,58 +698,87 @@ class Study:
         if row["started_at"] is None:
             # Only a task that was shown can be answered: an unseen task has no judging time, and
             # an unstarted one may still move to another judge.
-            raise AnswerError(409, f"task {handle} has not been opened yet; answer the task the page shows")
+            raise AnswerError(
+                409, f"task {handle} has not been opened yet; answer the task the page shows"
+            )
         return row
 
-    def answer(self, judge_id: int, handle: str, question: str, value, max_chars: int,
-               seq: int | None = None) -> tuple[object, str, bool]:
+    def answer(
+        self,
+        judge_id: int,
+        handle: str,
+        question: str,
+        value,
+        max_chars: int,
+        seq: int | None = None,
+    ) -> tuple[object, str, bool]:
         """Save one answer of an open task; a second answer to the same question replaces it unless
         its `seq` (the page's save counter) is older than the stored one's. The value as stored now,
         the task's constraint, and whether this answer was applied."""
         with self.writing() as conn:
             row = self._assignment(conn, judge_id, handle)
             stored = checked_answer(row["kind"], question, value, max_chars)
-            earlier = conn.execute("SELECT value, seq FROM answers WHERE assignment = ? AND question = ?",
-                                   (row["id"], question)).fetchone()
+            earlier = conn.execute(
+                "SELECT value, seq FROM answers WHERE assignment = ? AND question = ?",
+                (row["id"], question),
+            ).fetchone()
             # Autosaves can arrive out of order; the page numbers them, and the latest sent wins.
             if earlier is not None and seq is not None and seq < earlier["seq"]:
                 return json.loads(earlier["value"]), row["constraint_name"], False
             kept_seq = seq if seq is not None else (earlier["seq"] if earlier is not None else 0)
-            conn.execute("INSERT INTO answers VALUES (?, ?, ?, ?, ?) ON CONFLICT(assignment, question) DO UPDATE "
-                         "SET value = excluded.value, answered_at = excluded.answered_at, seq = excluded.seq",
-                         (row["id"], question, json.dumps(stored), time.time(), kept_seq))
+            conn.execute(
+                "INSERT INTO answers VALUES (?, ?, ?, ?, ?) ON CONFLICT(assignment, question) DO UPDATE "
+                "SET value = excluded.value, answered_at = excluded.answered_at, seq = excluded.seq",
+                (row["id"], question, json.dumps(stored), time.time(), kept_seq),
+            )
         return stored, row["constraint_name"], True
 
     def finish(self, judge_id: int, handle: str) -> None:
         """Close an open task whose every question is answered; its answers are final from now on."""
         with self.writing() as conn:
             row = self._assignment(conn, judge_id, handle)
-            have = {r[0]: json.loads(r[1]) for r in conn.execute(
-                "SELECT question, value FROM answers WHERE assignment = ?", (row["id"],))}
+            have = {
+                r[0]: json.loads(r[1])
+                for r in conn.execute(
+                    "SELECT question, value FROM answers WHERE assignment = ?", (row["id"],)
+                )
+            }
             missing = [q for q in REQUIRED[row["kind"]] if q not in have]
             if missing:
                 raise AnswerError(422, f"task {handle} still needs: {', '.join(missing)}")
             if row["kind"] == "rewrite" and is_empty_rewrite(have["rewrite"]):
-                raise AnswerError(422, f"task {handle}'s rewrite needs a title, ingredient lines and steps")
-            conn.execute("UPDATE assignments SET finished_at = ? WHERE id = ?", (time.time(), row["id"]))
+                raise AnswerError(
+                    422, f"task {handle}'s rewrite needs a title, ingredient lines and steps"
+                )
+            conn.execute(
+                "UPDATE assignments SET finished_at = ? WHERE id = ?", (time.time(), row["id"])
+            )
 
     # --- what the report and the exports read -----------------------------------------------------
     def judgments(self) -> list[dict]:
         """Every answer of every finished task, with its task and judge (systems as stored, unblinded)."""
         with self.connection() as conn:
-            return [dict(r) | {"value": json.loads(r["value"])} for r in conn.execute(
-                "SELECT t.id AS task, t.kind, t.recipe, t.constraint_name AS \"constraint\", t.system, t.other, "
-                "j.name AS judge, n.question, n.value, a.started_at, a.finished_at FROM answers n "
-                "JOIN assignments a ON a.id = n.assignment JOIN tasks t ON t.id = a.task "
-                "JOIN judges j ON j.id = a.judge WHERE a.finished_at IS NOT NULL ORDER BY t.id, j.id, n.question")]
+            return [
+                dict(r) | {"value": json.loads(r["value"])}
+                for r in conn.execute(
+                    'SELECT t.id AS task, t.kind, t.recipe, t.constraint_name AS "constraint", t.system, t.other, '
+                    "j.name AS judge, n.question, n.value, a.started_at, a.finished_at FROM answers n "
+                    "JOIN assignments a ON a.id = n.assignment JOIN tasks t ON t.id = a.task "
+                    "JOIN judges j ON j.id = a.judge WHERE a.finished_at IS NOT NULL ORDER BY t.id, j.id, n.question"
+                )
+            ]
 
     def assignments(self) -> list[dict]:
         """Every assignment: judge, task kind, done or not, seconds from first shown to finished."""
         with self.connection() as conn:
-            return [dict(r) for r in conn.execute(
-                "SELECT j.name AS judge, t.kind, t.id AS task, a.finished_at IS NOT NULL AS done, "
-                "a.finished_at - a.started_at AS seconds FROM assignments a JOIN judges j ON j.id = a.judge "
-                "JOIN tasks t ON t.id = a.task ORDER BY a.id")]
+            return [
+                dict(r)
+                for r in conn.execute(
+                    "SELECT j.name AS judge, t.kind, t.id AS task, a.finished_at IS NOT NULL AS done, "
+                    "a.finished_at - a.started_at AS seconds FROM assignments a JOIN judges j ON j.id = a.judge "
+                    "JOIN tasks t ON t.id = a.task ORDER BY a.id"
+                )
+            ]
 
     def systems(self) -> list[str]:
         """The study's systems in the order they were added."""
@@ -607,9 +793,21 @@ class Study:
                 "JOIN assignments a ON a.id = n.assignment JOIN tasks t ON t.id = a.task "
                 "JOIN items i ON i.recipe = t.recipe AND i.constraint_name = t.constraint_name "
                 "JOIN judges j ON j.id = a.judge WHERE t.kind = 'rewrite' AND a.finished_at IS NOT NULL "
-                "ORDER BY t.id, j.id").fetchall()
-        records = [{"id": r["recipe"], "constraint": r["constraint_name"], "system": "human", "constrained": False,
-                    "source": json.loads(r["source"]), "rewrite": json.loads(r["value"]), "steps": [],
-                    "substitutions": [], "notes": [f"rewritten by hand by {r['name']}"]} for r in rows]
+                "ORDER BY t.id, j.id"
+            ).fetchall()
+        records = [
+            {
+                "id": r["recipe"],
+                "constraint": r["constraint_name"],
+                "system": "human",
+                "constrained": False,
+                "source": json.loads(r["source"]),
+                "rewrite": json.loads(r["value"]),
+                "steps": [],
+                "substitutions": [],
+                "notes": [f"rewritten by hand by {r['name']}"],
+            }
+            for r in rows
+        ]
         # A study file from before rewrites were checked at finish may hold an empty one: not a system's output.
         return [r for r in records if not is_empty_rewrite(r["rewrite"])]

@@ -1,10 +1,11 @@
 """A study from rewrite runs to report: what `rrt judge create | extend | add-judges | report | export` do.
 
-    create_study(folder, rewrite_folders, settings)   sample, plan, assign, store (create.json)
-    extend_study(folder, rewrite_folder)              one more system, judgments kept (extend-N.json)
-    write_report(study, output)                       report.md, report.json, report.html, head_to_head.png
-    export_study(study, output)                       judgments.jsonl, human/rewrites.jsonl + run.json
+create_study(folder, rewrite_folders, settings)   sample, plan, assign, store (create.json)
+extend_study(folder, rewrite_folder)              one more system, judgments kept (extend-N.json)
+write_report(study, output)                       report.md, report.json, report.html, head_to_head.png
+export_study(study, output)                       judgments.jsonl, human/rewrites.jsonl + run.json
 """
+
 from __future__ import annotations
 
 import base64
@@ -17,8 +18,17 @@ import statistics
 import time
 
 from judge.store import Study, StudyError
-from rrt.evaluation.human import (COMPARE_QUESTION, QUESTIONS, agreement, head_to_head, human_table, judge_times,
-                                  plot_head_to_head, report_markdown, sample_items)
+from rrt.evaluation.human import (
+    COMPARE_QUESTION,
+    QUESTIONS,
+    agreement,
+    head_to_head,
+    human_table,
+    judge_times,
+    plot_head_to_head,
+    report_markdown,
+    sample_items,
+)
 from rrt.evaluation.rewrite_records import read_records, system_label
 from rrt.recipes.lexicon import CONSTRAINTS
 from runtime.runs import write_json_atomic
@@ -60,7 +70,9 @@ def judge_names(count: int, start: int = 1) -> list[str]:
     return [f"judge-{i:02d}" for i in range(start, start + count)]
 
 
-def create_study(folder: str, rewrite_folders: list[str], settings: dict, best: str | None = None) -> dict:
+def create_study(
+    folder: str, rewrite_folders: list[str], settings: dict, best: str | None = None
+) -> dict:
     """A new study from rewrite runs: the sample, every task, blind balanced assignments; create.json.
     The summary returned also holds the judges' and the admin's tokens, kept nowhere else."""
     if os.path.isfile(os.path.join(folder, "study.sqlite")):
@@ -73,21 +85,46 @@ def create_study(folder: str, rewrite_folders: list[str], settings: dict, best: 
     rated = sample_items(records, settings["recipes"], constraints, settings["seed"])
     if not rated:
         raise StudyError("the runs share no (recipe, constraint) among " + ", ".join(constraints))
-    pool = sorted({(str(r["id"]), r["constraint"]) for rows in records.values() for r in rows
-                   if r["constraint"] == settings["human_constraint"]})
+    pool = sorted(
+        {
+            (str(r["id"]), r["constraint"])
+            for rows in records.values()
+            for r in rows
+            if r["constraint"] == settings["human_constraint"]
+        }
+    )
     random.Random(settings["seed"]).shuffle(pool)
-    rewritten = pool[:settings["human_rewrites"]]
+    rewritten = pool[: settings["human_rewrites"]]
     study = Study(folder, create=True)
-    summary = study.populate(records, origins, rated, rewritten, judge_names(settings["judges"]),
-                             best=best, judges_per_item=settings["judges_per_item"],
-                             rewriters_per_item=settings["rewriters_per_recipe"], majority=settings["majority"],
-                             seed=settings["seed"], settings=settings)
+    summary = study.populate(
+        records,
+        origins,
+        rated,
+        rewritten,
+        judge_names(settings["judges"]),
+        best=best,
+        judges_per_item=settings["judges_per_item"],
+        rewriters_per_item=settings["rewriters_per_recipe"],
+        majority=settings["majority"],
+        seed=settings["seed"],
+        settings=settings,
+    )
     tokens, admin_token = summary.pop("tokens"), summary.pop("admin_token")
     shares = {c: sum(k[1] == c for k in rated) for c in constraints}
-    out = {**summary, "systems": list(records), "best": best, "recipes": len(rated), "per_constraint": shares,
-           "hand_rewrites": len(rewritten), "judges": settings["judges"], "seed": settings["seed"],
-           "origins": origins}
-    write_json_atomic(os.path.join(folder, "create.json"), out)  # no token: the links are printed once
+    out = {
+        **summary,
+        "systems": list(records),
+        "best": best,
+        "recipes": len(rated),
+        "per_constraint": shares,
+        "hand_rewrites": len(rewritten),
+        "judges": settings["judges"],
+        "seed": settings["seed"],
+        "origins": origins,
+    }
+    write_json_atomic(
+        os.path.join(folder, "create.json"), out
+    )  # no token: the links are printed once
     return {**out, "tokens": tokens, "admin_token": admin_token}
 
 
@@ -110,8 +147,18 @@ def build_report(study: Study) -> dict:
     """Every figure of the report from the finished tasks."""
     meta = study.meta()
     rows = study.judgments()
-    ratings = [{"system": r["system"], "question": r["question"], "value": r["value"], "judge": r["judge"],
-                "recipe": r["recipe"], "constraint": r["constraint"]} for r in rows if r["kind"] == "rate"]
+    ratings = [
+        {
+            "system": r["system"],
+            "question": r["question"],
+            "value": r["value"],
+            "judge": r["judge"],
+            "recipe": r["recipe"],
+            "constraint": r["constraint"],
+        }
+        for r in rows
+        if r["kind"] == "rate"
+    ]
     votes = []
     best = meta.get("best")
     for r in rows:
@@ -119,24 +166,53 @@ def build_report(study: Study) -> dict:
             continue
         chosen = {"left": r["system"], "right": r["other"], "same": "same"}[r["value"]]
         other = r["other"] if r["system"] == best else r["system"]
-        votes.append({"recipe": r["recipe"], "constraint": r["constraint"], "other": other, "vote": chosen,
-                      "judge": r["judge"]})
+        votes.append(
+            {
+                "recipe": r["recipe"],
+                "constraint": r["constraint"],
+                "other": other,
+                "vote": chosen,
+                "judge": r["judge"],
+            }
+        )
     assignments = study.assignments()
     per_kind = {}
     for kind in ("rate", "compare", "rewrite"):
-        seconds = [a["seconds"] for a in assignments if a["kind"] == kind and a["done"] and a["seconds"] is not None]
-        per_kind[kind] = {"assigned": sum(a["kind"] == kind for a in assignments),
-                          "done": sum(a["kind"] == kind and bool(a["done"]) for a in assignments),
-                          "median_s": statistics.median(seconds) if seconds else None}
+        seconds = [
+            a["seconds"]
+            for a in assignments
+            if a["kind"] == kind and a["done"] and a["seconds"] is not None
+        ]
+        per_kind[kind] = {
+            "assigned": sum(a["kind"] == kind for a in assignments),
+            "done": sum(a["kind"] == kind and bool(a["done"]) for a in assignments),
+            "median_s": statistics.median(seconds) if seconds else None,
+        }
     rated = human_table(ratings)
     empty = {q: {"mean": None, "ci95": None, "n": 0} for q in QUESTIONS}
     table = {system: rated.get(system, empty) for system in study.systems()}
-    return {"best": best, "majority": meta["majority"], "judges_per_item": meta["judges_per_item"],
-            "seed": meta["seed"], "systems": study.systems(), "table": table,
-            "head_to_head": head_to_head(votes, best, meta["majority"], meta["judges_per_item"],
-                                         [s for s in study.systems() if s != best]) if best else {},
-            "agreement": agreement(ratings, votes), "judges": judge_times(assignments), "tasks": per_kind,
-            "questions": {q: text for q, (_, text) in QUESTIONS.items()}, "compare_question": COMPARE_QUESTION}
+    return {
+        "best": best,
+        "majority": meta["majority"],
+        "judges_per_item": meta["judges_per_item"],
+        "seed": meta["seed"],
+        "systems": study.systems(),
+        "table": table,
+        "head_to_head": head_to_head(
+            votes,
+            best,
+            meta["majority"],
+            meta["judges_per_item"],
+            [s for s in study.systems() if s != best],
+        )
+        if best
+        else {},
+        "agreement": agreement(ratings, votes),
+        "judges": judge_times(assignments),
+        "tasks": per_kind,
+        "questions": {q: text for q, (_, text) in QUESTIONS.items()},
+        "compare_question": COMPARE_QUESTION,
+    }
 
 
 def report_html(report: dict, markdown: str, chart: bytes | None) -> str:
@@ -146,9 +222,16 @@ def report_html(report: dict, markdown: str, chart: bytes | None) -> str:
     def flush():
         if rows:
             head, *rest = rows
-            body.append("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in head) + "</tr>" +
-                        "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rest)
-                        + "</table>")
+            body.append(
+                "<table><tr>"
+                + "".join(f"<th>{html.escape(c)}</th>" for c in head)
+                + "</tr>"
+                + "".join(
+                    "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
+                    for r in rest
+                )
+                + "</table>"
+            )
             rows.clear()
 
     for line in markdown.splitlines():
@@ -161,16 +244,22 @@ def report_html(report: dict, markdown: str, chart: bytes | None) -> str:
         if line.startswith("## "):
             body.append(f"<h2>{html.escape(line[3:])}</h2>")
             if line.startswith("## Head to head") and chart:
-                body.append(f'<img alt="head to head" src="data:image/png;base64,{base64.b64encode(chart).decode()}">')
+                body.append(
+                    f'<img alt="head to head" src="data:image/png;base64,{base64.b64encode(chart).decode()}">'
+                )
     flush()
-    questions = "".join(f"<li><b>{html.escape(QUESTIONS[q][0])}</b>: {html.escape(t)}</li>"
-                        for q, t in report["questions"].items())
-    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'><meta name='viewport' "
-            "content='width=device-width, initial-scale=1'><title>Human evaluation</title><style>"
-            "body{font-family:system-ui,sans-serif;margin:1.5rem;max-width:1100px;color:#222}"
-            "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.25em .5em}"
-            "img{max-width:100%}</style></head><body><h1>Human evaluation</h1>"
-            f"<p>Judges answered, 1 (worst) to 5 (best):</p><ul>{questions}</ul>{''.join(body)}</body></html>")
+    questions = "".join(
+        f"<li><b>{html.escape(QUESTIONS[q][0])}</b>: {html.escape(t)}</li>"
+        for q, t in report["questions"].items()
+    )
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'><meta name='viewport' "
+        "content='width=device-width, initial-scale=1'><title>Human evaluation</title><style>"
+        "body{font-family:system-ui,sans-serif;margin:1.5rem;max-width:1100px;color:#222}"
+        "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.25em .5em}"
+        "img{max-width:100%}</style></head><body><h1>Human evaluation</h1>"
+        f"<p>Judges answered, 1 (worst) to 5 (best):</p><ul>{questions}</ul>{''.join(body)}</body></html>"
+    )
 
 
 def write_report(study: Study, output: str) -> dict:
@@ -200,16 +289,20 @@ def export_study(study: Study, output: str) -> dict:
     os.makedirs(os.path.join(output, "human"), exist_ok=True)
     rows = study.judgments()
     with open(os.path.join(output, "judgments.jsonl"), "w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     human = study.human_records()
     with open(os.path.join(output, "human", "rewrites.jsonl"), "w", encoding="utf-8") as handle:
-        for record in human:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        handle.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in human)
     # Named for its job: a rewrite job's --overwrite must not take it for one of its own runs.
-    write_json_atomic(os.path.join(output, "human", "run.json"),
-                      {"job": EXPORT_JOB, "settings": {"system": "human", "constrained": False},
-                       "study": os.path.abspath(study.folder), "counts": {"recipes": len(human)}})
+    write_json_atomic(
+        os.path.join(output, "human", "run.json"),
+        {
+            "job": EXPORT_JOB,
+            "settings": {"system": "human", "constrained": False},
+            "study": os.path.abspath(study.folder),
+            "counts": {"recipes": len(human)},
+        },
+    )
     out = {"judgments": len(rows), "human_rewrites": len(human)}
     write_json_atomic(os.path.join(output, "export.json"), out)
     return out

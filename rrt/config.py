@@ -4,6 +4,7 @@ Every default lives in the bundled `ray_config.yaml`; the models below give each
 type and range and hold no defaults of their own, so a key missing from the bundled file, an
 unknown key or a bad value is one `ConfigError` line naming the key.
 """
+
 from __future__ import annotations
 
 import copy
@@ -14,13 +15,33 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-DEFAULT_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ray_config.yaml")
+DEFAULT_PATH = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ray_config.yaml"
+)
 
-Variant = Literal["contextual", "contextual_ing", "grounded", "grounded_ing", "no_context", "end_to_end", "ing_predictor",
-                  "no_source"]
+Variant = Literal[
+    "contextual",
+    "contextual_ing",
+    "grounded",
+    "grounded_ing",
+    "no_context",
+    "end_to_end",
+    "ing_predictor",
+    "no_source",
+]
 # What jobs/train.py trains: a format's causal LM, or a sentence-level encoder-decoder baseline.
-TrainVariant = Literal["contextual", "contextual_ing", "grounded", "grounded_ing", "no_context", "end_to_end",
-                       "ing_predictor", "no_source", "transformer", "seq2seq_copy"]
+TrainVariant = Literal[
+    "contextual",
+    "contextual_ing",
+    "grounded",
+    "grounded_ing",
+    "no_context",
+    "end_to_end",
+    "ing_predictor",
+    "no_source",
+    "transformer",
+    "seq2seq_copy",
+]
 Count = Annotated[int, Field(ge=1)]
 Whole = Annotated[int, Field(ge=0)]
 Share = Annotated[float, Field(ge=0, le=1)]
@@ -44,7 +65,7 @@ class Split(Section):
     dev: Annotated[float, Field(ge=0, lt=1)]
 
     @model_validator(mode="after")
-    def _fits(self) -> "Split":
+    def _fits(self) -> Split:
         if self.train + self.dev > 1:
             raise ValueError("train + dev must be at most 1")
         return self
@@ -304,7 +325,9 @@ class JudgeSettings(Section):
     majority: Count
     best: str | None
     human_rewrites: Whole
-    human_constraint: Literal["dairy-free", "nut-free", "egg-free", "vegan", "vegetarian", "alcohol-free", "fish-free"]
+    human_constraint: Literal[
+        "dairy-free", "nut-free", "egg-free", "vegan", "vegetarian", "alcohol-free", "fish-free"
+    ]
     rewriters_per_recipe: Count
     seed: int
     host: str
@@ -318,7 +341,7 @@ class JudgeSettings(Section):
     max_connections: Count
 
     @model_validator(mode="after")
-    def _fits(self) -> "JudgeSettings":
+    def _fits(self) -> JudgeSettings:
         if self.majority > self.judges_per_item:
             raise ValueError("majority must be at most judges_per_item")
         return self
@@ -366,7 +389,9 @@ def _read(path: str) -> dict:
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except yaml.YAMLError as err:
-        raise ConfigError(f"config file {path} is not valid YAML: {str(err).splitlines()[0]}") from None
+        raise ConfigError(
+            f"config file {path} is not valid YAML: {str(err).splitlines()[0]}"
+        ) from None
     if not isinstance(raw, dict):
         raise ConfigError(f"config file {path} must hold a mapping at the top level")
     return raw
@@ -385,10 +410,23 @@ def _given(overrides: dict) -> dict:
     return out
 
 
-_BOUNDS = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
-_KINDS = {"int_type": "a whole number", "int_parsing": "a whole number", "float_type": "a number",
-          "float_parsing": "a number", "bool_type": "true or false", "string_type": "text", "dict_type": "a mapping",
-          "model_type": "a mapping", "list_type": "a list"}
+_BOUNDS = {
+    "greater_than_equal": ">=",
+    "greater_than": ">",
+    "less_than_equal": "<=",
+    "less_than": "<",
+}
+_KINDS = {
+    "int_type": "a whole number",
+    "int_parsing": "a whole number",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "string_type": "text",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "list_type": "a list",
+}
 
 
 def _key(loc: tuple) -> str:
@@ -403,7 +441,9 @@ def _rule(error: dict) -> str:
     if kind in _BOUNDS:
         return f"must be {_BOUNDS[kind]} {next(iter(ctx.values()))}"
     if kind == "literal_error":
-        return "must be one of " + str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")
+        return "must be one of " + str(ctx.get("expected", "")).replace("'", "").replace(
+            " or ", ", "
+        )
     if kind in _KINDS:
         return f"must be {_KINDS[kind]}"
     message = error["msg"].removeprefix("Value error, ")
@@ -425,7 +465,9 @@ def _problem(err: ValidationError) -> str:
     return f"{key}{'' if rule.startswith(':') else ' '}{rule} (got {first.get('input')!r})"
 
 
-def load_settings(path: str | None = None, profile: str | None = None, overrides: dict | None = None) -> Settings:
+def load_settings(
+    path: str | None = None, profile: str | None = None, overrides: dict | None = None
+) -> Settings:
     """The bundled config, then a user's file, then the chosen profile, then flags, checked."""
     raw = _read(DEFAULT_PATH)
     profiles = raw.pop("profiles", {}) or {}
@@ -436,7 +478,9 @@ def load_settings(path: str | None = None, profile: str | None = None, overrides
     name = profile or raw.get("profile")
     if name:
         if name not in profiles:
-            raise ConfigError(f"unknown profile {name!r}; the config defines: {', '.join(sorted(profiles)) or 'none'}")
+            raise ConfigError(
+                f"unknown profile {name!r}; the config defines: {', '.join(sorted(profiles)) or 'none'}"
+            )
         raw = deep_merge(raw, profiles[name])
         raw["profile"] = name
     raw = deep_merge(raw, _given(overrides or {}))

@@ -6,14 +6,15 @@ between, the folder stays on disk but is in no checkpoint list: no resume can us
 gigabytes). After a run ends, `unregistered` names such folders and `remove_unregistered` deletes
 them; the training job reports what it removed.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import shutil
 
-SNAPSHOT = "checkpoint_manager_snapshot.json"   # Ray Train's list of the checkpoints it keeps
-PREFIX = "checkpoint_"                          # its checkpoint folders' names
+SNAPSHOT = "checkpoint_manager_snapshot.json"  # Ray Train's list of the checkpoints it keeps
+PREFIX = "checkpoint_"  # its checkpoint folders' names
 
 
 def registered(folder: str) -> set[str] | None:
@@ -46,8 +47,13 @@ def unregistered(folder: str) -> list[str]:
     kept = registered(folder)
     if kept is None or not os.path.isdir(folder):
         return []
-    return sorted(name for name in os.listdir(folder)
-                  if name.startswith(PREFIX) and name not in kept and os.path.isdir(os.path.join(folder, name)))
+    return sorted(
+        name
+        for name in os.listdir(folder)
+        if name.startswith(PREFIX)
+        and name not in kept
+        and os.path.isdir(os.path.join(folder, name))
+    )
 
 
 def remove_unregistered(folder: str) -> list[str]:

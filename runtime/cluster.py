@@ -1,5 +1,6 @@
 """The Ray a job or the service runs on: join a cluster or start a local one, and the worker
 environment (allocator preload) that jobs hand their Ray workers."""
+
 from __future__ import annotations
 
 import ctypes.util
@@ -26,8 +27,14 @@ def start_ray(ray_settings: dict) -> bool:
     if ray.is_initialized():
         return False
     address = ray_settings["address"] or os.environ.get("RAY_ADDRESS")
-    local = {} if address else {"num_cpus": ray_settings["num_cpus"],
-                                "object_store_memory": ray_settings["object_store_memory"]}
+    local = (
+        {}
+        if address
+        else {
+            "num_cpus": ray_settings["num_cpus"],
+            "object_store_memory": ray_settings["object_store_memory"],
+        }
+    )
     if not address:
         local["runtime_env"] = {"worker_process_setup_hook": quiet_local_ray}
     # "local": with no address named, ray.init would join whatever Ray it finds on this machine (and
@@ -44,7 +51,14 @@ def unplaced(nodes: list[dict[str, float]], bundles: int, each: dict[str, float]
     wanted = {key: value for key, value in each.items() if value > 0}
     missing = 0
     for _ in range(bundles):
-        node = next((n for n in free if all(n.get(key, 0.0) >= value - 1e-9 for key, value in wanted.items())), None)
+        node = next(
+            (
+                n
+                for n in free
+                if all(n.get(key, 0.0) >= value - 1e-9 for key, value in wanted.items())
+            ),
+            None,
+        )
         if node is None:
             missing += 1
             continue
@@ -55,8 +69,11 @@ def unplaced(nodes: list[dict[str, float]], bundles: int, each: dict[str, float]
 
 def describe(resources: dict[str, float]) -> str:
     """`1 GPU and 8 CPUs`: resources as words, GPUs first."""
-    return " and ".join(f"{resources[key]:g} {key}{'' if resources[key] == 1 else 's'}"
-                        for key in ("GPU", "CPU") if key in resources)
+    return " and ".join(
+        f"{resources[key]:g} {key}{'' if resources[key] == 1 else 's'}"
+        for key in ("GPU", "CPU")
+        if key in resources
+    )
 
 
 def bundle(cpus: float, gpus: float = 0.0) -> dict[str, float]:
@@ -64,8 +81,14 @@ def bundle(cpus: float, gpus: float = 0.0) -> dict[str, float]:
     return {"CPU": float(cpus), **({"GPU": float(gpus)} if gpus else {})}
 
 
-def ensure_room(noun: str, settings: str, bundles: int, each: dict[str, float], needed: int | None = None,
-                remedy: str = JOIN) -> None:
+def ensure_room(
+    noun: str,
+    settings: str,
+    bundles: int,
+    each: dict[str, float],
+    needed: int | None = None,
+    remedy: str = JOIN,
+) -> None:
     """Check that the running Ray can place `needed` (default: all) of `bundles` bundles of `each`,
     named by `noun` and the `settings` that ask for them. A Ray this process started keeps its
     size, so a shortfall is a JobError; a joined cluster may add nodes, so there it is one warning
@@ -80,9 +103,15 @@ def ensure_room(noun: str, settings: str, bundles: int, each: dict[str, float], 
     has = describe({key: sum(node.get(key, 0.0) for node in nodes) for key in each})
     asked = f"{bundles} {noun}{'' if bundles == 1 else 's'} of {describe(each)} each ({settings})"
     if local:
-        raise JobError(f"{asked} cannot start on this machine's Ray, which has {has} in all: {remedy}")
-    print(f"warning: {asked} cannot start on the Ray cluster now, which has {has} in all; the job waits for "
-          f"nodes to be added", file=sys.stderr, flush=True)
+        raise JobError(
+            f"{asked} cannot start on this machine's Ray, which has {has} in all: {remedy}"
+        )
+    print(
+        f"warning: {asked} cannot start on the Ray cluster now, which has {has} in all; the job waits for "
+        f"nodes to be added",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def start_local_ray(ray_settings: dict) -> None:
@@ -90,8 +119,12 @@ def start_local_ray(ray_settings: dict) -> None:
     import ray
 
     # address="local" starts a new Ray: without it, ray.init joins the latest `ray start` cluster.
-    ray.init(address="local", include_dashboard=False, num_cpus=ray_settings["num_cpus"],
-             object_store_memory=ray_settings["object_store_memory"])
+    ray.init(
+        address="local",
+        include_dashboard=False,
+        num_cpus=ray_settings["num_cpus"],
+        object_store_memory=ray_settings["object_store_memory"],
+    )
     _STARTED["local"] = True
 
 
@@ -103,7 +136,9 @@ def quiet_local_ray() -> None:
     import logging
     import threading
 
-    logging.getLogger("ray.train.v2._internal.execution.controller.placement_group_cleaner").setLevel(logging.ERROR)
+    logging.getLogger(
+        "ray.train.v2._internal.execution.controller.placement_group_cleaner"
+    ).setLevel(logging.ERROR)
     earlier = threading.excepthook
 
     def hook(args) -> None:

@@ -1,5 +1,6 @@
 """A request body read as a stream, bounded in size and in time: neither a missing Content-Length
 (chunked) nor a client that trickles its bytes can make an app buffer or wait without end."""
+
 from __future__ import annotations
 
 import asyncio

@@ -1,4 +1,5 @@
 """The Parquet folders jobs read and write."""
+
 from __future__ import annotations
 
 import os
@@ -6,7 +7,9 @@ import os
 
 def parquet_files(path: str) -> list[str]:
     """Every Parquet file under a folder, in a stable order."""
-    return sorted(os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs if f.endswith(".parquet"))
+    return sorted(
+        os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs if f.endswith(".parquet")
+    )
 
 
 def count_rows(path: str) -> int:

@@ -1,6 +1,7 @@
 """Run folders: one-line job errors, the folder a job claims (locked, replaced only when it holds
 a run of the same job, resumed when its fingerprint matches), atomic manifest writes and
 append-only JSONL records."""
+
 from __future__ import annotations
 
 import fcntl
@@ -64,10 +65,14 @@ def read_manifest(out: str) -> dict | None:
         with open(path, encoding="utf-8") as handle:
             manifest = json.load(handle)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise JobError(f"{path} is unreadable ({type(err).__name__}), likely cut off mid-write; "
-                       f"look at {out} and delete it by hand to start again") from None
+        raise JobError(
+            f"{path} is unreadable ({type(err).__name__}), likely cut off mid-write; "
+            f"look at {out} and delete it by hand to start again"
+        ) from None
     if not isinstance(manifest, dict):
-        raise JobError(f"{path} is not an rrt run manifest; look at {out} and delete it by hand to start again")
+        raise JobError(
+            f"{path} is not an rrt run manifest; look at {out} and delete it by hand to start again"
+        )
     return manifest
 
 
@@ -98,16 +103,25 @@ def check_replaceable(out: str, job: str) -> None:
     here = os.path.realpath(os.getcwd())
     guarded = {os.path.realpath(os.path.expanduser("~")), os.path.realpath(os.sep)}
     if path in guarded or here == path or here.startswith(path.rstrip(os.sep) + os.sep):
-        raise JobError(f"--overwrite will not delete {out}: it is the current folder, one above it, "
-                       "the home folder or /; choose a run folder of its own")
+        raise JobError(
+            f"--overwrite will not delete {out}: it is the current folder, one above it, "
+            "the home folder or /; choose a run folder of its own"
+        )
     if not _entries(path):
         return
     earlier = read_manifest(path)
     if earlier is None or job_of(earlier) != job:
-        what = ("files that are not an rrt run" if earlier is None else
-                f"a {job_of(earlier)} run" if job_of(earlier) else "a run that does not name its job")
-        raise JobError(f"--overwrite replaces only a {job} run, and {out} holds {what}; "
-                       "choose another --output or delete it by hand")
+        what = (
+            "files that are not an rrt run"
+            if earlier is None
+            else f"a {job_of(earlier)} run"
+            if job_of(earlier)
+            else "a run that does not name its job"
+        )
+        raise JobError(
+            f"--overwrite replaces only a {job} run, and {out} holds {what}; "
+            "choose another --output or delete it by hand"
+        )
 
 
 def lock_output(out: str) -> None:
@@ -122,13 +136,17 @@ def lock_output(out: str) -> None:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.close()
-        raise JobError(f"another run holds {out} (its {LOCK_FILE} is locked); wait for it to end "
-                       "or choose another --output") from None
+        raise JobError(
+            f"another run holds {out} (its {LOCK_FILE} is locked); wait for it to end "
+            "or choose another --output"
+        ) from None
     except OSError as err:
         # Some network and FUSE filesystems have no flock; the run goes on, as it did before locks.
         handle.close()
-        print(f"note: {out} cannot be locked ({err.strerror}); make sure no other run writes into it",
-              file=sys.stderr)
+        print(
+            f"note: {out} cannot be locked ({err.strerror}); make sure no other run writes into it",
+            file=sys.stderr,
+        )
         return
     _HELD_LOCKS[path] = handle
 
@@ -159,32 +177,46 @@ def _judge_earlier(out: str, job: str, fingerprint: str, resume: bool | None) ->
     earlier = read_manifest(out)
     if earlier is not None:
         if job_of(earlier) not in (job, None):
-            raise JobError(f"{out} holds a {job_of(earlier)} run, not a {job} run; use another --output")
+            raise JobError(
+                f"{out} holds a {job_of(earlier)} run, not a {job} run; use another --output"
+            )
         if earlier.get("fingerprint") != fingerprint:
-            raise JobError(f"{out} holds a run with other inputs or settings; use a new --output, "
-                           "or --overwrite to replace it")
+            raise JobError(
+                f"{out} holds a run with other inputs or settings; use a new --output, "
+                "or --overwrite to replace it"
+            )
         if resume is False:
-            raise JobError(f"{out} holds an earlier run; pass --resume to continue it or --overwrite to replace it")
+            raise JobError(
+                f"{out} holds an earlier run; pass --resume to continue it or --overwrite to replace it"
+            )
         return True
     if resume:
         raise JobError(f"nothing to resume in {out}: it holds no run")
     return False
 
 
-def check_claim(out: str, job: str, fingerprint: str, overwrite: bool, resume: bool | None = None) -> None:
+def check_claim(
+    out: str, job: str, fingerprint: str, overwrite: bool, resume: bool | None = None
+) -> None:
     """claim_output's refusals as the folder stands, told without taking or touching it, so a job
     can say them before a slow start (a Ray to start or join); claim_output judges again under
     its lock."""
     _check_folder(out, job, overwrite)
     if overwrite:
-        if resume:   # what --overwrite clears cannot be resumed
+        if resume:  # what --overwrite clears cannot be resumed
             raise JobError(f"nothing to resume in {out}: it holds no run")
         return
     _judge_earlier(out, job, fingerprint, resume)
 
 
-def claim_output(out: str, job: str, fingerprint: str, settings: dict, overwrite: bool,
-                 resume: bool | None = None) -> bool:
+def claim_output(
+    out: str,
+    job: str,
+    fingerprint: str,
+    settings: dict,
+    overwrite: bool,
+    resume: bool | None = None,
+) -> bool:
     """Lock and create or resume a run folder of `job`; refuse one that holds anything else.
     True = resuming.
 
@@ -196,6 +228,13 @@ def claim_output(out: str, job: str, fingerprint: str, settings: dict, overwrite
         _clear(out)
     if _judge_earlier(out, job, fingerprint, resume):
         return True
-    write_json_atomic(os.path.join(out, MANIFEST), {"job": job, "fingerprint": fingerprint, "settings": settings,
-                                                    "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
+    write_json_atomic(
+        os.path.join(out, MANIFEST),
+        {
+            "job": job,
+            "fingerprint": fingerprint,
+            "settings": settings,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        },
+    )
     return False

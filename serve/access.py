@@ -5,6 +5,7 @@ Nothing here trusts a request's Host header: whether a key is needed follows the
 address (Serve's `http_options.host`), and a keyless service also checks each request's client
 address (`Gateway`).
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -19,6 +20,7 @@ KEY_FILE_ENV = "RRT_API_KEY_FILE"
 
 class ServeConfigError(RayServeException, ValueError):
     """A service that must not start as configured."""
+
     # A RayServeException raised while Serve builds the app reaches `serve status` as its message
     # alone: one line, no traceback.
 
@@ -57,15 +59,19 @@ def bind_address(args: dict) -> tuple[str, int]:
     from ray.serve.config import HTTPOptions
 
     bound = proxy_bind()
-    if bound is None:   # the Serve that `serve run` is about to start listens on its default
+    if bound is None:  # the Serve that `serve run` is about to start listens on its default
         default = HTTPOptions()
         bound = (str(default.host), int(default.port))
     for name, actual in zip(("host", "port"), bound):
         given = args.get(name)
-        if given not in (None, "") and str(given).strip("[]").lower() != str(actual).strip("[]").lower():
+        if (
+            given not in (None, "")
+            and str(given).strip("[]").lower() != str(actual).strip("[]").lower()
+        ):
             raise ServeConfigError(
                 f"the app's args.{name} is {given} but the HTTP proxy listens on {actual} (http_options.{name}): "
-                f"who may use the service follows where the proxy listens, so drop args.{name} or make the two agree")
+                f"who may use the service follows where the proxy listens, so drop args.{name} or make the two agree"
+            )
     return bound
 
 
@@ -84,15 +90,19 @@ def read_key_file(path: str) -> str:
     except OSError as err:
         raise ServeConfigError(f"cannot read the API key file {path}: {err.strerror}") from None
     with os.fdopen(fd, "rb") as handle:
-        mode = os.fstat(fd).st_mode   # the file just opened, not whatever the path names later
+        mode = os.fstat(fd).st_mode  # the file just opened, not whatever the path names later
         if not stat.S_ISREG(mode):
             raise ServeConfigError(f"the API key file {path} is not a regular file")
         if mode & 0o077:
-            raise ServeConfigError(f"permissions {stat.S_IMODE(mode):04o} for the API key file {path} are too "
-                                   f"open: only its owner may read it (chmod 600 {path})")
+            raise ServeConfigError(
+                f"permissions {stat.S_IMODE(mode):04o} for the API key file {path} are too "
+                f"open: only its owner may read it (chmod 600 {path})"
+            )
         key = handle.read(4096).decode("utf-8", "replace").strip()
     if not key or not all(33 <= ord(c) < 127 for c in key):
-        raise ServeConfigError(f"the API key file {path} must hold one key of printable ASCII, without spaces")
+        raise ServeConfigError(
+            f"the API key file {path} must hold one key of printable ASCII, without spaces"
+        )
     return key
 
 
@@ -100,9 +110,11 @@ def key_source(args: dict) -> dict | None:
     """Where replicas will read the API key ({"file": path} or {"env": RRT_API_KEY}), checked where
     the app is built; None when no key is configured. The key itself never enters the app."""
     if KEY_ENV in _runtime_env_vars():
-        raise ServeConfigError(f"{KEY_ENV} is in the app's runtime_env.env_vars, which `serve config` and the "
-                               f"dashboard show: put the key in a file only its owner can read and name it with "
-                               f"the app argument api_key_file or {KEY_FILE_ENV}")
+        raise ServeConfigError(
+            f"{KEY_ENV} is in the app's runtime_env.env_vars, which `serve config` and the "
+            f"dashboard show: put the key in a file only its owner can read and name it with "
+            f"the app argument api_key_file or {KEY_FILE_ENV}"
+        )
     path = args.get("api_key_file") or os.environ.get(KEY_FILE_ENV)
     if path:
         read_key_file(path)
@@ -120,15 +132,19 @@ def load_key(source: dict | None) -> str | None:
         return read_key_file(source["file"])
     key = os.environ.get(source["env"])
     if not key:
-        raise ServeConfigError(f"{source['env']} was set where the app was built but not in this replica's "
-                               f"environment: use a key file ({KEY_FILE_ENV}) present on every node")
+        raise ServeConfigError(
+            f"{source['env']} was set where the app was built but not in this replica's "
+            f"environment: use a key file ({KEY_FILE_ENV}) present on every node"
+        )
     return key
 
 
 def check_exposure(host: str, key: object, allow_no_key: bool) -> None:
     """Refuse an open service beyond loopback: anyone who can reach it could spend the model."""
     if not key and not is_loopback(host) and not allow_no_key:
-        raise ServeConfigError(f"refusing to listen on {host} without an API key: name a file holding it, "
-                               f"readable only by its owner, with {KEY_FILE_ENV} (or the app argument "
-                               f"api_key_file), or set {KEY_ENV} in the shell of `rrt serve`; or set "
-                               "serve.allow_no_key: true to serve it open on purpose")
+        raise ServeConfigError(
+            f"refusing to listen on {host} without an API key: name a file holding it, "
+            f"readable only by its owner, with {KEY_FILE_ENV} (or the app argument "
+            f"api_key_file), or set {KEY_ENV} in the shell of `rrt serve`; or set "
+            "serve.allow_no_key: true to serve it open on purpose"
+        )

@@ -33,10 +33,17 @@ from starlette.exceptions import HTTPException
 from rrt.config import ConfigError, Settings, load_settings
 from rrt.recipes.lexicon import CONSTRAINTS
 from runtime.cluster import bundle, ensure_room, start_local_ray
-from runtime.runs import JobError
-from serve.access import ServeConfigError, bind_address, check_exposure, is_loopback, key_source, load_key
-from serve.openapi import constraints_responses, page_responses, rewrite_openapi, rewrite_responses
 from runtime.http_body import BodyError, read_body
+from runtime.runs import JobError
+from serve.access import (
+    ServeConfigError,
+    bind_address,
+    check_exposure,
+    is_loopback,
+    key_source,
+    load_key,
+)
+from serve.openapi import constraints_responses, page_responses, rewrite_openapi, rewrite_responses
 from serve.schema import ApiError, Limits, RewriteRequest, parse_request, response
 
 PAGE = Path(__file__).with_name("page.html")
@@ -49,7 +56,9 @@ log = logging.getLogger("ray.serve")
 @api.exception_handler(HTTPException)
 async def http_error(request: Request, err: HTTPException):
     """Unknown routes and methods answer in the API's error shape."""
-    return JSONResponse({"error": str(err.detail)}, status_code=err.status_code, headers=err.headers)
+    return JSONResponse(
+        {"error": str(err.detail)}, status_code=err.status_code, headers=err.headers
+    )
 
 
 @api.exception_handler(Exception)
@@ -82,13 +91,14 @@ class _Ticket:
 
     def settle(self, answer: dict) -> None:
         """Hand the answer to the request's event loop (a caller that left gets nothing)."""
+
         def put():
             if not self.future.done():
                 self.future.set_result(answer)
 
         try:
             self.loop.call_soon_threadsafe(put)
-        except RuntimeError:   # the loop is closed: nobody is left to answer
+        except RuntimeError:  # the loop is closed: nobody is left to answer
             pass
 
 
@@ -106,16 +116,35 @@ class Rewriter:
         self.device = "cuda" if settings["num_gpus"] and torch.cuda.is_available() else "cpu"
         torch.set_num_threads(max(1, int(settings["cpus_per_replica"])))
         loaded = load_model(model, self.device)
-        self.model = {"path": os.path.basename(os.path.dirname(os.path.abspath(model))) or model,
-                      "variant": loaded.meta.get("variant"), "base": loaded.meta.get("model"),
-                      "steps": loaded.meta.get("steps")}
+        self.model = {
+            "path": os.path.basename(os.path.dirname(os.path.abspath(model))) or model,
+            "variant": loaded.meta.get("variant"),
+            "base": loaded.meta.get("model"),
+            "steps": loaded.meta.get("steps"),
+        }
         batch = settings["batch"]
         # A model whose variant does not rewrite fails in build_rewriter, at the warm-up below.
-        self._setup(lambda candidates, constrained: build_rewriter(loaded, settings, candidates, constrained),
-                    int(batch["max_batch_size"]), float(batch["batch_wait_timeout_s"]))
+        self._setup(
+            lambda candidates, constrained: build_rewriter(
+                loaded, settings, candidates, constrained
+            ),
+            int(batch["max_batch_size"]),
+            float(batch["batch_wait_timeout_s"]),
+        )
         # The first rewrite loads the dictionary and lexicons (seconds): pay it before taking traffic.
-        self._scheduler((1, False)).rewriter.rewrite([RewriteTask(
-            "request", ["vegan"], {"title": "Toast", "ingredients": ["1 tbsp butter"], "steps": ["Toast the bread."]})])
+        self._scheduler((1, False)).rewriter.rewrite(
+            [
+                RewriteTask(
+                    "request",
+                    ["vegan"],
+                    {
+                        "title": "Toast",
+                        "ingredients": ["1 tbsp butter"],
+                        "steps": ["Toast the bread."],
+                    },
+                )
+            ]
+        )
 
     def _setup(self, make, slots: int, gather_s: float) -> None:
         """The engine's state: a scheduler per (candidates, constrained), made by `make` on first use."""
@@ -149,7 +178,9 @@ class Rewriter:
     async def rewrite(self, request: RewriteRequest) -> dict:
         """One request, answered when its recipe leaves the running batch."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self._engine_loop, name="rrt-engine", daemon=True)
+            self._thread = threading.Thread(
+                target=self._engine_loop, name="rrt-engine", daemon=True
+            )
             self._thread.start()
         ticket = self._submit(request)
         try:
@@ -177,8 +208,10 @@ class Rewriter:
                 while not self._busy():
                     self._work.wait()
                 deadline = time.monotonic() + self.gather_s
-                while (sum(s.waiting for s in self._schedulers.values()) < self.slots
-                       and time.monotonic() < deadline):
+                while (
+                    sum(s.waiting for s in self._schedulers.values()) < self.slots
+                    and time.monotonic() < deadline
+                ):
                     self._work.wait(deadline - time.monotonic())
             while self._busy():
                 self._serve_round()
@@ -190,13 +223,16 @@ class Rewriter:
             try:
                 dropped = scheduler.cancel(self._wanted)
                 if dropped:
-                    log.warning("dropped %d request(s) nobody waits for (client gone or timed out) before "
-                                "their next step", len(dropped))
+                    log.warning(
+                        "dropped %d request(s) nobody waits for (client gone or timed out) before "
+                        "their next step",
+                        len(dropped),
+                    )
                 for ticket in dropped:
                     ticket.settle({"failed": True, "abandoned": True})
                 for outcome in scheduler.round():
                     outcome.key.settle(self._answer(outcome))
-            except Exception:  # noqa: BLE001 - a bug here fails this scheduler's requests, not the replica
+            except Exception:
                 log.exception("the rewrite engine failed; its waiting and part-way requests fail")
                 for ticket in scheduler.cancel(lambda ticket: False):
                     ticket.settle({"failed": True})
@@ -207,9 +243,17 @@ class Rewriter:
         if outcome.error is not None:
             log.error("a rewrite failed", exc_info=outcome.error)
             return {"failed": True}
-        return response(request, outcome.record, self.model,
-                        {"rewrite_s": round(time.time() - outcome.admitted, 3), "batch_size": outcome.mean_batch,
-                         "rounds": outcome.rounds, "queue_s": round(max(0.0, outcome.admitted - request.received), 3)})
+        return response(
+            request,
+            outcome.record,
+            self.model,
+            {
+                "rewrite_s": round(time.time() - outcome.admitted, 3),
+                "batch_size": outcome.mean_batch,
+                "rounds": outcome.rounds,
+                "queue_s": round(max(0.0, outcome.admitted - request.received), 3),
+            },
+        )
 
 
 @serve.ingress(api)
@@ -230,7 +274,12 @@ class Gateway:
         self.local_clients_only = not self.key and not settings["allow_no_key"]
         # A loopback service answers only to its own names: a web page the operator visits can
         # reach 127.0.0.1 through a DNS name it controls (rebinding), which the Host header shows.
-        names = {"127.0.0.1", "localhost", "[::1]", host if ":" not in host else f"[{host.strip('[]')}]"}
+        names = {
+            "127.0.0.1",
+            "localhost",
+            "[::1]",
+            host if ":" not in host else f"[{host.strip('[]')}]",
+        }
         self.hosts = names | {f"{n}:{port}" for n in names} if is_loopback(host) else None
 
     def _authorised(self, request: Request) -> bool:
@@ -243,15 +292,25 @@ class Gateway:
         # The Host header only ever refuses (DNS rebinding): who may use the service is decided
         # by the proxy's bind address and the client's own address.
         if self.hosts is not None and request.headers.get("host", "").lower() not in self.hosts:
-            raise ApiError(403, "this service answers only to its loopback address (the Host header names another)")
-        if self.local_clients_only and not is_loopback(request.client.host if request.client else None):
-            raise ApiError(403, "this service has no API key and answers only clients on its own machine")
+            raise ApiError(
+                403,
+                "this service answers only to its loopback address (the Host header names another)",
+            )
+        if self.local_clients_only and not is_loopback(
+            request.client.host if request.client else None
+        ):
+            raise ApiError(
+                403, "this service has no API key and answers only clients on its own machine"
+            )
 
     def _guard(self, request: Request) -> None:
         self._check_host(request)
         if not self._authorised(request):
-            raise ApiError(401, "missing or wrong API key (Authorization: Bearer <key>)",
-                           headers={"WWW-Authenticate": "Bearer"})
+            raise ApiError(
+                401,
+                "missing or wrong API key (Authorization: Bearer <key>)",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
 
     @api.get("/healthz", responses={200: {"description": "The service is up"}})
     def healthz(self) -> dict:
@@ -313,18 +372,28 @@ class Gateway:
         try:
             return await asyncio.wait_for(call, timeout=self.timeout)
         except asyncio.CancelledError:
-            call.cancel()   # the client left: the rewriter drops the request if it has not run it
+            call.cancel()  # the client left: the rewriter drops the request if it has not run it
             raise
-        except asyncio.TimeoutError:
+        except TimeoutError:
             call.cancel()
-            raise ApiError(503, f"the rewriter did not answer within {self.timeout:g}s",
-                           headers={"Retry-After": "5"}) from None
+            raise ApiError(
+                503,
+                f"the rewriter did not answer within {self.timeout:g}s",
+                headers={"Retry-After": "5"},
+            ) from None
         except BackPressureError:
-            raise ApiError(503, "the rewriter is at capacity; retry shortly", headers={"Retry-After": "2"}) from None
+            raise ApiError(
+                503, "the rewriter is at capacity; retry shortly", headers={"Retry-After": "2"}
+            ) from None
         except Exception as err:  # noqa: BLE001 - a failed replica must not reach the client as a trace
-            log.warning("rewrite failed: %s", str(err).splitlines()[0] if str(err) else type(err).__name__)
-            raise ApiError(503, "the rewriter is unavailable (restarting); retry shortly",
-                           headers={"Retry-After": "5"}) from None
+            log.warning(
+                "rewrite failed: %s", str(err).splitlines()[0] if str(err) else type(err).__name__
+            )
+            raise ApiError(
+                503,
+                "the rewriter is unavailable (restarting); retry shortly",
+                headers={"Retry-After": "5"},
+            ) from None
 
 
 def build_app(args: dict):
@@ -337,29 +406,46 @@ def build_app(args: dict):
 def _build(args: dict, bind: tuple[str, int]):
     """The application behind an HTTP proxy that listens on `bind` (host, port)."""
     host, port = bind
-    settings = serve_settings(args.get("config"), {"model": args.get("model"), "host": host, "port": port})
+    settings = serve_settings(
+        args.get("config"), {"model": args.get("model"), "host": host, "port": port}
+    )
     model = settings["model"]
     if not model or not os.path.exists(os.path.join(model, "config.json")):
-        raise ServeConfigError(f"model folder not found or not an exported model: {model!r} (pass model=DIR)")
+        raise ServeConfigError(
+            f"model folder not found or not an exported model: {model!r} (pass model=DIR)"
+        )
     key_from = key_source(args)
     check_exposure(host, key_from, bool(settings["allow_no_key"]))
     if not key_from:
-        log.warning("rrt serve: no API key (RRT_API_KEY_FILE): anyone who can reach %s may use the service", host)
+        log.warning(
+            "rrt serve: no API key (RRT_API_KEY_FILE): anyone who can reach %s may use the service",
+            host,
+        )
     scaling = settings["autoscaling"]
     ongoing, queued = int(settings["max_ongoing_requests"]), int(settings["max_queued_requests"])
     rewriter = serve.deployment(
-        Rewriter, name="Rewriter", autoscaling_config=scaling, max_ongoing_requests=ongoing,
+        Rewriter,
+        name="Rewriter",
+        autoscaling_config=scaling,
+        max_ongoing_requests=ongoing,
         max_queued_requests=queued,
-        ray_actor_options={"num_cpus": float(settings["cpus_per_replica"]),
-                           "num_gpus": float(settings["num_gpus"])},
+        ray_actor_options={
+            "num_cpus": float(settings["cpus_per_replica"]),
+            "num_gpus": float(settings["num_gpus"]),
+        },
     ).bind(os.path.abspath(model), settings)
     # The gateway only waits on the rewriter: it must admit more than every replica plus the
     # queue holds, or the proxy queues requests in front of it (no batching, no 503 from us).
     # Requests still sending their body take slots of their own (`reading_slots`), each for at
     # most body_timeout_s, so clients that trickle a body cannot crowd out /healthz or the API.
     admitted = ongoing * int(scaling["max_replicas"]) + queued + int(settings["reading_slots"])
-    gateway = serve.deployment(Gateway, name="Gateway", num_replicas=1, max_ongoing_requests=admitted,
-                               ray_actor_options={"num_cpus": 0.1}).bind(rewriter, settings, key_from)
+    gateway = serve.deployment(
+        Gateway,
+        name="Gateway",
+        num_replicas=1,
+        max_ongoing_requests=admitted,
+        ray_actor_options={"num_cpus": 0.1},
+    ).bind(rewriter, settings, key_from)
     return gateway
 
 
@@ -367,7 +453,9 @@ def _stop(signum, frame):
     raise KeyboardInterrupt
 
 
-def run(model: str, port: int | None = None, host: str | None = None, config: str | None = None) -> None:
+def run(
+    model: str, port: int | None = None, host: str | None = None, config: str | None = None
+) -> None:
     """Start a Ray of its own, deploy the app on it and block until Ctrl-C or SIGTERM; a
     configuration that must not start is one `rrt serve: error:` line and exit status 2."""
     import ray
@@ -377,8 +465,10 @@ def run(model: str, port: int | None = None, host: str | None = None, config: st
         settings, ray_settings = checked.serve.model_dump(), checked.ray.model_dump()
         # On exit the service stops every Serve app of its Ray, so that Ray must be its own.
         if ray_settings["address"] or os.environ.get("RAY_ADDRESS"):
-            raise ServeConfigError("rrt serve starts a Ray of its own and never joins another (RAY_ADDRESS or "
-                                   "ray.address is set); to serve on a cluster, `serve deploy serve/config.yaml`")
+            raise ServeConfigError(
+                "rrt serve starts a Ray of its own and never joins another (RAY_ADDRESS or "
+                "ray.address is set); to serve on a cluster, `serve deploy serve/config.yaml`"
+            )
         # The proxy binds where these settings say (serve.start below): the app decides from the same address.
         app = _build({"model": model, "config": config}, (settings["host"], int(settings["port"])))
     except ServeConfigError as err:
@@ -387,10 +477,13 @@ def run(model: str, port: int | None = None, host: str | None = None, config: st
     start_local_ray(ray_settings)
     try:
         # Serve starts only with its first replicas placed; this Ray is the service's own and never grows.
-        ensure_room("rewriter replica", "serve.autoscaling.min_replicas, serve.cpus_per_replica, serve.num_gpus",
-                    int(settings["autoscaling"]["min_replicas"]),
-                    bundle(settings["cpus_per_replica"], settings["num_gpus"]),
-                    remedy="ask for less, or deploy on a cluster that has them (serve deploy serve/config.yaml)")
+        ensure_room(
+            "rewriter replica",
+            "serve.autoscaling.min_replicas, serve.cpus_per_replica, serve.num_gpus",
+            int(settings["autoscaling"]["min_replicas"]),
+            bundle(settings["cpus_per_replica"], settings["num_gpus"]),
+            remedy="ask for less, or deploy on a cluster that has them (serve deploy serve/config.yaml)",
+        )
     except JobError as err:
         ray.shutdown()
         print(f"rrt serve: error: {err}", file=sys.stderr)
@@ -404,8 +497,13 @@ def run(model: str, port: int | None = None, host: str | None = None, config: st
     try:
         # The proxy's own limit covers a whole request: its body, then the rewrite.
         limit = float(settings["request_timeout_s"]) + float(settings["body_timeout_s"]) + 5
-        serve.start(http_options={"host": settings["host"], "port": int(settings["port"]),
-                                  "request_timeout_s": limit})
+        serve.start(
+            http_options={
+                "host": settings["host"],
+                "port": int(settings["port"]),
+                "request_timeout_s": limit,
+            }
+        )
         serve.run(app, name="rrt", route_prefix="/")
         print(f"rrt serve: http://{where}/ (model {model}); Ctrl-C stops", flush=True)
         while True:
@@ -413,7 +511,10 @@ def run(model: str, port: int | None = None, host: str | None = None, config: st
     except KeyboardInterrupt:
         print("rrt serve: stopping", flush=True)
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):  # a second signal must not cut the shutdown short
+        for sig in (
+            signal.SIGTERM,
+            signal.SIGINT,
+        ):  # a second signal must not cut the shutdown short
             signal.signal(sig, signal.SIG_IGN)
         serve.shutdown()
         ray.shutdown()

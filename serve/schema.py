@@ -3,6 +3,7 @@
 Nothing here imports Ray, so the rules are tested without a running service. A request
 either becomes a `RewriteRequest` or raises `ApiError` with the HTTP status to answer.
 """
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,8 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from rrt.recipes.clean import clean_text
 from rrt.config import Limits
+from rrt.recipes.clean import clean_text
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.paper_format import BOS, PaperFormatError, parse_line, parse_recipe_parts
 from rrt.recipes.recipe import Recipe
@@ -23,9 +24,16 @@ MAX_NESTING = 8
 class ApiError(Exception):
     """A client-facing error: HTTP status, one-line message, optional details and headers."""
 
-    def __init__(self, status: int, message: str, details: list | None = None, headers: dict | None = None):
+    def __init__(
+        self, status: int, message: str, details: list | None = None, headers: dict | None = None
+    ):
         super().__init__(message)
-        self.status, self.message, self.details, self.headers = status, message, details or [], headers or {}
+        self.status, self.message, self.details, self.headers = (
+            status,
+            message,
+            details or [],
+            headers or {},
+        )
 
     def body(self) -> dict:
         """The JSON error body."""
@@ -66,7 +74,9 @@ class RequestIn(BaseModel):
         try:
             return parse_constraints(items)
         except (ValueError, AttributeError):
-            raise ValueError(f"unknown constraint in {value!r}; valid values: {', '.join(CONSTRAINTS)}") from None
+            raise ValueError(
+                f"unknown constraint in {value!r}; valid values: {', '.join(CONSTRAINTS)}"
+            ) from None
 
 
 @dataclass
@@ -79,8 +89,8 @@ class RewriteRequest:
     constrained: bool = False
     seed: int = 0
     received: float = 0.0
-    deadline: float = 0.0      # wall clock after which nobody waits for the answer (0: none)
-    abandoned: bool = False    # set in the replica when the caller cancelled
+    deadline: float = 0.0  # wall clock after which nobody waits for the answer (0: none)
+    abandoned: bool = False  # set in the replica when the caller cancelled
     extra: dict = field(default_factory=dict)
 
 
@@ -100,7 +110,11 @@ def _from_text(text: str) -> dict:
         parts = parse_line(text).source if BOS in text else parse_recipe_parts(text)
     except (PaperFormatError, ValueError, IndexError) as err:
         raise ApiError(422, f"text is not a recipe in the paper's format: {err}") from None
-    return {"title": parts.title, "ingredients": list(parts.ingredients), "steps": list(parts.steps)}
+    return {
+        "title": parts.title,
+        "ingredients": list(parts.ingredients),
+        "steps": list(parts.steps),
+    }
 
 
 def _clean(text: str) -> str:
@@ -117,8 +131,12 @@ def _check_size(recipe: dict, limits: Limits) -> None:
         raise ApiError(413, f"a step is longer than {limits.step_chars} characters")
     if len(recipe["ingredients"]) > limits.ingredients:
         raise ApiError(413, f"too many ingredient lines (at most {limits.ingredients})")
-    if len(recipe["title"]) > limits.line_chars or any(len(x) > limits.line_chars for x in recipe["ingredients"]):
-        raise ApiError(413, f"a title or ingredient line is longer than {limits.line_chars} characters")
+    if len(recipe["title"]) > limits.line_chars or any(
+        len(x) > limits.line_chars for x in recipe["ingredients"]
+    ):
+        raise ApiError(
+            413, f"a title or ingredient line is longer than {limits.line_chars} characters"
+        )
     if not recipe["steps"] or not any(s.strip() for s in recipe["steps"]):
         raise ApiError(422, "the recipe has no steps to rewrite")
 
@@ -139,9 +157,15 @@ def parse_request(body: bytes, limits: Limits) -> RewriteRequest:
     try:
         checked = RequestIn.model_validate(data)
     except ValidationError as err:
-        details = [{"field": ".".join(map(str, e["loc"])), "problem": e["msg"][:300]} for e in err.errors()[:10]]
-        raise ApiError(422, "the request does not match the schema; valid constraints: "
-                       f"{', '.join(CONSTRAINTS)}", details) from None
+        details = [
+            {"field": ".".join(map(str, e["loc"])), "problem": e["msg"][:300]}
+            for e in err.errors()[:10]
+        ]
+        raise ApiError(
+            422,
+            f"the request does not match the schema; valid constraints: {', '.join(CONSTRAINTS)}",
+            details,
+        ) from None
     if (checked.recipe is None) == (checked.text is None):
         raise ApiError(422, "send exactly one of recipe or text")
     if not 1 <= checked.candidates <= limits.candidates:
@@ -150,24 +174,38 @@ def parse_request(body: bytes, limits: Limits) -> RewriteRequest:
         raise ApiError(413, "text too long")
     recipe = _from_text(checked.text) if checked.text is not None else checked.recipe.model_dump()
     # Lines left empty by cleaning go, as in the batch loaders.
-    recipe = {"title": _clean(recipe["title"]), "ingredients": [x for x in map(_clean, recipe["ingredients"]) if x],
-              "steps": [x for x in map(_clean, recipe["steps"]) if x]}
+    recipe = {
+        "title": _clean(recipe["title"]),
+        "ingredients": [x for x in map(_clean, recipe["ingredients"]) if x],
+        "steps": [x for x in map(_clean, recipe["steps"]) if x],
+    }
     _check_size(recipe, limits)
-    return RewriteRequest(recipe, checked.constraint, checked.candidates, checked.constrained, checked.seed)
+    return RewriteRequest(
+        recipe, checked.constraint, checked.candidates, checked.constrained, checked.seed
+    )
 
 
 def violations(recipe: dict, constraints: list[str]) -> list[dict]:
     """Every violating span of a recipe for the constraints: field, line index, term, span."""
-    tagged = tag_recipe(Recipe("request", recipe["title"], list(recipe["ingredients"]), list(recipe["steps"])),
-                        constraints)
+    tagged = tag_recipe(
+        Recipe("request", recipe["title"], list(recipe["ingredients"]), list(recipe["steps"])),
+        constraints,
+    )
     seen, out = set(), []
     for constraint, found in tagged.violations.items():
         for v in found:
             key = (v.field, v.index, v.span)
             if key not in seen:
                 seen.add(key)
-                out.append({"constraint": constraint, "field": v.field, "index": v.index, "term": v.term,
-                            "span": list(v.span)})
+                out.append(
+                    {
+                        "constraint": constraint,
+                        "field": v.field,
+                        "index": v.index,
+                        "term": v.term,
+                        "span": list(v.span),
+                    }
+                )
     return out
 
 
@@ -176,12 +214,22 @@ def response(request: RewriteRequest, record: dict, model: dict, timings: dict) 
     steps = []
     for entry in record["steps"]:
         n = entry["source_step"]
-        step = {"source": request.recipe["steps"][n] if isinstance(n, int) else None,
-                "rewrite": entry["candidates"][entry["chosen"]]["text"], "chosen": entry["chosen"],
-                "candidates": [{"text": c["text"], "scores": c["scores"]} for c in entry["candidates"]]}
+        step = {
+            "source": request.recipe["steps"][n] if isinstance(n, int) else None,
+            "rewrite": entry["candidates"][entry["chosen"]]["text"],
+            "chosen": entry["chosen"],
+            "candidates": [{"text": c["text"], "scores": c["scores"]} for c in entry["candidates"]],
+        }
         steps.append({**step, "note": entry["note"]} if entry.get("note") else step)
-    return {"source": request.recipe, "recipe": record["rewrite"], "constraint": request.constraints, "steps": steps,
-            "substitutions": record["substitutions"], "notes": record["notes"],
-            "violations_before": violations(request.recipe, request.constraints),
-            "violations_after": violations(record["rewrite"], request.constraints),
-            "model": model, "timings": timings}
+    return {
+        "source": request.recipe,
+        "recipe": record["rewrite"],
+        "constraint": request.constraints,
+        "steps": steps,
+        "substitutions": record["substitutions"],
+        "notes": record["notes"],
+        "violations_before": violations(request.recipe, request.constraints),
+        "violations_after": violations(record["rewrite"], request.constraints),
+        "model": model,
+        "timings": timings,
+    }

@@ -7,6 +7,7 @@ jobs join through RAY_ADDRESS, exactly as they join a real cluster.
         cluster.kill(0)                                   # worker node 0's raylet and workers die
         cluster.add()                                     # a replacement joins
 """
+
 from __future__ import annotations
 
 import os
@@ -15,16 +16,31 @@ import tempfile
 import time
 from typing import Self
 
-HEALTH_CHECK = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 300, "health_check_timeout_ms": 1000,
-                "health_check_failure_threshold": 3}
+HEALTH_CHECK = {
+    "health_check_initial_delay_ms": 0,
+    "health_check_period_ms": 300,
+    "health_check_timeout_ms": 1000,
+    "health_check_failure_threshold": 3,
+}
 
 
 class LocalCluster:
     """A head (no CPUs, so work lands on the workers) and `workers` worker nodes on this machine."""
 
-    def __init__(self, workers: int = 2, cpus: float = 1, memory: int = 2 * 1024 ** 3,
-                 object_store_memory: int = 200 * 1024 ** 2, head_cpus: float = 0):
-        self.workers, self.cpus, self.memory, self.store = workers, cpus, memory, object_store_memory
+    def __init__(
+        self,
+        workers: int = 2,
+        cpus: float = 1,
+        memory: int = 2 * 1024**3,
+        object_store_memory: int = 200 * 1024**2,
+        head_cpus: float = 0,
+    ):
+        self.workers, self.cpus, self.memory, self.store = (
+            workers,
+            cpus,
+            memory,
+            object_store_memory,
+        )
         self.head_cpus = head_cpus
         self.cluster, self.temp_dir = None, ""
         self.nodes: list = []
@@ -44,10 +60,20 @@ class LocalCluster:
         # failure tests wait on it, and a real cluster keeps its own defaults.
         # A temp dir of its own: in Ray's default one the head's address is written where a job on
         # this machine that names no cluster would find and join it.
-        self.temp_dir = tempfile.mkdtemp(prefix="rrt-cl-")  # short: Ray's socket paths must stay short
-        self.cluster = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": self.head_cpus, "object_store_memory": self.store, "include_dashboard": False,
-            "resources": {"head": 1}, "_system_config": HEALTH_CHECK, "temp_dir": self.temp_dir})
+        self.temp_dir = tempfile.mkdtemp(
+            prefix="rrt-cl-"
+        )  # short: Ray's socket paths must stay short
+        self.cluster = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": self.head_cpus,
+                "object_store_memory": self.store,
+                "include_dashboard": False,
+                "resources": {"head": 1},
+                "_system_config": HEALTH_CHECK,
+                "temp_dir": self.temp_dir,
+            },
+        )
         for _ in range(self.workers):
             self.add(wait=False)
         self.cluster.wait_for_nodes()
@@ -60,13 +86,23 @@ class LocalCluster:
 
     def env(self, **extra: str) -> dict:
         """The environment of a job that joins this cluster."""
-        return {**os.environ, "RAY_ADDRESS": self.address, "RAY_DATA_DISABLE_PROGRESS_BARS": "1",
-                "PYTHONUNBUFFERED": "1", **extra}
+        return {
+            **os.environ,
+            "RAY_ADDRESS": self.address,
+            "RAY_DATA_DISABLE_PROGRESS_BARS": "1",
+            "PYTHONUNBUFFERED": "1",
+            **extra,
+        }
 
     def add(self, wait: bool = True):
         """One more worker node (resource `node-N`, N counting every node ever added); the node."""
-        node = self.cluster.add_node(wait=wait, num_cpus=self.cpus, memory=self.memory,
-                                     object_store_memory=self.store, resources={f"node-{self.added}": 1})
+        node = self.cluster.add_node(
+            wait=wait,
+            num_cpus=self.cpus,
+            memory=self.memory,
+            object_store_memory=self.store,
+            resources={f"node-{self.added}": 1},
+        )
         self.added += 1
         self.nodes.append(node)
         return node

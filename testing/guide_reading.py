@@ -6,6 +6,7 @@ seitan"). A title disagrees with its recipe when it names a food the source titl
 no rewritten ingredient line holds ("Cheesy Seitan Tacos" over "plant-based ground meat"):
 diet words do not count, since they name no food.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -30,8 +31,12 @@ NON_FOOD = frozenset(DIET_COVERS) | {w for w in DIET_WORDS if " " not in w} | MI
 _CLAUSE = re.compile(r"[.,;:()!?\[\]/+&|]")
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 PHRASE_WORDS = 4
-_DIET_PHRASE = re.compile(r"(?<!\w)(?:" + "|".join(sorted(map(re.escape, NON_FOOD - MINOR_WORDS), key=len, reverse=True))
-                          + r")(?!\w)", re.IGNORECASE)
+_DIET_PHRASE = re.compile(
+    r"(?<!\w)(?:"
+    + "|".join(sorted(map(re.escape, NON_FOOD - MINOR_WORDS), key=len, reverse=True))
+    + r")(?!\w)",
+    re.IGNORECASE,
+)
 
 
 def _words(text: str) -> list[str]:
@@ -46,7 +51,7 @@ def stacked_diet_words(line: str) -> list[tuple[str, str]]:
         for i, word in enumerate(words):
             if word not in DIET_COVERS:
                 continue
-            for later in words[i + 1:i + PHRASE_WORDS]:
+            for later in words[i + 1 : i + PHRASE_WORDS]:
                 if later in MINOR_WORDS:
                     break
                 if DIET_COVERS[word] & DIET_COVERS.get(later, frozenset()):
@@ -56,13 +61,15 @@ def stacked_diet_words(line: str) -> list[tuple[str, str]]:
 
 def repeated_words(line: str) -> list[str]:
     """Words a line says twice in a row, with nothing but spaces between ("seitan seitan")."""
-    return [a for clause in _CLAUSE.split(line) for a, b in itertools.pairwise(_words(clause)) if a == b]
+    return [
+        a for clause in _CLAUSE.split(line) for a, b in itertools.pairwise(_words(clause)) if a == b
+    ]
 
 
 def _singular(word: str) -> str:
     for ending, stem in (("ies", "y"), ("es", ""), ("s", "")):
         if word.endswith(ending) and len(word) > len(ending) + 2:
-            return word[:-len(ending)] + stem
+            return word[: -len(ending)] + stem
     return word
 
 

@@ -5,6 +5,7 @@ service tests and `benchmarks/serve_throughput.py` start, load and stop. Also ti
     service = LocalService(model, write_config(folder, port=free_port(), max_step_tokens=12))
     service.start(); ...; service.stop()   # SIGINT, then SIGTERM, then kill; returns survivors
 """
+
 from __future__ import annotations
 
 import os
@@ -24,26 +25,38 @@ SAMPLE = ROOT / "data" / "sample" / "recipes.jsonl"
 def tiny_model(folder: str) -> str:
     """A random-weight one-layer contextual model exported to folder (no training, no ../shared)."""
     from rrt.corpus.formats import no_source
-    from rrt.recipes.loaders import read_recipes
     from rrt.modelling.models import build_model, export_model, train_tiny_tokenizer
+    from rrt.recipes.loaders import read_recipes
 
     texts = [no_source(r.title, r.ingredients, r.steps) for r in read_recipes([str(SAMPLE)])]
     tok = train_tiny_tokenizer(texts, 1500)
-    lm = build_model("tiny", len(tok), {"n_layer": 1, "n_head": 2, "n_embd": 32}, pad_token_id=tok.pad_token_id)
+    lm = build_model(
+        "tiny", len(tok), {"n_layer": 1, "n_head": 2, "n_embd": 32}, pad_token_id=tok.pad_token_id
+    )
     export_model(lm, tok, folder, {"variant": "contextual", "block_size": 256, "model": "tiny"})
     return folder
 
 
-PRETRAINED_EOS = "<|endoftext|>"   # the end token of the tiny "pretrained" tokenizers (as SmolLM2's and GPT-2's)
-PRETRAINED_BOS = "<s>"             # the tiny Llama's own BOS, which its tokenizer prepends (as Llama's does)
+PRETRAINED_EOS = (
+    "<|endoftext|>"  # the end token of the tiny "pretrained" tokenizers (as SmolLM2's and GPT-2's)
+)
+PRETRAINED_BOS = "<s>"  # the tiny Llama's own BOS, which its tokenizer prepends (as Llama's does)
 
 
-def tiny_pretrained(folder: str, family: str = "llama", vocab_size: int = 800, seed: int = 0) -> str:
+def tiny_pretrained(
+    folder: str, family: str = "llama", vocab_size: int = 800, seed: int = 0
+) -> str:
     """A random-weight stand-in for a downloaded Hugging Face model (`llama` or `gpt2`) saved to
     folder: a byte-level BPE trained on the sample's plain text, knowing none of our tokens."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import (
+        GPT2Config,
+        GPT2LMHeadModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+        PreTrainedTokenizerFast,
+    )
 
     from rrt.recipes.loaders import read_recipes
 
@@ -52,27 +65,61 @@ def tiny_pretrained(folder: str, family: str = "llama", vocab_size: int = 800, s
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
-    backend.train_from_iterator(texts, trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=own, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False))
+    backend.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=own,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
     if family == "llama":
         # Like Llama's, this tokenizer prepends its BOS to every text it encodes.
-        tok = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=PRETRAINED_BOS, eos_token=PRETRAINED_EOS,
-                                      unk_token=PRETRAINED_EOS, add_bos_token=True)
+        tok = PreTrainedTokenizerFast(
+            tokenizer_object=backend,
+            bos_token=PRETRAINED_BOS,
+            eos_token=PRETRAINED_EOS,
+            unk_token=PRETRAINED_EOS,
+            add_bos_token=True,
+        )
     elif family == "gpt2":
-        tok = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=PRETRAINED_EOS, eos_token=PRETRAINED_EOS,
-                                      unk_token=PRETRAINED_EOS)
+        tok = PreTrainedTokenizerFast(
+            tokenizer_object=backend,
+            bos_token=PRETRAINED_EOS,
+            eos_token=PRETRAINED_EOS,
+            unk_token=PRETRAINED_EOS,
+        )
     else:
         raise ValueError(f"family must be llama or gpt2 (got {family!r})")
     torch.manual_seed(seed)
     if family == "llama":
-        lm = LlamaForCausalLM(LlamaConfig(
-            hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-            vocab_size=len(tok), max_position_embeddings=512, tie_word_embeddings=True,
-            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id))
+        lm = LlamaForCausalLM(
+            LlamaConfig(
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                vocab_size=len(tok),
+                max_position_embeddings=512,
+                tie_word_embeddings=True,
+                bos_token_id=tok.bos_token_id,
+                eos_token_id=tok.eos_token_id,
+            )
+        )
     else:
-        lm = GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=4, n_embd=64, n_positions=512, vocab_size=len(tok),
-                                        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id))
+        lm = GPT2LMHeadModel(
+            GPT2Config(
+                n_layer=2,
+                n_head=4,
+                n_embd=64,
+                n_positions=512,
+                vocab_size=len(tok),
+                bos_token_id=tok.bos_token_id,
+                eos_token_id=tok.eos_token_id,
+            )
+        )
     lm.save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
@@ -87,12 +134,24 @@ def tiny_ctrl(folder: str, seed: int = 0) -> str:
     from rrt.modelling.models import train_tiny_tokenizer
     from rrt.recipes.loaders import read_recipes
 
-    texts = ["Links " + " \n ".join([r.title, *r.ingredients, *(f"{n}. {s}" for n, s in enumerate(r.steps, 1))])
-             for r in read_recipes([str(SAMPLE)])]
+    texts = [
+        "Links "
+        + " \n ".join([r.title, *r.ingredients, *(f"{n}. {s}" for n, s in enumerate(r.steps, 1))])
+        for r in read_recipes([str(SAMPLE)])
+    ]
     tok = train_tiny_tokenizer(texts, 600)
     torch.manual_seed(seed)
-    lm = CTRLLMHeadModel(CTRLConfig(vocab_size=len(tok), n_positions=256, n_embd=32, dff=64, n_layer=1, n_head=2,
-                                    pad_token_id=tok.pad_token_id))
+    lm = CTRLLMHeadModel(
+        CTRLConfig(
+            vocab_size=len(tok),
+            n_positions=256,
+            n_embd=32,
+            dff=64,
+            n_layer=1,
+            n_head=2,
+            pad_token_id=tok.pad_token_id,
+        )
+    )
     lm.save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
@@ -121,8 +180,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def write_config(folder: str, name: str = "serve_config.yaml", ray: dict | None = None, base: str | None = None,
-                 **serve) -> str:
+def write_config(
+    folder: str,
+    name: str = "serve_config.yaml",
+    ray: dict | None = None,
+    base: str | None = None,
+    **serve,
+) -> str:
     """A copy of `base` (default ray_config.yaml) with these `serve` settings (nested dicts merge), written
     into folder."""
     from rrt.config import load_config
@@ -131,7 +195,9 @@ def write_config(folder: str, name: str = "serve_config.yaml", ray: dict | None 
     config.pop("profile", None)
     for key, value in serve.items():
         current = config["serve"].get(key)
-        config["serve"][key] = {**current, **value} if isinstance(current, dict) and isinstance(value, dict) else value
+        config["serve"][key] = (
+            {**current, **value} if isinstance(current, dict) and isinstance(value, dict) else value
+        )
     config["ray"].update(ray or {})
     path = Path(folder) / name
     path.write_text(yaml.safe_dump(config))
@@ -147,15 +213,19 @@ class LocalService:
         settings = load_config(config)["serve"]
         self.port, self.host = int(settings["port"]), settings.get("host", "127.0.0.1")
         self.url = f"http://{self.host}:{self.port}"
-        self.model, self.config, self.log = model, config, log or str(Path(config).with_suffix(".log"))
+        self.model, self.config, self.log = (
+            model,
+            config,
+            log or str(Path(config).with_suffix(".log")),
+        )
         # Never join someone else's cluster: the service starts (and stops) its own Ray.
         self.env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RRT_API_KEY")}
         self.env.update({"PYTHONUNBUFFERED": "1", **(env or {})})
         self.proc: subprocess.Popen | None = None
-        self.stopped_by: int | None = None   # the signal the service finally stopped on
-        self.seen: dict[int, float] = {}   # pid -> create time of every process the service started
+        self.stopped_by: int | None = None  # the signal the service finally stopped on
+        self.seen: dict[int, float] = {}  # pid -> create time of every process the service started
 
-    def start(self, timeout: float = 180, attempts: int = 3) -> "LocalService":
+    def start(self, timeout: float = 180, attempts: int = 3) -> LocalService:
         """Start the service and wait until /healthz answers; RuntimeError with the log tail if not.
 
         A failed start is retried: on a busy machine the raylet can give up waiting for its agents."""
@@ -168,13 +238,18 @@ class LocalService:
                     raise
         return self
 
-    def _start(self, timeout: float) -> "LocalService":
+    def _start(self, timeout: float) -> LocalService:
         import requests
 
         handle = open(self.log, "a", encoding="utf-8")
-        self.proc = subprocess.Popen([sys.executable, "-m", "cli", "serve", "--model", self.model,
-                                      "--config", self.config], cwd=ROOT, env=self.env, stdout=handle,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cli", "serve", "--model", self.model, "--config", self.config],
+            cwd=ROOT,
+            env=self.env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         handle.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -187,7 +262,9 @@ class LocalService:
             except requests.RequestException:
                 pass
             time.sleep(1)
-        raise RuntimeError(f"rrt serve did not answer /healthz within {timeout:.0f}s:\n{self.tail()}")
+        raise RuntimeError(
+            f"rrt serve did not answer /healthz within {timeout:.0f}s:\n{self.tail()}"
+        )
 
     def tail(self, chars: int = 4000) -> str:
         """The end of the service's log."""

@@ -1,4 +1,5 @@
 """Where benchmarks find the real data: RRT_SHARED_DATA, else ../shared/data beside the project."""
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ real versions of a dish differ: two neighbours merged, one step split at a sente
 boundary, two neighbours swapped. The true links say which source step each target
 step came from.
 """
+
 from __future__ import annotations
 
 import random
@@ -14,7 +15,9 @@ from rrt.recipes.recipe import Recipe
 from rrt.recipes.substitutions import substitute_recipe
 
 
-def perturbed_pair(recipe: Recipe, constraint: str, seed: int) -> tuple[list[str], list[str], list[set[int]]]:
+def perturbed_pair(
+    recipe: Recipe, constraint: str, seed: int
+) -> tuple[list[str], list[str], list[set[int]]]:
     """(source steps, target steps, true source steps of each target step)."""
     rng = random.Random(seed)
     target = substitute_recipe(recipe, constraint).recipe.steps
@@ -22,13 +25,15 @@ def perturbed_pair(recipe: Recipe, constraint: str, seed: int) -> tuple[list[str
     action = rng.choice(["merge", "split", "swap"])
     if action == "merge" and len(steps) >= 3:
         k = rng.randrange(len(steps) - 1)
-        steps[k:k + 2] = [(f"{steps[k][0]} {steps[k + 1][0]}", steps[k][1] | steps[k + 1][1])]
+        steps[k : k + 2] = [(f"{steps[k][0]} {steps[k + 1][0]}", steps[k][1] | steps[k + 1][1])]
     elif action == "split":
-        splittable = [k for k, (text, _) in enumerate(steps) if len(re.split(r"(?<=[.!?])\s+", text)) > 1]
+        splittable = [
+            k for k, (text, _) in enumerate(steps) if len(re.split(r"(?<=[.!?])\s+", text)) > 1
+        ]
         if splittable:
             k = rng.choice(splittable)
             first, rest = re.split(r"(?<=[.!?])\s+", steps[k][0], maxsplit=1)
-            steps[k:k + 1] = [(first, steps[k][1]), (rest, steps[k][1])]
+            steps[k : k + 1] = [(first, steps[k][1]), (rest, steps[k][1])]
     elif action == "swap" and len(steps) >= 3:
         k = rng.randrange(len(steps) - 1)
         steps[k], steps[k + 1] = steps[k + 1], steps[k]

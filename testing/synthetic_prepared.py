@@ -9,6 +9,7 @@ steps up to n, then target steps rewritten by the substitution guide, for one co
 Lengths vary with the step reached. Rows come a dish at a time, as the job's files do, and a
 dish lands in one split (about 80/10/10).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,10 +35,18 @@ SAMPLE = os.path.join(ROOT, "data", "sample", "recipes.jsonl")
 SPLITS = ("train", "dev", "test")
 # The columns jobs/prepare_data.py writes to step_pairs/ (its STEP_PAIR_SCHEMA), repeated so
 # this module imports no Ray.
-SCHEMA = pa.schema([
-    ("source_id", pa.string()), ("target_id", pa.string()), ("constraint", pa.string()), ("split", pa.string()),
-    ("source_step", pa.int64()), ("target_steps", pa.list_(pa.int64())), ("score", pa.float64()),
-    ("text", pa.string())])
+SCHEMA = pa.schema(
+    [
+        ("source_id", pa.string()),
+        ("target_id", pa.string()),
+        ("constraint", pa.string()),
+        ("split", pa.string()),
+        ("source_step", pa.int64()),
+        ("target_steps", pa.list_(pa.int64())),
+        ("score", pa.float64()),
+        ("text", pa.string()),
+    ]
+)
 # prepare_data's step-pair files hold about a thousand recipe pairs' rows, a few thousand.
 ROWS_PER_FILE = 4000
 VARIANTS = ("contextual", "no_context")
@@ -59,7 +68,9 @@ def _versions(recipes: list) -> list[tuple]:
     return out
 
 
-def dish_rows(version: tuple, dish: int, split: str, variant: str, rng: random.Random) -> list[dict]:
+def dish_rows(
+    version: tuple, dish: int, split: str, variant: str, rng: random.Random
+) -> list[dict]:
     """The step pairs of one synthetic recipe pair: every source step linked to its target step,
     the title marked with the dish number so no two dishes write the same texts."""
     recipe, constraint, target = version
@@ -71,15 +82,32 @@ def dish_rows(version: tuple, dish: int, split: str, variant: str, rng: random.R
         if variant == "no_context":
             text = formats.no_context(title, steps[n], target[n], constraint)
         else:
-            text = formats.contextual(title, list(recipe.ingredients), steps[: n + 1], target[: n + 1], constraint)
-        rows.append({"source_id": source_id, "target_id": target_id, "constraint": constraint, "split": split,
-                     "source_step": n, "target_steps": [n], "score": round(rng.uniform(50, 100), 1),
-                     "text": text})
+            text = formats.contextual(
+                title, list(recipe.ingredients), steps[: n + 1], target[: n + 1], constraint
+            )
+        rows.append(
+            {
+                "source_id": source_id,
+                "target_id": target_id,
+                "constraint": constraint,
+                "split": split,
+                "source_step": n,
+                "target_steps": [n],
+                "score": round(rng.uniform(50, 100), 1),
+                "text": text,
+            }
+        )
     return rows
 
 
-def write_prepared(output: str, rows: int, variant: str = "contextual", seed: int = 0,
-                   rows_per_file: int = ROWS_PER_FILE, sample: str = SAMPLE) -> dict[str, int]:
+def write_prepared(
+    output: str,
+    rows: int,
+    variant: str = "contextual",
+    seed: int = 0,
+    rows_per_file: int = ROWS_PER_FILE,
+    sample: str = SAMPLE,
+) -> dict[str, int]:
     """Write `rows` synthetic step pairs of `variant` into `output`; rows per split."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}")
@@ -124,12 +152,18 @@ def main(argv: list[str] | None = None) -> int:
     """Write one synthetic prepared folder and print its rows per split."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, required=True, help="step pairs in all splits")
-    parser.add_argument("--output", required=True, help="the prepared folder to write (train.py --data)")
+    parser.add_argument(
+        "--output", required=True, help="the prepared folder to write (train.py --data)"
+    )
     parser.add_argument("--variant", default="contextual", choices=VARIANTS)
     parser.add_argument("--rows-per-file", type=int, default=ROWS_PER_FILE)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    print(json.dumps(write_prepared(args.output, args.rows, args.variant, args.seed, args.rows_per_file)))
+    print(
+        json.dumps(
+            write_prepared(args.output, args.rows, args.variant, args.seed, args.rows_per_file)
+        )
+    )
     return 0
 
 

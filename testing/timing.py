@@ -1,5 +1,6 @@
 """Timing helpers the training benchmarks share: a GPU sync before a clock read, the plain
 autocast training step they compare against, the examples of a tokenized table and their batches."""
+
 from __future__ import annotations
 
 
@@ -29,8 +30,17 @@ def autocast_step(model, device):
     return step
 
 
-def scheme_batches(scheme: str, rows, micro: int, block: int, pad_id: int, multiple: int = 8,
-                   width: int | None = None, boundaries: bool = False, loss_on: str = "all") -> list:
+def scheme_batches(
+    scheme: str,
+    rows,
+    micro: int,
+    block: int,
+    pad_id: int,
+    multiple: int = 8,
+    width: int | None = None,
+    boundaries: bool = False,
+    loss_on: str = "all",
+) -> list:
     """The batches of one scheme over shuffled rows: `padded` (every example padded to the block,
     the baseline's), `bucketed` (length-sorted windows cut by a token budget, widths rounded up to
     `multiple`) or `packed` (examples end to end in rows of `width` tokens, the block unless
@@ -45,16 +55,21 @@ def scheme_batches(scheme: str, rows, micro: int, block: int, pad_id: int, multi
     order = list(rows)
     rng.shuffle(order)
     if scheme == "padded":
-        return [pad_batch(order[i:i + micro], pad_id, loss_on, multiple=block)
-                for i in range(0, len(order) - micro + 1, micro)]
+        return [
+            pad_batch(order[i : i + micro], pad_id, loss_on, multiple=block)
+            for i in range(0, len(order) - micro + 1, micro)
+        ]
     batches = []
     for i in range(0, len(order), micro * 32):
-        window = order[i:i + micro * 32]
+        window = order[i : i + micro * 32]
         if scheme == "packed":
-            batches += packed_batches(window, micro, width or block, pad_id, loss_on, rng, boundaries)
+            batches += packed_batches(
+                window, micro, width or block, pad_id, loss_on, rng, boundaries
+            )
         else:
-            batches += bucket_batches(window, micro, pad_id, loss_on, rng, token_budget=micro * block,
-                                      multiple=multiple)
+            batches += bucket_batches(
+                window, micro, pad_id, loss_on, rng, token_budget=micro * block, multiple=multiple
+            )
     # A window's last packed batch is short; timing full batches keeps every step the same kind of work.
     full = [b for b in batches if b.input_ids.shape[0] == micro] if scheme == "packed" else batches
     return full or batches
@@ -64,6 +79,12 @@ def example_rows(table) -> list:
     """(token ids, target start) of every example of a `tokenize_table` table that fits the block."""
     import numpy as np
 
-    return [(np.asarray(ids), start) for ids, start, n in zip(table.column("input_ids").to_pylist(),
-                                                              table.column("target_start").to_pylist(),
-                                                              table.column("length").to_pylist()) if n]
+    return [
+        (np.asarray(ids), start)
+        for ids, start, n in zip(
+            table.column("input_ids").to_pylist(),
+            table.column("target_start").to_pylist(),
+            table.column("length").to_pylist(),
+        )
+        if n
+    ]

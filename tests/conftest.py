@@ -1,4 +1,5 @@
 """Shared fixtures: the bundled sample corpus and the real data in ../shared/data."""
+
 from __future__ import annotations
 
 import json
@@ -18,10 +19,10 @@ import yaml
 
 from rrt.config import load_config, load_settings
 from rrt.modelling.loading import ENGINE_KEYS
-from rrt.recipes.recipe import Recipe
 from rrt.modelling.rewriter import Rewriter
 from rrt.modelling.sampling import SamplingSettings
 from rrt.modelling.selection import dictionary_missing
+from rrt.recipes.recipe import Recipe
 from runtime.checkpoints import SNAPSHOT
 from runtime.cluster import own_tools_first
 
@@ -50,15 +51,31 @@ def tiny_random_lm():
     from rrt.recipes.loaders import read_recipes
 
     recipes = list(read_recipes([str(SAMPLE)]))
-    tok = train_tiny_tokenizer([formats.no_source(r.title, r.ingredients, r.steps) for r in recipes], 1200)
-    lm = build_model("tiny", len(tok), {"n_layer": 2, "n_head": 2, "n_embd": 64}, seed=3,
-                     pad_token_id=tok.pad_token_id).eval()
+    tok = train_tiny_tokenizer(
+        [formats.no_source(r.title, r.ingredients, r.steps) for r in recipes], 1200
+    )
+    lm = build_model(
+        "tiny",
+        len(tok),
+        {"n_layer": 2, "n_head": 2, "n_embd": 64},
+        seed=3,
+        pad_token_id=tok.pad_token_id,
+    ).eval()
     return lm, tok
 
 
-def make_rewriter(system: str, lm, tokenizer, block: int, settings: SamplingSettings, **changes) -> Rewriter:
+def make_rewriter(
+    system: str, lm, tokenizer, block: int, settings: SamplingSettings, **changes
+) -> Rewriter:
     """A Rewriter with ray_config.yaml's engine settings, with a test's changes."""
-    return Rewriter(system, lm, tokenizer, block, settings, **{**{k: DECODING[k] for k in ENGINE_KEYS}, **changes})
+    return Rewriter(
+        system,
+        lm,
+        tokenizer,
+        block,
+        settings,
+        **{**{k: DECODING[k] for k in ENGINE_KEYS}, **changes},
+    )
 
 
 needs_shared_data = pytest.mark.skipif(
@@ -69,10 +86,14 @@ needs_shared_data = pytest.mark.skipif(
 
 # Selecting among rewrite candidates needs pyenchant's dictionary (system packages that `make`
 # skips when it cannot install them): the tests that rewrite skip without it.
-needs_dictionary = pytest.mark.skipif(bool(dictionary_missing()), reason=f"no dictionary: {dictionary_missing()}")
+needs_dictionary = pytest.mark.skipif(
+    bool(dictionary_missing()), reason=f"no dictionary: {dictionary_missing()}"
+)
 
 
-def make_recipe(ingredients, steps=("Mix everything.", "Serve."), title="Test Dish", rid="t1") -> Recipe:
+def make_recipe(
+    ingredients, steps=("Mix everything.", "Serve."), title="Test Dish", rid="t1"
+) -> Recipe:
     """A small recipe for table-driven tests."""
     return Recipe(rid, title, list(ingredients), list(steps), "test")
 
@@ -82,7 +103,9 @@ def kill_tree(process: subprocess.Popen) -> None:
     import psutil
 
     try:
-        tree = psutil.Process(process.pid).children(recursive=True)[::-1] + [psutil.Process(process.pid)]
+        tree = psutil.Process(process.pid).children(recursive=True)[::-1] + [
+            psutil.Process(process.pid)
+        ]
     except psutil.NoSuchProcess:
         tree = []
     for member in tree:
@@ -97,34 +120,67 @@ class RayCluster:
     """One `ray start --head` for the session on its own ports and temp dir: the jobs under test
     join it (RAY_ADDRESS) instead of each starting a Ray, and `ray job submit` talks to it."""
 
-    PORT, DASHBOARD = 6391, 8276  # outside the default worker port range and any default Ray's ports
-    AGENT, SPARE_AGENT = 52365, 8277  # the job agent's HTTP port: Ray's default, or ours when that is taken
+    PORT, DASHBOARD = (
+        6391,
+        8276,
+    )  # outside the default worker port range and any default Ray's ports
+    AGENT, SPARE_AGENT = (
+        52365,
+        8277,
+    )  # the job agent's HTTP port: Ray's default, or ours when that is taken
 
     def __init__(self):
-        self.temp_dir = tempfile.mkdtemp(prefix="rrt-ray-")  # short: Ray's socket paths must stay short
+        self.temp_dir = tempfile.mkdtemp(
+            prefix="rrt-ray-"
+        )  # short: Ray's socket paths must stay short
         self.address = f"127.0.0.1:{self.PORT}"
         self.dashboard = f"http://127.0.0.1:{self.DASHBOARD}"
         # The head runs with token authentication; clients read the token with this set. (PATH,
         # with this environment's tools first, is set for the whole session above.)
         self.env = {"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "token"}
 
-    def ray(self, *args: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
+    def ray(
+        self, *args: str, env: dict | None = None, timeout: int = 120
+    ) -> subprocess.CompletedProcess:
         """The `ray` CLI of this environment."""
-        return subprocess.run([os.path.join(os.path.dirname(sys.executable), "ray"), *args], capture_output=True,
-                              text=True, timeout=timeout, cwd=ROOT, env={**os.environ, **self.env, **(env or {})})
+        return subprocess.run(
+            [os.path.join(os.path.dirname(sys.executable), "ray"), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=ROOT,
+            env={**os.environ, **self.env, **(env or {})},
+        )
 
-    def start(self) -> "RayCluster":
+    def start(self) -> RayCluster:
         """Start the head node (two CPUs, as a laptop's local Ray here)."""
         # With RAY_AUTH_MODE=token, `ray start` needs a token to exist and makes none; on a machine
         # that never ran a local `ray.init()` there is none yet (the README's first command, too).
         made = self.ray("get-auth-token", "--generate", env={"RAY_ADDRESS": ""})
         if made.returncode != 0:
             raise RuntimeError(f"ray get-auth-token --generate failed:\n{made.stderr[-2000:]}")
-        started = self.ray("start", "--head", "--port", str(self.PORT), "--dashboard-port", str(self.DASHBOARD),
-                           "--dashboard-agent-listen-port", str(self._agent_port()),
-                           "--num-cpus", "2", "--object-store-memory", str(10**9), "--min-worker-port", "20102",
-                           "--max-worker-port", "20200", "--temp-dir", self.temp_dir, "--disable-usage-stats",
-                           env={"RAY_ADDRESS": ""})
+        started = self.ray(
+            "start",
+            "--head",
+            "--port",
+            str(self.PORT),
+            "--dashboard-port",
+            str(self.DASHBOARD),
+            "--dashboard-agent-listen-port",
+            str(self._agent_port()),
+            "--num-cpus",
+            "2",
+            "--object-store-memory",
+            str(10**9),
+            "--min-worker-port",
+            "20102",
+            "--max-worker-port",
+            "20200",
+            "--temp-dir",
+            self.temp_dir,
+            "--disable-usage-stats",
+            env={"RAY_ADDRESS": ""},
+        )
         if started.returncode != 0:
             raise RuntimeError(f"ray start failed:\n{started.stderr[-2000:]}")
         return self
@@ -184,22 +240,33 @@ def ray_cluster():
         cluster.stop()
 
 
-def run_script(script: str, *args: str, timeout: int = 900, env: dict | None = None,
-               own_ray: bool = False) -> subprocess.CompletedProcess:
+def run_script(
+    script: str, *args: str, timeout: int = 900, env: dict | None = None, own_ray: bool = False
+) -> subprocess.CompletedProcess:
     """Run one of the jobs/ scripts as a user would, capturing its output; it joins the
     session's Ray once that runs, unless `own_ray` (then it starts and stops a Ray of its own)."""
     merged = {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1"}
     if _cluster is not None and not own_ray:
         merged.update(_cluster.env)
     merged.update(env or {})
-    return subprocess.run([sys.executable, str(ROOT / "jobs" / script), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env=merged)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "jobs" / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=merged,
+    )
 
 
 def job_env() -> dict:
     """The environment of a job a test starts itself: the session's Ray to join, once it runs."""
-    return {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1",
-            **(_cluster.env if _cluster is not None else {})}
+    return {
+        **os.environ,
+        "RAY_DATA_DISABLE_PROGRESS_BARS": "1",
+        "PYTHONUNBUFFERED": "1",
+        **(_cluster.env if _cluster is not None else {}),
+    }
 
 
 @pytest.fixture(scope="session")
@@ -210,8 +277,18 @@ def prepared(request, tmp_path_factory):
     request.getfixturevalue("ray_cluster")
     out = tmp_path_factory.mktemp("prepared") / "run"
     inputs = f"{WEB_RECIPES},{PAPER_SAMPLE}"
-    done = run_script("prepare_data.py", "--input", inputs, "--output", str(out), "--dish-key", "head",
-                      "--num-cpus", "2", timeout=600)
+    done = run_script(
+        "prepare_data.py",
+        "--input",
+        inputs,
+        "--output",
+        str(out),
+        "--dish-key",
+        "head",
+        "--num-cpus",
+        "2",
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return out, inputs, done
 
@@ -236,10 +313,16 @@ def training_workers(job: subprocess.Popen) -> list:
 
 def _steps(out) -> list[int]:
     path = Path(out) / "metrics.jsonl"
-    return [json.loads(line)["step"] for line in path.read_text().splitlines()] if path.exists() else []
+    return (
+        [json.loads(line)["step"] for line in path.read_text().splitlines()]
+        if path.exists()
+        else []
+    )
 
 
-ORPHAN_CHECKPOINT = "checkpoint_2000-01-01_00-00-00.000000"   # planted by trained_contextual before its resume
+ORPHAN_CHECKPOINT = (
+    "checkpoint_2000-01-01_00-00-00.000000"  # planted by trained_contextual before its resume
+)
 
 
 @pytest.fixture(scope="session")
@@ -251,10 +334,24 @@ def trained_contextual(request, prepared, tmp_path_factory):
     (folder, the resumed job (its id, status and logs), what happened before it)."""
     folder = tmp_path_factory.mktemp("train")
     out = folder / "run"
-    args = ["--data", str(prepared[0]), "--output", str(out), "--num-workers", "2",
-            "--config", quick_train_config(folder)]
-    job = subprocess.Popen([sys.executable, str(ROOT / "jobs" / "train_contextual.py"), *args, "--max-steps", "20"],
-                           cwd=ROOT, env=job_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    args = [
+        "--data",
+        str(prepared[0]),
+        "--output",
+        str(out),
+        "--num-workers",
+        "2",
+        "--config",
+        quick_train_config(folder),
+    ]
+    job = subprocess.Popen(
+        [sys.executable, str(ROOT / "jobs" / "train_contextual.py"), *args, "--max-steps", "20"],
+        cwd=ROOT,
+        env=job_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     killed = None
     try:
         deadline = time.time() + 600
@@ -271,14 +368,27 @@ def trained_contextual(request, prepared, tmp_path_factory):
         first_output, _ = job.communicate(timeout=900)
     finally:
         kill_tree(job)
-    first = {"killed": killed, "returncode": job.returncode, "output": first_output, "steps": _steps(out),
-             "stats": json.loads((out / "train_stats.json").read_text()) if (out / "train_stats.json").exists() else {}}
+    first = {
+        "killed": killed,
+        "returncode": job.returncode,
+        "output": first_output,
+        "steps": _steps(out),
+        "stats": json.loads((out / "train_stats.json").read_text())
+        if (out / "train_stats.json").exists()
+        else {},
+    }
     first["refused"] = run_script("train_contextual.py", *args, "--max-steps", "30")
     # A checkpoint folder that no checkpoint list holds, as a worker that fails while reporting leaves one.
     (out / "ray" / ORPHAN_CHECKPOINT).mkdir()
     (out / "ray" / ORPHAN_CHECKPOINT / "train_state.0.json").write_text("{}")
-    done = submit_job(request.getfixturevalue("ray_cluster"), "jobs/train_contextual.py", *args, "--max-steps", "30",
-                      "--resume")
+    done = submit_job(
+        request.getfixturevalue("ray_cluster"),
+        "jobs/train_contextual.py",
+        *args,
+        "--max-steps",
+        "30",
+        "--resume",
+    )
     assert done.succeeded, done.status[-1000:] + done.logs[-4000:]
     return out, done, first
 
@@ -297,13 +407,15 @@ class SubmittedJob:
         return "' succeeded" in self.status.lower()  # "Job 'raysubmit_…' succeeded"
 
 
-def submit_job(cluster: "RayCluster", script: str, *args: str) -> SubmittedJob:
+def submit_job(cluster: RayCluster, script: str, *args: str) -> SubmittedJob:
     """Submit one jobs/ script to the session's Ray with `ray job submit --working-dir .` and follow it
     to its end."""
-    env = {"RAY_ADDRESS": cluster.dashboard}   # the job client talks to the dashboard
+    env = {"RAY_ADDRESS": cluster.dashboard}  # the job client talks to the dashboard
     command = ["job", "submit", "--working-dir", ".", "--", "python", script, *args]
     deadline = time.time() + 240
-    while True:  # the job agent needs a few seconds after `ray start` (a minute or more on busy cores)
+    while (
+        True
+    ):  # the job agent needs a few seconds after `ray start` (a minute or more on busy cores)
         submitted = cluster.ray(*command, env=env, timeout=900)
         said = submitted.stdout + submitted.stderr  # the Ray CLI logs to stderr
         found = re.search(r"raysubmit_[A-Za-z0-9]+", said)  # the CLI wraps the id in colour codes
@@ -330,27 +442,50 @@ def config_copy(folder, **sections) -> str:
 
 def quick_train_config(folder, **train) -> str:
     """A copy of ray_config.yaml with a smaller, quicker training block, written into folder."""
-    return config_copy(folder, train={"model": "tiny", "tiny": {"n_layer": 2, "n_head": 4, "n_embd": 128,
-                                                                "vocab_size": 4000, "lr": 1.0e-3},
-                                      "eval_examples": 96, "log_interval": 5, "eval_interval": 10,
-                                      "checkpoint_interval": 10, **train})
+    return config_copy(
+        folder,
+        train={
+            "model": "tiny",
+            "tiny": {"n_layer": 2, "n_head": 4, "n_embd": 128, "vocab_size": 4000, "lr": 1.0e-3},
+            "eval_examples": 96,
+            "log_interval": 5,
+            "eval_interval": 10,
+            "checkpoint_interval": 10,
+            **train,
+        },
+    )
 
 
 # `make test` runs the suite on two pytest-xdist workers, a module at a time (its module fixtures are made
 # once). The tests of the session's Ray run on one worker, as that Ray listens on fixed ports and the
 # trained run is made once: these modules hold them, and collection fails if another module uses them.
 SESSION_RAY = {"ray_cluster", "prepared", "trained_contextual"}
-SESSION_RAY_MODULES = {"test_controllable", "test_job_submit", "test_prepare_data", "test_pretrained_chain",
-                       "test_rewrite", "test_seq2seq", "test_train"}
+SESSION_RAY_MODULES = {
+    "test_controllable",
+    "test_job_submit",
+    "test_prepare_data",
+    "test_pretrained_chain",
+    "test_rewrite",
+    "test_seq2seq",
+    "test_train",
+}
 
 
 def pytest_collection_modifyitems(config, items):
     """A test of the session's Ray outside SESSION_RAY_MODULES is a usage error: it could run on the
     other worker."""
-    strays = sorted({item.module.__name__ for item in items if SESSION_RAY & set(getattr(item, "fixturenames", ()))
-                     and item.module.__name__ not in SESSION_RAY_MODULES})
+    strays = sorted(
+        {
+            item.module.__name__
+            for item in items
+            if SESSION_RAY & set(getattr(item, "fixturenames", ()))
+            and item.module.__name__ not in SESSION_RAY_MODULES
+        }
+    )
     if strays:
-        raise pytest.UsageError(f"tests of the session's Ray outside conftest.SESSION_RAY_MODULES: {strays}")
+        raise pytest.UsageError(
+            f"tests of the session's Ray outside conftest.SESSION_RAY_MODULES: {strays}"
+        )
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -1,5 +1,6 @@
 """The service's FastAPI app in this process, without Ray: a `Gateway` built as a replica would
 build it, in front of a rewriter called directly instead of through a Serve handle."""
+
 from __future__ import annotations
 
 import asyncio
@@ -16,7 +17,9 @@ class DirectHandle:
 
     def __getattr__(self, name: str):
         method = getattr(self.target, name)
-        return SimpleNamespace(remote=lambda *args, **kwargs: asyncio.ensure_future(method(*args, **kwargs)))
+        return SimpleNamespace(
+            remote=lambda *args, **kwargs: asyncio.ensure_future(method(*args, **kwargs))
+        )
 
 
 def settings(bind: tuple[str, int] = ("127.0.0.1", 8000), **serve) -> dict:
@@ -29,7 +32,7 @@ def gateway(rewriter, serve_settings: dict, key_from: dict | None = None):
     """A Gateway as its replica starts it: its own constructor, without Serve's ASGI wrapper."""
     from serve.app import Gateway
 
-    plain = Gateway.__bases__[0]   # the class before @serve.ingress wrapped it (no replica to wrap)
+    plain = Gateway.__bases__[0]  # the class before @serve.ingress wrapped it (no replica to wrap)
     return plain(DirectHandle(rewriter), serve_settings, key_from)
 
 
@@ -41,5 +44,7 @@ def client(monkeypatch, made, address: str = "127.0.0.1", host: str = "127.0.0.1
     from serve import app
 
     # The routes find their Gateway through the replica's context, as under Serve.
-    monkeypatch.setattr(ray_serve, "get_replica_context", lambda: SimpleNamespace(servable_object=made))
+    monkeypatch.setattr(
+        ray_serve, "get_replica_context", lambda: SimpleNamespace(servable_object=made)
+    )
     return TestClient(app.api, base_url=f"http://{host}", client=(address, 50000))

@@ -1,4 +1,5 @@
 """Step aligner: the paper's Hot Cocoa verdicts and synthetic pairs with known links."""
+
 from __future__ import annotations
 
 import collections
@@ -7,14 +8,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, SAMPLE, WEB_RECIPES, needs_shared_data
-from rrt.corpus.alignment import AlignSettings, TranslationTable, align_steps, kept_links, train_translation_table
+
 from rrt.config import load_settings
+from rrt.corpus.alignment import (
+    AlignSettings,
+    TranslationTable,
+    align_steps,
+    kept_links,
+    train_translation_table,
+)
 from rrt.corpus.dish import dish_key
-from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.corpus.link_labels import load_labels
 from rrt.corpus.pairing import PairSettings
+from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.loaders import read_recipes
 from testing.synthetic_pairs import link_accuracy, perturbed_pair
 
@@ -30,8 +37,12 @@ def corpus():
     dishes = collections.defaultdict(list)
     for recipe in recipes:
         dishes[dish_key(recipe.title, "head")].append(recipe)
-    pairs = [(a.steps, b.steps) for group in dishes.values() for a in group for b in group if a is not b]
-    synthetic = [perturbed_pair(r, CONSTRAINTS[i % len(CONSTRAINTS)], i) for i, r in enumerate(recipes)]
+    pairs = [
+        (a.steps, b.steps) for group in dishes.values() for a in group for b in group if a is not b
+    ]
+    synthetic = [
+        perturbed_pair(r, CONSTRAINTS[i % len(CONSTRAINTS)], i) for i, r in enumerate(recipes)
+    ]
     table = train_translation_table(pairs + [(s, t) for s, t, _ in synthetic])
     return table, synthetic
 
@@ -79,10 +90,14 @@ def test_empty_sides_do_not_crash(corpus):
 
 # ---- links on real recipes: fan-out, the calibrated link model, same-dish pairs ------------
 
+
 def test_one_source_step_keeps_at_most_max_fanout_targets():
     scores = np.array([[99.0, 97.0, 60.0, 98.0, 55.0], [10.0, 20.0, 30.0, 40.0, 90.0]])
     assert [link.target_steps for link in kept_links(scores, 50.0)] == [[0, 1, 2, 3, 4], [4]]
-    assert [link.target_steps for link in kept_links(scores, 50.0, max_fanout=3)] == [[0, 1, 3], [4]]
+    assert [link.target_steps for link in kept_links(scores, 50.0, max_fanout=3)] == [
+        [0, 1, 3],
+        [4],
+    ]
 
 
 def test_calibrated_scores_favour_the_step_that_does_the_same_job(corpus):
@@ -90,22 +105,34 @@ def test_calibrated_scores_favour_the_step_that_does_the_same_job(corpus):
 
     weights = load_link_model()
     assert len(weights) == len(LINK_FEATURES)
-    source = ["Preheat the oven to 350F.", "Whisk the milk, eggs and sugar.", "Bake for 30 minutes."]
-    target = ["Whisk the oat milk, flax and sugar.", "Preheat the oven to 350F.", "Bake for 30 minutes.",
-              "Let it cool."]
+    source = [
+        "Preheat the oven to 350F.",
+        "Whisk the milk, eggs and sugar.",
+        "Bake for 30 minutes.",
+    ]
+    target = [
+        "Whisk the oat milk, flax and sugar.",
+        "Preheat the oven to 350F.",
+        "Bake for 30 minutes.",
+        "Let it cool.",
+    ]
     posterior, _ = align_steps(source, target, corpus[0], OLD)
     scores = calibrated_scores(source, target, posterior, corpus[0], OLD, weights)
     assert scores.shape == (3, 4) and ((scores >= 0) & (scores <= 100)).all()
     assert scores[0].argmax() == 1 and scores[1].argmax() == 0 and scores[2].argmax() == 2
-    assert scores[:, 3].max() < 50   # nothing in the source is "let it cool"
+    assert scores[:, 3].max() < 50  # nothing in the source is "let it cool"
 
 
 def test_steps_that_do_the_same_job_share_kinds_of_work():
     from rrt.corpus.cooking_actions import action_overlap, step_actions
 
     named = step_actions("Whisk together the dry ingredients.")
-    listed = step_actions("In a large bowl whisk the flour, baking powder, salt and brown sugar together.")
-    assert named == listed == {"mix", "dry_ingredients"}   # baking powder is not baking, brown sugar not browning
+    listed = step_actions(
+        "In a large bowl whisk the flour, baking powder, salt and brown sugar together."
+    )
+    assert (
+        named == listed == {"mix", "dry_ingredients"}
+    )  # baking powder is not baking, brown sugar not browning
     assert step_actions("Pat the swordfish steaks dry.") == {"drain"}
     assert step_actions("Bake until golden brown, then cool on a rack.") == {"oven", "rest"}
     assert action_overlap(named, listed) == 1.0 and action_overlap(named, frozenset()) == 0.0
@@ -114,10 +141,17 @@ def test_steps_that_do_the_same_job_share_kinds_of_work():
 def test_a_target_step_made_of_two_source_steps_links_both(corpus):
     from rrt.corpus.alignment import LINK_FEATURES, calibrated_scores, load_link_model
 
-    source = ["Preheat the oven to 350F.", "Cream the butter and sugar.", "Beat in the eggs and vanilla.",
-              "Bake for 30 minutes."]
-    target = ["Preheat the oven to 350F.", "Beat the vegan butter, sugar, flax eggs and vanilla.",
-              "Bake for 30 minutes."]
+    source = [
+        "Preheat the oven to 350F.",
+        "Cream the butter and sugar.",
+        "Beat in the eggs and vanilla.",
+        "Bake for 30 minutes.",
+    ]
+    target = [
+        "Preheat the oven to 350F.",
+        "Beat the vegan butter, sugar, flax eggs and vanilla.",
+        "Bake for 30 minutes.",
+    ]
     posterior, _ = align_steps(source, target, corpus[0], OLD)
     scores = calibrated_scores(source, target, posterior, corpus[0], OLD, load_link_model())
     merged = scores[1:3, 1]
@@ -131,30 +165,66 @@ def test_pairs_only_join_recipes_of_one_dish():
     from rrt.corpus.pairing import pair_dish
 
     def recipe(rid, title, ingredients, steps, vegan):
-        return {"id": rid, "title": title, "ingredients": ingredients, "steps": steps, "split": "train",
-                "dish": "cheese", "valid_vegan": vegan}
+        return {
+            "id": rid,
+            "title": title,
+            "ingredients": ingredients,
+            "steps": steps,
+            "split": "train",
+            "dish": "cheese",
+            "valid_vegan": vegan,
+        }
 
-    grilled = recipe("a", "Grilled Cheese", ["2 slices bread", "2 slices cheddar cheese", "1 tbsp butter"],
-                     ["Butter the bread.", "Fry the sandwich until the cheese melts."], False)
-    mac = recipe("b", "Vegan Mac and Cheese", ["8 oz macaroni", "1 cup cashews", "1 cup oat milk"],
-                 ["Boil the macaroni.", "Blend the cashews with the oat milk into a sauce.",
-                  "Stir the sauce into the pasta."], True)
-    vegan_grilled = recipe("c", "Vegan Grilled Cheese", ["2 slices bread", "2 slices vegan cheese", "1 tbsp olive oil"],
-                           ["Brush the bread with oil.", "Fry the sandwich until the cheese melts."], True)
-    assert dish_similarity(grilled, vegan_grilled) > 0.4 > 0.21 > dish_similarity(grilled, mac)
+    grilled = recipe(
+        "a",
+        "Grilled Cheese",
+        ["2 slices bread", "2 slices cheddar cheese", "1 tbsp butter"],
+        ["Butter the bread.", "Fry the sandwich until the cheese melts."],
+        False,
+    )
+    mac = recipe(
+        "b",
+        "Vegan Mac and Cheese",
+        ["8 oz macaroni", "1 cup cashews", "1 cup oat milk"],
+        [
+            "Boil the macaroni.",
+            "Blend the cashews with the oat milk into a sauce.",
+            "Stir the sauce into the pasta.",
+        ],
+        True,
+    )
+    vegan_grilled = recipe(
+        "c",
+        "Vegan Grilled Cheese",
+        ["2 slices bread", "2 slices vegan cheese", "1 tbsp olive oil"],
+        ["Brush the bread with oil.", "Fry the sandwich until the cheese melts."],
+        True,
+    )
+    assert dish_similarity(grilled, vegan_grilled) > 0.4
+    assert dish_similarity(grilled, mac) < 0.21
     table = train_translation_table([(grilled["steps"], vegan_grilled["steps"])])
     unlike: list[dict] = []
-    pairs = pair_dish([grilled, mac, vegan_grilled], ["vegan"], table, PairSettings.from_config(DATA, min_dish_similarity=0.21, title_extra_words=None),
-                      OLD, unlike)
+    pairs = pair_dish(
+        [grilled, mac, vegan_grilled],
+        ["vegan"],
+        table,
+        PairSettings.from_config(DATA, min_dish_similarity=0.21, title_extra_words=None),
+        OLD,
+        unlike,
+    )
     assert [(p["source_id"], p["target_id"]) for p in pairs] == [("a", "c")]
-    assert [(u["source_id"], u["target_id"]) for u in unlike] == [("a", "b")] and unlike[0]["similarity"] < 0.21
+    assert [(u["source_id"], u["target_id"]) for u in unlike] == [("a", "b")] and unlike[0][
+        "similarity"
+    ] < 0.21
 
 
 @needs_shared_data
 def test_links_on_hand_labelled_real_pairs_beat_the_old_aligner():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("alignment_quality", ROOT / "benchmarks" / "alignment_quality.py")
+    spec = importlib.util.spec_from_file_location(
+        "alignment_quality", ROOT / "benchmarks" / "alignment_quality.py"
+    )
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     corpus = bench.read_corpus(str(WEB_RECIPES))
@@ -166,7 +236,10 @@ def test_links_on_hand_labelled_real_pairs_beat_the_old_aligner():
     new = bench.measure(pairs, corpus, True, align, dishes)
     # The new figures come from a link model that never saw the pair it scores.
     assert new["precision"] >= 0.8 and new["precision"] > old["precision"] + 0.2, (old, new)
-    assert new["f1"] > old["f1"] + 0.05 and new["same_dish_share"] >= 0.9 > old["same_dish_share"] + 0.2
+    assert (
+        new["f1"] > old["f1"] + 0.05
+        and new["same_dish_share"] >= 0.9 > old["same_dish_share"] + 0.2
+    )
 
 
 def test_steps_that_do_one_job_in_other_words_are_alike_in_meaning():

@@ -1,5 +1,6 @@
 """Costs that must grow no faster than the input (hardening, second round). Each test compares
 two sizes, never a wall clock."""
+
 from __future__ import annotations
 
 import contextlib
@@ -30,15 +31,38 @@ def _rrt_tag(step: str) -> str:
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "r.jsonl"
-        path.write_text(json.dumps({"title": "Soup", "ingredients": ["1 cup water"], "steps": [step, "Serve."]}))
+        path.write_text(
+            json.dumps({"title": "Soup", "ingredients": ["1 cup water"], "steps": [step, "Serve."]})
+        )
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             assert cli.main(["tag", "--constraint", "all", str(path)]) == 0, err.getvalue()
     return out.getvalue()
 
 
-UNITS = st.lists(st.sampled_from(["milk", "egg", "honey", "butter", "walnuts", "salmon", "bacon", "coconut milk",
-                                  "stir", "the", "or", "/", ",", "vegan", "water"]), min_size=1, max_size=5)
+UNITS = st.lists(
+    st.sampled_from(
+        [
+            "milk",
+            "egg",
+            "honey",
+            "butter",
+            "walnuts",
+            "salmon",
+            "bacon",
+            "coconut milk",
+            "stir",
+            "the",
+            "or",
+            "/",
+            ",",
+            "vegan",
+            "water",
+        ]
+    ),
+    min_size=1,
+    max_size=5,
+)
 
 
 @settings(max_examples=6, deadline=None, derandomize=True, database=None)
@@ -53,8 +77,11 @@ def test_rrt_tag_output_grows_in_proportion_to_the_line(unit):
     assert large.count(json.dumps(step, ensure_ascii=False)[1:-1]) <= 1  # the line at most once
     for found in row["violations"].values():
         for violation in found:
-            line = next(x["text"] for x in row["lines"]
-                        if (x["field"], x["index"]) == (violation["field"], violation["index"]))
+            line = next(
+                x["text"]
+                for x in row["lines"]
+                if (x["field"], x["index"]) == (violation["field"], violation["index"])
+            )
             start, end = violation["span"]
             assert 0 <= start < end <= len(line) and violation["term"]
 
@@ -74,7 +101,9 @@ def _retained_after_tagging(count: int, step_chars: int) -> int:
 
 
 def test_tagging_a_stream_of_long_steps_holds_no_memory_per_recipe():
-    tag_recipe(Recipe("warm", "Soup", ["1 cup water"], ["Stir.", "Serve."]))  # fill the per-category caches
+    tag_recipe(
+        Recipe("warm", "Soup", ["1 cup water"], ["Stir.", "Serve."])
+    )  # fill the per-category caches
     tracemalloc.start()
     try:
         few, many = _retained_after_tagging(30, 20_000), _retained_after_tagging(90, 20_000)
@@ -87,7 +116,11 @@ def test_tagging_a_stream_of_long_steps_holds_no_memory_per_recipe():
 # ---------------------------------------------------------------- JSON records past the limit
 
 
-TITLE, INGS, STEPS = "Hot Cocoa", ["2 cups milk", "2 tablespoons cocoa"], ["Warm the milk.", "Whisk in the cocoa."]
+TITLE, INGS, STEPS = (
+    "Hot Cocoa",
+    ["2 cups milk", "2 tablespoons cocoa"],
+    ["Warm the milk.", "Whisk in the cocoa."],
+)
 GOOD = json.dumps({"title": TITLE, "ingredients": INGS, "steps": STEPS})
 
 
@@ -98,7 +131,11 @@ def _load(path) -> tuple[list[Recipe], list, LoadReport]:
 
 
 def _json_with_big_title(path: Path, chars: int, listed: bool) -> None:
-    big = '{"title": "' + "x" * chars + '", "ingredients": ["1 cup milk"], "steps": ["Warm.", "Stir."]}'
+    big = (
+        '{"title": "'
+        + "x" * chars
+        + '", "ingredients": ["1 cup milk"], "steps": ["Warm.", "Stir."]}'
+    )
     # Documents in a row are read as JSON, not JSONL, when the first is too long to sniff.
     text = f"[{GOOD}, {big}, {GOOD}]" if listed else f"{big}\n{GOOD}\n{GOOD}\n"
     path.write_bytes(gzip.compress(text.encode(), compresslevel=1, mtime=0))
@@ -132,7 +169,9 @@ def test_a_json_record_past_the_limit_is_one_reject_read_in_bounded_memory(tmp_p
 def test_a_json_record_just_under_the_limit_still_loads(tmp_path):
     path = tmp_path / "r.json"
     title = "x" * (MAX_LINE_BYTES - 200)
-    path.write_text(f'[{GOOD}, {{"title": "{title}", "ingredients": ["1 cup milk"], "steps": ["Warm.", "Stir."]}}]')
+    path.write_text(
+        f'[{GOOD}, {{"title": "{title}", "ingredients": ["1 cup milk"], "steps": ["Warm.", "Stir."]}}]'
+    )
     recipes, rejects, _ = _load(path)
     assert [len(r.title) for r in recipes] == [len(TITLE), len(title)] and not rejects
 
@@ -146,13 +185,22 @@ def _csv_row(title: str) -> str:
 
 @pytest.mark.parametrize("times", [2, 5])
 def test_an_unclosed_csv_quote_costs_one_reject_whatever_its_length(tmp_path, times):
-    prose = "Stir the milk, then the cocoa, and whisk it well until smooth; serve hot, with cream.\n"
+    prose = (
+        "Stir the milk, then the cocoa, and whisk it well until smooth; serve hot, with cream.\n"
+    )
     swallowed = prose * (times * MAX_FIELD_CHARS // len(prose))
     path = tmp_path / "r.csv"
-    path.write_text("title,ingredients,directions\n" + _csv_row("A") + '"Broken","[""x""]","' + swallowed
-                    + _csv_row("B"))
+    path.write_text(
+        "title,ingredients,directions\n"
+        + _csv_row("A")
+        + '"Broken","[""x""]","'
+        + swallowed
+        + _csv_row("B")
+    )
     recipes, rejects, report = _load(path)
     assert [r.title for r in recipes] == ["A", "B"]
     # Each line after the field limit was read as a row of its own: thousands of invalid_csv_row.
-    assert [(r.reason, r.location) for r in rejects] == [("record_too_large", f"{path}:3")], report.rejected
+    assert [(r.reason, r.location) for r in rejects] == [("record_too_large", f"{path}:3")], (
+        report.rejected
+    )
     assert f"read on from line {3 + swallowed.count(chr(10))}" in rejects[0].detail

@@ -1,12 +1,13 @@
 """runtime/checkpoints.py: the checkpoint folders under a run's ray/ that Ray Train's snapshot does not
 list (left by a worker that failed while reporting) are named and removed; the listed ones stay."""
+
 from __future__ import annotations
 
 import json
 
 from runtime.checkpoints import SNAPSHOT, registered, remove_unregistered, unregistered
 
-KEPT, LATEST, PENDING, ORPHAN = ("checkpoint_2026-01-01_00-00-0{}.000000".format(i) for i in range(4))
+KEPT, LATEST, PENDING, ORPHAN = (f"checkpoint_2026-01-01_00-00-0{i}.000000" for i in range(4))
 
 
 def _run_folder(tmp_path, snapshot: str | None):
@@ -23,10 +24,14 @@ def _run_folder(tmp_path, snapshot: str | None):
 
 def _snapshot() -> str:
     """Ray Train's snapshot as 2.60 writes it: kept results, the latest, a checkpoint awaiting validation."""
-    return json.dumps({"ray_version": "2.60.0",
-                       "checkpoint_results": [{"checkpoint_dir_name": KEPT, "metrics": {"step": 10}}],
-                       "latest_checkpoint_result": {"checkpoint_dir_name": LATEST, "metrics": {"step": 20}},
-                       "pending_training_results": [[{"checkpoint_dir_name": PENDING}, True]]})
+    return json.dumps(
+        {
+            "ray_version": "2.60.0",
+            "checkpoint_results": [{"checkpoint_dir_name": KEPT, "metrics": {"step": 10}}],
+            "latest_checkpoint_result": {"checkpoint_dir_name": LATEST, "metrics": {"step": 20}},
+            "pending_training_results": [[{"checkpoint_dir_name": PENDING}, True]],
+        }
+    )
 
 
 def test_only_the_folders_no_list_holds_are_removed(tmp_path):
@@ -34,8 +39,9 @@ def test_only_the_folders_no_list_holds_are_removed(tmp_path):
     assert registered(str(folder)) == {KEPT, LATEST, PENDING}
     assert unregistered(str(folder)) == [ORPHAN]
     assert remove_unregistered(str(folder)) == [ORPHAN]
-    assert sorted(p.name for p in folder.iterdir()) == sorted([KEPT, LATEST, PENDING, "other", "checkpoint_notes.txt",
-                                                               SNAPSHOT])
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [KEPT, LATEST, PENDING, "other", "checkpoint_notes.txt", SNAPSHOT]
+    )
     assert remove_unregistered(str(folder)) == []
 
 

@@ -1,4 +1,5 @@
 """The `rrt` command line, run as a user would."""
+
 from __future__ import annotations
 
 import json
@@ -6,13 +7,14 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import SAMPLE
 from test_loaders import _bad_inputs
 
 
 def rrt(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_help_lists_every_command():
@@ -41,7 +43,11 @@ def test_tag_prints_validity_and_violations():
     bad = next(r for r in rows if r["violations"].get("vegan"))
     first = bad["violations"]["vegan"][0]
     assert {"term", "field", "index", "span"} <= set(first) and "text" not in first
-    line = next(x["text"] for x in bad["lines"] if (x["field"], x["index"]) == (first["field"], first["index"]))
+    line = next(
+        x["text"]
+        for x in bad["lines"]
+        if (x["field"], x["index"]) == (first["field"], first["index"])
+    )
     assert line[slice(*first["span"])]
 
 
@@ -64,22 +70,41 @@ def test_survey_writes_its_measurements(tmp_path):
 def test_errors_are_one_clear_line():
     for args in (("tag", "--constraint", "keto", str(SAMPLE)), ("convert", "/nonexistent/x.jsonl")):
         out = rrt(*args)
-        assert out.returncode == 2 and out.stderr.startswith("rrt: error:") and "Traceback" not in out.stderr
+        assert (
+            out.returncode == 2
+            and out.stderr.startswith("rrt: error:")
+            and "Traceback" not in out.stderr
+        )
         assert len(out.stderr.strip().splitlines()) == 1
 
 
 def _rewrite_record(title: str, steps: list[str], rewritten: list[str]) -> dict:
     """A rewrites.jsonl record as jobs/rewrite.py writes it (the fields `rrt show` reads)."""
-    return {"id": title, "constraint": "vegan", "system": "contextual_rule", "constrained": True,
-            "source": {"title": title, "ingredients": ["1 cup milk"], "steps": steps},
-            "rewrite": {"title": f"Vegan {title}", "ingredients": ["1 cup soymilk"], "steps": rewritten}}
+    return {
+        "id": title,
+        "constraint": "vegan",
+        "system": "contextual_rule",
+        "constrained": True,
+        "source": {"title": title, "ingredients": ["1 cup milk"], "steps": steps},
+        "rewrite": {
+            "title": f"Vegan {title}",
+            "ingredients": ["1 cup soymilk"],
+            "steps": rewritten,
+        },
+    }
 
 
 def test_show_prints_source_beside_rewrite_for_the_first_recipes(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    records = [_rewrite_record(f"Dish {i}", ["Warm the milk gently.", "Pour it over the oats."],
-                               ["Warm the soymilk gently.", "Pour it over the oats."]) for i in range(4)]
+    records = [
+        _rewrite_record(
+            f"Dish {i}",
+            ["Warm the milk gently.", "Pour it over the oats."],
+            ["Warm the soymilk gently.", "Pour it over the oats."],
+        )
+        for i in range(4)
+    ]
     (run / "rewrites.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     out = rrt("show", str(run), "--recipes", "2", "--width", "40")
     assert out.returncode == 0, out.stderr
@@ -87,7 +112,9 @@ def test_show_prints_source_beside_rewrite_for_the_first_recipes(tmp_path):
     assert "Dish 0" in out.stdout and "Dish 1" in out.stdout and "Dish 2" not in out.stdout
     row = next(line for line in lines if line.startswith("1. Warm the milk"))
     assert row.index("|") == 41 and row.split("|")[1].strip() == "1. Warm the soymilk gently."
-    assert any(line.startswith("• 1 cup milk") and line.endswith("• 1 cup soymilk") for line in lines)
+    assert any(
+        line.startswith("• 1 cup milk") and line.endswith("• 1 cup soymilk") for line in lines
+    )
 
 
 def test_show_of_a_missing_or_empty_run_is_one_error_line(tmp_path):
@@ -95,28 +122,52 @@ def test_show_of_a_missing_or_empty_run_is_one_error_line(tmp_path):
         if target.suffix:
             target.write_text("")
         out = rrt("show", str(target))
-        assert out.returncode == 2 and out.stderr.startswith("rrt: error:") and len(out.stderr.splitlines()) == 1
+        assert (
+            out.returncode == 2
+            and out.stderr.startswith("rrt: error:")
+            and len(out.stderr.splitlines()) == 1
+        )
         assert "Traceback" not in out.stderr
 
 
 def rrt_in(stdin: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli", *args], input=stdin, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-RECIPE_READERS = [("convert",), ("tag", "--constraint", "vegan"), ("substitute", "--constraint", "vegan"),
-                  ("ingredients",), ("survey", "--constraint", "vegan")]
+RECIPE_READERS = [
+    ("convert",),
+    ("tag", "--constraint", "vegan"),
+    ("substitute", "--constraint", "vegan"),
+    ("ingredients",),
+    ("survey", "--constraint", "vegan"),
+]
 
 
 def _broken_inputs(tmp_path) -> list[str]:
     import gzip
 
-    good = json.dumps({"title": "Hot Cocoa", "ingredients": ["2 cups milk"], "steps": ["Warm the milk.", "Whisk."]})
+    good = json.dumps(
+        {
+            "title": "Hot Cocoa",
+            "ingredients": ["2 cups milk"],
+            "steps": ["Warm the milk.", "Whisk."],
+        }
+    )
     (tmp_path / "nested.jsonl").write_text("[" * 600 + "]" * 600 + "\n" + good + "\n")
     (tmp_path / "cut.jsonl.gz").write_bytes(gzip.compress((good + "\n").encode())[:30])
     (tmp_path / "good.jsonl").write_text(good + "\n")
-    return [str(tmp_path / "nested.jsonl"), str(tmp_path / "cut.jsonl.gz"), "ftp://example.org/r.jsonl",
-            str(tmp_path / "good.jsonl")]
+    return [
+        str(tmp_path / "nested.jsonl"),
+        str(tmp_path / "cut.jsonl.gz"),
+        "ftp://example.org/r.jsonl",
+        str(tmp_path / "good.jsonl"),
+    ]
 
 
 def test_a_bad_record_or_input_costs_only_itself_in_every_command(tmp_path, capsys):
@@ -127,12 +178,18 @@ def test_a_bad_record_or_input_costs_only_itself_in_every_command(tmp_path, caps
         assert cli.main([*command, *inputs]) == 0, command
         out = capsys.readouterr()
         warnings = [line for line in out.err.splitlines() if line.startswith("rrt: warning:")]
-        assert len(warnings) == 2 and "cut.jsonl.gz" in warnings[0] and "ftp" in warnings[1], out.err
-        assert f"rrt {command[0]}: 2 recipes kept, 3 rejected" in out.err, out.err  # named: two may share a pipe
+        assert len(warnings) == 2 and "cut.jsonl.gz" in warnings[0] and "ftp" in warnings[1], (
+            out.err
+        )
+        assert f"rrt {command[0]}: 2 recipes kept, 3 rejected" in out.err, (
+            out.err
+        )  # named: two may share a pipe
         if command[0] != "survey":
             assert len(out.out.splitlines()) == 2
     out = rrt("convert", *inputs)  # as a user runs it
-    assert out.returncode == 0 and "Traceback" not in out.stderr and len(out.stdout.splitlines()) == 2
+    assert (
+        out.returncode == 0 and "Traceback" not in out.stderr and len(out.stdout.splitlines()) == 2
+    )
 
 
 def test_commands_compose_through_standard_input():
@@ -142,7 +199,9 @@ def test_commands_compose_through_standard_input():
         out = rrt_in(substituted.stdout, "tag", "--constraint", "vegan", *files)
         assert out.returncode == 0 and "0 rejected" in out.stderr, out.stderr
         rows = [json.loads(line) for line in out.stdout.splitlines()]
-        assert len(rows) == len(substituted.stdout.splitlines()) and all(r["valid"]["vegan"] for r in rows)
+        assert len(rows) == len(substituted.stdout.splitlines()) and all(
+            r["valid"]["vegan"] for r in rows
+        )
         assert rows[0]["id"] == json.loads(substituted.stdout.splitlines()[0])["id"]
     converted = rrt_in(SAMPLE.read_text(), "convert")
     again = rrt_in(converted.stdout, "convert", "-")
@@ -177,17 +236,33 @@ def test_align_sets_section_headers_aside_and_keeps_what_the_pipeline_keeps(tmp_
     from rrt.corpus.pairing import link_scores
     from rrt.recipes.step_kinds import split_method
 
-    source = {"id": "a", "title": "Pasta with Cream Sauce",
-              "ingredients": ["200 g pasta", "1 cup cream", "2 tbsp butter", "1 clove garlic"],
-              "steps": ["For the pasta:", "Boil the pasta in salted water until tender.", "Drain the pasta and keep warm.",
-                        "For the sauce:", "Melt the butter in a pan and fry the garlic.",
-                        "Stir in the cream and simmer until thick.", "Toss the pasta with the sauce and serve."]}
-    target = {"id": "b", "title": "Vegan Pasta with Cream Sauce",
-              "ingredients": ["200 g pasta", "1 cup oat cream", "2 tbsp olive oil", "1 clove garlic"],
-              "steps": ["Cook the pasta in a large pot of salted boiling water until al dente.", "Drain well.",
-                        "For the sauce:", "Heat the olive oil in a skillet and cook the garlic until fragrant.",
-                        "Pour in the oat cream and let it bubble until thickened.",
-                        "Mix the pasta into the sauce and serve hot."]}
+    source = {
+        "id": "a",
+        "title": "Pasta with Cream Sauce",
+        "ingredients": ["200 g pasta", "1 cup cream", "2 tbsp butter", "1 clove garlic"],
+        "steps": [
+            "For the pasta:",
+            "Boil the pasta in salted water until tender.",
+            "Drain the pasta and keep warm.",
+            "For the sauce:",
+            "Melt the butter in a pan and fry the garlic.",
+            "Stir in the cream and simmer until thick.",
+            "Toss the pasta with the sauce and serve.",
+        ],
+    }
+    target = {
+        "id": "b",
+        "title": "Vegan Pasta with Cream Sauce",
+        "ingredients": ["200 g pasta", "1 cup oat cream", "2 tbsp olive oil", "1 clove garlic"],
+        "steps": [
+            "Cook the pasta in a large pot of salted boiling water until al dente.",
+            "Drain well.",
+            "For the sauce:",
+            "Heat the olive oil in a skillet and cook the garlic until fragrant.",
+            "Pour in the oat cream and let it bubble until thickened.",
+            "Mix the pasta into the sauce and serve hot.",
+        ],
+    }
     paths = []
     for recipe in (source, target):
         paths.append(tmp_path / f"{recipe['id']}.json")
@@ -196,26 +271,45 @@ def test_align_sets_section_headers_aside_and_keeps_what_the_pipeline_keeps(tmp_
     assert out.returncode == 0, out.stderr
     table, aside = out.stdout.split("\nset aside, not steps (source):")
     assert "For the" not in table
-    assert "[header] before s0: For the pasta:" in aside and "[header] before s2: For the sauce:" in aside
+    assert (
+        "[header] before s0: For the pasta:" in aside
+        and "[header] before s2: For the sauce:" in aside
+    )
     assert "[header] before t2: For the sauce:" in aside.split("(target):")[1]
     # The links shown are the pipeline's: its steps, its link model, its threshold and fan-out bound.
     steps = [split_method(recipe["steps"])[0] for recipe in (source, target)]
     settings = AlignSettings.from_config(load_settings().alignment.model_dump())
-    scores, _ = link_scores({"steps": steps[0]}, {"steps": steps[1]}, train_translation_table([tuple(steps)]), settings)
-    expected = [f"  s{link.source_step} -> " + ", ".join(f"t{j} @ {s:.1f}" for j, s in zip(link.target_steps, link.scores))
-                for link in kept_links(scores, settings.link_threshold, settings.max_fanout)]
+    scores, _ = link_scores(
+        {"steps": steps[0]}, {"steps": steps[1]}, train_translation_table([tuple(steps)]), settings
+    )
+    expected = [
+        f"  s{link.source_step} -> "
+        + ", ".join(f"t{j} @ {s:.1f}" for j, s in zip(link.target_steps, link.scores))
+        for link in kept_links(scores, settings.link_threshold, settings.max_fanout)
+    ]
     assert expected and out.stdout.rstrip().endswith("\n".join(expected))
 
 
-@pytest.mark.parametrize("args, message", [
-    (("judge", "create"), "the following arguments are required: --rewrites (see rrt judge create --help)"),
-    (("tag", "--bogus"), "unrecognized arguments: --bogus"),
-    (("nosuch",), "invalid choice: 'nosuch'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ("judge", "create"),
+            "the following arguments are required: --rewrites (see rrt judge create --help)",
+        ),
+        (("tag", "--bogus"), "unrecognized arguments: --bogus"),
+        (("nosuch",), "invalid choice: 'nosuch'"),
+    ],
+)
 def test_a_bad_argument_is_one_error_line_without_a_usage_block(args, message, capsys):
     from cli import main as cli
 
     with pytest.raises(SystemExit) as ended:
         cli.main(list(args))
     err = capsys.readouterr().err
-    assert ended.value.code == 2 and err.startswith("rrt: error: ") and message in err and err.count("\n") == 1
+    assert (
+        ended.value.code == 2
+        and err.startswith("rrt: error: ")
+        and message in err
+        and err.count("\n") == 1
+    )

@@ -1,4 +1,5 @@
 """The cluster definitions in cluster/: the fields a V100 training run depends on."""
+
 from __future__ import annotations
 
 import re
@@ -58,6 +59,7 @@ K8S_IDS = ["raycluster", "rayjob"]
 
 # --- cluster launcher ---------------------------------------------------------------------
 
+
 def test_launcher_v100_worker_type_has_8_gpus_and_scales_to_8_nodes():
     """The v100x8 node type offers 8 GPUs and 64 CPUs on p3.16xlarge and scales 0..8, as does the cluster."""
     cfg = load(LAUNCHER)
@@ -97,7 +99,9 @@ def test_launcher_setup_installs_cuda_torch_then_the_project():
     assert cfg["file_mounts"].get("~/rrt") == "."
     commands = cfg["setup_commands"]
     torch_at = [i for i, c in enumerate(commands) if "pip install" in c and "torch==" in c]
-    project_at = [i for i, c in enumerate(commands) if "~/rrt" in c and re.search(r"pip install .*-e \.", c)]
+    project_at = [
+        i for i, c in enumerate(commands) if "~/rrt" in c and re.search(r"pip install .*-e \.", c)
+    ]
     assert torch_at, "no setup command installs torch"
     assert project_at, "no setup command installs the project from ~/rrt"
     assert torch_at[0] < project_at[0], "torch must be installed before the project"
@@ -116,6 +120,7 @@ def test_launcher_mounts_shared_storage_before_docker():
 
 
 # --- KubeRay RayCluster -------------------------------------------------------------------
+
 
 def test_raycluster_kind_version_and_autoscaling():
     """The RayCluster is ray.io/v1, Ray 2.60.0, with the in-tree autoscaler on."""
@@ -169,6 +174,7 @@ def test_shared_storage_and_shm_on_head_and_workers(label, spec):
 
 # --- KubeRay RayJob -----------------------------------------------------------------------
 
+
 def test_rayjob_entrypoint_trains_contextual_on_shared_storage():
     """The RayJob runs jobs/train_contextual.py with --profile v100x64 and --data/--output on the shared volume."""
     doc = load(RAYJOB)
@@ -197,13 +203,20 @@ def test_rayjob_runtime_env_has_working_dir_and_project_dependencies():
     assert str(runtime_env["working_dir"]).endswith(".zip")
     pip = runtime_env["pip"]
     packages = pip["packages"] if isinstance(pip, dict) else pip
-    reqs = {canonicalize_name(r.name): r for r in (Requirement(p) for p in packages if not p.startswith("-"))}
+    reqs = {
+        canonicalize_name(r.name): r
+        for r in (Requirement(p) for p in packages if not p.startswith("-"))
+    }
     wanted = set(project_dependencies()) - {"ray"}
     assert wanted <= set(reqs), f"missing from runtimeEnvYAML pip: {sorted(wanted - set(reqs))}"
-    assert "ray" not in reqs, "ray comes with the image; reinstalling it in the job env breaks the cluster"
+    assert "ray" not in reqs, (
+        "ray comes with the image; reinstalling it in the job env breaks the cluster"
+    )
     torch_pin = next(iter(reqs["torch"].specifier))
     assert torch_pin.operator == "==" and Version(torch_pin.version).local == "cu126"
-    assert project_dependencies()["torch"].specifier.contains(Version(torch_pin.version), prereleases=True)
+    assert project_dependencies()["torch"].specifier.contains(
+        Version(torch_pin.version), prereleases=True
+    )
     assert any("download.pytorch.org/whl/cu126" in p for p in packages if p.startswith("-"))
 
 
@@ -213,6 +226,7 @@ def test_rayjob_cluster_spec_matches_raycluster():
 
 
 # --- across files -------------------------------------------------------------------------
+
 
 def test_one_image_everywhere_matching_ray_version():
     """Every container and the launcher use one image, whose tag matches rayVersion and the project's ray pin."""
@@ -255,7 +269,9 @@ def test_shared_storage_belongs_to_the_ray_user_alone():
     """Resuming unpickles checkpoints from the share: it must not be world-writable."""
     init = " ".join(load(LAUNCHER)["initialization_commands"])
     assert not re.search(r"chmod\s+(0?7[0-7]7|0?777|[ao]\+w|o\+w)", init), init
-    assert "chown 1000:100 /mnt/cluster_storage" in init and "chmod 0750 /mnt/cluster_storage" in init
+    assert (
+        "chown 1000:100 /mnt/cluster_storage" in init and "chmod 0750 /mnt/cluster_storage" in init
+    )
     readme = (ROOT / "cluster" / "README.md").read_text()
     assert "## Trust" in readme and "pickle" in readme
 

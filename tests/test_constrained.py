@@ -1,15 +1,16 @@
 """Constrained decoding guard: token classes, verdicts while a step is written, and a sampler
 that keeps trying to write forbidden foods and never gets one through."""
+
 from __future__ import annotations
 
 import random
 
 import pytest
-
 from conftest import SAMPLE
+
 from rrt.modelling.constrained import Verdict, ViolationGuard, guard_text, term_last_words
-from rrt.recipes.loaders import read_recipes
 from rrt.modelling.models import train_tiny_tokenizer
+from rrt.recipes.loaders import read_recipes
 from rrt.recipes.paper_format import END_INST, INST
 from rrt.recipes.tagger import parse_constraints, text_violations
 
@@ -22,7 +23,11 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def stop_ids(tokenizer):
-    return {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids(INST), tokenizer.convert_tokens_to_ids(END_INST)}
+    return {
+        tokenizer.eos_token_id,
+        tokenizer.convert_tokens_to_ids(INST),
+        tokenizer.convert_tokens_to_ids(END_INST),
+    }
 
 
 def guard(tokenizer, stop_ids, constraints):
@@ -53,12 +58,24 @@ def test_pieces_and_word_end_classes(tokenizer, stop_ids):
     assert g.word_end_ids == sorted(ends)
     for token_id in range(len(tokenizer)):
         piece = g.piece(token_id)
-        assert (token_id in ends) == (piece == "" or not (piece[0].isalnum() or piece[0] == "_")), piece
+        assert (token_id in ends) == (piece == "" or not (piece[0].isalnum() or piece[0] == "_")), (
+            piece
+        )
 
 
 def test_last_words_cover_plurals_and_multiword_terms():
     words = term_last_words(["vegan", "nut-free"])
-    assert {"egg", "eggs", "butter", "cream", "honey", "dog", "anchovies", "walnuts", "pesto"} <= words
+    assert {
+        "egg",
+        "eggs",
+        "butter",
+        "cream",
+        "honey",
+        "dog",
+        "anchovies",
+        "walnuts",
+        "pesto",
+    } <= words
     assert "plant" not in words and "the" not in words
     assert "eggs" not in term_last_words(["dairy-free"])
 
@@ -68,42 +85,59 @@ def test_whisk_the_eggs_is_stopped_when_the_word_ends(tokenizer, stop_ids):
     written, piece, verdict = write(g, tokenizer, "Whisk the eggs and milk.")
     assert written == "Whisk the eggs"
     assert piece.startswith(" ") and verdict is Verdict.BAN_WORD_END
-    assert g.check("Add the eg", tokenizer.encode("g")[0]) is Verdict.OK  # an unfinished word is no violation
+    assert (
+        g.check("Add the eg", tokenizer.encode("g")[0]) is Verdict.OK
+    )  # an unfinished word is no violation
 
 
 def test_violation_inside_one_token_bans_that_token(tokenizer, stop_ids):
     g = guard(tokenizer, stop_ids, ["vegan"])
     milk = tokenizer.convert_tokens_to_ids("Ġmilk")
     assert g.piece(milk) == " milk"
-    assert g.check("Whisk the flour and", milk) is Verdict.OK  # " milk" may still become " milkweed"
-    assert g.check("Whisk the flour and milk", tokenizer.convert_tokens_to_ids(".")) is Verdict.BAN_WORD_END
+    assert (
+        g.check("Whisk the flour and", milk) is Verdict.OK
+    )  # " milk" may still become " milkweed"
+    assert (
+        g.check("Whisk the flour and milk", tokenizer.convert_tokens_to_ids("."))
+        is Verdict.BAN_WORD_END
+    )
     # Byte-level BPE never glues letters to punctuation, other tokenizers do: pretend " milk." is one token.
     g._pieces[milk], g._crosses[milk] = " milk.", True
     assert g.check("Whisk the flour and", milk) is Verdict.BAN_TOKEN
     assert g.check("Whisk the flour and oat", milk) is Verdict.OK
 
 
-@pytest.mark.parametrize("text,constraints", [
-    ("Slice the eggplant.", ["egg-free"]),
-    ("Slice the eggplant.", ["vegan"]),
-    ("Stir in peanut butter.", ["dairy-free"]),
-    ("Stir in peanut butter.", ["egg-free"]),
-    ("Grate nutmeg over the coconut milk.", ["vegan", "nut-free"]),
-    ("Add the butternut squash and soy milk.", ["vegan", "nut-free"]),
-])
+@pytest.mark.parametrize(
+    "text,constraints",
+    [
+        ("Slice the eggplant.", ["egg-free"]),
+        ("Slice the eggplant.", ["vegan"]),
+        ("Stir in peanut butter.", ["dairy-free"]),
+        ("Stir in peanut butter.", ["egg-free"]),
+        ("Grate nutmeg over the coconut milk.", ["vegan", "nut-free"]),
+        ("Add the butternut squash and soy milk.", ["vegan", "nut-free"]),
+    ],
+)
 def test_harmless_mentions_pass(tokenizer, stop_ids, text, constraints):
     g = guard(tokenizer, stop_ids, constraints)
     assert write(g, tokenizer, text, stop=True) == (text, None, Verdict.OK)
 
 
-@pytest.mark.parametrize("text,constraints,written", [
-    ("Stir in peanut butter.", ["nut-free"], "Stir in peanut butter"),
-    ("Stir in peanut butter.", ["vegan", "nut-free"], "Stir in peanut butter"),
-    ("Toss with walnuts, then drizzle honey.", ["vegan", "nut-free"], "Toss with walnuts"),
-    ("Toss with walnuts, then drizzle honey.", ["vegan"], "Toss with walnuts, then drizzle honey"),
-    ("Fry the bacon.", ["vegetarian", "egg-free"], "Fry the bacon"),
-    ("Fry the bacon.", ["egg-free", "nut-free"], "Fry the bacon."),
-])
+@pytest.mark.parametrize(
+    "text,constraints,written",
+    [
+        ("Stir in peanut butter.", ["nut-free"], "Stir in peanut butter"),
+        ("Stir in peanut butter.", ["vegan", "nut-free"], "Stir in peanut butter"),
+        ("Toss with walnuts, then drizzle honey.", ["vegan", "nut-free"], "Toss with walnuts"),
+        (
+            "Toss with walnuts, then drizzle honey.",
+            ["vegan"],
+            "Toss with walnuts, then drizzle honey",
+        ),
+        ("Fry the bacon.", ["vegetarian", "egg-free"], "Fry the bacon"),
+        ("Fry the bacon.", ["egg-free", "nut-free"], "Fry the bacon."),
+    ],
+)
 def test_multiple_constraints(tokenizer, stop_ids, text, constraints, written):
     g = guard(tokenizer, stop_ids, constraints)
     assert write(g, tokenizer, text, stop=True)[0] == written
@@ -130,25 +164,54 @@ def test_padded_model_vocabulary(tokenizer, stop_ids):
     g = ViolationGuard(tokenizer, ["vegan"], stop_ids, vocab_size=len(tokenizer) + 8)
     extra = len(tokenizer) + 3
     assert g.piece(extra) == "" and extra in g.word_end_ids
-    assert g.check("Add salt", extra) is Verdict.OK and g.check("Add butter", extra) is Verdict.BAN_WORD_END
+    assert (
+        g.check("Add salt", extra) is Verdict.OK
+        and g.check("Add butter", extra) is Verdict.BAN_WORD_END
+    )
 
 
-@pytest.mark.parametrize("text,constraints,expected", [
-    ("Whisk the eggs and milk.", "vegan", "Whisk the"),
-    ("Whisk the eggs and milk.", "dairy-free", "Whisk the eggs and"),
-    ("Slice the eggplant.", "vegan", "Slice the eggplant."),
-    ("Add goat cheese and salt.", "vegan", "Add"),  # cutting "cheese" exposes "goat": cut again
-    ("Add butter", ["vegan", "nut-free"], "Add"),
-    ("", "vegan", ""),
-])
+@pytest.mark.parametrize(
+    "text,constraints,expected",
+    [
+        ("Whisk the eggs and milk.", "vegan", "Whisk the"),
+        ("Whisk the eggs and milk.", "dairy-free", "Whisk the eggs and"),
+        ("Slice the eggplant.", "vegan", "Slice the eggplant."),
+        ("Add goat cheese and salt.", "vegan", "Add"),  # cutting "cheese" exposes "goat": cut again
+        ("Add butter", ["vegan", "nut-free"], "Add"),
+        ("", "vegan", ""),
+    ],
+)
 def test_guard_text_cuts_before_the_first_violation(text, constraints, expected):
     assert guard_text(text, constraints) == expected
     assert not text_violations(expected, parse_constraints(constraints))
 
 
-ATTACKS = [" eggs", " egg", " milk", " butter", " cheese", " honey", " bacon", " chicken", " walnuts",
-           " peanut", " almond", " cream", " salmon", " anchovies", " yogurt", " mayo", " ghee"]
-CONSTRAINT_SETS = [["vegan"], ["vegan", "nut-free"], ["egg-free"], ["dairy-free", "nut-free"], ["vegetarian"]]
+ATTACKS = [
+    " eggs",
+    " egg",
+    " milk",
+    " butter",
+    " cheese",
+    " honey",
+    " bacon",
+    " chicken",
+    " walnuts",
+    " peanut",
+    " almond",
+    " cream",
+    " salmon",
+    " anchovies",
+    " yogurt",
+    " mayo",
+    " ghee",
+]
+CONSTRAINT_SETS = [
+    ["vegan"],
+    ["vegan", "nut-free"],
+    ["egg-free"],
+    ["dairy-free", "nut-free"],
+    ["vegetarian"],
+]
 
 
 def sample_step(rng, tokenizer, g: ViolationGuard, stop_ids, obey: bool = True, max_tokens=40):
@@ -161,10 +224,21 @@ def sample_step(rng, tokenizer, g: ViolationGuard, stop_ids, obey: bool = True, 
         banned: set[int] = set()
         while True:
             if not plan and rng.random() < 0.3:
-                plan = list(rng.choice(attacks)) + [rng.choice([stop, tokenizer.convert_tokens_to_ids("."),
-                                                                tokenizer.convert_tokens_to_ids(",")])]
+                plan = list(rng.choice(attacks)) + [
+                    rng.choice(
+                        [
+                            stop,
+                            tokenizer.convert_tokens_to_ids("."),
+                            tokenizer.convert_tokens_to_ids(","),
+                        ]
+                    )
+                ]
             wanted = plan.pop(0) if plan else (stop if rng.random() < 0.05 else rng.choice(plain))
-            token = wanted if wanted not in banned else rng.choice([i for i in plain if i not in banned])
+            token = (
+                wanted
+                if wanted not in banned
+                else rng.choice([i for i in plain if i not in banned])
+            )
             verdict = g.check(text, token) if obey else Verdict.OK
             if verdict is Verdict.OK:
                 break
@@ -196,7 +270,10 @@ def test_simulated_decoding_never_writes_a_violation(tokenizer, stop_ids, constr
 def test_prefilter_never_changes_a_verdict(tokenizer, stop_ids):
     """The last-word pre-filter only skips tagger calls that would have found nothing."""
     constraints = ["vegan", "nut-free", "alcohol-free"]
-    fast, exhaustive = guard(tokenizer, stop_ids, constraints), guard(tokenizer, stop_ids, constraints)
+    fast, exhaustive = (
+        guard(tokenizer, stop_ids, constraints),
+        guard(tokenizer, stop_ids, constraints),
+    )
     exhaustive._completes_term_word = lambda text, candidate, complete: True
     verdicts = []
     for recipe in list(read_recipes([str(SAMPLE)]))[:40]:
@@ -204,7 +281,10 @@ def test_prefilter_never_changes_a_verdict(tokenizer, stop_ids):
             text = ""
             for token_id in tokenizer.encode(step) + [tokenizer.eos_token_id]:
                 verdicts.append(fast.check(text, token_id))
-                assert verdicts[-1] is exhaustive.check(text, token_id), (text, fast.piece(token_id))
+                assert verdicts[-1] is exhaustive.check(text, token_id), (
+                    text,
+                    fast.piece(token_id),
+                )
                 # The guard's premise is a text without completed violations: restart after one.
                 text = text + fast.piece(token_id) if verdicts[-1] is Verdict.OK else ""
     assert Verdict.BAN_WORD_END in verdicts and Verdict.OK in verdicts
@@ -228,13 +308,21 @@ def _one_hot(size: int, token: int):
     return logits
 
 
-@pytest.mark.parametrize("text, constraints, word", [("Toss the goat cheese", ["vegan"], " goat"),
-                                                     ("Whisk the eggs", ["egg-free"], " eggs"),
-                                                     ("Add chicken", ["vegetarian"], " chicken"),
-                                                     ("Butter", ["dairy-free"], "Butter")])
-def test_a_refused_word_is_taken_back_to_the_token_that_began_it(tokenizer, stop_ids, text, constraints, word):
-    from rrt.modelling.guarded_row import TAKEN_BACK, GuardedRow
+@pytest.mark.parametrize(
+    "text, constraints, word",
+    [
+        ("Toss the goat cheese", ["vegan"], " goat"),
+        ("Whisk the eggs", ["egg-free"], " eggs"),
+        ("Add chicken", ["vegetarian"], " chicken"),
+        ("Butter", ["dairy-free"], "Butter"),
+    ],
+)
+def test_a_refused_word_is_taken_back_to_the_token_that_began_it(
+    tokenizer, stop_ids, text, constraints, word
+):
     from conftest import sampling
+
+    from rrt.modelling.guarded_row import TAKEN_BACK, GuardedRow
 
     g = guard(tokenizer, stop_ids, constraints)
     row = GuardedRow(g, prompt_token=7, prompt_column=40, position=100)
@@ -253,21 +341,30 @@ def test_a_refused_word_is_taken_back_to_the_token_that_began_it(tokenizer, stop
     # The token before the cut (or the prompt's last) is fed again at its old position; its old
     # column and every later one are masked.
     assert row.refeed == ((ids[cut - 1] if cut else 7), 100 + cut - 1)
-    assert row.hidden == ([40] if not cut else []) + list(range(41 + max(cut - 1, 0), 41 + len(ids)))
+    assert row.hidden == ([40] if not cut else []) + list(
+        range(41 + max(cut - 1, 0), 41 + len(ids))
+    )
     assert row.must_redraw()
     # At that index the banned token is never drawn again, even when the model wants nothing else.
-    assert row.draw(_one_hot(len(tokenizer), ids[cut]), settings, _Numbers([0.5] * 30)) not in (ids[cut], TAKEN_BACK)
+    assert row.draw(_one_hot(len(tokenizer), ids[cut]), settings, _Numbers([0.5] * 30)) not in (
+        ids[cut],
+        TAKEN_BACK,
+    )
 
 
 def test_past_its_take_backs_a_row_only_lets_letters_follow(tokenizer, stop_ids, monkeypatch):
-    from rrt.modelling import guarded_row
     from conftest import sampling
+
+    from rrt.modelling import guarded_row
 
     monkeypatch.setattr(guarded_row, "TAKE_BACKS", 0)
     g = guard(tokenizer, stop_ids, ["egg-free"])
     row = guarded_row.GuardedRow(g, prompt_token=7, prompt_column=40, position=100)
     for token in tokenizer.encode("Whisk the eggs"):
         row.accept(token)
-    token = row.draw(_one_hot(len(tokenizer), tokenizer.convert_tokens_to_ids(".")),
-                     sampling(top_k=0, top_p=1.0, temperature=1.0), _Numbers([0.5] * 30))
+    token = row.draw(
+        _one_hot(len(tokenizer), tokenizer.convert_tokens_to_ids(".")),
+        sampling(top_k=0, top_p=1.0, temperature=1.0),
+        _Numbers([0.5] * 30),
+    )
     assert token is not None and not g.ends_word(token) and row.taken_back == 0

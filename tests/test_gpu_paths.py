@@ -1,6 +1,7 @@
 """The GPU paths compute the same function as the plain model, proved on CPU with tiny models:
 packed rows against padded batches (GPT-2 and Llama), fused against plain attention, the
 compiled model against the eager one, and device decoding against host decoding."""
+
 from __future__ import annotations
 
 import random
@@ -21,7 +22,7 @@ GPT2_SHAPE = {"n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 128}
 
 def _gpt2(attention: str = "sdpa", seed: int = 5):
     lm = build_model("tiny", VOCAB, GPT2_SHAPE, seed=seed, pad_token_id=PAD, attention=attention)
-    return lm.eval()   # dropout off: both sides must see the same function
+    return lm.eval()  # dropout off: both sides must see the same function
 
 
 def _llama(attention: str = "sdpa", seed: int = 5, family: str = "llama", **changes):
@@ -29,9 +30,20 @@ def _llama(attention: str = "sdpa", seed: int = 5, family: str = "llama", **chan
     from transformers import AutoConfig, AutoModelForCausalLM
 
     torch.manual_seed(seed)
-    config = AutoConfig.for_model(family, vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                                  pad_token_id=PAD, bos_token_id=1, eos_token_id=2, **changes)
+    config = AutoConfig.for_model(
+        family,
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        pad_token_id=PAD,
+        bos_token_id=1,
+        eos_token_id=2,
+        **changes,
+    )
     return AutoModelForCausalLM.from_config(config, attn_implementation=attention).eval()
 
 
@@ -50,7 +62,9 @@ def _run(lm, inputs: dict):
     lm.zero_grad(set_to_none=True)
     out = lm(**inputs)
     out.loss.backward()
-    grads = {name: p.grad.detach().clone() for name, p in lm.named_parameters() if p.grad is not None}
+    grads = {
+        name: p.grad.detach().clone() for name, p in lm.named_parameters() if p.grad is not None
+    }
     return out.logits.detach(), out.loss.detach(), grads
 
 
@@ -62,7 +76,10 @@ def _example_logits(batch_logits, rows, examples):
         for ids, _ in row:
             where[id(ids)] = (r, at)
             at += len(ids)
-    return [batch_logits[where[id(ids)][0], where[id(ids)][1]:where[id(ids)][1] + len(ids)] for ids, _ in examples]
+    return [
+        batch_logits[where[id(ids)][0], where[id(ids)][1] : where[id(ids)][1] + len(ids)]
+        for ids, _ in examples
+    ]
 
 
 def _assert_same(want, got, atol=1e-5):
@@ -78,7 +95,7 @@ def _assert_same(want, got, atol=1e-5):
 def _padded_run(lm, examples, loss_on):
     batch = pad_batch(examples, PAD, loss_on)
     logits, loss, grads = _run(lm, batch.inputs("cpu"))
-    return [logits[i, :len(ids)] for i, (ids, _) in enumerate(examples)], loss, grads
+    return [logits[i, : len(ids)] for i, (ids, _) in enumerate(examples)], loss, grads
 
 
 def _packed_run(lm, examples, loss_on, width=64):
@@ -117,39 +134,56 @@ def test_packed_rows_hold_every_token_once_and_no_cross_example_label():
     examples = _examples(40, seed=1)
     rows = pack_rows(examples, 64)
     assert all(sum(len(ids) for ids, _ in row) <= 64 for row in rows)
-    assert sorted(id(ids) for row in rows for ids, _ in row) == sorted(id(ids) for ids, _ in examples)
+    assert sorted(id(ids) for row in rows for ids, _ in row) == sorted(
+        id(ids) for ids, _ in examples
+    )
     batch = packed_batch(rows, PAD, "all", 64)
-    assert batch.attention_mask is None and batch.real_tokens == sum(len(ids) for ids, _ in examples)
+    assert batch.attention_mask is None and batch.real_tokens == sum(
+        len(ids) for ids, _ in examples
+    )
     starts = batch.position_ids == 0
-    assert (batch.labels[starts] == -100).all()   # no example's first token is a target of the one before
+    assert (
+        batch.labels[starts] == -100
+    ).all()  # no example's first token is a target of the one before
     padded = pad_batch(examples, PAD, "all")
     assert (batch.labels[:, 1:] != -100).sum() == (padded.labels[:, 1:] != -100).sum()
     batches = list(packed_batches(examples, 3, 64, PAD, "all", random.Random(0)))
     assert sum(b.real_tokens for b in batches) == batch.real_tokens
-    assert {b.input_ids.shape[1] for b in batches} == {64} and max(b.input_ids.shape[0] for b in batches) == 3
+    assert {b.input_ids.shape[1] for b in batches} == {64} and max(
+        b.input_ids.shape[0] for b in batches
+    ) == 3
 
 
 def test_fused_attention_computes_what_plain_attention_does():
     examples = _examples()
     for build in (_gpt2, _llama):
-        _assert_same(_padded_run(build("eager"), examples, "all"), _padded_run(build("sdpa"), examples, "all"))
+        _assert_same(
+            _padded_run(build("eager"), examples, "all"),
+            _padded_run(build("sdpa"), examples, "all"),
+        )
 
 
 def test_compiled_model_computes_what_the_eager_one_does():
     examples = _examples()
     eager, compiled = _gpt2(), _gpt2()
     for lm in (eager, compiled):
-        pad_vocabulary(lm, 64)   # the -inf hook on padding rows must survive compilation
+        pad_vocabulary(lm, 64)  # the -inf hook on padding rows must survive compilation
     # The capture (dynamo and AOTAutograd) is what could lose the hook or the names; inductor's CPU kernels
     # are not the GPU's, and tests/test_labelled_head.py compiles a training step with inductor (its C++
     # builds would be paid again here on a fresh machine: RESULTS.md, the test suite).
     compiled.compile(backend="aot_eager")
-    _assert_same(_packed_run(eager, examples, "all"), _packed_run(compiled, examples, "all"), atol=1e-4)
-    assert list(compiled.state_dict()) == list(eager.state_dict())   # checkpoints keep their names
+    _assert_same(
+        _packed_run(eager, examples, "all"), _packed_run(compiled, examples, "all"), atol=1e-4
+    )
+    assert list(compiled.state_dict()) == list(eager.state_dict())  # checkpoints keep their names
 
 
 def test_auto_settings_pick_by_device():
-    assert resolve_compile("auto", "cuda") and not resolve_compile("auto", "cpu") and resolve_compile(True, "cpu")
+    assert (
+        resolve_compile("auto", "cuda")
+        and not resolve_compile("auto", "cpu")
+        and resolve_compile(True, "cpu")
+    )
 
 
 def _decoding_case(top_p: float, family: str = "gpt2"):
@@ -159,7 +193,9 @@ def _decoding_case(top_p: float, family: str = "gpt2"):
     rng = np.random.default_rng(3)
     prompts = [list(rng.integers(3, VOCAB, size=int(rng.integers(4, 30)))) for _ in range(5)]
     stops = {int(t) for t in rng.integers(3, VOCAB, size=12)}
-    settings = SamplingSettings(top_k=40, top_p=top_p, temperature=1.0, candidates=4, max_new_tokens=20)
+    settings = SamplingSettings(
+        top_k=40, top_p=top_p, temperature=1.0, candidates=4, max_new_tokens=20
+    )
     lm = _gpt2(seed=7) if family == "gpt2" else _llama(seed=7, family=family)
     return lm, prompts, stops, settings, [11, 12, 13, 14, 15]
 
@@ -171,7 +207,10 @@ def test_device_decoding_draws_the_tokens_host_decoding_does(top_p):
     device = sample_candidates(lm, prompts, seeds, stops, PAD, settings, decode="device")
     assert [s.tokens for s in host] == [s.tokens for s in device]
     assert [s.ended for s in host] == [s.ended for s in device]
-    assert {e for s in host for e in s.ended} == {"stop", "length"}   # both ways of ending were exercised
+    assert {e for s in host for e in s.ended} == {
+        "stop",
+        "length",
+    }  # both ways of ending were exercised
 
 
 def _fake_capture(step, device):
@@ -193,23 +232,33 @@ def test_static_and_graph_decoding_draw_the_tokens_host_decoding_does(top_p, fam
     host = sample_candidates(lm, prompts, seeds, stops, PAD, settings, decode="host")
     assert {e for s in host for e in s.ended} == {"stop", "length"}
     stats = dict(static_decode.STATS)
-    runs = {"static": sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="static"),
-            # Each prompt's cache held once, its candidates attending to it together.
-            "static, shared prompt cache": sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="static",
-                                                             prompt_cache="shared")}
+    runs = {
+        "static": sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="static"),
+        # Each prompt's cache held once, its candidates attending to it together.
+        "static, shared prompt cache": sample_candidates(
+            lm, prompts, seeds, stops, PAD, settings, step="static", prompt_cache="shared"
+        ),
+    }
     # The graph path with a capture that replays the step: everything but the CUDA capture itself.
     monkeypatch.setattr(static_decode, "_capture", _fake_capture)
-    runs["graph, shared prompt cache"] = sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="graph",
-                                                           prompt_cache="shared")
+    runs["graph, shared prompt cache"] = sample_candidates(
+        lm, prompts, seeds, stops, PAD, settings, step="graph", prompt_cache="shared"
+    )
     runs["graph"] = sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="graph")
     # 5 prompts run as 8 (32 rows); finished candidates move the batch down to 16 and 8 rows.
     assert static_decode.STATS["captures"] - stats["captures"] >= 2
     assert static_decode.STATS["replays"] > stats["replays"]
-    runs["graph again"] = sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="graph")   # kept graphs
+    runs["graph again"] = sample_candidates(
+        lm, prompts, seeds, stops, PAD, settings, step="graph"
+    )  # kept graphs
     monkeypatch.setattr(static_decode, "_capture", _failed_capture)
-    del lm.rrt_static_decoders   # new buffers, so the failing capture is tried: the step runs eagerly instead
+    del (
+        lm.rrt_static_decoders
+    )  # new buffers, so the failing capture is tried: the step runs eagerly instead
     with pytest.warns(UserWarning, match="capture failed"):
-        runs["failed capture"] = sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="graph")
+        runs["failed capture"] = sample_candidates(
+            lm, prompts, seeds, stops, PAD, settings, step="graph"
+        )
     for name, run in runs.items():
         assert [s.tokens for s in run] == [s.tokens for s in host], name
         assert [s.ended for s in run] == [s.ended for s in host], name
@@ -218,12 +267,22 @@ def test_static_and_graph_decoding_draw_the_tokens_host_decoding_does(top_p, fam
     assert alone[0].tokens == host[1].tokens
     # A batch whose static cache would not fit decodes the dynamic way, the same tokens.
     with monkeypatch.context() as patch:
-        patch.setattr(static_decode, "_decoder", lambda *a: (_ for _ in ()).throw(static_decode.NoRoom("full")))
-        assert [s.tokens for s in sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="static")] == [
-            s.tokens for s in host]
+        patch.setattr(
+            static_decode,
+            "_decoder",
+            lambda *a: (_ for _ in ()).throw(static_decode.NoRoom("full")),
+        )
+        assert [
+            s.tokens
+            for s in sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="static")
+        ] == [s.tokens for s in host]
     made = static_decode.STATS["decoders"]
-    pair = sample_candidates(lm, prompts[3:], seeds[3:], stops, PAD, settings, step="graph")   # 8 rows of the 32
-    assert [s.tokens for s in pair] == [s.tokens for s in host[3:]] and static_decode.STATS["decoders"] == made
+    pair = sample_candidates(
+        lm, prompts[3:], seeds[3:], stops, PAD, settings, step="graph"
+    )  # 8 rows of the 32
+    assert [s.tokens for s in pair] == [s.tokens for s in host[3:]] and static_decode.STATS[
+        "decoders"
+    ] == made
 
 
 @pytest.mark.parametrize("prompt_cache", ["copied", "shared"])
@@ -239,15 +298,23 @@ def test_a_kept_graph_cache_with_more_columns_serves_shorter_prompts(prompt_cach
     def graph(batch, step="graph"):
         """The batch's candidates, and the caches made and columns held for it."""
         made, held = static_decode.STATS["decoders"], static_decode.STATS["columns_held"]
-        out = sample_candidates(lm, batch, seeds, stops, PAD, settings, step=step, prompt_cache=prompt_cache)
-        return out, static_decode.STATS["decoders"] - made, static_decode.STATS["columns_held"] - held
+        out = sample_candidates(
+            lm, batch, seeds, stops, PAD, settings, step=step, prompt_cache=prompt_cache
+        )
+        return (
+            out,
+            static_decode.STATS["decoders"] - made,
+            static_decode.STATS["columns_held"] - held,
+        )
 
     # Columns round up to 64: the long prompts' cache has 128, the short ones need 64.
     monkeypatch.setattr(static_decode, "COLUMN_REUSE", 2.0)
     assert graph(long)[1:] == (1, 128)
     captures = static_decode.STATS["captures"]
     reused, made, held = graph(prompts)
-    assert (made, held) == (0, 128) and static_decode.STATS["captures"] == captures   # its graphs replayed
+    assert (made, held) == (0, 128) and static_decode.STATS[
+        "captures"
+    ] == captures  # its graphs replayed
     assert [s.tokens for s in reused] == [s.tokens for s in host]
     assert [s.ended for s in reused] == [s.ended for s in host]
     # Past the factor, and eagerly (no capture to save), the short prompts get a cache of their own columns.
@@ -268,16 +335,31 @@ def test_decode_step_auto_is_graph_on_cuda_for_gpt2_and_llama():
 
     gpt2, llama = _gpt2(), _llama()
     for lm in (gpt2, llama):
-        assert resolve_decode_step("auto", lm, "cuda") == "graph" and resolve_decode_step("auto", lm, "cuda:0") == "graph"
-        assert resolve_decode_step("auto", lm, "cpu") == "dynamic" and resolve_decode_step("static", lm, "cpu") == "static"
+        assert (
+            resolve_decode_step("auto", lm, "cuda") == "graph"
+            and resolve_decode_step("auto", lm, "cuda:0") == "graph"
+        )
+        assert (
+            resolve_decode_step("auto", lm, "cpu") == "dynamic"
+            and resolve_decode_step("static", lm, "cpu") == "static"
+        )
     # Frequencies rescaled from the positions seen (on the host, each step), a sliding window and other
     # families: dynamic.
     stretched = _llama()
     stretched.model.rotary_emb.rope_type = "dynamic"
     windowed = _llama(family="mistral", sliding_window=16)
-    neox = AutoModelForCausalLM.from_config(GPTNeoXConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=1,
-                                                          num_attention_heads=4, intermediate_size=128))
-    assert supports(_llama(family="mistral", sliding_window=None)) and supports(_llama(family="qwen2"))
+    neox = AutoModelForCausalLM.from_config(
+        GPTNeoXConfig(
+            vocab_size=VOCAB,
+            hidden_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            intermediate_size=128,
+        )
+    )
+    assert supports(_llama(family="mistral", sliding_window=None)) and supports(
+        _llama(family="qwen2")
+    )
     for lm in (stretched, windowed, neox):
         assert not supports(lm) and resolve_decode_step("auto", lm, "cuda") == "dynamic"
         with pytest.raises(ValueError, match="GPT-2 or Llama family"):
@@ -289,8 +371,11 @@ def test_decode_step_auto_is_graph_on_cuda_for_gpt2_and_llama():
 def test_prompt_cache_auto_is_shared_for_gpt2_and_copied_for_the_llama_family():
     from rrt.modelling.static_decode import resolve_prompt_cache
 
-    gpt2, llamas = _gpt2(), (_llama(), _llama(family="qwen2"), _llama(family="mistral", sliding_window=None))
+    gpt2, llamas = (
+        _gpt2(),
+        (_llama(), _llama(family="qwen2"), _llama(family="mistral", sliding_window=None)),
+    )
     assert resolve_prompt_cache("auto", gpt2) == "shared"
     assert [resolve_prompt_cache("auto", lm) for lm in llamas] == ["copied"] * 3
-    for value in ("copied", "shared"):   # a setting named is kept
+    for value in ("copied", "shared"):  # a setting named is kept
         assert {resolve_prompt_cache(value, lm) for lm in (gpt2, *llamas)} == {value}

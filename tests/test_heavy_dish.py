@@ -1,4 +1,5 @@
 """A dish with thousands of versions: its recipe pairs are bounded by data.max_dish_recipes."""
+
 from __future__ import annotations
 
 import random
@@ -8,10 +9,18 @@ from rrt.corpus.alignment import AlignSettings, train_translation_table
 from rrt.corpus.pairing import PairSettings, cap_dish, pair_dish
 
 DATA, ALIGNMENT = load_settings().data.model_dump(), load_settings().alignment.model_dump()
-STEPS = ["Cream the butter and sugar.", "Beat in the egg and vanilla.", "Stir in the flour and chips.",
-         "Bake for 10 minutes."]
-VEGAN = ["Cream the coconut oil and sugar.", "Beat in the flax egg and vanilla.", "Stir in the flour and chips.",
-         "Bake for 12 minutes."]
+STEPS = [
+    "Cream the butter and sugar.",
+    "Beat in the egg and vanilla.",
+    "Stir in the flour and chips.",
+    "Bake for 10 minutes.",
+]
+VEGAN = [
+    "Cream the coconut oil and sugar.",
+    "Beat in the flax egg and vanilla.",
+    "Stir in the flour and chips.",
+    "Bake for 12 minutes.",
+]
 
 
 def _dish(size: int) -> list[dict]:
@@ -21,9 +30,18 @@ def _dish(size: int) -> list[dict]:
         valid = n % 2 == 1
         steps = list(VEGAN if valid else STEPS)
         rng.shuffle(steps[1:3])
-        recipes.append({"id": f"cookie~{n}", "title": "Chocolate Chip Cookies", "dish": "chocolate chip cookie",
-                        "split": "train", "ingredients": ["1 cup flour", "1 cup chocolate chips"], "steps": steps,
-                        "valid_vegan": valid, "valid_nut_free": True})
+        recipes.append(
+            {
+                "id": f"cookie~{n}",
+                "title": "Chocolate Chip Cookies",
+                "dish": "chocolate chip cookie",
+                "split": "train",
+                "ingredients": ["1 cup flour", "1 cup chocolate chips"],
+                "steps": steps,
+                "valid_vegan": valid,
+                "valid_nut_free": True,
+            }
+        )
     return recipes
 
 
@@ -44,12 +62,21 @@ def test_a_huge_dish_is_sampled_to_the_cap_the_same_way_in_any_order():
 
 
 def test_a_capped_dish_makes_at_most_cap_x_pairs_per_source_x_constraints_pairs():
-    settings = PairSettings.from_config(DATA, max_dish_recipes=12, pairs_per_source=2, candidates_per_source=4,
-                                        min_dish_similarity=0.0, title_extra_words=None, seed=7)
+    settings = PairSettings.from_config(
+        DATA,
+        max_dish_recipes=12,
+        pairs_per_source=2,
+        candidates_per_source=4,
+        min_dish_similarity=0.0,
+        title_extra_words=None,
+        seed=7,
+    )
     kept, _ = cap_dish(_dish(2000), settings)
     table = train_translation_table([(STEPS, VEGAN)] * 4, iterations=2)
     align = AlignSettings.from_config(ALIGNMENT, calibrated=False)
     pairs = pair_dish(kept, ["vegan", "nut-free"], table, settings, align)
     sources = sum(1 for r in kept if not r["valid_vegan"])
     assert 0 < len(pairs) == sources * settings.pairs_per_source <= 12 * 2 * 2
-    assert {p["source_id"] for p in pairs} | {p["target_id"] for p in pairs} <= {r["id"] for r in kept}
+    assert {p["source_id"] for p in pairs} | {p["target_id"] for p in pairs} <= {
+        r["id"] for r in kept
+    }

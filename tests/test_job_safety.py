@@ -1,6 +1,7 @@
 """Run folders stay safe: --overwrite replaces only a run of the same job, manifests are written
 whole, cut JSONL lines are skipped, one run at a time holds a folder, and dropped tasks are counted.
 Library functions are called directly; no test here starts Ray."""
+
 from __future__ import annotations
 
 import fcntl
@@ -10,10 +11,18 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, SAMPLE
-from runtime.runs import (LOCK_FILE, JobError, check_claim, check_replaceable, claim_output, read_jsonl,
-                          read_manifest, write_json_atomic)
+
+from runtime.runs import (
+    LOCK_FILE,
+    JobError,
+    check_claim,
+    check_replaceable,
+    claim_output,
+    read_jsonl,
+    read_manifest,
+    write_json_atomic,
+)
 
 
 def manifest(folder) -> dict:
@@ -21,6 +30,7 @@ def manifest(folder) -> dict:
 
 
 # --- item 8: --overwrite ------------------------------------------------------------------------
+
 
 def test_overwrite_refuses_the_current_folder_its_ancestors_and_home(tmp_path, monkeypatch):
     here = tmp_path / "a" / "b"
@@ -46,7 +56,9 @@ def test_overwrite_refuses_a_folder_of_unrelated_files(tmp_path):
     out = tmp_path / "thesis"
     out.mkdir()
     (out / "chapter1.tex").write_text("years of work")
-    with pytest.raises(JobError, match="replaces only a rewrite run.*files that are not an rrt run"):
+    with pytest.raises(
+        JobError, match="replaces only a rewrite run.*files that are not an rrt run"
+    ):
         claim_output(str(out), "rewrite", "f1", {}, overwrite=True)
     assert (out / "chapter1.tex").exists() and not (out / LOCK_FILE).exists()
 
@@ -66,10 +78,14 @@ def test_overwrite_refuses_a_run_of_another_job_and_a_run_naming_no_job(tmp_path
     assert (legacy / "run.json").exists()
     # A run written before manifests named their job is known by its settings: a prepared folder
     # stays, a rewrite folder is replaced by a rewrite run.
-    (legacy / "run.json").write_text(json.dumps({"fingerprint": "p0", "settings": {"inputs": ["a.jsonl"]}}))
+    (legacy / "run.json").write_text(
+        json.dumps({"fingerprint": "p0", "settings": {"inputs": ["a.jsonl"]}})
+    )
     with pytest.raises(JobError, match="a prepare_data run"):
         claim_output(str(legacy), "train", "t1", {}, overwrite=True)
-    (legacy / "run.json").write_text(json.dumps({"fingerprint": "r0", "settings": {"system": "retrieval"}}))
+    (legacy / "run.json").write_text(
+        json.dumps({"fingerprint": "r0", "settings": {"system": "retrieval"}})
+    )
     assert claim_output(str(legacy), "rewrite", "r1", {}, overwrite=True) is False
 
 
@@ -99,15 +115,17 @@ def test_a_claim_that_would_be_refused_is_told_before_any_start_and_touches_noth
     out = tmp_path / "run"
     claim_output(str(out), "train", "same", {}, overwrite=False)
     held = sorted(os.listdir(out))
-    for job, mark, resume, message in [("train", "other", None, "a run with other inputs or settings"),
-                                         ("train", "same", False, "pass --resume to continue it"),
-                                         ("rewrite", "same", None, "holds a train run, not a rewrite run")]:
+    for job, mark, resume, message in [
+        ("train", "other", None, "a run with other inputs or settings"),
+        ("train", "same", False, "pass --resume to continue it"),
+        ("rewrite", "same", None, "holds a train run, not a rewrite run"),
+    ]:
         with pytest.raises(JobError, match=message):
             check_claim(str(out), job, mark, False, resume)
-        with pytest.raises(JobError, match=message):   # claim_output judges alike
+        with pytest.raises(JobError, match=message):  # claim_output judges alike
             claim_output(str(out), job, mark, {}, False, resume)
-    check_claim(str(out), "train", "same", False, None)   # the same run resumes
-    check_claim(str(out), "train", "other", True)          # --overwrite replaces a run of the same job
+    check_claim(str(out), "train", "same", False, None)  # the same run resumes
+    check_claim(str(out), "train", "other", True)  # --overwrite replaces a run of the same job
     assert sorted(os.listdir(out)) == held
     new = tmp_path / "new"
     check_claim(str(new), "train", "same", False)
@@ -128,11 +146,14 @@ def test_a_refused_overwrite_is_one_error_line_and_exit_code_2(tmp_path, capsys)
     (out / "todo.txt").write_text("buy flour")
     assert main(["--input", str(SAMPLE), "--output", str(out), "--overwrite"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("prepare_data: error: --overwrite replaces only a prepare_data run")
+    assert len(err) == 1 and err[0].startswith(
+        "prepare_data: error: --overwrite replaces only a prepare_data run"
+    )
     assert (out / "todo.txt").exists()
 
 
 # --- item 9: atomic manifests, cut JSONL lines ---------------------------------------------------
+
 
 def test_a_manifest_write_killed_before_it_is_whole_leaves_no_manifest(tmp_path, monkeypatch):
     out = tmp_path / "run"
@@ -152,7 +173,9 @@ def test_a_manifest_write_killed_before_it_is_whole_leaves_no_manifest(tmp_path,
 def test_an_interrupted_rewrite_of_a_json_file_keeps_the_old_one(tmp_path, monkeypatch):
     path = tmp_path / "run.json"
     write_json_atomic(str(path), {"counts": 1})
-    monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(OSError("killed before rename")))
+    monkeypatch.setattr(
+        os, "replace", lambda *a: (_ for _ in ()).throw(OSError("killed before rename"))
+    )
     with pytest.raises(OSError):
         write_json_atomic(str(path), {"counts": 2})
     assert json.loads(path.read_text()) == {"counts": 1} and os.listdir(tmp_path) == ["run.json"]
@@ -186,7 +209,11 @@ def test_a_resume_cuts_metrics_back_to_the_checkpoint_past_a_cut_line(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 20, "train_lo')
     trim_metrics(str(tmp_path), 10)
-    assert path.read_text().endswith("\n") and [r["step"] for r in read_jsonl(str(path))] == [0, 5, 10]
+    assert path.read_text().endswith("\n") and [r["step"] for r in read_jsonl(str(path))] == [
+        0,
+        5,
+        10,
+    ]
     trim_metrics(str(tmp_path), -1)
     assert path.read_text() == ""
 
@@ -194,20 +221,28 @@ def test_a_resume_cuts_metrics_back_to_the_checkpoint_past_a_cut_line(tmp_path):
 def test_the_loss_plot_reads_metrics_with_a_cut_last_line(tmp_path):
     from jobs.train import plot_loss
 
-    rows = [{"step": 0, "train_loss": None, "eval_loss": 3.0}, {"step": 5, "train_loss": 2.5, "eval_loss": 2.4}]
-    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 10, "tr')
+    rows = [
+        {"step": 0, "train_loss": None, "eval_loss": 3.0},
+        {"step": 5, "train_loss": 2.5, "eval_loss": 2.4},
+    ]
+    (tmp_path / "metrics.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows) + '{"step": 10, "tr'
+    )
     plot_loss(str(tmp_path))
     assert (tmp_path / "loss.png").stat().st_size > 0
 
 
 # --- item 10: odd ids on resume, one run per folder ---------------------------------------------
 
+
 def test_resume_reads_ids_holding_unicode_line_breaks(tmp_path):
     from jobs.rewrite import done_keys
 
     ids = ["plain", "line\u2028sep", "para\u2029sep", "next\x85line", "form\x0cfeed"]
     path = tmp_path / "rewrites.jsonl"
-    text = "".join(json.dumps({"id": i, "constraint": "vegan"}, ensure_ascii=False) + "\n" for i in ids)
+    text = "".join(
+        json.dumps({"id": i, "constraint": "vegan"}, ensure_ascii=False) + "\n" for i in ids
+    )
     assert "\u2028" in text
     path.write_text(text + '{"id": "cut", "constr', encoding="utf-8")
     assert done_keys(str(path)) == {(i, "vegan") for i in ids}
@@ -217,9 +252,19 @@ def test_resume_reads_ids_holding_unicode_line_breaks(tmp_path):
 def test_a_folder_held_by_another_run_is_refused_until_that_run_ends(tmp_path):
     out = tmp_path / "run"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from runtime.runs import claim_output; "
-         f"claim_output({str(out)!r}, 'rewrite', 'r1', {{}}, False); print('claimed', flush=True); sys.stdin.read()"],
-        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys; from runtime.runs import claim_output; "
+                f"claim_output({str(out)!r}, 'rewrite', 'r1', {{}}, False); print('claimed', flush=True); sys.stdin.read()"
+            ),
+        ],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "claimed"
         with pytest.raises(JobError, match="another run holds .*choose another --output"):
@@ -243,34 +288,54 @@ def test_the_lock_is_taken_on_every_claim(tmp_path):
 
 # --- item 11: dropped tasks ---------------------------------------------------------------------
 
+
 def test_tasks_whose_source_recipe_is_missing_are_counted_and_named():
     from jobs.rewrite import build_tasks, dropped_warning
 
     keys = [("a", "vegan"), ("b", "vegan,nut-free"), ("gone1", "vegan"), ("gone2", "egg-free")]
     recipes = {"a": {"id": "a"}, "b": {"id": "b"}}
     tasks, missing = build_tasks(keys, recipes)
-    assert [(t["id"], t["constraints"]) for t in tasks] == [("a", ["vegan"]), ("b", ["vegan", "nut-free"])]
+    assert [(t["id"], t["constraints"]) for t in tasks] == [
+        ("a", ["vegan"]),
+        ("b", ["vegan", "nut-free"]),
+    ]
     assert missing == ["gone1", "gone2"]
-    assert dropped_warning(missing) == ("rewrite: warning: 2 tasks dropped: source recipe missing "
-                                        "(first ids: gone1, gone2)")
+    assert dropped_warning(missing) == (
+        "rewrite: warning: 2 tasks dropped: source recipe missing (first ids: gone1, gone2)"
+    )
     assert dropped_warning([]) is None
     assert dropped_warning([f"x{n}" for n in range(9)]).endswith("(first ids: x0, x1, x2, x3, x4)")
 
 
 def test_the_rewrite_run_reports_and_records_dropped_tasks(tmp_path, monkeypatch, capsys):
-    import jobs.rewrite as rewrite
+    from jobs import rewrite
 
-    settings = {"output": str(tmp_path / "run"), "data": str(tmp_path / "data"), "system": "rule_based",
-                "constrained": False, "seed": 1, "ray": {}}
+    settings = {
+        "output": str(tmp_path / "run"),
+        "data": str(tmp_path / "data"),
+        "system": "rule_based",
+        "constrained": False,
+        "seed": 1,
+        "ray": {},
+    }
     task = {"id": "a", "constraints": ["vegan"], "source": {"id": "a"}, "retrieved": None}
-    claim_output(settings["output"], "rewrite", rewrite.fingerprint(settings), settings, overwrite=False)
+    claim_output(
+        settings["output"], "rewrite", rewrite.fingerprint(settings), settings, overwrite=False
+    )
     # The one kept task is already written, so the run needs no Ray work.
-    (tmp_path / "run" / rewrite.REWRITES).write_text(json.dumps({"id": "a", "constraint": "vegan"}) + "\n")
+    (tmp_path / "run" / rewrite.REWRITES).write_text(
+        json.dumps({"id": "a", "constraint": "vegan"}) + "\n"
+    )
     monkeypatch.setattr(rewrite, "start_ray", lambda _: False)
-    monkeypatch.setattr(rewrite, "plan_tasks", lambda _settings: ([task], ["gone1", "gone2", "gone3"]))
+    monkeypatch.setattr(
+        rewrite, "plan_tasks", lambda _settings: ([task], ["gone1", "gone2", "gone3"])
+    )
     result = rewrite.run(settings, overwrite=False)
     err = capsys.readouterr().err
-    assert "rewrite: warning: 3 tasks dropped: source recipe missing (first ids: gone1, gone2, gone3)" in err
+    assert (
+        "rewrite: warning: 3 tasks dropped: source recipe missing (first ids: gone1, gone2, gone3)"
+        in err
+    )
     assert result["dropped"] == {"source_recipe_missing": 3}
     assert manifest(tmp_path / "run")["dropped"] == {"source_recipe_missing": 3}
 
@@ -278,10 +343,32 @@ def test_the_rewrite_run_reports_and_records_dropped_tasks(tmp_path, monkeypatch
 def test_a_resumed_rewrite_with_nothing_left_prints_no_empty_rate():
     from jobs.rewrite import summary
 
-    counts = {"written": 0, "done_earlier": 9, "steps": 0, "steps_fallback": 0, "empty_steps": 0,
-              "disguised_food_steps": 0}
-    line = summary({"counts": counts, "steps_per_s": None, "actors_used": 0, "engine": {}}, False, "out/rw")
-    assert line.startswith("rewrite: 0 recipes written (9 done earlier), 0 steps; ") and "None" not in line
-    busy = summary({"counts": {**counts, "written": 9, "done_earlier": 0, "steps": 36}, "steps_per_s": 3.7,
-                    "actors_used": 2, "engine": {"words_taken_back": 4}}, True, "out/rw")
-    assert "36 steps, 3.7 steps/s on 2 actors;" in busy and ", 4 forbidden words taken back while sampling;" in busy
+    counts = {
+        "written": 0,
+        "done_earlier": 9,
+        "steps": 0,
+        "steps_fallback": 0,
+        "empty_steps": 0,
+        "disguised_food_steps": 0,
+    }
+    line = summary(
+        {"counts": counts, "steps_per_s": None, "actors_used": 0, "engine": {}}, False, "out/rw"
+    )
+    assert (
+        line.startswith("rewrite: 0 recipes written (9 done earlier), 0 steps; ")
+        and "None" not in line
+    )
+    busy = summary(
+        {
+            "counts": {**counts, "written": 9, "done_earlier": 0, "steps": 36},
+            "steps_per_s": 3.7,
+            "actors_used": 2,
+            "engine": {"words_taken_back": 4},
+        },
+        True,
+        "out/rw",
+    )
+    assert (
+        "36 steps, 3.7 steps/s on 2 actors;" in busy
+        and ", 4 forbidden words taken back while sampling;" in busy
+    )

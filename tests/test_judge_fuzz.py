@@ -4,6 +4,7 @@ its operation does not declare, or break the schema it declares.
 
     RRT_FUZZ_EXAMPLES=1000 python -m pytest tests/test_judge_fuzz.py   # the larger run
 """
+
 from __future__ import annotations
 
 import atexit
@@ -29,9 +30,11 @@ JUDGE = load_settings().judge
 # parametrizes at collection.
 FOLDER = tempfile.mkdtemp(prefix="rrt-judge-fuzz-")
 atexit.register(shutil.rmtree, FOLDER, True)  # every process that collects this module makes one
-MADE = create_study(os.path.join(FOLDER, "study"), list(write_runs(str(SAMPLE), os.path.join(FOLDER, "runs"),
-                                                                   ("guide", "copy")).values()),
-                    {**JUDGE.model_dump(), "recipes": 4, "judges": 5, "human_rewrites": 1})
+MADE = create_study(
+    os.path.join(FOLDER, "study"),
+    list(write_runs(str(SAMPLE), os.path.join(FOLDER, "runs"), ("guide", "copy")).values()),
+    {**JUDGE.model_dump(), "recipes": 4, "judges": 5, "human_rewrites": 1},
+)
 APP = build_app(os.path.join(FOLDER, "study"), JUDGE.max_chars, JUDGE.body_timeout_s)
 schema = schemathesis.openapi.from_asgi("/api/openapi.json", APP)
 
@@ -53,6 +56,12 @@ def test_no_server_error_and_every_answer_keeps_the_schema(case):
         status_code_conformance,
     )
 
-    token = MADE["admin_token"] if case.path.startswith("/api/admin") else next(iter(MADE["tokens"].values()))
-    case.call_and_validate(headers={"Authorization": f"Bearer {token}"},
-                           checks=[not_a_server_error, status_code_conformance, response_schema_conformance])
+    token = (
+        MADE["admin_token"]
+        if case.path.startswith("/api/admin")
+        else next(iter(MADE["tokens"].values()))
+    )
+    case.call_and_validate(
+        headers={"Authorization": f"Bearer {token}"},
+        checks=[not_a_server_error, status_code_conformance, response_schema_conformance],
+    )

@@ -1,6 +1,7 @@
 """The judging site against a careless or hostile client: bodies without a length, slow headers,
 guessable task ids, leaked connections, readable tokens, out-of-order saves and names from input.
 Each test fails on the site as it was before these bounds."""
+
 from __future__ import annotations
 
 import contextlib
@@ -55,15 +56,23 @@ def study(tmp_path, runs):
     return Study(folder), out
 
 
-ANSWERS = {"rate": [(q, 4) for q in QUESTIONS], "compare": [("choice", "left")],
-           "rewrite": [("rewrite", {"title": "T", "ingredients": ["1 cup rice"], "steps": ["Cook the rice."]})]}
+ANSWERS = {
+    "rate": [(q, 4) for q in QUESTIONS],
+    "compare": [("choice", "left")],
+    "rewrite": [
+        ("rewrite", {"title": "T", "ingredients": ["1 cup rice"], "steps": ["Cook the rice."]})
+    ],
+}
 
 
 def first_of_kind(study: Study, kind: str) -> tuple[int, dict]:
     """A judge with a task of `kind`, and that task, opened: the tasks before it are answered and finished."""
     with study.connection() as conn:
-        judge = conn.execute("SELECT a.judge FROM assignments a JOIN tasks t ON t.id = a.task WHERE t.kind = ? "
-                             "AND a.finished_at IS NULL ORDER BY a.judge LIMIT 1", (kind,)).fetchone()[0]
+        judge = conn.execute(
+            "SELECT a.judge FROM assignments a JOIN tasks t ON t.id = a.task WHERE t.kind = ? "
+            "AND a.finished_at IS NULL ORDER BY a.judge LIMIT 1",
+            (kind,),
+        ).fetchone()[0]
     while (task := study.next_task(judge))["kind"] != kind:
         for question, value in ANSWERS[task["kind"]]:
             study.answer(judge, task["id"], question, value, JUDGE.max_chars)
@@ -73,13 +82,19 @@ def first_of_kind(study: Study, kind: str) -> tuple[int, dict]:
 
 # --- blindness, tokens, connections ----------------------------------------------------------------
 
+
 def test_judges_see_opaque_handles_whose_order_names_no_system(study):
     study, _ = study
-    seen = [(task["id"], task["kind"]) for person in study.judges()
-            if (task := study.next_task(person["id"])) is not None]
+    seen = [
+        (task["id"], task["kind"])
+        for person in study.judges()
+        if (task := study.next_task(person["id"])) is not None
+    ]
     assert seen and all(isinstance(h, str) and is_handle(h) for h, _ in seen)
     with study.connection() as conn:
-        rows = conn.execute("SELECT id, handle, system FROM tasks WHERE kind = 'rate' ORDER BY id").fetchall()
+        rows = conn.execute(
+            "SELECT id, handle, system FROM tasks WHERE kind = 'rate' ORDER BY id"
+        ).fetchall()
     by_handle = [r["system"] for r in sorted(rows, key=lambda r: r["handle"])]
     assert by_handle != [r["system"] for r in rows]  # row order follows the plan, system by system
     assert len({r["handle"] for r in rows}) == len(rows)
@@ -109,10 +124,12 @@ def test_a_study_from_before_hashing_is_migrated_and_its_links_still_work(tmp_pa
     folder = tmp_path / "old"
     folder.mkdir()
     conn = sqlite3.connect(folder / "study.sqlite", isolation_level=None)
-    conn.executescript(MIGRATIONS[0] + "; CREATE TABLE schema_version (version INTEGER NOT NULL);"
-                       "INSERT INTO schema_version VALUES (1);"
-                       "INSERT INTO judges (name, token, added_at) VALUES ('judge-01', 'old-token', 0);"
-                       "INSERT INTO meta VALUES ('admin_token', '\"old-admin\"');")
+    conn.executescript(
+        MIGRATIONS[0] + "; CREATE TABLE schema_version (version INTEGER NOT NULL);"
+        "INSERT INTO schema_version VALUES (1);"
+        "INSERT INTO judges (name, token, added_at) VALUES ('judge-01', 'old-token', 0);"
+        "INSERT INTO meta VALUES ('admin_token', '\"old-admin\"');"
+    )
     conn.close()
     os.chmod(folder / "study.sqlite", 0o644)
     study = Study(str(folder))
@@ -134,18 +151,27 @@ def test_threads_that_come_and_go_share_a_bounded_pool_of_connections(study):
         for thread in threads:
             thread.join()
     assert study.open_connections() <= POOL_SIZE
-    assert len(os.listdir("/proc/self/fd")) - fds <= 3 * POOL_SIZE  # a database, its log and its index each
+    assert (
+        len(os.listdir("/proc/self/fd")) - fds <= 3 * POOL_SIZE
+    )  # a database, its log and its index each
 
 
 # --- answers in the intended order ------------------------------------------------------------------
+
 
 def test_only_an_opened_task_takes_answers_and_the_latest_save_made_wins(study):
     study, _ = study
     judge, task = first_of_kind(study, "rate")
     with study.connection() as conn:
-        later = conn.execute("SELECT t.handle FROM assignments a JOIN tasks t ON t.id = a.task WHERE a.judge = ? "
-                             "AND a.started_at IS NULL LIMIT 1", (judge,)).fetchone()[0]
-    for call in (lambda: study.answer(judge, later, "overall", 3, 20000), lambda: study.finish(judge, later)):
+        later = conn.execute(
+            "SELECT t.handle FROM assignments a JOIN tasks t ON t.id = a.task WHERE a.judge = ? "
+            "AND a.started_at IS NULL LIMIT 1",
+            (judge,),
+        ).fetchone()[0]
+    for call in (
+        lambda: study.answer(judge, later, "overall", 3, 20000),
+        lambda: study.finish(judge, later),
+    ):
         with pytest.raises(Exception, match="not been opened") as refused:
             call()
         assert refused.value.status == 409
@@ -155,8 +181,10 @@ def test_only_an_opened_task_takes_answers_and_the_latest_save_made_wins(study):
     assert study.next_task(judge)["answers"]["overall"] == 5
     # Nothing was answered on the unopened task, so a rebalance can move it with nothing attached.
     with study.connection() as conn:
-        assert not conn.execute("SELECT COUNT(*) FROM answers n JOIN assignments a ON a.id = n.assignment "
-                                "WHERE a.started_at IS NULL").fetchone()[0]
+        assert not conn.execute(
+            "SELECT COUNT(*) FROM answers n JOIN assignments a ON a.id = n.assignment "
+            "WHERE a.started_at IS NULL"
+        ).fetchone()[0]
 
 
 def test_hand_rewrites_are_cleaned_like_input_and_an_empty_one_cannot_be_finished(study, tmp_path):
@@ -167,10 +195,17 @@ def test_hand_rewrites_are_cleaned_like_input_and_an_empty_one_cannot_be_finishe
     with pytest.raises(Exception, match="needs a title, ingredient lines and steps") as refused:
         study.finish(judge, task["id"])
     assert refused.value.status == 422
-    pasted = {"title": "Vegan <b>Tacos</b>", "ingredients": ["1 cup rice <endofings>", "<endofings>"],
-              "steps": ["Cook the rice. <endoftext>", "  "]}
+    pasted = {
+        "title": "Vegan <b>Tacos</b>",
+        "ingredients": ["1 cup rice <endofings>", "<endofings>"],
+        "steps": ["Cook the rice. <endoftext>", "  "],
+    }
     stored, _, _ = study.answer(judge, task["id"], "rewrite", pasted, 20000)
-    assert stored == {"title": "Vegan Tacos", "ingredients": ["1 cup rice"], "steps": ["Cook the rice."]}
+    assert stored == {
+        "title": "Vegan Tacos",
+        "ingredients": ["1 cup rice"],
+        "steps": ["Cook the rice."],
+    }
     study.finish(judge, task["id"])
     export_study(study, str(tmp_path / "export"))
     human = (tmp_path / "export" / "human" / "rewrites.jsonl").read_text()
@@ -179,6 +214,7 @@ def test_hand_rewrites_are_cleaned_like_input_and_an_empty_one_cannot_be_finishe
 
 # --- names from input, and run folders of other jobs ------------------------------------------------
 
+
 @settings(max_examples=60, deadline=None)
 @given(st.text(min_size=0, max_size=40))
 def test_a_system_name_from_input_never_leaves_the_study_folder(label):
@@ -186,16 +222,22 @@ def test_a_system_name_from_input_never_leaves_the_study_folder(label):
     assert os.path.basename(name) == name and not name.startswith("extend-.") and len(name) < 100
 
 
-def test_extend_writes_its_summary_inside_the_study_whatever_the_system_is_called(study, runs, tmp_path):
+def test_extend_writes_its_summary_inside_the_study_whatever_the_system_is_called(
+    study, runs, tmp_path
+):
     study, _ = study
     evil = tmp_path / "evil"
     evil.mkdir()
     rows = (Path(runs["guide"]) / "rewrites.jsonl").read_text().splitlines()
-    (evil / "rewrites.jsonl").write_text("".join(json.dumps({**json.loads(row), "system": "../../escaped name"}) + "\n"
-                                                 for row in rows))
+    (evil / "rewrites.jsonl").write_text(
+        "".join(
+            json.dumps({**json.loads(row), "system": "../../escaped name"}) + "\n" for row in rows
+        )
+    )
     extend_study(study.folder, str(evil))
-    assert not list(tmp_path.glob("**/escaped*")) or all(p.parent == tmp_path / "study" for p in
-                                                          tmp_path.glob("**/escaped*"))
+    assert not list(tmp_path.glob("**/escaped*")) or all(
+        p.parent == tmp_path / "study" for p in tmp_path.glob("**/escaped*")
+    )
     assert (tmp_path / "study" / "extend-escaped_name.json").exists()
 
 
@@ -208,6 +250,7 @@ def test_a_rewrite_jobs_overwrite_does_not_take_the_judge_export_for_its_run(stu
 
 # --- the web app ------------------------------------------------------------------------------------
 
+
 def test_a_locked_study_is_a_503_with_retry_after_never_a_500(study):
     study, out = study
     judge, task = first_of_kind(study, "rate")
@@ -216,16 +259,25 @@ def test_a_locked_study_is_a_503_with_retry_after_never_a_500(study):
     blocker = sqlite3.connect(study.path, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
     try:
-        reply = client.put(f"/api/tasks/{task['id']}/answers/overall", json={"value": 3},
-                           headers={"Authorization": f"Bearer {token}"})
+        reply = client.put(
+            f"/api/tasks/{task['id']}/answers/overall",
+            json={"value": 3},
+            headers={"Authorization": f"Bearer {token}"},
+        )
         assert reply.status_code == 503 and reply.headers["retry-after"] and reply.json()["error"]
         with pytest.raises(StudyBusy):
             Study(study.folder, busy_s=0.1).answer(judge, task["id"], "overall", 3, JUDGE.max_chars)
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
-    assert client.put(f"/api/tasks/{task['id']}/answers/overall", json={"value": 3},
-                      headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    assert (
+        client.put(
+            f"/api/tasks/{task['id']}/answers/overall",
+            json={"value": 3},
+            headers={"Authorization": f"Bearer {token}"},
+        ).status_code
+        == 200
+    )
 
 
 class Served:
@@ -234,8 +286,26 @@ class Served:
     def __init__(self, folder: str, config: str, port: int, *extra: str):
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "cli", "judge", "serve", "--study", folder, "--config", config, "--port", str(port),
-             *extra], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            [
+                sys.executable,
+                "-m",
+                "cli",
+                "judge",
+                "serve",
+                "--study",
+                folder,
+                "--config",
+                config,
+                "--port",
+                str(port),
+                *extra,
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         self.first_line = self.process.stdout.readline()
 
     def wait_until_up(self, port: int, **get) -> None:
@@ -293,19 +363,23 @@ def test_slow_headers_and_endless_chunked_bodies_are_cut_off(study, quick_config
     try:
         assert "#t=" not in served.first_line  # serving prints no token
         served.wait_until_up(port)
-        with socket.create_connection(("127.0.0.1", port)) as sock:  # headers one byte at a time, no token
+        with socket.create_connection(
+            ("127.0.0.1", port)
+        ) as sock:  # headers one byte at a time, no token
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
             assert closed_within(sock, 6, b"X-Slow: yes\r\n")
         # A chunked answer with no Content-Length: refused once past the cap, not read to its end.
         sent = 0
         with socket.create_connection(("127.0.0.1", port)) as sock:
-            sock.sendall(f"PUT /api/tasks/{task['id']}/answers/overall HTTP/1.1\r\nHost: x\r\n"
-                         f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
-                         "Transfer-Encoding: chunked\r\n\r\n".encode())
+            sock.sendall(
+                f"PUT /api/tasks/{task['id']}/answers/overall HTTP/1.1\r\nHost: x\r\n"
+                f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+                "Transfer-Encoding: chunked\r\n\r\n".encode()
+            )
             sock.settimeout(0.05)
             reply = b""
             chunk = b"10000\r\n" + b" " * 0x10000 + b"\r\n"
-            while sent < 64 * 2 ** 20 and not reply:
+            while sent < 64 * 2**20 and not reply:
                 try:
                     sock.sendall(chunk)
                     sent += 0x10000
@@ -314,7 +388,7 @@ def test_slow_headers_and_endless_chunked_bodies_are_cut_off(study, quick_config
                     continue
                 except OSError:
                     break
-        assert sent < 4 * 2 ** 20, sent
+        assert sent < 4 * 2**20, sent
         assert not reply or reply.startswith(b"HTTP/1.1 413"), reply[:80]
     finally:
         served.stop()
@@ -322,17 +396,42 @@ def test_slow_headers_and_endless_chunked_bodies_are_cut_off(study, quick_config
 
 def test_off_loopback_the_site_needs_tls_and_serves_it(study, tmp_path, capsys):
     study, out = study
-    assert rrt(["judge", "serve", "--study", study.folder, "--host", "0.0.0.0", "--port", str(free_port())]) == 2
+    assert (
+        rrt(
+            [
+                "judge",
+                "serve",
+                "--study",
+                study.folder,
+                "--host",
+                "0.0.0.0",
+                "--port",
+                str(free_port()),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
-    assert "refusing to serve judges' tokens in plain HTTP on 0.0.0.0" in err and err.count("\n") == 1
+    assert (
+        "refusing to serve judges' tokens in plain HTTP on 0.0.0.0" in err and err.count("\n") == 1
+    )
     cert, key = self_signed(tmp_path)
     port = free_port()
-    served = Served(study.folder, str(ROOT / "ray_config.yaml"), port, "--tls-cert", cert, "--tls-key", key)
+    served = Served(
+        study.folder, str(ROOT / "ray_config.yaml"), port, "--tls-cert", cert, "--tls-key", key
+    )
     try:
         served.wait_until_up(port, verify=cert)
         token = next(iter(out["tokens"].values()))
-        assert requests.get(f"https://127.0.0.1:{port}/api/task", headers={"Authorization": f"Bearer {token}"},
-                            verify=cert, timeout=10).status_code == 200
+        assert (
+            requests.get(
+                f"https://127.0.0.1:{port}/api/task",
+                headers={"Authorization": f"Bearer {token}"},
+                verify=cert,
+                timeout=10,
+            ).status_code
+            == 200
+        )
         with pytest.raises(requests.ConnectionError):
             requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
     finally:
@@ -352,16 +451,29 @@ def self_signed(folder) -> tuple[str, str]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
     now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
     cert_path, key_path = folder / "cert.pem", folder / "key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return str(cert_path), str(key_path)
 
 

@@ -1,5 +1,6 @@
 """Kitchen words named after food: utensils, papers and cloths, moulds and size comparisons are
 classes, each with a violating twin that names the food itself."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,11 +29,17 @@ def _singular_terms(category: str) -> list[str]:
     cat = CATEGORIES[category]
     keys = {normalise_term(t) for t in cat.terms}
     dishes = {normalise_term(t) for t in cat.dish_terms}
-    return sorted(t.lower() for t in cat.terms if (n := normalise_term(t)) not in dishes
-                  and not (n.endswith("s") and {n[:-1], n[:-2], n[:-3] + "y"} & keys))
+    return sorted(
+        t.lower()
+        for t in cat.terms
+        if (n := normalise_term(t)) not in dishes
+        and not (n.endswith("s") and {n[:-1], n[:-2], n[:-3] + "y"} & keys)
+    )
 
 
-FOODS = st.sampled_from(sorted(CATEGORIES)).flatmap(lambda c: st.tuples(st.just(c), st.sampled_from(_singular_terms(c))))
+FOODS = st.sampled_from(sorted(CATEGORIES)).flatmap(
+    lambda c: st.tuples(st.just(c), st.sampled_from(_singular_terms(c)))
+)
 NOUNS = st.sampled_from(UTENSILS + WRAPPINGS + MOULDS)
 JOIN = st.sampled_from([" ", "-"])
 
@@ -40,8 +47,12 @@ JOIN = st.sampled_from([" ", "-"])
 def _flagged(step: str, category: str, ingredients=("1 cup flour", "1 pinch salt")) -> list[str]:
     """The text of each span of one category's violations in a step, in order."""
     result = tag_recipe(Recipe("p", "Dish", list(ingredients), [step, "Serve."]), CONSTRAINTS)
-    spans = {v.span for vs in result.violations.values() for v in vs
-             if v.category == category and v.field == "steps" and v.index == 0}
+    spans = {
+        v.span
+        for vs in result.violations.values()
+        for v in vs
+        if v.category == category and v.field == "steps" and v.index == 0
+    }
     return [step[slice(*span)] for span in sorted(spans)]
 
 
@@ -51,7 +62,9 @@ def test_a_food_word_before_a_kitchen_noun_names_the_thing_not_the_food(food, no
     category, word = food
     if noun in MOULDS and normalise_term(word) in {normalise_term(f) for f in FILLED_MOULDS}:
         return  # a jello mould is the dish itself: see the filled-mould test
-    thing = word + join + noun + ("s" if plural and noun != "knife" and not noun.endswith("s") else "")
+    thing = (
+        word + join + noun + ("s" if plural and noun != "knife" and not noun.endswith("s") else "")
+    )
     assert _flagged(f"Use a {thing}.", category) == []
     assert _flagged(f"Add the {word}.", category) == [word]
     # The thing hides nothing else on its line: the food named again still counts.
@@ -59,8 +72,11 @@ def test_a_food_word_before_a_kitchen_noun_names_the_thing_not_the_food(food, no
 
 
 @FEW
-@given(food=FOODS, comparison=st.sampled_from(SIZE_COMPARISONS),
-       article=st.sampled_from(["", "a", "an", "one", "a large", "a small"]))
+@given(
+    food=FOODS,
+    comparison=st.sampled_from(SIZE_COMPARISONS),
+    article=st.sampled_from(["", "a", "an", "one", "a large", "a small"]),
+)
 def test_a_food_that_measures_a_size_is_not_the_food(food, comparison, article):
     category, word = food
     measure = f"{comparison} {article} {word}".replace("  ", " ")
@@ -71,26 +87,36 @@ def test_a_food_that_measures_a_size_is_not_the_food(food, comparison, article):
 
 
 @FEW
-@given(food=FOODS, comparison=st.sampled_from(SIZE_COMPARISONS),
-       determiner=st.sampled_from([w for w in NOT_A_MEASURE if w != "or"]))  # "or X" offers X as an alternative
+@given(
+    food=FOODS,
+    comparison=st.sampled_from(SIZE_COMPARISONS),
+    determiner=st.sampled_from([w for w in NOT_A_MEASURE if w != "or"]),
+)  # "or X" offers X as an alternative
 def test_a_size_of_a_determined_food_is_that_food(food, comparison, determiner):
     category, word = food
     assert _flagged(f"Cut the tofu {comparison} {determiner} {word}.", category) == [word]
 
 
 @FEW
-@given(food=FOODS, thing=st.sampled_from(["{}-sized knob of ginger", "{} grater", "{} paper", "{} mould"]))
+@given(
+    food=FOODS,
+    thing=st.sampled_from(["{}-sized knob of ginger", "{} grater", "{} paper", "{} mould"]),
+)
 def test_a_tool_or_size_on_an_ingredient_line_does_not_excuse_the_food_in_a_step(food, thing):
     category, word = food
     line = "1 " + thing.format(word)
-    if thing.endswith("mould") and normalise_term(word) in {normalise_term(f) for f in FILLED_MOULDS}:
+    if thing.endswith("mould") and normalise_term(word) in {
+        normalise_term(f) for f in FILLED_MOULDS
+    }:
         return
     assert _flagged(f"Scatter over the {word}.", category, [line, "1 cup flour"]) == [word]
 
 
 @pytest.mark.parametrize("word", FILLED_MOULDS)
 def test_a_filled_mould_is_the_food(word):
-    category = next(c for c, cat in CATEGORIES.items() if normalise_term(word) in map(normalise_term, cat.terms))
+    category = next(
+        c for c, cat in CATEGORIES.items() if normalise_term(word) in map(normalise_term, cat.terms)
+    )
     assert _flagged(f"Unmould the {word} mould onto a plate.", category) == [word]
     assert _flagged(f"Drain the {word} tin.", category) == [word]
 
@@ -196,24 +222,38 @@ SIZE_PROBES = [
     ("Add an egg-sized lump of butter.", "dairy-free", False),
 ]
 
-PROBES = {"utensils": UTENSIL_PROBES, "wrappings": WRAPPING_PROBES, "moulds": MOULD_PROBES, "sizes": SIZE_PROBES}
+PROBES = {
+    "utensils": UTENSIL_PROBES,
+    "wrappings": WRAPPING_PROBES,
+    "moulds": MOULD_PROBES,
+    "sizes": SIZE_PROBES,
+}
 
 
-@pytest.mark.parametrize("kind,step,constraint,expected",
-                         [(kind, *row) for kind, rows in PROBES.items() for row in rows])
+@pytest.mark.parametrize(
+    "kind,step,constraint,expected", [(kind, *row) for kind, rows in PROBES.items() for row in rows]
+)
 def test_kitchen_word_probes_and_their_twins(kind, step, constraint, expected):
     recipe = make_recipe(["1 cup flour", "1 pinch salt"], steps=[step, "Serve."])
     result = tag_recipe(recipe, [constraint])
     assert result.valid[constraint] is expected, (kind, result.to_dict())
 
 
-@pytest.mark.parametrize("line,step,constraint,expected", [
-    ("1 walnut-sized knob of ginger", "Scatter over the walnuts.", "nut-free", False),
-    ("1 piece cheese cloth", "Sprinkle with cheese.", "dairy-free", False),
-    ("1 piece cheese cloth", "Strain through the cheese cloth.", "dairy-free", True),
-    ("1 egg-sized lump of dough", "Beat in the eggs.", "egg-free", False),
-    ("1 cup coconut milk", "Add the milk.", "dairy-free", True),  # a harmless food still refers back
-])
+@pytest.mark.parametrize(
+    "line,step,constraint,expected",
+    [
+        ("1 walnut-sized knob of ginger", "Scatter over the walnuts.", "nut-free", False),
+        ("1 piece cheese cloth", "Sprinkle with cheese.", "dairy-free", False),
+        ("1 piece cheese cloth", "Strain through the cheese cloth.", "dairy-free", True),
+        ("1 egg-sized lump of dough", "Beat in the eggs.", "egg-free", False),
+        (
+            "1 cup coconut milk",
+            "Add the milk.",
+            "dairy-free",
+            True,
+        ),  # a harmless food still refers back
+    ],
+)
 def test_a_kitchen_word_on_an_ingredient_line_excuses_no_step(line, step, constraint, expected):
     result = tag_recipe(make_recipe([line, "1 cup flour"], steps=[step, "Serve."]), [constraint])
     assert result.valid[constraint] is expected, result.to_dict()

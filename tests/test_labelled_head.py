@@ -1,12 +1,14 @@
 """The LM head on the labelled positions only (rrt/modelling/labelled_head.py) computes the library's
 loss and gradients: GPT-2 and Llama, padded and packed batches, a padded vocabulary, LoRA, compiled;
 without labels the library's forward runs, and other model families are left as they are."""
+
 from __future__ import annotations
 
 import copy
 
 import pytest
 import torch
+from test_gpu_paths import PAD, VOCAB, _examples, _gpt2, _llama
 
 from rrt.modelling import finetune
 from rrt.modelling.batching import pad_batch
@@ -14,7 +16,6 @@ from rrt.modelling.kernels import compile_model
 from rrt.modelling.labelled_head import causal_lm, head_on_labels, labelled_head
 from rrt.modelling.models import pad_vocabulary
 from rrt.modelling.packing import pack_rows, packed_batch
-from test_gpu_paths import PAD, VOCAB, _examples, _gpt2, _llama
 
 
 def _loss_and_grads(lm, inputs: dict):
@@ -22,7 +23,9 @@ def _loss_and_grads(lm, inputs: dict):
     lm.zero_grad(set_to_none=True)
     loss = lm(**inputs).loss
     loss.backward()
-    return loss.detach(), {name: p.grad.detach().clone() for name, p in lm.named_parameters() if p.grad is not None}
+    return loss.detach(), {
+        name: p.grad.detach().clone() for name, p in lm.named_parameters() if p.grad is not None
+    }
 
 
 def _head_positions(lm, inputs: dict) -> int:
@@ -102,7 +105,9 @@ def test_fine_tuning_methods_train_the_same_rows(method):
     lora = load_settings().train.lora.model_dump()
 
     def prepare(lm):
-        return finetune.prepare(lm.train(), method, range(VOCAB - 20, VOCAB), trainable_layers=1, lora=lora).eval()
+        return finetune.prepare(
+            lm.train(), method, range(VOCAB - 20, VOCAB), trainable_layers=1, lora=lora
+        ).eval()
 
     torch.manual_seed(0)
     library = prepare(_llama())
@@ -125,8 +130,14 @@ def test_without_labels_the_librarys_forward_runs():
 def test_other_families_are_left_as_they_are():
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    config = AutoConfig.for_model("gpt_neox", vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
-                                  num_hidden_layers=1, num_attention_heads=2)
+    config = AutoConfig.for_model(
+        "gpt_neox",
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+    )
     lm = AutoModelForCausalLM.from_config(config)
     forward = lm.forward
     assert not head_on_labels(lm) and not labelled_head(lm) and lm.forward == forward
@@ -141,7 +152,7 @@ def test_compiled_the_body_gives_the_same_loss():
     inputs = _batches(_examples())["packed"]
     _assert_same(_loss_and_grads(library, inputs), _loss_and_grads(ours, inputs), atol=1e-4)
     assert _head_positions(ours, inputs) == _labelled(inputs)
-    assert list(ours.state_dict()) == list(library.state_dict())   # checkpoints keep their names
+    assert list(ours.state_dict()) == list(library.state_dict())  # checkpoints keep their names
 
 
 def test_a_copy_takes_its_own_head():

@@ -1,11 +1,11 @@
 """Imports point one way: rrt's layers downwards, then runtime, then jobs and serve, then the CLI."""
+
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 # rrt's subpackages, lowest first; rrt.config sits under all of them.
@@ -41,14 +41,22 @@ def modules(package: str) -> list[Path]:
 @pytest.mark.parametrize("package", sorted(MAY_IMPORT))
 def test_each_package_imports_only_the_layers_below_it(package):
     ours = set(MAY_IMPORT)
-    wrong = {f"{path.relative_to(ROOT)} imports {name}" for path in modules(package) for name in imported(path)
-             if name.split(".")[0] in ours and name.split(".")[0] not in MAY_IMPORT[package]}
+    wrong = {
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in modules(package)
+        for name in imported(path)
+        if name.split(".")[0] in ours and name.split(".")[0] not in MAY_IMPORT[package]
+    }
     assert not wrong, sorted(wrong)
 
 
 def test_the_library_never_imports_ray():
-    wrong = [f"{path.relative_to(ROOT)} imports {name}" for path in modules("rrt") for name in imported(path)
-             if name.split(".")[0] == "ray"]
+    wrong = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in modules("rrt")
+        for name in imported(path)
+        if name.split(".")[0] == "ray"
+    ]
     assert not wrong, wrong
 
 
@@ -61,7 +69,12 @@ def test_rrt_subpackages_import_only_their_own_layer_or_lower():
         level = LAYERS.index(parts[0])
         for name in imported(path):
             bits = name.split(".")
-            if bits[0] == "rrt" and len(bits) > 1 and bits[1] in LAYERS and LAYERS.index(bits[1]) > level:
+            if (
+                bits[0] == "rrt"
+                and len(bits) > 1
+                and bits[1] in LAYERS
+                and LAYERS.index(bits[1]) > level
+            ):
                 wrong.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not wrong, wrong
     # Nothing is left in the flat folder but the settings and the package marker.
@@ -70,5 +83,7 @@ def test_rrt_subpackages_import_only_their_own_layer_or_lower():
 
 def test_a_planted_upward_import_is_caught(tmp_path):
     planted = tmp_path / "tagger.py"
-    planted.write_text("def f():\n    from rrt.modelling.rewriter import Rewriter\n    import ray\n")
+    planted.write_text(
+        "def f():\n    from rrt.modelling.rewriter import Rewriter\n    import ray\n"
+    )
     assert {"rrt.modelling.rewriter", "ray"} <= imported(planted)

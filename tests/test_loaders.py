@@ -1,4 +1,5 @@
 """Loaders: every corpus format, cleaning, the keep/drop rule, and bad input."""
+
 from __future__ import annotations
 
 import csv
@@ -12,7 +13,11 @@ from rrt.recipes.loaders import LoadReport, detect_format, expand_inputs, read_r
 from rrt.recipes.loaders.paper_text import read_paper_pairs
 from rrt.recipes.loaders.source import InputError
 
-TITLE, INGS, STEPS = "Hot Cocoa", ["2 cups milk", "2 tablespoons cocoa"], ["Warm the milk.", "Whisk in the cocoa."]
+TITLE, INGS, STEPS = (
+    "Hot Cocoa",
+    ["2 cups milk", "2 tablespoons cocoa"],
+    ["Warm the milk.", "Whisk in the cocoa."],
+)
 
 
 def _load(path, **kw):
@@ -31,7 +36,9 @@ def _check(recipes):
 
 def test_jsonl(tmp_path):
     path = tmp_path / "r.jsonl"
-    path.write_text(json.dumps({"id": "a", "title": TITLE, "ingredients": INGS, "steps": STEPS}) + "\n")
+    path.write_text(
+        json.dumps({"id": "a", "title": TITLE, "ingredients": INGS, "steps": STEPS}) + "\n"
+    )
     assert _check(_load(path)[0]).id == "a"
 
 
@@ -43,11 +50,28 @@ def test_json_list_streams_items(tmp_path):
 
 
 def test_schema_org_json_ld_with_graph_and_sections(tmp_path):
-    doc = {"@context": "https://schema.org", "@graph": [
-        {"@type": "WebPage", "name": "not a recipe"},
-        {"@type": ["Recipe"], "name": TITLE, "recipeIngredient": INGS, "url": "https://example.org/cocoa",
-         "recipeInstructions": [{"@type": "HowToSection", "name": "Make it", "itemListElement": [
-             {"@type": "HowToStep", "text": STEPS[0]}, {"@type": "HowToStep", "text": STEPS[1]}]}]}]}
+    doc = {
+        "@context": "https://schema.org",
+        "@graph": [
+            {"@type": "WebPage", "name": "not a recipe"},
+            {
+                "@type": ["Recipe"],
+                "name": TITLE,
+                "recipeIngredient": INGS,
+                "url": "https://example.org/cocoa",
+                "recipeInstructions": [
+                    {
+                        "@type": "HowToSection",
+                        "name": "Make it",
+                        "itemListElement": [
+                            {"@type": "HowToStep", "text": STEPS[0]},
+                            {"@type": "HowToStep", "text": STEPS[1]},
+                        ],
+                    }
+                ],
+            },
+        ],
+    }
     path = tmp_path / "page.json"
     path.write_text(json.dumps(doc))
     assert _check(_load(path)[0]).id == "https://example.org/cocoa"
@@ -55,16 +79,35 @@ def test_schema_org_json_ld_with_graph_and_sections(tmp_path):
 
 def test_recipe_scrapers_json(tmp_path):
     path = tmp_path / "scraped.json"
-    path.write_text(json.dumps({"title": TITLE, "ingredients": INGS, "instructions_list": STEPS,
-                                "instructions": "\n".join(STEPS), "host": "example.org"}))
+    path.write_text(
+        json.dumps(
+            {
+                "title": TITLE,
+                "ingredients": INGS,
+                "instructions_list": STEPS,
+                "instructions": "\n".join(STEPS),
+                "host": "example.org",
+            }
+        )
+    )
     assert _check(_load(path)[0]).source == "example.org"
 
 
 def test_recipe1m_layer1(tmp_path):
     path = tmp_path / "layer1.json"
-    path.write_text(json.dumps([{"id": "000018c8a5", "title": TITLE, "partition": "train",
-                                 "ingredients": [{"text": t} for t in INGS],
-                                 "instructions": [{"text": t} for t in STEPS]}]))
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "000018c8a5",
+                    "title": TITLE,
+                    "partition": "train",
+                    "ingredients": [{"text": t} for t in INGS],
+                    "instructions": [{"text": t} for t in STEPS],
+                }
+            ]
+        )
+    )
     recipe = _check(_load(path)[0])
     assert recipe.id == "000018c8a5" and recipe.metadata["partition"] == "train"
 
@@ -74,7 +117,9 @@ def test_recipenlg_csv(tmp_path):
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["", "title", "ingredients", "directions", "link", "source", "NER"])
-        writer.writerow([0, TITLE, json.dumps(INGS), json.dumps(STEPS), "example.org/x", "Gathered", "[]"])
+        writer.writerow(
+            [0, TITLE, json.dumps(INGS), json.dumps(STEPS), "example.org/x", "Gathered", "[]"]
+        )
     _check(_load(path)[0])
 
 
@@ -92,13 +137,17 @@ def test_paper_format_both_spellings_and_pairing(tmp_path):
     body = f"{TITLE} <endoftitle> {' <ing> '.join(INGS)} <endofings> {' <inst> '.join(STEPS)} <endofinst>"
     vegan = body.replace("milk", "oat milk")
     path = tmp_path / "pairs.txt"
-    path.write_text(f"<|startoftext|> <src:non-vegan> {body} <tgt:vegan> {vegan} <|endoftext|>\n"
-                    f"<|startoftext|> <source:vegan> {vegan} <target:non-vegan> {body} <|endoftext|>\n")
+    path.write_text(
+        f"<|startoftext|> <src:non-vegan> {body} <tgt:vegan> {vegan} <|endoftext|>\n"
+        f"<|startoftext|> <source:vegan> {vegan} <target:non-vegan> {body} <|endoftext|>\n"
+    )
     recipes, rejects, _ = _load(path)
     assert len(recipes) == 2 and [r.reason for r in rejects] == ["duplicate_recipe"] * 2
     pairs = list(read_paper_pairs(str(path)))
     assert [(p.source_tag, p.target_tag, p.constraint) for p in pairs] == [
-        ("non-vegan", "vegan", "vegan"), ("vegan", "non-vegan", "vegan")]
+        ("non-vegan", "vegan", "vegan"),
+        ("vegan", "non-vegan", "vegan"),
+    ]
     assert pairs[0].target.ingredients[0] == "2 cups oat milk"
 
 
@@ -116,13 +165,16 @@ def test_cleaning_fixes_mojibake_html_and_whitespace():
     assert clean_text("Add 1&frac12; cups") == "Add 1½ cups"
 
 
-@pytest.mark.parametrize("record,reason", [
-    ({"title": "", "ingredients": INGS, "steps": STEPS}, "no_title"),
-    ({"title": TITLE, "ingredients": [" ", ""], "steps": STEPS}, "no_ingredients"),
-    ({"title": TITLE, "ingredients": INGS, "steps": ["Only one step."]}, "too_few_steps"),
-    ({"foo": 1}, "not_a_recipe"),
-    ("just a string", "not_a_recipe"),
-])
+@pytest.mark.parametrize(
+    "record,reason",
+    [
+        ({"title": "", "ingredients": INGS, "steps": STEPS}, "no_title"),
+        ({"title": TITLE, "ingredients": [" ", ""], "steps": STEPS}, "no_ingredients"),
+        ({"title": TITLE, "ingredients": INGS, "steps": ["Only one step."]}, "too_few_steps"),
+        ({"foo": 1}, "not_a_recipe"),
+        ("just a string", "not_a_recipe"),
+    ],
+)
 def test_drop_rules_reject_with_reason(tmp_path, record, reason):
     path = tmp_path / "r.jsonl"
     good = {"title": TITLE, "ingredients": INGS, "steps": STEPS}
@@ -137,7 +189,7 @@ def _bad_inputs(tmp_path):
     files = {
         "empty.jsonl": b"",
         "junk.jsonl": bytes(range(256)) * 20,
-        "truncated.json": b'[' + good.encode() + b', {"title": "B", "ingr',
+        "truncated.json": b"[" + good.encode() + b', {"title": "B", "ingr',
         "missing.csv": b"foo,bar\n1,2\n",
         "huge.jsonl": b'{"title": "' + b"x" * (5 * 1024 * 1024) + b'"}\n' + good.encode() + b"\n",
         "latin1.jsonl": '{"title": "Café"}\n'.encode("latin-1") + good.encode() + b"\n",
@@ -154,8 +206,12 @@ def test_bad_inputs_are_counted_and_the_rest_come_through(tmp_path):
     recipes = list(read_recipes(expand_inputs([str(tmp_path)]), report))
     # truncated.json, huge.jsonl, latin1.jsonl and badrow.csv each keep their good record
     assert len(recipes) == 4
-    assert report.rejected == {"unreadable_file": 3, "unreadable_line": 2, "invalid_json": 1,
-                               "invalid_csv_row": 1}
+    assert report.rejected == {
+        "unreadable_file": 3,
+        "unreadable_line": 2,
+        "invalid_json": 1,
+        "invalid_csv_row": 1,
+    }
 
 
 def test_missing_input_is_a_clear_error(tmp_path):
@@ -170,18 +226,30 @@ def test_missing_input_is_a_clear_error(tmp_path):
 GOOD = json.dumps({"title": TITLE, "ingredients": INGS, "steps": STEPS})
 
 
-@pytest.mark.parametrize("line,reason", [
-    ("[" * 600 + "]" * 600, "not_a_recipe"),                                     # brackets only
-    (json.dumps({"title": TITLE, "ingredients": INGS, "steps": STEPS,
-                 "metadata": {"deep": 0}}).replace("0", "[" * 600 + "]" * 600), "invalid_record"),
-    ('{"title": ' + "1" * 5000 + "}", "invalid_json"),                            # int too long to convert
-    ('{"title": "Cocoa", "ingredients": ["milk"], "steps": ["a", "b"], "note": "\\udc80"}', "invalid_record"),
-])
+@pytest.mark.parametrize(
+    "line,reason",
+    [
+        ("[" * 600 + "]" * 600, "not_a_recipe"),  # brackets only
+        (
+            json.dumps(
+                {"title": TITLE, "ingredients": INGS, "steps": STEPS, "metadata": {"deep": 0}}
+            ).replace("0", "[" * 600 + "]" * 600),
+            "invalid_record",
+        ),
+        ('{"title": ' + "1" * 5000 + "}", "invalid_json"),  # int too long to convert
+        (
+            '{"title": "Cocoa", "ingredients": ["milk"], "steps": ["a", "b"], "note": "\\udc80"}',
+            "invalid_record",
+        ),
+    ],
+)
 def test_a_record_that_breaks_the_reader_is_one_counted_reject(tmp_path, line, reason):
     path = tmp_path / "r.jsonl"
     path.write_text(line + "\n" + GOOD + "\n")
     recipes, rejects, report = _load(path)
-    assert len(recipes) == 1 and [(r.reason, r.location) for r in rejects] == [(reason, f"{path}:1")]
+    assert len(recipes) == 1 and [(r.reason, r.location) for r in rejects] == [
+        (reason, f"{path}:1")
+    ]
     assert report.read == 2
 
 
@@ -215,7 +283,9 @@ def test_an_unsupported_uri_scheme_is_one_input_failure(tmp_path):
     report = LoadReport()
     failures = []
     report.on_reject = failures.append
-    recipes = list(read_recipes(["ftp://example.org/recipes.jsonl", str(tmp_path / "good.jsonl")], report))
+    recipes = list(
+        read_recipes(["ftp://example.org/recipes.jsonl", str(tmp_path / "good.jsonl")], report)
+    )
     assert len(recipes) == 1 and [r.reason for r in failures] == ["unreadable_file"]
     assert "unsupported URI scheme 'ftp'" in failures[0].detail
 
@@ -234,7 +304,7 @@ def test_an_unclosed_quote_is_one_reject_and_the_rows_after_it_still_load(tmp_pa
     path = tmp_path / "r.csv"
     # Without a field limit the open quote swallows every row after it, whole, into one field.
     _csv(path, _row("A"), '"Broken,' + "x" * (MAX_FIELD_CHARS + 10) + "\n", _row("B"))
-    recipes, rejects, report = _load(path)
+    recipes, rejects, _report = _load(path)
     assert [r.title for r in recipes] == ["A", "B"]
     assert [(r.reason, r.location) for r in rejects] == [("record_too_large", f"{path}:3")]
     assert csv.field_size_limit() == MAX_FIELD_CHARS
@@ -254,8 +324,12 @@ def test_a_line_past_the_row_bound_is_rejected_without_being_read_whole(tmp_path
 
 def test_a_real_replacement_character_is_text_and_bad_bytes_are_not(tmp_path):
     path = tmp_path / "r.csv"
-    path.write_bytes(b"title,ingredients,directions\n" + _row("Caf\ufffd Cocoa").encode()
-                     + _row("Caf\xe9").encode("latin-1") + _row("B").encode())
+    path.write_bytes(
+        b"title,ingredients,directions\n"
+        + _row("Caf\ufffd Cocoa").encode()
+        + _row("Caf\xe9").encode("latin-1")
+        + _row("B").encode()
+    )
     recipes, rejects, _ = _load(path)
     assert [r.title for r in recipes] == ["Caf\ufffd Cocoa", "B"]
     assert [(r.reason, r.location) for r in rejects] == [("unreadable_line", f"{path}:3")]
@@ -263,9 +337,17 @@ def test_a_real_replacement_character_is_text_and_bad_bytes_are_not(tmp_path):
 
 def test_what_rrt_substitute_writes_reads_back_as_recipes_with_their_id(tmp_path):
     path = tmp_path / "substituted.jsonl"
-    path.write_text(json.dumps({"id": "cocoa-1", "constraints": ["vegan"],
-                                "recipe": {"title": TITLE, "ingredients": INGS, "steps": STEPS},
-                                "substitutions": [{"term": "milk", "replacement": "soymilk"}]}) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "id": "cocoa-1",
+                "constraints": ["vegan"],
+                "recipe": {"title": TITLE, "ingredients": INGS, "steps": STEPS},
+                "substitutions": [{"term": "milk", "replacement": "soymilk"}],
+            }
+        )
+        + "\n"
+    )
     recipe = _check(_load(path)[0])
     assert recipe.id == "cocoa-1"
 

@@ -1,14 +1,22 @@
 """One model loader for the rewrite job, the evaluation job and the service (rrt/modelling/loading.py)."""
+
 from __future__ import annotations
 
 import pytest
-
 from conftest import DECODING
+
 from rrt.modelling.loading import VARIANT_SYSTEMS, build_rewriter, load_model
 from rrt.modelling.rewriter import SYSTEMS
 from testing.local_service import tiny_model
 
-SETTINGS = {**DECODING, "top_k": 5, "top_p": 0.9, "temperature": 0.7, "max_step_tokens": 12, "batch_prompts": 3}
+SETTINGS = {
+    **DECODING,
+    "top_k": 5,
+    "top_p": 0.9,
+    "temperature": 0.7,
+    "max_step_tokens": 12,
+    "batch_prompts": 3,
+}
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +26,11 @@ def exported(tmp_path_factory) -> str:
 
 def test_a_model_loads_with_its_meta_block_size_and_system(exported):
     model = load_model(exported)
-    assert model.meta["variant"] == "contextual" and model.block_size == 256 and model.system == "contextual"
+    assert (
+        model.meta["variant"] == "contextual"
+        and model.block_size == 256
+        and model.system == "contextual"
+    )
     assert not model.lm.training and model.device == "cpu"
 
 

@@ -1,25 +1,43 @@
 """Rewrite metrics checked by hand: ROUGE-L recall, trigram diversity, adherence, perplexity."""
+
 from __future__ import annotations
 
 import math
 
 import pytest
+from conftest import needs_dictionary
 
 from rrt.corpus.formats import no_source
-from conftest import needs_dictionary
-from rrt.recipes.foods import food_mentions, food_vocabulary
-from rrt.evaluation.metrics import (adherence_counts, encode_recipe, fit_block,
-                                    hidden_food_steps, mention_verdicts, percent, perplexity, read_foods,
-                                    rouge_l_recall, step_nll, summarise, trigram_diversity)
+from rrt.evaluation.metrics import (
+    adherence_counts,
+    encode_recipe,
+    fit_block,
+    hidden_food_steps,
+    mention_verdicts,
+    percent,
+    perplexity,
+    read_foods,
+    rouge_l_recall,
+    step_nll,
+    summarise,
+    trigram_diversity,
+)
 from rrt.modelling.models import lm_block_size
+from rrt.recipes.foods import food_mentions, food_vocabulary
 from rrt.recipes.paper_format import END_INGS
 
 RECIPES = [
-    {"title": "Butter Cake", "ingredients": ["1 cup butter", "2 cups flour", "1 cup sugar"],
-     "steps": ["Cream the butter and sugar.", "Fold in the flour.", "Bake for 30 minutes."]},
+    {
+        "title": "Butter Cake",
+        "ingredients": ["1 cup butter", "2 cups flour", "1 cup sugar"],
+        "steps": ["Cream the butter and sugar.", "Fold in the flour.", "Bake for 30 minutes."],
+    },
     {"title": "Toast", "ingredients": ["2 slices bread"], "steps": ["Toast the bread."]},
-    {"title": "Long Soup", "ingredients": [f"{i} cups stock number {i}" for i in range(1, 30)],
-     "steps": [f"Simmer the stock for {i} minutes and stir it well." for i in range(1, 20)]},
+    {
+        "title": "Long Soup",
+        "ingredients": [f"{i} cups stock number {i}" for i in range(1, 30)],
+        "steps": [f"Simmer the stock for {i} minutes and stir it well." for i in range(1, 20)],
+    },
 ]
 
 
@@ -29,8 +47,13 @@ def tiny_lm(vocab_texts: list[str] | None = None, n_positions: int = 256, seed: 
 
     texts = vocab_texts or [no_source(r["title"], r["ingredients"], r["steps"]) for r in RECIPES]
     tokenizer = train_tiny_tokenizer(texts * 5, 1000)
-    lm = build_model("tiny", len(tokenizer), {"n_layer": 1, "n_head": 2, "n_embd": 32, "n_positions": n_positions},
-                     seed=seed, pad_token_id=tokenizer.pad_token_id)
+    lm = build_model(
+        "tiny",
+        len(tokenizer),
+        {"n_layer": 1, "n_head": 2, "n_embd": 32, "n_positions": n_positions},
+        seed=seed,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     return lm, tokenizer
 
 
@@ -54,12 +77,16 @@ def zeroed(lm):
 
 # ---- closeness and diversity -------------------------------------------------------------
 
+
 def test_rouge_l_recall_is_the_lcs_over_the_source_length():
     # source: the cat sat on the mat (6 words); rewrite: the cat lay on a mat; LCS: the cat on mat = 4.
-    assert rouge_l_recall(["The cat lay on a mat."], ["The cat sat on the mat."]) == pytest.approx(400 / 6)
+    assert rouge_l_recall(["The cat lay on a mat."], ["The cat sat on the mat."]) == pytest.approx(
+        400 / 6
+    )
     # Steps are joined: preheat the oven bake the cake (6) vs preheat oven bake the vegan cake; LCS 5.
-    assert rouge_l_recall(["Preheat oven.", "Bake the vegan cake."],
-                          ["Preheat the oven.", "Bake the cake."]) == pytest.approx(500 / 6)
+    assert rouge_l_recall(
+        ["Preheat oven.", "Bake the vegan cake."], ["Preheat the oven.", "Bake the cake."]
+    ) == pytest.approx(500 / 6)
     assert rouge_l_recall(["Copy it."], ["Copy it."]) == pytest.approx(100.0)
     assert rouge_l_recall([], ["Bake."]) == 0.0
 
@@ -75,10 +102,15 @@ def test_trigram_diversity_counts_unique_over_all_within_steps():
 
 # ---- adherence ---------------------------------------------------------------------------
 
+
 def test_adherence_three_of_four_mentions_obey():
     vocabulary = food_vocabulary(["butter", "flour", "sugar", "peanut butter"])
-    counts = adherence_counts(["1 cup butter", "2 cups flour", "1/2 cup sugar"], ["Stir in the peanut butter."],
-                              "dairy-free", vocabulary)
+    counts = adherence_counts(
+        ["1 cup butter", "2 cups flour", "1/2 cup sugar"],
+        ["Stir in the peanut butter."],
+        "dairy-free",
+        vocabulary,
+    )
     assert counts == (3, 4)
     assert percent(*counts) == 75.0
 
@@ -101,16 +133,45 @@ def test_a_violation_the_vocabulary_misses_still_counts():
 def test_longest_food_name_wins_and_plurals_match():
     vocabulary = food_vocabulary(["cream", "cream of tartar", "tomato", "Milk (Cow)"])
     text = "Add 2 tomatoes, the cream of tartar and cow milk."
-    assert [text[a:b] for a, b in food_mentions(text, vocabulary)] == ["tomatoes", "cream of tartar", "milk"]
+    assert [text[a:b] for a, b in food_mentions(text, vocabulary)] == [
+        "tomatoes",
+        "cream of tartar",
+        "milk",
+    ]
 
 
 def test_recipes_without_mentions_leave_the_adherence_mean():
-    records = [{"constraint": "vegan", "rewrite": {"steps": ["Stir."]}},
-               {"constraint": "vegan", "rewrite": {"steps": ["Fry the bacon.", "Add tofu."]}},
-               {"constraint": "nut-free", "rewrite": {"steps": []}}]
-    measures = [{"obeying": 0, "mentions": 0, "empty": False, "rouge_l_recall": 10.0, "nll": 2.0, "tokens": 2},
-                {"obeying": 1, "mentions": 2, "empty": False, "rouge_l_recall": 20.0, "nll": 4.0, "tokens": 2},
-                {"obeying": 0, "mentions": 0, "empty": True, "rouge_l_recall": 0.0, "nll": 0.0, "tokens": 0}]
+    records = [
+        {"constraint": "vegan", "rewrite": {"steps": ["Stir."]}},
+        {"constraint": "vegan", "rewrite": {"steps": ["Fry the bacon.", "Add tofu."]}},
+        {"constraint": "nut-free", "rewrite": {"steps": []}},
+    ]
+    measures = [
+        {
+            "obeying": 0,
+            "mentions": 0,
+            "empty": False,
+            "rouge_l_recall": 10.0,
+            "nll": 2.0,
+            "tokens": 2,
+        },
+        {
+            "obeying": 1,
+            "mentions": 2,
+            "empty": False,
+            "rouge_l_recall": 20.0,
+            "nll": 4.0,
+            "tokens": 2,
+        },
+        {
+            "obeying": 0,
+            "mentions": 0,
+            "empty": True,
+            "rouge_l_recall": 0.0,
+            "nll": 0.0,
+            "tokens": 0,
+        },
+    ]
     system, per_constraint, _, counts = summarise(records, measures)
     assert system["adherence"] == 50.0 and system["n_recipes"] == 3
     assert system["perplexity"] == pytest.approx(math.exp(6.0 / 4))
@@ -121,8 +182,17 @@ def test_recipes_without_mentions_leave_the_adherence_mean():
 
 @needs_dictionary
 def test_steps_hiding_a_forbidden_food_in_a_non_word_are_counted_apart_from_adherence():
-    source = {"title": "Pancakes", "ingredients": ["2 eggs", "1 cup Eggnoggin mix"], "steps": ["Mix."]}
-    steps = ["Serve the chickenocks hot.", "Fold in the beefockward.", "Bake the eggless cake.", "Stir the Eggnoggin."]
+    source = {
+        "title": "Pancakes",
+        "ingredients": ["2 eggs", "1 cup Eggnoggin mix"],
+        "steps": ["Mix."],
+    }
+    steps = [
+        "Serve the chickenocks hot.",
+        "Fold in the beefockward.",
+        "Bake the eggless cake.",
+        "Stir the Eggnoggin.",
+    ]
     # Not in adherence: the tagger's whole words see no food there.
     assert adherence_counts([], steps[:2], "vegan", food_vocabulary(["flour"])) == (0, 0)
     # "eggless" names the food's absence; "Eggnoggin" is the source recipe's own word.
@@ -133,14 +203,28 @@ def test_steps_hiding_a_forbidden_food_in_a_non_word_are_counted_apart_from_adhe
 
 def test_hidden_food_steps_are_none_in_the_counts_when_not_counted():
     records = [{"constraint": "vegan", "rewrite": {"steps": ["Stir."]}}] * 2
-    measure = {"obeying": 0, "mentions": 0, "empty": False, "rouge_l_recall": 0.0, "nll": 0.0, "tokens": 0}
-    assert summarise(records, [{**measure, "hidden_food_steps": 1}] * 2)[3]["hidden_food_steps"] == 2
-    assert summarise(records, [{**measure, "hidden_food_steps": 1}, measure])[3]["hidden_food_steps"] is None
+    measure = {
+        "obeying": 0,
+        "mentions": 0,
+        "empty": False,
+        "rouge_l_recall": 0.0,
+        "nll": 0.0,
+        "tokens": 0,
+    }
+    assert (
+        summarise(records, [{**measure, "hidden_food_steps": 1}] * 2)[3]["hidden_food_steps"] == 2
+    )
+    assert (
+        summarise(records, [{**measure, "hidden_food_steps": 1}, measure])[3]["hidden_food_steps"]
+        is None
+    )
 
 
 def test_foods_file_needs_a_name_column(tmp_path):
     good = tmp_path / "food.csv"
-    good.write_text('id,name,name_scientific\n1,Angelica,Angelica keiskei\n2,"Milk (Cow)",Bos taurus\n')
+    good.write_text(
+        'id,name,name_scientific\n1,Angelica,Angelica keiskei\n2,"Milk (Cow)",Bos taurus\n'
+    )
     assert read_foods(str(good)) == ["Angelica", "Milk (Cow)"]
     bad = tmp_path / "bad.csv"
     bad.write_text("id,title\n1,x\n")
@@ -149,6 +233,7 @@ def test_foods_file_needs_a_name_column(tmp_path):
 
 
 # ---- fluency -----------------------------------------------------------------------------
+
 
 def test_fit_block_keeps_bos_and_the_nearest_context():
     assert fit_block([1, 2, 3], [4, 5], 8) == ([1, 2, 3, 4, 5], 3)
@@ -163,9 +248,13 @@ def test_uniform_lm_has_perplexity_equal_to_its_vocabulary_over_step_tokens_only
     zeroed(lm)
     scores = step_nll(lm, tokenizer, RECIPES[:2], block=256, batch_size=2)
     for recipe, score in zip(RECIPES, scores):
-        ids = tokenizer(no_source(recipe["title"], recipe["ingredients"], recipe["steps"]),
-                        add_special_tokens=False)["input_ids"]
-        assert score["tokens"] == len(ids) - ids.index(tokenizer.convert_tokens_to_ids(END_INGS)) - 1
+        ids = tokenizer(
+            no_source(recipe["title"], recipe["ingredients"], recipe["steps"]),
+            add_special_tokens=False,
+        )["input_ids"]
+        assert (
+            score["tokens"] == len(ids) - ids.index(tokenizer.convert_tokens_to_ids(END_INGS)) - 1
+        )
     total_nll, total_tokens = sum(s["nll"] for s in scores), sum(s["tokens"] for s in scores)
     assert perplexity(total_nll, total_tokens) == pytest.approx(lm.config.vocab_size, abs=1e-3)
 
@@ -182,11 +271,14 @@ def test_only_step_tokens_are_scored_under_a_fixed_distribution():
         lm.transformer.wte.weight[:, 0] = logits
     logp = torch.log_softmax(logits, -1)
     recipe = RECIPES[0]
-    ids = tokenizer(no_source(recipe["title"], recipe["ingredients"], recipe["steps"]),
-                    add_special_tokens=False)["input_ids"]
-    step_ids = ids[ids.index(tokenizer.convert_tokens_to_ids(END_INGS)) + 1:]
+    ids = tokenizer(
+        no_source(recipe["title"], recipe["ingredients"], recipe["steps"]), add_special_tokens=False
+    )["input_ids"]
+    step_ids = ids[ids.index(tokenizer.convert_tokens_to_ids(END_INGS)) + 1 :]
     expected = -sum(float(logp[t]) for t in step_ids)
-    assert step_nll(lm, tokenizer, [recipe], block=256)[0]["nll"] == pytest.approx(expected, rel=1e-5)
+    assert step_nll(lm, tokenizer, [recipe], block=256)[0]["nll"] == pytest.approx(
+        expected, rel=1e-5
+    )
     all_ids = -sum(float(logp[t]) for t in ids[1:])
     assert abs(expected - all_ids) > 1.0  # scoring the whole text would give another number
 

@@ -2,6 +2,7 @@
 completes, and nothing it writes is lost or doubled. The jobs join the cluster through RAY_ADDRESS,
 as on a real one. benchmarks/node_failure.py measures the same at a larger size.
 """
+
 from __future__ import annotations
 
 import collections
@@ -33,11 +34,18 @@ class Job:
     """A job joining the cluster, as a user starts it there, its output read as it comes."""
 
     def __init__(self, cluster: LocalCluster, script: str, *args: str):
-        self.process = subprocess.Popen([sys.executable, str(ROOT / "jobs" / script), *args], cwd=ROOT,
-                                        env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, str(ROOT / "jobs" / script), *args],
+            cwd=ROOT,
+            env=cluster.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         self.lines: list[str] = []
-        self.reader = threading.Thread(target=lambda: self.lines.extend(self.process.stdout), daemon=True)
+        self.reader = threading.Thread(
+            target=lambda: self.lines.extend(self.process.stdout), daemon=True
+        )
         self.reader.start()
 
     def said(self, text: str) -> bool:
@@ -78,19 +86,41 @@ def prepared_here(cluster, tmp_path_factory):
     return out
 
 
-def test_data_preparation_survives_a_node_death_with_the_same_stats(cluster, prepared_here, tmp_path):
+def test_data_preparation_survives_a_node_death_with_the_same_stats(
+    cluster, prepared_here, tmp_path
+):
     out = str(tmp_path / "killed")
     job = Job(cluster, "prepare_data.py", "--input", str(SAMPLE), "--output", out)
-    kill_when(cluster, lambda: job.said("[prepare_data] writing"), job)  # the recipes are being read
+    kill_when(
+        cluster, lambda: job.said("[prepare_data] writing"), job
+    )  # the recipes are being read
     job.finished()
     assert stats(out) == stats(prepared_here)
 
 
-def test_batch_rewriting_survives_a_node_death_with_each_recipe_once(cluster, prepared_here, tmp_path):
+def test_batch_rewriting_survives_a_node_death_with_each_recipe_once(
+    cluster, prepared_here, tmp_path
+):
     model = tiny_model(str(tmp_path / "model"))
     out = tmp_path / "rewrites"
-    job = Job(cluster, "rewrite.py", "--data", prepared_here, "--split", "test", "--system", "contextual",
-                    "--model", model, "--output", str(out), "--actors", "2", "--batch-recipes", "1")
+    job = Job(
+        cluster,
+        "rewrite.py",
+        "--data",
+        prepared_here,
+        "--split",
+        "test",
+        "--system",
+        "contextual",
+        "--model",
+        model,
+        "--output",
+        str(out),
+        "--actors",
+        "2",
+        "--batch-recipes",
+        "1",
+    )
     written = out / "rewrites.jsonl"
     kill_when(cluster, lambda: written.exists() and written.read_text().count("\n") >= 2, job)
     job.finished()
@@ -105,9 +135,18 @@ def test_a_job_naming_no_cluster_starts_its_own_ray_beside_a_running_one(cluster
     # ray.init() with no address joins the latest Ray it finds on the machine, and then refuses the
     # local settings with a traceback; a job naming no cluster must start its own.
     env = {k: v for k, v in cluster.env().items() if k != "RAY_ADDRESS"}
-    probe = ("import ray; from runtime.cluster import start_ray; "
-             "started = start_ray({'address': None, 'num_cpus': 1, 'object_store_memory': 10**8}); "
-             "print(started, len(ray.nodes()))")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True, timeout=120, check=False)
+    probe = (
+        "import ray; from runtime.cluster import start_ray; "
+        "started = start_ray({'address': None, 'num_cpus': 1, 'object_store_memory': 10**8}); "
+        "print(started, len(ray.nodes()))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0 and done.stdout.split() == ["True", "1"], done.stderr[-2000:]

@@ -1,4 +1,5 @@
 """The prepare_data job end to end on real recipes, its resume, and its refusals."""
+
 from __future__ import annotations
 
 import collections
@@ -9,14 +10,13 @@ import subprocess
 
 import pyarrow.dataset as pads
 import pytest
-
 from conftest import SAMPLE, needs_shared_data, run_script
+
 from rrt.corpus.formats import PAIR_VARIANTS, VARIANTS, parse_text
+from rrt.corpus.pairing import valid_column
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.loaders import LoadReport, expand_inputs, read_recipes
-from rrt.corpus.pairing import valid_column
 from rrt.recipes.step_kinds import KINDS
-
 
 
 def run_job(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -32,7 +32,14 @@ def rows(path) -> list[dict]:
 @needs_shared_data
 def test_outputs_and_stats(prepared):
     out, _, done = prepared
-    for name in ("recipes", "recipe_pairs", "translation_table.npz", "rejects.jsonl", "stats.json", "run.json"):
+    for name in (
+        "recipes",
+        "recipe_pairs",
+        "translation_table.npz",
+        "rejects.jsonl",
+        "stats.json",
+        "run.json",
+    ):
         assert (out / name).exists(), name
     for variant in VARIANTS:
         for split in ("train", "dev", "test"):
@@ -47,7 +54,11 @@ def test_outputs_and_stats(prepared):
     recipes = rows(out / "recipes")
     aside = [n for r in recipes for n in r["non_steps"]]
     assert len(aside) == sum(stats["non_steps"].values())
-    assert all(n["kind"] in KINDS and 0 <= n["before"] <= len(r["steps"]) for r in recipes for n in r["non_steps"])
+    assert all(
+        n["kind"] in KINDS and 0 <= n["before"] <= len(r["steps"])
+        for r in recipes
+        for n in r["non_steps"]
+    )
     # One source step is linked to at most alignment.max_fanout target steps.
     links = [link for pair in rows(out / "recipe_pairs") for link in pair["alignment"]]
     assert links and max(len(link["target_steps"]) for link in links) <= 3
@@ -61,10 +72,16 @@ def test_every_constraint_in_the_data_yields_step_pairs(prepared):
     dishes = collections.defaultdict(list)
     for recipe in recipes:
         dishes[recipe["dish"]].append(recipe)
-    present = {c for c in CONSTRAINTS for group in dishes.values()
-               if any(r[valid_column(c)] for r in group) and not all(r[valid_column(c)] for r in group)}
+    present = {
+        c
+        for c in CONSTRAINTS
+        for group in dishes.values()
+        if any(r[valid_column(c)] for r in group) and not all(r[valid_column(c)] for r in group)
+    }
     assert len(present) == len(CONSTRAINTS)
-    step_pairs = collections.Counter(r["constraint"] for r in rows(out / "step_pairs" / "contextual"))
+    step_pairs = collections.Counter(
+        r["constraint"] for r in rows(out / "step_pairs" / "contextual")
+    )
     assert all(step_pairs[c] > 0 for c in present), step_pairs
 
 
@@ -72,7 +89,9 @@ def test_every_constraint_in_the_data_yields_step_pairs(prepared):
 @needs_shared_data
 def test_every_variant_parses_back(prepared):
     out, _, _ = prepared
-    pairs = {(r["source_id"], r["target_id"], r["constraint"]): r for r in rows(out / "recipe_pairs")}
+    pairs = {
+        (r["source_id"], r["target_id"], r["constraint"]): r for r in rows(out / "recipe_pairs")
+    }
     recipes = {r["id"]: r for r in rows(out / "recipes")}
     for variant in VARIANTS:
         found = rows(out / "step_pairs" / variant / "train")
@@ -81,7 +100,10 @@ def test_every_variant_parses_back(prepared):
             parts = parse_text(variant, row["text"])
             if variant in PAIR_VARIANTS:
                 assert (row["source_id"], row["target_id"], row["constraint"]) in pairs
-                assert parts.title == recipes[row["source_id"]]["title"] and parts.constraint == row["constraint"]
+                assert (
+                    parts.title == recipes[row["source_id"]]["title"]
+                    and parts.constraint == row["constraint"]
+                )
             else:
                 assert parts.title == recipes[row["id"]]["title"]
                 assert parts.ingredients == list(recipes[row["id"]]["ingredients"])
@@ -106,7 +128,9 @@ def test_no_recipe_is_lost(prepared):
 def test_resumed_run_gives_the_same_outputs(prepared):
     out, inputs, _ = prepared
     before = {v: sorted(r["text"] for r in rows(out / "step_pairs" / v)) for v in VARIANTS}
-    pairs_before = sorted((r["source_id"], r["target_id"], r["constraint"]) for r in rows(out / "recipe_pairs"))
+    pairs_before = sorted(
+        (r["source_id"], r["target_id"], r["constraint"]) for r in rows(out / "recipe_pairs")
+    )
     # A run killed after pairing: the formatted outputs and the stats are missing.
     for variant in ("contextual", "no_source"):
         shutil.rmtree(out / "step_pairs" / variant)
@@ -116,7 +140,12 @@ def test_resumed_run_gives_the_same_outputs(prepared):
     assert "done earlier, kept" in done.stderr
     after = {v: sorted(r["text"] for r in rows(out / "step_pairs" / v)) for v in VARIANTS}
     assert after == before
-    assert sorted((r["source_id"], r["target_id"], r["constraint"]) for r in rows(out / "recipe_pairs")) == pairs_before
+    assert (
+        sorted(
+            (r["source_id"], r["target_id"], r["constraint"]) for r in rows(out / "recipe_pairs")
+        )
+        == pairs_before
+    )
     assert json.loads((out / "stats.json").read_text())["resumed"] is True
 
 
@@ -128,12 +157,15 @@ def test_other_settings_into_the_same_folder_are_refused(prepared):
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--input", "/nonexistent/recipes.jsonl"], "no such file"),
-    (["--constraints", "keto"], "unknown constraint"),
-    (["--limit", "0"], "data.limit must be >= 1 (got 0)"),
-    (["--profile", "nope"], "unknown profile"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--input", "/nonexistent/recipes.jsonl"], "no such file"),
+        (["--constraints", "keto"], "unknown constraint"),
+        (["--limit", "0"], "data.limit must be >= 1 (got 0)"),
+        (["--profile", "nope"], "unknown profile"),
+    ],
+)
 def test_bad_settings_fail_with_one_line_before_any_work(tmp_path, args, message):
     base = ["--input", str(SAMPLE), "--output", str(tmp_path / "out")]
     done = run_job(*base, *args, timeout=60)
@@ -170,14 +202,21 @@ def test_dish_grouping_gets_a_partition_per_recipe_file(prepared, tmp_path):
     try:
         configure_data(ray.data, {"shuffle": "sort", "operator_reservation": False})
         assert not ray.data.DataContext.get_current().op_resource_reservation_enabled
-        groups = (read_blocks(ray.data, str(folder)).groupby("dish")
-                  .map_groups(lambda g: pa.table({"dish": [g.column("dish")[0].as_py()], "rows": [g.num_rows]}),
-                              batch_format="pyarrow")
-                  .materialize())
+        groups = (
+            read_blocks(ray.data, str(folder))
+            .groupby("dish")
+            .map_groups(
+                lambda g: pa.table({"dish": [g.column("dish")[0].as_py()], "rows": [g.num_rows]}),
+                batch_format="pyarrow",
+            )
+            .materialize()
+        )
         assert groups.num_blocks() == parts
         rows = pa.concat_tables(ray.get(groups.to_arrow_refs()))
         assert sum(rows.column("rows").to_pylist()) == recipes.num_rows
-        assert sorted(rows.column("dish").to_pylist()) == sorted(set(recipes.column("dish").to_pylist()))
+        assert sorted(rows.column("dish").to_pylist()) == sorted(
+            set(recipes.column("dish").to_pylist())
+        )
     finally:
         if started_here:
             ray.shutdown()

@@ -1,4 +1,5 @@
 """Batch rewriting (jobs/rewrite.py on Ray Data) with a tiny Contextual Rewriter trained on real pairs."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,17 @@ import sys
 import time
 
 import pytest
+from conftest import (
+    ROOT,
+    config_copy,
+    job_env,
+    make_rewriter,
+    needs_dictionary,
+    needs_shared_data,
+    run_script,
+    sampling,
+)
 
-from conftest import ROOT, config_copy, job_env, make_rewriter, needs_dictionary, needs_shared_data, run_script, sampling
 from rrt.config import load_settings
 from rrt.modelling.selection import SELECTIONS
 from rrt.recipes.recipe import Recipe
@@ -28,22 +38,40 @@ def disguised_chosen(rows: list[dict]) -> int:
     """Chosen steps that hide a forbidden food in a non-word (`disguised_foods`)."""
     from rrt.modelling.selection import disguised_foods, step_context
 
-    return sum(bool(disguised_foods(e["candidates"][e["chosen"]]["text"],
-                                    step_context(r["source"], e["source_step"], r["constraint"])))
-               for r in rows for e in r["steps"])
+    return sum(
+        bool(
+            disguised_foods(
+                e["candidates"][e["chosen"]]["text"],
+                step_context(r["source"], e["source_step"], r["constraint"]),
+            )
+        )
+        for r in rows
+        for e in r["steps"]
+    )
 
 
 def candidate_violations(rows: list[dict]) -> int:
     """Sampled candidates (all of them, chosen or not) that break their recipe's constraints."""
-    return sum(bool(text_violations(c["text"], row["constraint"].split(",")))
-               for row in rows for entry in row["steps"] for c in entry["candidates"])
+    return sum(
+        bool(text_violations(c["text"], row["constraint"].split(",")))
+        for row in rows
+        for entry in row["steps"]
+        for c in entry["candidates"]
+    )
 
 
-def stopped_and_rerun(args: list[str], out, at_least: int) -> tuple[subprocess.CompletedProcess, list[str]]:
+def stopped_and_rerun(
+    args: list[str], out, at_least: int
+) -> tuple[subprocess.CompletedProcess, list[str]]:
     """Start a rewrite run, stop it (SIGTERM) once `at_least` records are written, then rerun it to the end:
     (the rerun's result, the lines written before the stop)."""
-    job = subprocess.Popen([sys.executable, str(ROOT / "jobs" / "rewrite.py"), *args], cwd=ROOT, env=job_env(),
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    job = subprocess.Popen(
+        [sys.executable, str(ROOT / "jobs" / "rewrite.py"), *args],
+        cwd=ROOT,
+        env=job_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     path = out / "rewrites.jsonl"
     deadline = time.time() + 400
     while time.time() < deadline and job.poll() is None:
@@ -73,11 +101,28 @@ def contextual_runs(prepared, trained_contextual, tmp_path_factory):
     config = config_copy(folder, rewrite={"top_k": vocabulary, "max_step_tokens": 32})
     runs = {}
     # plain: one batch of 2 per call, so records arrive in small steps.
-    for name, extra in (("plain", ["--batch-recipes", "2", "--call-batches", "1", "--actors", "1"]),
-                        ("constrained", ["--constrained"])):
+    for name, extra in (
+        ("plain", ["--batch-recipes", "2", "--call-batches", "1", "--actors", "1"]),
+        ("constrained", ["--constrained"]),
+    ):
         out = folder / name
-        args = ["--data", str(prepared[0]), "--system", "contextual", "--model", str(model), "--output", str(out),
-                "--num-recipes", "10", "--candidates", "6", "--config", config, *extra]
+        args = [
+            "--data",
+            str(prepared[0]),
+            "--system",
+            "contextual",
+            "--model",
+            str(model),
+            "--output",
+            str(out),
+            "--num-recipes",
+            "10",
+            "--candidates",
+            "6",
+            "--config",
+            config,
+            *extra,
+        ]
         if name == "plain":
             done, before = stopped_and_rerun(args, out, 2)
         else:
@@ -96,17 +141,23 @@ def test_every_sampled_recipe_is_rewritten_step_by_step_with_scored_candidates(c
         assert len(row["rewrite"]["steps"]) == len(row["source"]["steps"]) == len(row["steps"])
         for n, entry in enumerate(row["steps"]):
             # A source step too long for the block is the guide's rewrite, noted and counted.
-            assert entry["source_step"] == n and len(entry["candidates"]) == (1 if entry.get("note") else 6)
+            assert entry["source_step"] == n and len(entry["candidates"]) == (
+                1 if entry.get("note") else 6
+            )
             totals = [c["scores"]["total"] for c in entry["candidates"]]
-            assert set(entry["candidates"][0]["scores"]) == set(SELECTIONS[load_settings().rewrite.selection]) | {"total"}
-            assert totals[entry["chosen"]] == max(totals) and entry["chosen"] == totals.index(max(totals))
+            assert set(entry["candidates"][0]["scores"]) == set(
+                SELECTIONS[load_settings().rewrite.selection]
+            ) | {"total"}
+            assert totals[entry["chosen"]] == max(totals) and entry["chosen"] == totals.index(
+                max(totals)
+            )
             assert row["rewrite"]["steps"][n] == entry["candidates"][entry["chosen"]]["text"]
         # Title and ingredient lines come from the substitution guide, so they obey the constraint.
         guide = Recipe("r", row["rewrite"]["title"], row["rewrite"]["ingredients"], ["Mix."])
         assert all(tag_recipe(guide, row["constraint"].split(",")).valid.values())
     run = json.loads((out / "run.json").read_text())
     # The rerun's counts are of the recipes it wrote itself.
-    ours = rows[len(before):]
+    ours = rows[len(before) :]
     noted = sum(bool(e.get("note")) for r in ours for e in r["steps"])
     assert run["counts"]["steps_fallback"] + run["counts"]["empty_steps"] == noted
     assert run["counts"]["disguised_food_steps"] == disguised_chosen(ours)
@@ -116,9 +167,20 @@ def test_every_sampled_recipe_is_rewritten_step_by_step_with_scored_candidates(c
     # The engine's rounds (one step of every recipe in flight each) and where its time went.
     assert run["engine"]["rounds"] >= max((len(r["source"]["steps"]) for r in ours), default=0)
     assert run["engine"]["sampling_s"] > 0 and set(run["engine"]) == {
-        "rounds", "step_rounds", "prompting_s", "sampling_s", "selection_s", "words_taken_back", "static_caches",
-        "graph_captures", "cache_evictions", "no_room"}
-    assert run["engine"]["words_taken_back"] == 0 and "taken back" not in done.stdout   # plain: no guard
+        "rounds",
+        "step_rounds",
+        "prompting_s",
+        "sampling_s",
+        "selection_s",
+        "words_taken_back",
+        "static_caches",
+        "graph_captures",
+        "cache_evictions",
+        "no_room",
+    }
+    assert (
+        run["engine"]["words_taken_back"] == 0 and "taken back" not in done.stdout
+    )  # plain: no guard
     assert run["actors_used"] == 1
     # decode_step auto: the growing cache on a CPU, so round-level batching.
     assert run["engine"]["static_caches"] == 0 and run["engine"]["step_rounds"] == 0
@@ -131,14 +193,18 @@ def test_constrained_decoding_leaves_no_violation_where_sampling_makes_some(cont
     assert {r["id"] for r in plain} == {r["id"] for r in held}
     assert candidate_violations(plain) > 0, [c["text"] for c in plain[0]["steps"][0]["candidates"]]
     assert candidate_violations(held) == 0
-    assert all(not text_violations(s, r["constraint"].split(",")) for r in held for s in r["rewrite"]["steps"])
+    assert all(
+        not text_violations(s, r["constraint"].split(","))
+        for r in held
+        for s in r["rewrite"]["steps"]
+    )
     assert all(r["constrained"] for r in held)
     out, done, _ = contextual_runs["constrained"]
     run = json.loads((out / "run.json").read_text())
     assert run["counts"]["disguised_food_steps"] == disguised_chosen(held)
     assert f"{disguised_chosen(held)} with a forbidden food inside a non-word" in done.stdout
     taken_back = run["engine"]["words_taken_back"]
-    assert taken_back > 0   # the tiny model writes forbidden foods often
+    assert taken_back > 0  # the tiny model writes forbidden foods often
     # Two actors, two shares of 5 recipes: each actor rewrote one (the first actor up used to take both).
     assert run["actors_used"] == 2
     assert f", {taken_back} forbidden words taken back while sampling;" in done.stdout
@@ -148,7 +214,10 @@ def test_a_stopped_run_finishes_the_rest_and_writes_each_recipe_once(contextual_
     out, _, before = contextual_runs["plain"]
     assert 2 <= len(before) < 10, "the run ended before it could be stopped part-way"
     after = (out / "rewrites.jsonl").read_text().splitlines()
-    assert len(after) == 10 and len({(json.loads(x)["id"], json.loads(x)["constraint"]) for x in after}) == 10
+    assert (
+        len(after) == 10
+        and len({(json.loads(x)["id"], json.loads(x)["constraint"]) for x in after}) == 10
+    )
     assert after[: len(before)] == before
     run = json.loads((out / "run.json").read_text())
     assert run["resumed"] and run["counts"]["done_earlier"] == len(before)
@@ -159,45 +228,98 @@ def test_rule_based_and_retrieval_rewrite_the_same_sample(prepared, tmp_path):
     for system in ("rule_based", "retrieval"):
         # The suite's one job that starts (and stops) a Ray of its own, as on a laptop; the others
         # join the session's.
-        done = run_script("rewrite.py", "--data", str(prepared[0]), "--system", system, "--output",
-                          str(tmp_path / system), "--num-recipes", "12", timeout=300, own_ray=system == "rule_based")
+        done = run_script(
+            "rewrite.py",
+            "--data",
+            str(prepared[0]),
+            "--system",
+            system,
+            "--output",
+            str(tmp_path / system),
+            "--num-recipes",
+            "12",
+            timeout=300,
+            own_ray=system == "rule_based",
+        )
         assert done.returncode == 0, done.stderr[-4000:]
         rows[system] = {(r["id"], r["constraint"]): r for r in rewrites(tmp_path / system)}
     assert rows["rule_based"].keys() == rows["retrieval"].keys() and len(rows["rule_based"]) == 12
     for key, row in rows["rule_based"].items():
-        recipe = Recipe("r", row["rewrite"]["title"], row["rewrite"]["ingredients"], row["rewrite"]["steps"])
+        recipe = Recipe(
+            "r", row["rewrite"]["title"], row["rewrite"]["ingredients"], row["rewrite"]["steps"]
+        )
         assert len(row["rewrite"]["steps"]) == len(row["source"]["steps"])
-        assert row["substitutions"], "every sampled source breaks its constraint, so the guide changes it"
+        assert row["substitutions"], (
+            "every sampled source breaks its constraint, so the guide changes it"
+        )
         assert all(tag_recipe(recipe, key[1].split(",")).valid.values())
-    retrieved = [r for r in rows["retrieval"].values() if not any("rule-based" in n for n in r["notes"])]
+    retrieved = [
+        r for r in rows["retrieval"].values() if not any("rule-based" in n for n in r["notes"])
+    ]
     assert retrieved, "no sampled dish has a valid recipe to retrieve"
     for row in retrieved:
-        assert row["rewrite"]["title"] != row["source"]["title"] or row["rewrite"]["steps"] != row["source"]["steps"]
-        recipe = Recipe("r", row["rewrite"]["title"], row["rewrite"]["ingredients"], row["rewrite"]["steps"])
+        assert (
+            row["rewrite"]["title"] != row["source"]["title"]
+            or row["rewrite"]["steps"] != row["source"]["steps"]
+        )
+        recipe = Recipe(
+            "r", row["rewrite"]["title"], row["rewrite"]["ingredients"], row["rewrite"]["steps"]
+        )
         assert all(tag_recipe(recipe, row["constraint"].split(",")).valid.values())
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--system", "contextual"], "needs --model"),
-    (["--system", "contextual", "--model", "/nonexistent"], "holds no exported model"),
-    (["--system", "rule_based", "--num-recipes", "0"], "rewrite.num_recipes must be >= 1 (got 0)"),
-    (["--system", "rule_based", "--constraint", "keto"], "unknown constraint 'keto'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--system", "contextual"], "needs --model"),
+        (["--system", "contextual", "--model", "/nonexistent"], "holds no exported model"),
+        (
+            ["--system", "rule_based", "--num-recipes", "0"],
+            "rewrite.num_recipes must be >= 1 (got 0)",
+        ),
+        (["--system", "rule_based", "--constraint", "keto"], "unknown constraint 'keto'"),
+    ],
+)
 def test_bad_settings_are_one_line_before_ray_starts(prepared, tmp_path, args, message):
-    done = run_script("rewrite.py", "--data", str(prepared[0]), "--output", str(tmp_path / "o"), *args, timeout=120)
+    done = run_script(
+        "rewrite.py",
+        "--data",
+        str(prepared[0]),
+        "--output",
+        str(tmp_path / "o"),
+        *args,
+        timeout=120,
+    )
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "o").exists()
 
 
-def test_a_model_of_another_format_is_refused_before_ray_starts(prepared, trained_contextual, tmp_path):
-    done = run_script("rewrite.py", "--data", str(prepared[0]), "--output", str(tmp_path / "o"), "--system",
-                      "grounded_rule", "--model", str(trained_contextual[0] / "model"), timeout=120)
-    assert done.returncode == 2 and "holds a contextual model; grounded_rule rewrites with a grounded_ing one" \
-        in done.stderr, done.stderr
+def test_a_model_of_another_format_is_refused_before_ray_starts(
+    prepared, trained_contextual, tmp_path
+):
+    done = run_script(
+        "rewrite.py",
+        "--data",
+        str(prepared[0]),
+        "--output",
+        str(tmp_path / "o"),
+        "--system",
+        "grounded_rule",
+        "--model",
+        str(trained_contextual[0] / "model"),
+        timeout=120,
+    )
+    assert (
+        done.returncode == 2
+        and "holds a contextual model; grounded_rule rewrites with a grounded_ing one"
+        in done.stderr
+    ), done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "o").exists()
 
 
-def test_one_step_empty_step_and_overlong_step_recipes_are_rewritten_and_counted(trained_contextual):
+def test_one_step_empty_step_and_overlong_step_recipes_are_rewritten_and_counted(
+    trained_contextual,
+):
     from jobs.rewrite import record_counts
     from rrt.modelling.models import load_exported
     from rrt.modelling.rewriter import RewriteTask
@@ -205,16 +327,27 @@ def test_one_step_empty_step_and_overlong_step_recipes_are_rewritten_and_counted
     lm, tok = load_exported(str(trained_contextual[0] / "model"), "cpu")
     rewriter = make_rewriter("contextual", lm, tok, 256, sampling(candidates=2, max_new_tokens=16))
     base = {"title": "Cheese Toast", "ingredients": ["2 slices bread", "1 cup cheddar cheese"]}
-    tasks = [RewriteTask("one", ["vegan"], {**base, "steps": ["Melt the cheese on the bread."]}),
-             RewriteTask("empty", ["vegan"], {**base, "steps": ["Toast the bread.", "", "Serve."]}),
-             RewriteTask("long", ["vegan"], {**base, "steps": ["Toast the bread.", "Add cheese " * 200, "Serve."]}),
-             RewriteTask("none", ["vegan"], {**base, "steps": []})]
+    tasks = [
+        RewriteTask("one", ["vegan"], {**base, "steps": ["Melt the cheese on the bread."]}),
+        RewriteTask("empty", ["vegan"], {**base, "steps": ["Toast the bread.", "", "Serve."]}),
+        RewriteTask(
+            "long",
+            ["vegan"],
+            {**base, "steps": ["Toast the bread.", "Add cheese " * 200, "Serve."]},
+        ),
+        RewriteTask("none", ["vegan"], {**base, "steps": []}),
+    ]
     out = {r["id"]: r for r in rewriter.rewrite(tasks)}
     assert len(out["one"]["rewrite"]["steps"]) == 1
-    assert out["empty"]["rewrite"]["steps"][1] == "" and out["empty"]["steps"][1]["note"] == "empty source step"
+    assert (
+        out["empty"]["rewrite"]["steps"][1] == ""
+        and out["empty"]["steps"][1]["note"] == "empty source step"
+    )
     assert "rule-based" in out["long"]["steps"][1]["note"]
     assert not text_violations(out["long"]["rewrite"]["steps"][1], ["vegan"])
-    assert out["none"]["rewrite"]["steps"] == [] and out["none"]["notes"] == ["the source recipe has no steps"]
+    assert out["none"]["rewrite"]["steps"] == [] and out["none"]["notes"] == [
+        "the source recipe has no steps"
+    ]
     assert rewriter.stats["empty_steps"] == 1 and rewriter.stats["steps_fallback"] == 1
     assert rewriter.stats["recipes_without_steps"] == 1
     # The empty step scores 0 on every rule, yet hides no food.
@@ -223,18 +356,27 @@ def test_one_step_empty_step_and_overlong_step_recipes_are_rewritten_and_counted
 
 def test_the_sample_is_every_recipe_whose_dish_has_a_version_obeying_the_constraint():
     from jobs.rewrite import rewrite_keys
-    from rrt.recipes.lexicon import CONSTRAINTS
     from rrt.corpus.pairing import valid_column
+    from rrt.recipes.lexicon import CONSTRAINTS
 
     def row(rid, dish, *obeys):
         return {"id": rid, "dish": dish, **{valid_column(c): c in obeys for c in CONSTRAINTS}}
 
-    rows = [row("a", "taco"), row("b", "taco", "vegan", "vegetarian", "dairy-free", "egg-free"),
-            row("c", "stew"), row("d", "stew", "nut-free", "alcohol-free", "fish-free")]
+    rows = [
+        row("a", "taco"),
+        row("b", "taco", "vegan", "vegetarian", "dairy-free", "egg-free"),
+        row("c", "stew"),
+        row("d", "stew", "nut-free", "alcohol-free", "fish-free"),
+    ]
     keys = rewrite_keys(rows)
     assert ("a", "vegan") in keys and ("c", "nut-free") in keys
-    assert ("a", "nut-free") not in keys     # no taco is nut-free: nothing to retrieve, no version to learn
-    assert not [key for key in keys if key[0] == "b" and key[1] in ("vegan", "dairy-free")]   # "b" obeys them
+    assert (
+        "a",
+        "nut-free",
+    ) not in keys  # no taco is nut-free: nothing to retrieve, no version to learn
+    assert not [
+        key for key in keys if key[0] == "b" and key[1] in ("vegan", "dairy-free")
+    ]  # "b" obeys them
     assert rewrite_keys(rows, "vegan,dairy-free") == [("a", "vegan,dairy-free")]
 
 
@@ -242,12 +384,20 @@ def test_lines_that_are_not_steps_keep_their_place_with_the_guides_stand_ins():
     from rrt.evaluation.baselines import rule_based
     from rrt.modelling.rewriter import RewriteTask
 
-    source = {"title": "Beef Stew", "ingredients": ["1 lb beef", "1 onion"],
-              "steps": ["Brown the beef.", "Simmer with the onion for 2 hours."],
-              "non_steps": [{"kind": "header", "text": "Cut the Beef", "before": 0},
-                            {"kind": "storage", "text": "Keeps for 3 days in the fridge.", "before": 2}]}
+    source = {
+        "title": "Beef Stew",
+        "ingredients": ["1 lb beef", "1 onion"],
+        "steps": ["Brown the beef.", "Simmer with the onion for 2 hours."],
+        "non_steps": [
+            {"kind": "header", "text": "Cut the Beef", "before": 0},
+            {"kind": "storage", "text": "Keeps for 3 days in the fridge.", "before": 2},
+        ],
+    }
     record = rule_based(RewriteTask("s1", ["vegetarian"], source))
     carried = record["rewrite"]["non_steps"]
     assert [(c["kind"], c["before"]) for c in carried] == [("header", 0), ("storage", 2)]
-    assert "beef" not in carried[0]["text"].lower() and carried[1]["text"] == "Keeps for 3 days in the fridge."
+    assert (
+        "beef" not in carried[0]["text"].lower()
+        and carried[1]["text"] == "Keeps for 3 days in the fridge."
+    )
     assert record["source"]["non_steps"] == source["non_steps"]

@@ -1,9 +1,11 @@
 """The bundled sample corpus: size, dishes, and coverage of every constraint."""
+
 from __future__ import annotations
 
 from collections import defaultdict
 
 from conftest import SAMPLE
+
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.loaders import LoadReport, read_recipes
 from rrt.recipes.tagger import tag_recipe
@@ -31,6 +33,9 @@ def test_every_constraint_has_ten_valid_and_ten_invalid_recipes_and_dishes_mix()
     for recipe in recipes:
         for constraint in CONSTRAINTS:
             mixes[_dish(recipe.id)].add((constraint, tags[recipe.id][constraint]))
-    mixed = [d for d, seen in mixes.items()
-             if any((c, True) in seen and (c, False) in seen for c in CONSTRAINTS)]
+    mixed = [
+        d
+        for d, seen in mixes.items()
+        if any((c, True) in seen and (c, False) in seen for c in CONSTRAINTS)
+    ]
     assert len(mixed) >= 0.8 * len(mixes)

@@ -1,10 +1,11 @@
 """Continuous batching (rrt.modelling.scheduler) on a tiny random GPT-2: recipes join and leave the
 running batch between steps and get the rewrite they get alone."""
+
 from __future__ import annotations
 
 import pytest
-
 from conftest import SAMPLE, make_rewriter, needs_dictionary, sampling, tiny_random_lm
+
 from rrt.modelling.rewriter import RewriteTask
 from rrt.modelling.scheduler import StepScheduler, rewrite_all
 from rrt.recipes.loaders import read_recipes
@@ -19,14 +20,23 @@ def tiny():
     recipes = list(read_recipes([str(SAMPLE)]))
     # Recipes of different lengths, so they finish in different rounds.
     chosen = sorted(recipes[:12], key=lambda r: len(r.steps))[::2][:6]
-    tasks = [RewriteTask(r.id, ["vegan"], {"title": r.title, "ingredients": list(r.ingredients),
-                                           "steps": list(r.steps[:5])}, seed=7) for r in chosen]
+    tasks = [
+        RewriteTask(
+            r.id,
+            ["vegan"],
+            {"title": r.title, "ingredients": list(r.ingredients), "steps": list(r.steps[:5])},
+            seed=7,
+        )
+        for r in chosen
+    ]
     return lm, tok, tasks
 
 
 def _rewriter(tiny, system="contextual"):
     lm, tok, _ = tiny
-    return make_rewriter(system, lm, tok, 256, sampling(candidates=3, max_new_tokens=6), recipe_tokens=24)
+    return make_rewriter(
+        system, lm, tok, 256, sampling(candidates=3, max_new_tokens=6), recipe_tokens=24
+    )
 
 
 def test_recipes_join_a_running_batch_and_get_the_rewrite_they_get_alone(tiny):
@@ -36,7 +46,7 @@ def test_recipes_join_a_running_batch_and_get_the_rewrite_they_get_alone(tiny):
     for task in tasks[:2]:
         scheduler.submit(task.id, task)
     outcomes = scheduler.round()
-    for task in tasks[2:]:          # arrive while the first two are part-way
+    for task in tasks[2:]:  # arrive while the first two are part-way
         scheduler.submit(task.id, task)
     outcomes += scheduler.drain()
     assert sorted(o.key for o in outcomes) == sorted(alone) and not any(o.error for o in outcomes)
@@ -60,7 +70,7 @@ def test_a_recipe_that_breaks_the_engine_fails_alone_and_the_round_is_undone(tin
     broken = tasks[1].id
 
     def round_(states):
-        real(states)   # every state is advanced, then the error: only an undo gets the others back
+        real(states)  # every state is advanced, then the error: only an undo gets the others back
         if any(s.task.id == broken and s.step == 2 for s in states):
             raise RuntimeError("engine failure")
 
@@ -80,7 +90,7 @@ def test_cancelled_recipes_leave_between_rounds(tiny):
     for task in tasks:
         scheduler.submit(task.id, task)
     scheduler.round()
-    gone = {tasks[0].id, tasks[-1].id}     # one part-way, one still waiting
+    gone = {tasks[0].id, tasks[-1].id}  # one part-way, one still waiting
     assert sorted(scheduler.cancel(lambda key: key not in gone)) == sorted(gone)
     left = scheduler.drain()
     assert {o.key for o in left} == {t.id for t in tasks} - gone and scheduler.waiting == 0
@@ -94,6 +104,7 @@ def test_end_to_end_recipes_finish_in_one_round(tiny):
     for task in tasks:
         scheduler.submit(task.id, task)
     outcomes = scheduler.round()
-    assert len(outcomes) == 2 and all(o.rounds == 1 and o.record["steps"][0]["source_step"] is None
-                                      for o in outcomes)
+    assert len(outcomes) == 2 and all(
+        o.rounds == 1 and o.record["steps"][0]["source_step"] is None for o in outcomes
+    )
     assert not scheduler.busy

@@ -1,18 +1,38 @@
 """Best-of-N selection: each rule on passing and failing steps, weights, ties and contexts."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
-
-from rrt.modelling.selection import (RULES, StepContext, capitalised, clean_chars, dictionary_words, disguised_foods,
-                           ends_with_punctuation, ingredient_overlap, is_english, no_disguised_food, no_violation,
-                           recipe_words, score_candidate, select_best, short, step_context)
 from conftest import make_recipe, needs_dictionary
+
+from rrt.modelling.selection import (
+    RULES,
+    StepContext,
+    capitalised,
+    clean_chars,
+    dictionary_words,
+    disguised_foods,
+    ends_with_punctuation,
+    ingredient_overlap,
+    is_english,
+    no_disguised_food,
+    no_violation,
+    recipe_words,
+    score_candidate,
+    select_best,
+    short,
+    step_context,
+)
 
 RECIPE = make_recipe(
     ["2 cups whole milk", "3 tablespoons cocoa powder", "2 large eggs", "1 tablespoon za'atar"],
-    ["Whisk the eggs with the cocoa powder.", "Pour in the milk and sprinkle with za'atar.", "Serve warm."],
+    [
+        "Whisk the eggs with the cocoa powder.",
+        "Pour in the milk and sprinkle with za'atar.",
+        "Serve warm.",
+    ],
     title="Spiced Cocoa Custard",
 )
 
@@ -24,13 +44,16 @@ def vegan_ctx():
     return step_context(RECIPE, 0, ["vegan"])
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("Whisk the flax seeds with the cocoa powder.", 1.0),
-    ("Slice the eggplant and grate the nutmeg.", 1.0),
-    ("Whisk the eggs with the cocoa powder.", 0.0),
-    ("Drizzle with honey.", 0.0),
-    ("Stir in the coconut milk.", 1.0),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Whisk the flax seeds with the cocoa powder.", 1.0),
+        ("Slice the eggplant and grate the nutmeg.", 1.0),
+        ("Whisk the eggs with the cocoa powder.", 0.0),
+        ("Drizzle with honey.", 0.0),
+        ("Stir in the coconut milk.", 1.0),
+    ],
+)
 def test_no_violation(text, expected, vegan_ctx):
     assert no_violation(text, vegan_ctx) == expected
 
@@ -43,90 +66,120 @@ def test_no_violation_checks_every_constraint():
     assert no_violation("Fold in the walnuts.", step_context(RECIPE, 0, "egg-free")) == 1.0
 
 
-@pytest.mark.parametrize("constraints,text,found", [
-    # What constrained decoding wrote once "chicken", "beef" or "meatball" had to go on with letters.
-    ("vegan", "Toss the chickenocks with the granny tomato.", ["chickenocks"]),
-    ("vegetarian", "Simmer the ground beefockward, then the meatballsiless.", ["beefockward", "meatballsiless"]),
-    ("vegan", "Blend the tofu with the MayoCal and the cheddarsweet potato.", ["MayoCal", "cheddarsweet"]),
-    ("vegan", "Fold in the tofuegg.", ["tofuegg"]),                      # a food at the end too
-    ("nut-free", "A walnutty crumble.", ["walnutty"]),
-    ("vegan", "Slice the eggplant, grate the nutmeg and serve it eggless and dairyfree.", []),
-    ("vegan", "Whisk the zqxv and blorpt.", []),                         # non-words that hide no food
-    ("egg-free", "A walnutty crumble.", []),                             # walnuts are not what egg-free forbids
-    ("vegan", "Season with the za'atar.", []),
-])
-def test_disguised_foods_are_non_words_that_begin_or_end_with_a_forbidden_food(constraints, text, found):
+@pytest.mark.parametrize(
+    "constraints,text,found",
+    [
+        # What constrained decoding wrote once "chicken", "beef" or "meatball" had to go on with letters.
+        ("vegan", "Toss the chickenocks with the granny tomato.", ["chickenocks"]),
+        (
+            "vegetarian",
+            "Simmer the ground beefockward, then the meatballsiless.",
+            ["beefockward", "meatballsiless"],
+        ),
+        (
+            "vegan",
+            "Blend the tofu with the MayoCal and the cheddarsweet potato.",
+            ["MayoCal", "cheddarsweet"],
+        ),
+        ("vegan", "Fold in the tofuegg.", ["tofuegg"]),  # a food at the end too
+        ("nut-free", "A walnutty crumble.", ["walnutty"]),
+        ("vegan", "Slice the eggplant, grate the nutmeg and serve it eggless and dairyfree.", []),
+        ("vegan", "Whisk the zqxv and blorpt.", []),  # non-words that hide no food
+        ("egg-free", "A walnutty crumble.", []),  # walnuts are not what egg-free forbids
+        ("vegan", "Season with the za'atar.", []),
+    ],
+)
+def test_disguised_foods_are_non_words_that_begin_or_end_with_a_forbidden_food(
+    constraints, text, found
+):
     ctx = step_context(RECIPE, 0, constraints)
     assert disguised_foods(text, ctx) == found
     assert no_disguised_food(text, ctx) == float(not found)
-    assert no_violation(text, ctx) == 1.0    # the tagger's word boundaries miss every one of them
+    assert no_violation(text, ctx) == 1.0  # the tagger's word boundaries miss every one of them
 
 
 def test_a_word_of_the_source_recipe_is_no_disguise():
     recipe = make_recipe(["1 Honeycrisp apple"], ["Slice the Honeycrisp."])
     assert disguised_foods("Slice the Honeycrisp.", step_context(recipe, 0, "vegan")) == []
-    assert disguised_foods("Slice the Honeycrisp.", step_context(RECIPE, 0, "vegan")) == ["Honeycrisp"]
+    assert disguised_foods("Slice the Honeycrisp.", step_context(RECIPE, 0, "vegan")) == [
+        "Honeycrisp"
+    ]
 
 
 def test_a_clean_step_beats_a_disguised_food_which_beats_a_named_one(vegan_ctx):
-    clean, disguised, named = ("Whisk the flax with the cocoa.", "Whisk the eggocks with the cocoa.",
-                               "Whisk the eggs with the cocoa.")
+    clean, disguised, named = (
+        "Whisk the flax with the cocoa.",
+        "Whisk the eggocks with the cocoa.",
+        "Whisk the eggs with the cocoa.",
+    )
     best, scores = select_best([named, disguised, clean], vegan_ctx)
     assert best == 2 and scores[2]["total"] > scores[1]["total"] > scores[0]["total"]
     assert select_best([named, disguised], vegan_ctx)[0] == 1
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("Mix.", 1.0),
-    ("x" * 99, 1.0),
-    ("x" * 100, 0.0),
-    ("Stir " * 40, 0.0),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Mix.", 1.0),
+        ("x" * 99, 1.0),
+        ("x" * 100, 0.0),
+        ("Stir " * 40, 0.0),
+    ],
+)
 def test_short(text, expected, vegan_ctx):
     assert short(text, vegan_ctx) == expected
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("Bake at 350 F for 20-25 minutes (until set).", 1.0),
-    ("Add 50% of the flour.", 0.0),
-    ("Top with *fresh* herbs.", 0.0),
-    ("Costs $3.", 0.0),
-    ("Season #2.", 0.0),
-    ("Mix ^ well.", 0.0),
-    ("Sugar = sweet.", 0.0),
-    ("Flour + water.", 0.0),
-    ("Stir well. <inst> Bake.", 0.0),
-    ("Serve.<|endoftext|>", 0.0),
-    ("Bake. <tgt:vegan>", 0.0),
-    ("Serve with rice <|endo", 0.0),  # the broken first half of a special token
-    ("Serve in a 9 < 13 inch dish.", 1.0),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Bake at 350 F for 20-25 minutes (until set).", 1.0),
+        ("Add 50% of the flour.", 0.0),
+        ("Top with *fresh* herbs.", 0.0),
+        ("Costs $3.", 0.0),
+        ("Season #2.", 0.0),
+        ("Mix ^ well.", 0.0),
+        ("Sugar = sweet.", 0.0),
+        ("Flour + water.", 0.0),
+        ("Stir well. <inst> Bake.", 0.0),
+        ("Serve.<|endoftext|>", 0.0),
+        ("Bake. <tgt:vegan>", 0.0),
+        ("Serve with rice <|endo", 0.0),  # the broken first half of a special token
+        ("Serve in a 9 < 13 inch dish.", 1.0),
+    ],
+)
 def test_clean_chars(text, expected, vegan_ctx):
     assert clean_chars(text, vegan_ctx) == expected
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("Preheat the oven.", 1.0),
-    ("  Preheat the oven.", 1.0),
-    ("preheat the oven.", 0.0),
-    ("350 degrees.", 0.0),
-    ("(Optional) garnish.", 0.0),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Preheat the oven.", 1.0),
+        ("  Preheat the oven.", 1.0),
+        ("preheat the oven.", 0.0),
+        ("350 degrees.", 0.0),
+        ("(Optional) garnish.", 0.0),
+    ],
+)
 def test_capitalised(text, expected, vegan_ctx):
     assert capitalised(text, vegan_ctx) == expected
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("Serve.", 1.0),
-    ("Enjoy!", 1.0),
-    ("Is it done?", 1.0),
-    ('Say "cheers."', 1.0),
-    ("Bake (about 20 minutes.)", 1.0),
-    ("Serve. ", 1.0),
-    ("Serve", 0.0),
-    ("Add the salt,", 0.0),
-    ("Mix and", 0.0),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Serve.", 1.0),
+        ("Enjoy!", 1.0),
+        ("Is it done?", 1.0),
+        ('Say "cheers."', 1.0),
+        ("Bake (about 20 minutes.)", 1.0),
+        ("Serve. ", 1.0),
+        ("Serve", 0.0),
+        ("Add the salt,", 0.0),
+        ("Mix and", 0.0),
+    ],
+)
 def test_ends_with_punctuation(text, expected, vegan_ctx):
     assert ends_with_punctuation(text, vegan_ctx) == expected
 
@@ -142,7 +195,9 @@ def test_dictionary_words_accepts_recipe_words_and_the_source_recipe():
     assert {"tahini", "sauté", "tempeh", "aquafaba"} <= recipe_words()
     ctx = step_context(RECIPE, 1, ["vegan"])
     assert dictionary_words("Sauté the tempeh, then stir in tahini and aquafaba.", ctx) == 1.0
-    assert dictionary_words("Sprinkle with za’atar.", ctx) == 1.0  # from the source recipe, either apostrophe
+    assert (
+        dictionary_words("Sprinkle with za’atar.", ctx) == 1.0
+    )  # from the source recipe, either apostrophe
     bare = StepContext(["vegan"], "Pour in the milk.", ["whole milk"])
     assert dictionary_words("Sprinkle with za'atar.", bare) == pytest.approx(2 / 3)
 
@@ -153,12 +208,15 @@ def test_dictionary_words_accepts_ingredient_names():
     assert is_english("Whisk") and not is_english("oatly")
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("Whisk the flax eggs with the cocoa powder.", 1.0),   # "flax eggs" still names ingredient 2
-    ("Whisk the cocoa powder.", 0.5),
-    ("Whisk the cocoa powder with the milk.", pytest.approx(1 / 3)),
-    ("Whisk everything.", 0.0),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Whisk the flax eggs with the cocoa powder.", 1.0),  # "flax eggs" still names ingredient 2
+        ("Whisk the cocoa powder.", 0.5),
+        ("Whisk the cocoa powder with the milk.", pytest.approx(1 / 3)),
+        ("Whisk everything.", 0.0),
+    ],
+)
 def test_ingredient_overlap(text, expected, vegan_ctx):
     assert vegan_ctx.source_ingredients == {1, 2}
     assert ingredient_overlap(text, vegan_ctx) == expected
@@ -173,14 +231,17 @@ def test_ingredient_overlap_is_1_when_the_source_step_names_none():
 def test_no_violation_dominates_every_other_rule(vegan_ctx):
     weights = {name: weight for name, (_, weight) in RULES.items()}
     assert weights["no_violation"] > sum(w for n, w in weights.items() if n != "no_violation")
-    assert weights["no_disguised_food"] > sum(w for n, w in weights.items() if n not in ("no_violation",
-                                                                                          "no_disguised_food"))
+    assert weights["no_disguised_food"] > sum(
+        w for n, w in weights.items() if n not in ("no_violation", "no_disguised_food")
+    )
     clean_but_ugly = "whisk zqx blorp %% <inst> " * 6
     perfect_but_violating = "Whisk the eggs with the cocoa powder."
     best, scores = select_best([perfect_but_violating, clean_but_ugly], vegan_ctx)
     assert best == 1
     assert scores[0]["no_violation"] == 0.0 and scores[0]["total"] == 56.0
-    assert scores[1]["no_violation"] == 1.0 and scores[1]["short"] == scores[1]["clean_chars"] == 0.0
+    assert (
+        scores[1]["no_violation"] == 1.0 and scores[1]["short"] == scores[1]["clean_chars"] == 0.0
+    )
 
 
 def test_scores_are_every_rule_plus_total_and_json_floats(vegan_ctx):
@@ -214,7 +275,10 @@ def test_select_best_needs_candidates(vegan_ctx):
 
 def test_step_context_from_dict_and_recipe():
     row = {"title": RECIPE.title, "ingredients": RECIPE.ingredients, "steps": RECIPE.steps}
-    from_dict, from_recipe = step_context(row, 1, "vegan,nut-free"), step_context(RECIPE, 1, ["vegan", "nut-free"])
+    from_dict, from_recipe = (
+        step_context(row, 1, "vegan,nut-free"),
+        step_context(RECIPE, 1, ["vegan", "nut-free"]),
+    )
     assert from_dict == from_recipe
     assert from_dict.constraints == ["vegan", "nut-free"]
     assert from_dict.source_step == RECIPE.steps[1]
@@ -228,8 +292,12 @@ def test_step_context_from_dict_and_recipe():
 
 def test_multi_constraint_selection_prefers_the_step_that_obeys_both():
     ctx = step_context(RECIPE, 0, ["vegan", "nut-free"])
-    candidates = ["Whisk the almonds with the cocoa powder.", "Whisk the eggs with the cocoa powder.",
-                  "Whisk the flax eggs with the cocoa powder and pecans.", "Whisk the cocoa powder with water."]
+    candidates = [
+        "Whisk the almonds with the cocoa powder.",
+        "Whisk the eggs with the cocoa powder.",
+        "Whisk the flax eggs with the cocoa powder and pecans.",
+        "Whisk the cocoa powder with water.",
+    ]
     best, scores = select_best(candidates, ctx)
     assert best == 3
     assert [s["no_violation"] for s in scores] == [0.0, 0.0, 0.0, 1.0]
@@ -249,7 +317,7 @@ def test_a_repeated_candidate_is_scored_once_and_keeps_its_own_scores(vegan_ctx,
     best, scores = selection.select_best([other, same, other, same, same], vegan_ctx)
     assert scored == [other, same] and best == 1
     assert scores == [score_candidate(t, vegan_ctx) for t in (other, same, other, same, same)]
-    scores[1]["total"] = -1.0   # each candidate's scores are its own record
+    scores[1]["total"] = -1.0  # each candidate's scores are its own record
     assert scores[3]["total"] == scores[4]["total"] == score_candidate(same, vegan_ctx)["total"]
 
 
@@ -259,7 +327,9 @@ def test_missing_dictionary_names_the_packages(monkeypatch):
     from rrt.modelling import selection
 
     def no_dictionary(tag):
-        raise enchant.errors.DictNotFoundError(f"Dictionary for language '{tag}' could not be found")
+        raise enchant.errors.DictNotFoundError(
+            f"Dictionary for language '{tag}' could not be found"
+        )
 
     monkeypatch.setattr(enchant, "Dict", no_dictionary)
     selection._english.cache_clear()
@@ -276,10 +346,32 @@ def test_sampled_steps_skip_unsampled_steps_and_name_each_candidates_hidden_food
     from rrt.evaluation.rewrite_records import sampled_steps
 
     source = {"title": RECIPE.title, "ingredients": RECIPE.ingredients, "steps": RECIPE.steps}
-    record = {"source": source, "constraint": "vegan", "steps": [
-        {"source_step": 0, "chosen": 0, "candidates": [{"text": "Whisk the flax."}, {"text": "Whisk the eggocks."}]},
-        {"source_step": 1, "chosen": 0, "candidates": [{"text": "Pour in the oat milk."}]},   # one candidate: a guide's
-        {"source_step": 2, "chosen": 1, "candidates": [{"text": "Serve the tofuegg."}, {"text": "Serve warm."}]},
-    ]}
-    found = [(entry["source_step"], ctx.source_step, words) for _, entry, ctx, words in sampled_steps([record])]
-    assert found == [(0, RECIPE.steps[0], [[], ["eggocks"]]), (2, RECIPE.steps[2], [["tofuegg"], []])]
+    record = {
+        "source": source,
+        "constraint": "vegan",
+        "steps": [
+            {
+                "source_step": 0,
+                "chosen": 0,
+                "candidates": [{"text": "Whisk the flax."}, {"text": "Whisk the eggocks."}],
+            },
+            {
+                "source_step": 1,
+                "chosen": 0,
+                "candidates": [{"text": "Pour in the oat milk."}],
+            },  # one candidate: a guide's
+            {
+                "source_step": 2,
+                "chosen": 1,
+                "candidates": [{"text": "Serve the tofuegg."}, {"text": "Serve warm."}],
+            },
+        ],
+    }
+    found = [
+        (entry["source_step"], ctx.source_step, words)
+        for _, entry, ctx, words in sampled_steps([record])
+    ]
+    assert found == [
+        (0, RECIPE.steps[0], [[], ["eggocks"]]),
+        (2, RECIPE.steps[2], [["tofuegg"], []]),
+    ]

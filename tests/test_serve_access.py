@@ -1,6 +1,7 @@
 """Who may use the service, without starting Ray: whether a key is needed follows where the HTTP
 proxy really listens (never an app argument or a Host header), and the API key comes from a file
 only its owner can read, never from anything Ray stores or shows."""
+
 from __future__ import annotations
 
 import os
@@ -74,7 +75,9 @@ def test_a_forged_host_header_does_not_make_a_remote_client_local(monkeypatch):
     keyless = gateway(None, settings(("127.0.0.1", 8000)))
     remote = client(monkeypatch, keyless, address="10.1.2.3", host="127.0.0.1:8000")
     assert remote.get("/v1/constraints").status_code == 403
-    reply = remote.post("/v1/rewrite", json={"recipe": {"title": "T", "steps": ["Mix."]}, "constraint": "vegan"})
+    reply = remote.post(
+        "/v1/rewrite", json={"recipe": {"title": "T", "steps": ["Mix."]}, "constraint": "vegan"}
+    )
     assert reply.status_code == 403 and "own machine" in reply.json()["error"]
     for address in ("127.0.0.1", "::1", "::ffff:127.0.0.1"):
         local = client(monkeypatch, keyless, address=address, host="127.0.0.1:8000")
@@ -92,7 +95,7 @@ def test_the_built_app_holds_no_key_material(monkeypatch, model, tmp_path):
     proxy_listens_on(monkeypatch, "0.0.0.0")
     path = key_file(tmp_path)
     by_file = build_app({"model": model, "api_key_file": path})
-    monkeypatch.setenv("RRT_API_KEY", KEY)   # the fallback of `rrt serve`: the deploying shell's env
+    monkeypatch.setenv("RRT_API_KEY", KEY)  # the fallback of `rrt serve`: the deploying shell's env
     by_env = build_app({"model": model})
     for app, source in ((by_file, {"file": path}), (by_env, {"env": "RRT_API_KEY"})):
         # Everything Serve is handed (and stores, and shows): where the key is, never the key.
@@ -106,12 +109,22 @@ def test_the_built_app_holds_no_key_material(monkeypatch, model, tmp_path):
 def test_a_wrong_or_missing_key_is_refused_and_the_right_one_passes(monkeypatch, tmp_path):
     from serve.access import key_source
 
-    guarded = gateway(None, settings(("0.0.0.0", 8000)), key_source({"api_key_file": key_file(tmp_path)}))
+    guarded = gateway(
+        None, settings(("0.0.0.0", 8000)), key_source({"api_key_file": key_file(tmp_path)})
+    )
     anyone = client(monkeypatch, guarded, address="203.0.113.9", host="rrt.example:8000")
-    for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": KEY}, {"Authorization": f"Bearer {KEY}x"}):
+    for headers in (
+        {},
+        {"Authorization": "Bearer nope"},
+        {"Authorization": KEY},
+        {"Authorization": f"Bearer {KEY}x"},
+    ):
         for method, route in (("GET", "/v1/constraints"), ("POST", "/v1/rewrite")):
             reply = anyone.request(method, route, headers=headers, json={})
-            assert reply.status_code == 401 and reply.headers["WWW-Authenticate"] == "Bearer", (headers, route)
+            assert reply.status_code == 401 and reply.headers["WWW-Authenticate"] == "Bearer", (
+                headers,
+                route,
+            )
     right = anyone.get("/v1/constraints", headers={"Authorization": f"Bearer {KEY}"})
     assert right.status_code == 200 and "vegan" in right.json()["constraints"]
 

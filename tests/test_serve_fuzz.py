@@ -5,6 +5,7 @@ the schema it declares.
 
     RRT_FUZZ_EXAMPLES=1000 python -m pytest tests/test_serve_fuzz.py   # the larger run
 """
+
 from __future__ import annotations
 
 import os
@@ -45,7 +46,9 @@ def replica(tmp_path_factory):
     key.chmod(0o600)
     made = gateway(rewriter, chosen, {"file": str(key)})
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ray_serve, "get_replica_context", lambda: SimpleNamespace(servable_object=made))
+        patch.setattr(
+            ray_serve, "get_replica_context", lambda: SimpleNamespace(servable_object=made)
+        )
         yield made
 
 
@@ -55,6 +58,11 @@ def test_no_server_error_and_every_answer_keeps_the_schema(case, replica):
     from schemathesis import checks
     from schemathesis.specs.openapi import checks as openapi_checks
 
-    case.call_and_validate(headers={"Authorization": f"Bearer {KEY}"},
-                           checks=[checks.not_a_server_error, openapi_checks.status_code_conformance,
-                                   openapi_checks.response_schema_conformance])
+    case.call_and_validate(
+        headers={"Authorization": f"Bearer {KEY}"},
+        checks=[
+            checks.not_a_server_error,
+            openapi_checks.status_code_conformance,
+            openapi_checks.response_schema_conformance,
+        ],
+    )

@@ -1,5 +1,6 @@
 """Set-up on a machine where we are not root: the Makefile skips what it cannot install, with
 one line, instead of stopping at a sudo password prompt."""
+
 from __future__ import annotations
 
 import os
@@ -7,7 +8,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import ROOT
 
 
@@ -22,10 +22,20 @@ def fake_tools(folder, **scripts) -> dict:
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_without_root_or_sudo_the_system_packages_are_skipped_with_one_line(tmp_path):
-    env = fake_tools(tmp_path, id="echo 1000", dpkg="exit 1",
-                     sudo='echo "sudo: a password is required" >&2; exit 1')
-    done = subprocess.run(["make", "-s", "system-packages"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=60)
+    env = fake_tools(
+        tmp_path,
+        id="echo 1000",
+        dpkg="exit 1",
+        sudo='echo "sudo: a password is required" >&2; exit 1',
+    )
+    done = subprocess.run(
+        ["make", "-s", "system-packages"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("make: skipping system packages"), done.stdout
@@ -34,8 +44,16 @@ def test_without_root_or_sudo_the_system_packages_are_skipped_with_one_line(tmp_
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_a_failed_install_is_one_line_and_set_up_goes_on(tmp_path):
-    env = fake_tools(tmp_path, id="echo 0", dpkg="exit 1", **{"apt-get": "echo 'E: no network' >&2; exit 100"})
-    done = subprocess.run(["make", "-s", "system-packages"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=60)
+    env = fake_tools(
+        tmp_path, id="echo 0", dpkg="exit 1", **{"apt-get": "echo 'E: no network' >&2; exit 100"}
+    )
+    done = subprocess.run(
+        ["make", "-s", "system-packages"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip().splitlines()[-1].startswith("make: could not install"), done.stdout

@@ -1,4 +1,5 @@
 """Substitution guide: rules, case, no doubled or awkward stand-ins, composition, coverage."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,21 +14,24 @@ from rrt.recipes.substitutions import collapse_repeats, match_case, substitute_r
 from rrt.recipes.tagger import tag_recipe, text_violations
 
 
-@pytest.mark.parametrize("line,constraint,expected", [
-    ("4 slices bacon", "vegetarian", "4 slices imitation bacon"),
-    ("4 cups chicken broth", "vegan", "4 cups vegetable broth"),
-    ("2 tablespoons butter", "dairy-free", "2 tablespoons nondairy butter"),
-    ("1 cup milk", "vegan", "1 cup soymilk"),
-    ("2 large eggs", "egg-free", "2 egg replacer"),
-    ("3 tablespoons honey", "vegan", "3 tablespoons agave nectar"),
-    ("1 envelope gelatin", "vegetarian", "1 envelope agar"),
-    ("2 tablespoons fish sauce", "fish-free", "2 tablespoons soy sauce"),
-    ("1/2 cup white wine", "alcohol-free", "1/2 cup vegetable broth"),
-    ("1/4 cup peanut butter", "nut-free", "1/4 cup sunflower seed butter"),
-    ("1 cup goat milk", "dairy-free", "1 cup soymilk"),
-    ("1 can coconut milk", "dairy-free", "1 can coconut milk"),
-    ("1 cup imitation bacon bits", "vegetarian", "1 cup imitation bacon bits"),
-])
+@pytest.mark.parametrize(
+    "line,constraint,expected",
+    [
+        ("4 slices bacon", "vegetarian", "4 slices imitation bacon"),
+        ("4 cups chicken broth", "vegan", "4 cups vegetable broth"),
+        ("2 tablespoons butter", "dairy-free", "2 tablespoons nondairy butter"),
+        ("1 cup milk", "vegan", "1 cup soymilk"),
+        ("2 large eggs", "egg-free", "2 egg replacer"),
+        ("3 tablespoons honey", "vegan", "3 tablespoons agave nectar"),
+        ("1 envelope gelatin", "vegetarian", "1 envelope agar"),
+        ("2 tablespoons fish sauce", "fish-free", "2 tablespoons soy sauce"),
+        ("1/2 cup white wine", "alcohol-free", "1/2 cup vegetable broth"),
+        ("1/4 cup peanut butter", "nut-free", "1/4 cup sunflower seed butter"),
+        ("1 cup goat milk", "dairy-free", "1 cup soymilk"),
+        ("1 can coconut milk", "dairy-free", "1 can coconut milk"),
+        ("1 cup imitation bacon bits", "vegetarian", "1 cup imitation bacon bits"),
+    ],
+)
 def test_rules(line, constraint, expected):
     out = substitute_recipe(make_recipe([line]), constraint)
     assert out.recipe.ingredients[0] == expected
@@ -37,7 +41,9 @@ def test_case_is_preserved():
     assert match_case("Butter", "nondairy butter") == "Nondairy butter"
     assert match_case("BUTTER", "nondairy butter") == "NONDAIRY BUTTER"
     assert match_case("Chicken Broth", "vegetable broth") == "Vegetable Broth"
-    out = substitute_recipe(make_recipe(["Butter, softened"], ["Cream the Butter.", "Bake."]), "vegan")
+    out = substitute_recipe(
+        make_recipe(["Butter, softened"], ["Cream the Butter.", "Bake."]), "vegan"
+    )
     assert out.recipe.ingredients[0] == "Nondairy butter, softened"
 
 
@@ -53,27 +59,41 @@ def test_substitution_is_applied_once():
 def test_records_from_to_field_index():
     out = substitute_recipe(make_recipe(["1 cup flour", "2 tablespoons honey"]), "vegan")
     assert [s.to_dict() for s in out.substitutions] == [
-        {"from": "honey", "to": "agave nectar", "field": "ingredients", "index": 1, "constraint": "vegan"}]
+        {
+            "from": "honey",
+            "to": "agave nectar",
+            "field": "ingredients",
+            "index": 1,
+            "constraint": "vegan",
+        }
+    ]
 
 
 def test_several_constraints_compose():
-    recipe = make_recipe(["1/4 cup peanut butter", "1 cup milk", "2 tablespoons amaretto", "1 egg"],
-                         ["Whisk the milk and egg.", "Stir in the peanut butter and amaretto."])
+    recipe = make_recipe(
+        ["1/4 cup peanut butter", "1 cup milk", "2 tablespoons amaretto", "1 egg"],
+        ["Whisk the milk and egg.", "Stir in the peanut butter and amaretto."],
+    )
     out = substitute_recipe(recipe, "vegan,nut-free,alcohol-free")
     tags = tag_recipe(out.recipe, ["vegan", "nut-free", "alcohol-free"])
     assert all(tags.valid.values()), tags.to_dict()
 
 
 def test_steps_and_title_are_rewritten():
-    recipe = make_recipe(["1 pound chicken thighs"], ["Brown the chicken thighs.", "Serve."],
-                         title="Chicken Curry")
+    recipe = make_recipe(
+        ["1 pound chicken thighs"], ["Brown the chicken thighs.", "Serve."], title="Chicken Curry"
+    )
     out = substitute_recipe(recipe, "vegetarian").recipe
     assert out.title == "Tofu Curry" and out.steps[0] == "Brown the tofu."
 
 
 def _repair_rate(recipes, constraint):
     invalid = [r for r in recipes if not tag_recipe(r, [constraint]).valid[constraint]]
-    fixed = [r for r in invalid if tag_recipe(substitute_recipe(r, constraint).recipe, [constraint]).valid[constraint]]
+    fixed = [
+        r
+        for r in invalid
+        if tag_recipe(substitute_recipe(r, constraint).recipe, [constraint]).valid[constraint]
+    ]
     return len(fixed), len(invalid)
 
 
@@ -91,32 +111,60 @@ def test_web_corpus_is_repaired(constraint):
 
 
 def test_a_step_names_the_stand_in_its_ingredient_line_holds():
-    recipe = Recipe("t", "Cheesy Beef Tacos", ["1 pound ground beef", "10 hard taco shells"],
-                    ["Brown the ground beef in a skillet.", "Fill the shells with the beef."])
+    recipe = Recipe(
+        "t",
+        "Cheesy Beef Tacos",
+        ["1 pound ground beef", "10 hard taco shells"],
+        ["Brown the ground beef in a skillet.", "Fill the shells with the beef."],
+    )
     out = substitute_recipe(recipe, ["vegetarian"]).recipe
     assert out.ingredients[0] == "1 pound plant-based ground meat"
-    assert out.steps == ["Brown the plant-based ground meat in a skillet.", "Fill the shells with the plant-based meat."]
+    assert out.steps == [
+        "Brown the plant-based ground meat in a skillet.",
+        "Fill the shells with the plant-based meat.",
+    ]
 
 
 def test_the_verb_cream_is_no_dairy_but_the_butter_it_creams_is():
-    recipe = Recipe("c", "Cookies", ["1 cup butter", "1 cup sugar"], ["Cream the butter and sugar until fluffy."])
-    assert substitute_recipe(recipe, ["dairy-free"]).recipe.steps == ["Cream the nondairy butter and sugar until fluffy."]
-    assert [v.term for v in text_violations("Cream together the butter and sugar.", ["dairy-free"])] == ["butter"]
+    recipe = Recipe(
+        "c",
+        "Cookies",
+        ["1 cup butter", "1 cup sugar"],
+        ["Cream the butter and sugar until fluffy."],
+    )
+    assert substitute_recipe(recipe, ["dairy-free"]).recipe.steps == [
+        "Cream the nondairy butter and sugar until fluffy."
+    ]
+    assert [
+        v.term for v in text_violations("Cream together the butter and sugar.", ["dairy-free"])
+    ] == ["butter"]
 
 
 def test_a_step_takes_its_line_s_diet_word_before_its_own_name():
-    recipe = Recipe("p", "Pork Belly Bites", ["1.5 lbs pork belly, cut into cubes"], ["Pat the pork belly cubes dry."])
+    recipe = Recipe(
+        "p",
+        "Pork Belly Bites",
+        ["1.5 lbs pork belly, cut into cubes"],
+        ["Pat the pork belly cubes dry."],
+    )
     out = substitute_recipe(recipe, ["vegan"]).recipe
     assert out.ingredients == ["1.5 lbs vegan pork belly, cut into cubes"]
     assert out.steps == ["Pat the vegan pork belly cubes dry."]
 
 
-@pytest.mark.parametrize("line, constraint, expected", [
-    ("1 1/2 pounds firm fleshed fish such as mahi mahi, cod, halibut", "vegan", "1 1/2 pounds firm fleshed tofu"),
-    ("1 lb shrimp or scallops", "fish-free", "1 lb chicken"),
-    ("4 oz cod (or halibut)", "vegan", "4 oz tofu"),
-    ("1 cup milk or cream", "vegan", "1 cup soymilk or coconut cream"),
-])
+@pytest.mark.parametrize(
+    "line, constraint, expected",
+    [
+        (
+            "1 1/2 pounds firm fleshed fish such as mahi mahi, cod, halibut",
+            "vegan",
+            "1 1/2 pounds firm fleshed tofu",
+        ),
+        ("1 lb shrimp or scallops", "fish-free", "1 lb chicken"),
+        ("4 oz cod (or halibut)", "vegan", "4 oz tofu"),
+        ("1 cup milk or cream", "vegan", "1 cup soymilk or coconut cream"),
+    ],
+)
 def test_a_list_whose_foods_become_one_stand_in_names_it_once(line, constraint, expected):
     recipe = make_recipe([line], steps=["Cook the shrimp or scallops."])
     rewritten = substitute_recipe(recipe, constraint).recipe
@@ -124,9 +172,15 @@ def test_a_list_whose_foods_become_one_stand_in_names_it_once(line, constraint, 
     assert tag_recipe(rewritten, [constraint]).valid[constraint]
 
 
-@given(st.sampled_from(["tofu", "soymilk", "egg replacer"]),
-       st.lists(st.sampled_from([", ", " or ", ", or ", " and ", " such as ", "/", " like "]), min_size=1, max_size=4),
-       st.sampled_from(["", " and salt", ", diced"]))
+@given(
+    st.sampled_from(["tofu", "soymilk", "egg replacer"]),
+    st.lists(
+        st.sampled_from([", ", " or ", ", or ", " and ", " such as ", "/", " like "]),
+        min_size=1,
+        max_size=4,
+    ),
+    st.sampled_from(["", " and salt", ", diced"]),
+)
 def test_collapsing_keeps_one_stand_in_and_what_follows(stand_in, joins, tail):
     line = "1 cup " + stand_in + "".join(join + stand_in for join in joins) + tail
     assert collapse_repeats(line, [stand_in]) == f"1 cup {stand_in}{tail}"
@@ -135,9 +189,14 @@ def test_collapsing_keeps_one_stand_in_and_what_follows(stand_in, joins, tail):
 
 
 def test_a_step_names_the_one_stand_in_a_line_gave_twice():
-    recipe = make_recipe(["1.5 lbs pork belly (700g skinless pork belly, cut into cubes)", "1/4 cup honey"],
-                         steps=["Prep the pork: pat it dry.", "While the pork cooks, warm the honey."])
+    recipe = make_recipe(
+        ["1.5 lbs pork belly (700g skinless pork belly, cut into cubes)", "1/4 cup honey"],
+        steps=["Prep the pork: pat it dry.", "While the pork cooks, warm the honey."],
+    )
     rewritten = substitute_recipe(recipe, "vegan").recipe
     stand_in = rewritten.ingredients[0].split(" (")[0].removeprefix("1.5 lbs ")
-    assert rewritten.steps == ["Prep the vegan pork: pat it dry.", "While the vegan pork cooks, warm the agave nectar."]
+    assert rewritten.steps == [
+        "Prep the vegan pork: pat it dry.",
+        "While the vegan pork cooks, warm the agave nectar.",
+    ]
     assert stand_in == "vegan pork belly"

@@ -1,4 +1,5 @@
 """Dietary tagger: tricky cases, the hierarchy of constraints, and quality on real recipes."""
+
 from __future__ import annotations
 
 import pytest
@@ -101,23 +102,34 @@ def test_violation_record_names_term_field_line_and_span():
     recipe = make_recipe(["1 cup flour", "2 tablespoons honey"], ["Stir in the honey.", "Bake."])
     out = tag_recipe(recipe, ["vegan"]).to_dict()
     first = out["violations"]["vegan"][0]
-    assert {k: first[k] for k in ("term", "field", "index")} == {"term": "honey", "field": "ingredients", "index": 1}
-    assert out["lines"] == [{"field": "ingredients", "index": 1, "text": "2 tablespoons honey"},
-                            {"field": "steps", "index": 0, "text": "Stir in the honey."}]
+    assert {k: first[k] for k in ("term", "field", "index")} == {
+        "term": "honey",
+        "field": "ingredients",
+        "index": 1,
+    }
+    assert out["lines"] == [
+        {"field": "ingredients", "index": 1, "text": "2 tablespoons honey"},
+        {"field": "steps", "index": 0, "text": "Stir in the honey."},
+    ]
     assert out["lines"][0]["text"][slice(*first["span"])] == "honey"
     assert [v["field"] for v in out["violations"]["vegan"]] == ["ingredients", "steps"]
 
 
 def test_steps_referring_to_a_harmless_ingredient_are_not_violations():
-    recipe = make_recipe(["1/2 cup vegan butter", "1 cup flour"], ["Melt the butter.", "Add the flour."])
+    recipe = make_recipe(
+        ["1/2 cup vegan butter", "1 cup flour"], ["Melt the butter.", "Add the flour."]
+    )
     assert tag_recipe(recipe, ["dairy-free"]).valid["dairy-free"]
     recipe.steps.append("Top with grated parmesan.")
     assert not tag_recipe(recipe, ["dairy-free"]).valid["dairy-free"]
 
 
 def test_title_and_steps_are_tagged():
-    recipe = make_recipe(["1 pound chicken thighs", "1 onion"], ["Brown the chicken.", "Serve."],
-                         title="Chicken Stew")
+    recipe = make_recipe(
+        ["1 pound chicken thighs", "1 onion"],
+        ["Brown the chicken.", "Serve."],
+        title="Chicken Stew",
+    )
     fields = {v.field for v in tag_recipe(recipe, ["vegetarian"]).violations["vegetarian"]}
     assert fields == {"title", "ingredients", "steps"}
 
@@ -160,8 +172,11 @@ def _site_says(tags: list[str], constraint: str) -> bool:
 @needs_shared_data
 @pytest.mark.parametrize("constraint", ["vegan", "vegetarian"])
 def test_web_recipes_tagged_by_their_site_are_valid(constraint):
-    recipes = [r for r in read_recipes([str(WEB_RECIPES)])
-               if _site_says(r.metadata.get("site_tags", []), constraint)]
+    recipes = [
+        r
+        for r in read_recipes([str(WEB_RECIPES)])
+        if _site_says(r.metadata.get("site_tags", []), constraint)
+    ]
     assert len(recipes) >= 20
     valid = sum(tag_recipe(r, [constraint]).valid[constraint] for r in recipes)
     assert valid / len(recipes) >= 0.90, f"{valid}/{len(recipes)}"
@@ -170,11 +185,18 @@ def test_web_recipes_tagged_by_their_site_are_valid(constraint):
 def test_a_training_target_names_no_forbidden_food_even_as_optional():
     from rrt.corpus.recipe_table import recipe_row
 
-    tacos = make_recipe(["8 corn tortillas", "1 tbsp fish sauce (optional)", "1 cup cabbage"],
-                        steps=["Warm the tortillas.", "Season the cabbage with lime and fish sauce."], title="Tacos")
-    assert tag_recipe(tacos, ["fish-free"]).valid["fish-free"]          # lenient: what a rewrite must remove
+    tacos = make_recipe(
+        ["8 corn tortillas", "1 tbsp fish sauce (optional)", "1 cup cabbage"],
+        steps=["Warm the tortillas.", "Season the cabbage with lime and fish sauce."],
+        title="Tacos",
+    )
+    assert tag_recipe(tacos, ["fish-free"]).valid[
+        "fish-free"
+    ]  # lenient: what a rewrite must remove
     assert not tag_recipe(tacos, ["fish-free"], lenient=False).valid["fish-free"]
-    assert recipe_row(tacos, ["fish-free"])["valid_fish_free"] is False  # so never a target, only a source
+    assert (
+        recipe_row(tacos, ["fish-free"])["valid_fish_free"] is False
+    )  # so never a target, only a source
     broth = make_recipe(["1 cup beef broth (or water)", "1 onion"], steps=["Simmer.", "Serve."])
     assert recipe_row(broth, ["vegetarian"])["valid_vegetarian"] is False
 
@@ -203,19 +225,27 @@ def test_tagging_a_step_of_many_mentions_is_linear(monkeypatch):
     monkeypatch.setattr(tagger, "_NEGATED", Recorder(tagger._NEGATED))
     monkeypatch.setattr(tagger, "normalise_term", counted)
     mentions = 400
-    result = tag_recipe(make_recipe(["1 cup water"], steps=["milk/" * (mentions - 1) + "milk", "Stir."]), ["vegan"])
+    result = tag_recipe(
+        make_recipe(["1 cup water"], steps=["milk/" * (mentions - 1) + "milk", "Stir."]), ["vegan"]
+    )
     assert len(result.violations["vegan"]) == mentions
-    assert len(read) == mentions and max(read) <= 200        # a bounded look back per mention
-    assert words[0] < 20 * mentions                           # not one pass over the line per mention
+    assert len(read) == mentions and max(read) <= 200  # a bounded look back per mention
+    assert words[0] < 20 * mentions  # not one pass over the line per mention
     # What is harmless stays harmless: an offered alternative far along a long line still counts.
     long_line = "Stir in the milk " + "and keep stirring " * 20 + "(or water)."
-    assert tag_recipe(make_recipe(["1 cup water"], steps=[long_line, "Serve."]), ["vegan"]).valid["vegan"]
+    assert tag_recipe(make_recipe(["1 cup water"], steps=[long_line, "Serve."]), ["vegan"]).valid[
+        "vegan"
+    ]
 
 
 # (step, constraint, expected validity): tools and likenesses named after a food, each with a
 # violating twin that names the food itself.
 KITCHEN_WORDS = [
-    ("Grate the butter on the large side of a cheese grater.", "dairy-free", False),  # the butter still counts
+    (
+        "Grate the butter on the large side of a cheese grater.",
+        "dairy-free",
+        False,
+    ),  # the butter still counts
     ("Grate the apples on the large side of a cheese grater.", "dairy-free", True),
     ("Grate the cheese on the large side.", "dairy-free", False),
     ("Slice it thin with a cheese slicer or a cheese knife.", "dairy-free", True),
@@ -267,17 +297,24 @@ KITCHEN_WORDS = [
 @pytest.mark.parametrize("step,constraint,expected", KITCHEN_WORDS)
 def test_tools_and_shapes_named_after_food_are_not_food(step, constraint, expected):
     recipe = make_recipe(["1 cup flour", "1 pinch salt"], steps=[step, "Serve."])
-    assert tag_recipe(recipe, [constraint]).valid[constraint] is expected, tag_recipe(recipe, [constraint]).to_dict()
+    assert tag_recipe(recipe, [constraint]).valid[constraint] is expected, tag_recipe(
+        recipe, [constraint]
+    ).to_dict()
 
 
-@pytest.mark.parametrize("line,constraint,expected", [
-    ("1 piece cheesecloth, for straining", "dairy-free", True),
-    ("1 cup grated cheese", "dairy-free", False),
-    ("1 walnut-sized knob of ginger", "nut-free", True),
-    ("1 cup walnuts", "nut-free", False),
-])
+@pytest.mark.parametrize(
+    "line,constraint,expected",
+    [
+        ("1 piece cheesecloth, for straining", "dairy-free", True),
+        ("1 cup grated cheese", "dairy-free", False),
+        ("1 walnut-sized knob of ginger", "nut-free", True),
+        ("1 cup walnuts", "nut-free", False),
+    ],
+)
 def test_tool_and_shape_words_on_ingredient_lines(line, constraint, expected):
-    assert tag_recipe(make_recipe([line, "1 pinch salt"]), [constraint]).valid[constraint] is expected
+    assert (
+        tag_recipe(make_recipe([line, "1 pinch salt"]), [constraint]).valid[constraint] is expected
+    )
 
 
 # Each allowed phrase holds a food word of a constraint, with a bare one beside it.
@@ -287,6 +324,8 @@ ALLOWED = {"oyster mushrooms": "oysters", "root beer": "beer", "chicken of the w
 @given(st.lists(st.sampled_from([*ALLOWED, *ALLOWED.values(), "salt"]), min_size=1, max_size=40))
 def test_a_food_inside_an_allowed_phrase_is_harmless_wherever_it_stands(pieces):
     constraints = ["fish-free", "alcohol-free", "vegetarian"]
-    result = tag_recipe(Recipe("p", "Soup", ["1 cup water"], [", ".join(pieces) + "."]), constraints)
+    result = tag_recipe(
+        Recipe("p", "Soup", ["1 cup water"], [", ".join(pieces) + "."]), constraints
+    )
     flagged = {v.span for c in constraints for v in result.violations.get(c, [])}
     assert len(flagged) == sum(p in ALLOWED.values() for p in pieces)

@@ -1,9 +1,10 @@
 """Titles read as titles: short stand-ins or a diet word, clean to the tagger, precise ingredient lines."""
+
 from __future__ import annotations
 
 import pytest
-
 from conftest import make_recipe
+
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.substitutions import substitute_recipe
 from rrt.recipes.tagger import tag_recipe, text_violations
@@ -11,47 +12,152 @@ from rrt.recipes.titles import is_title_case, name_diet, title_case, title_stand
 
 # (source title, ingredient lines, constraints, rewritten title, an ingredient line the guide must write)
 TITLES = [
-    ("Buttermilk Pancakes", ["2 cups flour", "2 cups buttermilk", "2 large eggs", "3 tablespoons butter, melted"],
-     "vegan", "Vegan Buttermilk Pancakes", "2 cups soymilk soured with lemon juice"),
-    ("Chicken Alfredo", ["1 pound boneless skinless chicken breasts", "8 ounces fettuccine", "1 cup heavy cream",
-                         "1/2 cup grated parmesan", "4 tablespoons butter"],
-     "vegan", "Vegan Tofu Alfredo", "1 pound tofu"),
-    ("Honey Glazed Salmon", ["1/4 cup honey", "4 salmon fillets", "2 tablespoons soy sauce"],
-     "vegan", "Agave Glazed Tofu", "1/4 cup agave nectar"),
-    ("Tuna Salad", ["2 cans tuna, drained", "1/2 cup mayonnaise", "1 stalk celery, diced"],
-     "vegan", "Chickpea Salad", "2 cans chickpeas, drained"),
-    ("Beef Stew", ["2 pounds beef, cubed", "4 cups beef broth", "3 carrots, sliced"],
-     "vegetarian", "Seitan Stew", "4 cups vegetable broth"),
-    ("Bacon Wrapped Dates", ["12 slices bacon", "24 medjool dates"],
-     "vegetarian", "Imitation Bacon Wrapped Dates", "12 slices imitation bacon"),
-    ("Buttermilk Biscuits", ["2 cups flour", "1 cup buttermilk", "6 tablespoons cold butter"],
-     "dairy-free", "Dairy-Free Buttermilk Biscuits", "1 cup soymilk soured with lemon juice"),
-    ("Fettuccine Alfredo", ["1 pound fettuccine", "1 cup heavy cream", "1 cup grated parmesan"],
-     "dairy-free", "Dairy-Free Fettuccine Alfredo", "1 cup coconut cream"),
-    ("Egg Fried Rice", ["3 cups cooked rice", "2 eggs, beaten", "2 tablespoons soy sauce"],
-     "egg-free", "Eggless Egg Fried Rice", "2 egg replacer, beaten"),
-    ("Deviled Eggs", ["6 hard boiled eggs", "1/4 cup mayonnaise", "1 teaspoon mustard"],
-     "egg-free", "Deviled Tofu", "1/4 cup vegan mayonnaise"),
-    ("Peanut Butter Cookies", ["1 cup peanut butter", "1 cup sugar", "1 egg"],
-     "nut-free", "Sunflower Seed Butter Cookies", "1 cup sunflower seed butter"),
-    ("Walnut Brownies", ["1 cup chopped walnuts", "1/2 cup cocoa powder"],
-     "nut-free", "Sunflower Seed Brownies", "1 cup chopped sunflower seeds"),
-    ("Pesto Pasta", ["1 pound penne", "1/2 cup pesto"],
-     "nut-free", "Nut-Free Pesto Pasta", "1/2 cup nut-free pesto"),
-    ("Crispy Fish Tacos", ["1 pound cod fillets", "8 corn tortillas", "1 cup shredded cabbage"],
-     "fish-free", "Crispy Chicken Tacos", "1 pound chicken"),
-    ("Beer Battered Fish", ["1 cup beer", "1 cup flour", "1 pound cod fillets"],
-     "fish-free", "Beer Battered Chicken", "1 pound chicken"),
-    ("Beer Battered Fish", ["1 cup beer", "1 cup flour", "1 pound cod fillets"],
-     "alcohol-free", "Non-Alcoholic Beer Battered Fish", "1 cup non-alcoholic beer"),
-    ("Beer Battered Fish", ["1 cup beer", "1 cup flour", "1 pound cod fillets"],
-     "alcohol-free,fish-free", "Non-Alcoholic Beer Battered Chicken", "1 cup non-alcoholic beer"),
-    ("Penne alla Vodka", ["1 pound penne", "1/4 cup vodka", "1 can crushed tomatoes"],
-     "alcohol-free", "Penne alla Non-Alcoholic Vodka", "1/4 cup water"),
-    ("Rum Cake", ["2 cups flour", "1/2 cup dark rum", "1 cup sugar"],
-     "alcohol-free", "Non-Alcoholic Rum Cake", "1/2 cup rum extract"),
-    ("Mulled Wine", ["1 bottle red wine", "1 orange, sliced", "2 cinnamon sticks"],
-     "alcohol-free", "Mulled Grape Juice", "1 bottle red grape juice"),
+    (
+        "Buttermilk Pancakes",
+        ["2 cups flour", "2 cups buttermilk", "2 large eggs", "3 tablespoons butter, melted"],
+        "vegan",
+        "Vegan Buttermilk Pancakes",
+        "2 cups soymilk soured with lemon juice",
+    ),
+    (
+        "Chicken Alfredo",
+        [
+            "1 pound boneless skinless chicken breasts",
+            "8 ounces fettuccine",
+            "1 cup heavy cream",
+            "1/2 cup grated parmesan",
+            "4 tablespoons butter",
+        ],
+        "vegan",
+        "Vegan Tofu Alfredo",
+        "1 pound tofu",
+    ),
+    (
+        "Honey Glazed Salmon",
+        ["1/4 cup honey", "4 salmon fillets", "2 tablespoons soy sauce"],
+        "vegan",
+        "Agave Glazed Tofu",
+        "1/4 cup agave nectar",
+    ),
+    (
+        "Tuna Salad",
+        ["2 cans tuna, drained", "1/2 cup mayonnaise", "1 stalk celery, diced"],
+        "vegan",
+        "Chickpea Salad",
+        "2 cans chickpeas, drained",
+    ),
+    (
+        "Beef Stew",
+        ["2 pounds beef, cubed", "4 cups beef broth", "3 carrots, sliced"],
+        "vegetarian",
+        "Seitan Stew",
+        "4 cups vegetable broth",
+    ),
+    (
+        "Bacon Wrapped Dates",
+        ["12 slices bacon", "24 medjool dates"],
+        "vegetarian",
+        "Imitation Bacon Wrapped Dates",
+        "12 slices imitation bacon",
+    ),
+    (
+        "Buttermilk Biscuits",
+        ["2 cups flour", "1 cup buttermilk", "6 tablespoons cold butter"],
+        "dairy-free",
+        "Dairy-Free Buttermilk Biscuits",
+        "1 cup soymilk soured with lemon juice",
+    ),
+    (
+        "Fettuccine Alfredo",
+        ["1 pound fettuccine", "1 cup heavy cream", "1 cup grated parmesan"],
+        "dairy-free",
+        "Dairy-Free Fettuccine Alfredo",
+        "1 cup coconut cream",
+    ),
+    (
+        "Egg Fried Rice",
+        ["3 cups cooked rice", "2 eggs, beaten", "2 tablespoons soy sauce"],
+        "egg-free",
+        "Eggless Egg Fried Rice",
+        "2 egg replacer, beaten",
+    ),
+    (
+        "Deviled Eggs",
+        ["6 hard boiled eggs", "1/4 cup mayonnaise", "1 teaspoon mustard"],
+        "egg-free",
+        "Deviled Tofu",
+        "1/4 cup vegan mayonnaise",
+    ),
+    (
+        "Peanut Butter Cookies",
+        ["1 cup peanut butter", "1 cup sugar", "1 egg"],
+        "nut-free",
+        "Sunflower Seed Butter Cookies",
+        "1 cup sunflower seed butter",
+    ),
+    (
+        "Walnut Brownies",
+        ["1 cup chopped walnuts", "1/2 cup cocoa powder"],
+        "nut-free",
+        "Sunflower Seed Brownies",
+        "1 cup chopped sunflower seeds",
+    ),
+    (
+        "Pesto Pasta",
+        ["1 pound penne", "1/2 cup pesto"],
+        "nut-free",
+        "Nut-Free Pesto Pasta",
+        "1/2 cup nut-free pesto",
+    ),
+    (
+        "Crispy Fish Tacos",
+        ["1 pound cod fillets", "8 corn tortillas", "1 cup shredded cabbage"],
+        "fish-free",
+        "Crispy Chicken Tacos",
+        "1 pound chicken",
+    ),
+    (
+        "Beer Battered Fish",
+        ["1 cup beer", "1 cup flour", "1 pound cod fillets"],
+        "fish-free",
+        "Beer Battered Chicken",
+        "1 pound chicken",
+    ),
+    (
+        "Beer Battered Fish",
+        ["1 cup beer", "1 cup flour", "1 pound cod fillets"],
+        "alcohol-free",
+        "Non-Alcoholic Beer Battered Fish",
+        "1 cup non-alcoholic beer",
+    ),
+    (
+        "Beer Battered Fish",
+        ["1 cup beer", "1 cup flour", "1 pound cod fillets"],
+        "alcohol-free,fish-free",
+        "Non-Alcoholic Beer Battered Chicken",
+        "1 cup non-alcoholic beer",
+    ),
+    (
+        "Penne alla Vodka",
+        ["1 pound penne", "1/4 cup vodka", "1 can crushed tomatoes"],
+        "alcohol-free",
+        "Penne alla Non-Alcoholic Vodka",
+        "1/4 cup water",
+    ),
+    (
+        "Rum Cake",
+        ["2 cups flour", "1/2 cup dark rum", "1 cup sugar"],
+        "alcohol-free",
+        "Non-Alcoholic Rum Cake",
+        "1/2 cup rum extract",
+    ),
+    (
+        "Mulled Wine",
+        ["1 bottle red wine", "1 orange, sliced", "2 cinnamon sticks"],
+        "alcohol-free",
+        "Mulled Grape Juice",
+        "1 bottle red grape juice",
+    ),
 ]
 
 
@@ -64,18 +170,27 @@ def test_the_table_covers_every_constraint():
     assert {c for row in TITLES for c in row[2].split(",")} == set(CONSTRAINTS)
 
 
-@pytest.mark.parametrize("title,ingredients,constraints,expected,line", TITLES,
-                         ids=[f"{r[2]}:{r[0]}" for r in TITLES])
-def test_titles_are_short_clean_and_lines_stay_precise(title, ingredients, constraints, expected, line):
+@pytest.mark.parametrize(
+    "title,ingredients,constraints,expected,line", TITLES, ids=[f"{r[2]}:{r[0]}" for r in TITLES]
+)
+def test_titles_are_short_clean_and_lines_stay_precise(
+    title, ingredients, constraints, expected, line
+):
     out = _rewrite(title, ingredients, constraints)
     names = constraints.split(",")
     assert out.recipe.title == expected
     # Short: no stand-in of more than three words reaches the title, and no change adds more than two.
-    long_stand_ins = {s.to_text.lower() for s in out.substitutions
-                      if s.field != "title" and len(s.to_text.split()) > 3}
+    long_stand_ins = {
+        s.to_text.lower()
+        for s in out.substitutions
+        if s.field != "title" and len(s.to_text.split()) > 3
+    }
     assert not any(s in out.recipe.title.lower() for s in long_stand_ins)
-    assert all(len(s.to_text.split()) - len(s.from_text.split()) <= 2
-               for s in out.substitutions if s.field == "title")
+    assert all(
+        len(s.to_text.split()) - len(s.from_text.split()) <= 2
+        for s in out.substitutions
+        if s.field == "title"
+    )
     assert not any(w in out.recipe.title.lower() for w in ("soured with", "replacer", "extract"))
     # Clean to the tagger, in the recipe and read on its own.
     tags = tag_recipe(out.recipe, names)
@@ -87,12 +202,22 @@ def test_titles_are_short_clean_and_lines_stay_precise(title, ingredients, const
 
 def test_title_casing_follows_the_source():
     ingredients = ["2 cups buttermilk", "1 cup flour"]
-    assert _rewrite("Buttermilk pancakes with syrup", ingredients, "vegan").recipe.title == \
-        "Vegan buttermilk pancakes with syrup"
-    assert _rewrite("BUTTERMILK PANCAKES", ingredients, "vegan").recipe.title == "VEGAN BUTTERMILK PANCAKES"
-    assert _rewrite("Chicken with rice", ["1 pound chicken"], "vegetarian").recipe.title == "Tofu with rice"
-    assert _rewrite("Ground Beef Tacos", ["1 pound ground beef"], "vegetarian").recipe.title == \
-        "Plant-Based Ground Meat Tacos"
+    assert (
+        _rewrite("Buttermilk pancakes with syrup", ingredients, "vegan").recipe.title
+        == "Vegan buttermilk pancakes with syrup"
+    )
+    assert (
+        _rewrite("BUTTERMILK PANCAKES", ingredients, "vegan").recipe.title
+        == "VEGAN BUTTERMILK PANCAKES"
+    )
+    assert (
+        _rewrite("Chicken with rice", ["1 pound chicken"], "vegetarian").recipe.title
+        == "Tofu with rice"
+    )
+    assert (
+        _rewrite("Ground Beef Tacos", ["1 pound ground beef"], "vegetarian").recipe.title
+        == "Plant-Based Ground Meat Tacos"
+    )
 
 
 def test_diet_word_follows_openers_and_covers_each_food():
@@ -100,7 +225,10 @@ def test_diet_word_follows_openers_and_covers_each_food():
     assert out.recipe.title == "Easy Homemade Vegan Buttermilk Pancakes"
     out = _rewrite("30-Minute Chicken Alfredo", ["1 pound chicken", "1 cup heavy cream"], "vegan")
     assert out.recipe.title == "30-Minute Vegan Tofu Alfredo"
-    assert _rewrite("How to Bake Eggs", ["4 eggs"], "egg-free").recipe.title == "How to Bake Eggless Eggs"
+    assert (
+        _rewrite("How to Bake Eggs", ["4 eggs"], "egg-free").recipe.title
+        == "How to Bake Eggless Eggs"
+    )
     out = _rewrite("Buttermilk Pancakes with Egg", ["2 cups buttermilk", "1 egg"], "vegan")
     assert out.recipe.title == "Vegan Buttermilk Pancakes with Vegan Egg"
     assert not text_violations(out.recipe.title, ["vegan"])
@@ -115,27 +243,41 @@ def test_title_changes_are_recorded_and_applied_once():
 
 
 def test_dish_names_get_the_diet_and_untouched_recipes_keep_their_title():
-    out = _rewrite("Chicken with Tzatziki", ["1 pound chicken thighs", "1 cup greek yogurt"], "vegan")
-    assert out.recipe.title == "Tofu with Vegan Tzatziki" and not text_violations(out.recipe.title, ["vegan"])
-    out = _rewrite("Creamy Basil Pesto Pasta (Vegan and gluten-free)", ["1/2 cup pesto"], "nut-free")
+    out = _rewrite(
+        "Chicken with Tzatziki", ["1 pound chicken thighs", "1 cup greek yogurt"], "vegan"
+    )
+    assert out.recipe.title == "Tofu with Vegan Tzatziki" and not text_violations(
+        out.recipe.title, ["vegan"]
+    )
+    out = _rewrite(
+        "Creamy Basil Pesto Pasta (Vegan and gluten-free)", ["1/2 cup pesto"], "nut-free"
+    )
     assert out.recipe.title == "Nut-Free Creamy Basil Pesto Pasta (Vegan and gluten-free)"
     out = _rewrite("No Bake Strawberry Cheesecake Bars", ["1 cup cream cheese"], "dairy-free")
-    assert out.recipe.title == "No Bake Strawberry Dairy-Free Cheesecake Bars"  # not "No Dairy-Free Bake"
+    assert (
+        out.recipe.title == "No Bake Strawberry Dairy-Free Cheesecake Bars"
+    )  # not "No Dairy-Free Bake"
     # A recipe the guide leaves alone keeps its title, even one naming a food it stands in for.
-    assert _rewrite("Parsnip Lobster Rolls", ["4 parsnips"], "vegan").recipe.title == "Parsnip Lobster Rolls"
+    assert (
+        _rewrite("Parsnip Lobster Rolls", ["4 parsnips"], "vegan").recipe.title
+        == "Parsnip Lobster Rolls"
+    )
 
 
-@pytest.mark.parametrize("stand_in,original,expected", [
-    ("soymilk soured with lemon juice", "Buttermilk", None),
-    ("egg replacer", "Egg", None),
-    ("water", "Vodka", None),
-    ("rice vinegar with sugar", "Mirin", None),
-    ("agave nectar", "Honey", "agave"),
-    ("chickpeas", "Tuna", "chickpea"),
-    ("sunflower seeds", "Walnuts", "sunflower seeds"),
-    ("hearts of palm", "Crab", "hearts of palm"),
-    ("plant-based ground meat", "Ground Beef", "plant-based ground meat"),
-])
+@pytest.mark.parametrize(
+    "stand_in,original,expected",
+    [
+        ("soymilk soured with lemon juice", "Buttermilk", None),
+        ("egg replacer", "Egg", None),
+        ("water", "Vodka", None),
+        ("rice vinegar with sugar", "Mirin", None),
+        ("agave nectar", "Honey", "agave"),
+        ("chickpeas", "Tuna", "chickpea"),
+        ("sunflower seeds", "Walnuts", "sunflower seeds"),
+        ("hearts of palm", "Crab", "hearts of palm"),
+        ("plant-based ground meat", "Ground Beef", "plant-based ground meat"),
+    ],
+)
 def test_title_stand_in(stand_in, original, expected):
     assert title_stand_in(stand_in, original) == expected
 
@@ -144,6 +286,9 @@ def test_case_helpers_and_name_diet():
     assert is_title_case("Penne alla Vodka") and not is_title_case("Chicken with rice")
     assert title_case("hearts of palm") == "Hearts of Palm"
     assert title_case("non-alcoholic beer") == "Non-Alcoholic Beer"
-    assert name_diet("Tofu Alfredo", "vegan") == ("Vegan Tofu Alfredo", [("Tofu Alfredo", "Vegan Tofu Alfredo")])
+    assert name_diet("Tofu Alfredo", "vegan") == (
+        "Vegan Tofu Alfredo",
+        [("Tofu Alfredo", "Vegan Tofu Alfredo")],
+    )
     assert name_diet("Mac and Cheese", "dairy-free")[0] == "Mac and Dairy-Free Cheese"
     assert name_diet("Tofu Curry", "vegan") == ("Tofu Curry", [])

@@ -1,4 +1,5 @@
 """Training data streams: a task per file in a seeded order, and no stage that waits for the whole split."""
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -20,12 +21,20 @@ class _Recorder:
         def call(*args, **kwargs):
             self.calls.append((name, args, kwargs))
             return self
+
         return call
 
 
 def _settings(data: str, shuffle_rows: int = 4096) -> dict:
-    return {"data": data, "pairs": "contextual", "block": 256, "seed": 13, "shuffle_rows": shuffle_rows,
-            "tokenize_cpus": 0.25, "constraint": None}
+    return {
+        "data": data,
+        "pairs": "contextual",
+        "block": 256,
+        "seed": 13,
+        "shuffle_rows": shuffle_rows,
+        "tokenize_cpus": 0.25,
+        "constraint": None,
+    }
 
 
 def test_the_training_split_is_read_a_file_per_task_in_a_seeded_order(tmp_path):
@@ -33,7 +42,10 @@ def test_the_training_split_is_read_a_file_per_task_in_a_seeded_order(tmp_path):
     files = parquet_files(str(tmp_path / "step_pairs" / "contextual" / "train"))
     recorder = _Recorder()
     train.token_dataset(recorder, _settings(str(tmp_path)), "train", "{}")
-    assert [name for name, _, _ in recorder.calls] == ["from_items", "map_batches"]  # no randomize_block_order
+    assert [name for name, _, _ in recorder.calls] == [
+        "from_items",
+        "map_batches",
+    ]  # no randomize_block_order
     (_, items, made), (_, _, mapped) = recorder.calls
     paths = [item["path"] for item in items[0]]
     assert sorted(paths) == files and paths != files
@@ -55,6 +67,8 @@ def test_a_file_is_tokenized_in_batches_and_filtered_by_constraint(tmp_path, mon
     parts = list(train.tokenize_files(pa.table({"path": [path]}), spec, "contextual", 256))
     assert len(parts) > 1 and all(p.num_rows <= train.TOKENIZE_BATCH for p in parts)
     assert sum(p.num_rows for p in parts) == texts.num_rows
-    vegan = sum(p.num_rows for p in train.tokenize_files(pa.table({"path": [path]}), spec, "contextual", 256, "vegan"))
+    vegan = sum(
+        p.num_rows
+        for p in train.tokenize_files(pa.table({"path": [path]}), spec, "contextual", 256, "vegan")
+    )
     assert vegan == texts.column("constraint").to_pylist().count("vegan") > 0
-

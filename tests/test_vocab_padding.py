@@ -1,4 +1,5 @@
 """An LM head padded to a multiple of rows while training is the same model, and exports unpadded."""
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,9 @@ def test_a_padded_vocabulary_is_the_same_model_and_exports_unpadded(tmp_path):
     ids = torch.randint(0, 300, (2, 16))
     want, got = plain(input_ids=ids, labels=ids), padded(input_ids=ids, labels=ids)
     assert torch.isneginf(got.logits[..., 300:]).all()
-    assert torch.allclose(want.logits, got.logits[..., :300]) and torch.allclose(want.loss, got.loss)
+    assert torch.allclose(want.logits, got.logits[..., :300]) and torch.allclose(
+        want.loss, got.loss
+    )
     want.loss.backward()
     got.loss.backward()
     grad = padded.transformer.wte.weight.grad
@@ -31,4 +34,6 @@ def test_a_padded_vocabulary_is_the_same_model_and_exports_unpadded(tmp_path):
     padded.save_pretrained(tmp_path)
     assert json.loads((tmp_path / "config.json").read_text())["vocab_size"] == 300
     assert torch.allclose(padded(input_ids=ids).logits, want.logits)
-    assert pad_vocabulary(plain, 1) == 300 and pad_vocabulary(plain, 60) == 300  # off; already a multiple
+    assert (
+        pad_vocabulary(plain, 1) == 300 and pad_vocabulary(plain, 60) == 300
+    )  # off; already a multiple

@@ -8,6 +8,7 @@ transitions favour moving forward by one step, allow staying (one source step sp
 several target steps) and penalise going back. The posterior of each (source step,
 target step) link, times 100, is its score.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,6 +19,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
+from itertools import chain
 
 import numpy as np
 
@@ -49,7 +51,9 @@ class TranslationTable:
 
     def save(self, path: str) -> None:
         """Write the table as a compressed .npz (vocab + float32 matrix)."""
-        np.savez_compressed(path, vocab=np.array(json.dumps(self.vocab)), probs=self.probs.astype(np.float32))
+        np.savez_compressed(
+            path, vocab=np.array(json.dumps(self.vocab)), probs=self.probs.astype(np.float32)
+        )
 
     @classmethod
     def load(cls, path: str) -> TranslationTable:
@@ -62,11 +66,18 @@ def _step_words(steps: list[str]) -> list[list[str]]:
     return [content_words(step) for step in steps]
 
 
-def train_translation_table(pairs: Iterable[tuple[list[str], list[str]]], vocab_size: int = 3000,
-                            iterations: int = 5, identity_prior: float = 5.0,
-                            add_n: float = 0.05) -> TranslationTable:
+def train_translation_table(
+    pairs: Iterable[tuple[list[str], list[str]]],
+    vocab_size: int = 3000,
+    iterations: int = 5,
+    identity_prior: float = 5.0,
+    add_n: float = 0.05,
+) -> TranslationTable:
     """EM for IBM Model 1 on (source steps, target steps) recipe pairs."""
-    corpus = [(sum(_step_words(src), []), sum(_step_words(tgt), [])) for src, tgt in pairs]
+    corpus = [
+        (list(chain.from_iterable(_step_words(src))), list(chain.from_iterable(_step_words(tgt))))
+        for src, tgt in pairs
+    ]
     counts = Counter(w for src, tgt in corpus for w in src + tgt)
     vocab = [NULL, UNK] + [w for w, _ in counts.most_common(vocab_size)]
     size = len(vocab)
@@ -74,9 +85,13 @@ def train_translation_table(pairs: Iterable[tuple[list[str], list[str]]], vocab_
     encoded = []
     for src, tgt in corpus:
         if src and tgt:
-            src_ids, src_counts = np.unique(np.concatenate([[0], table.ids(src)]), return_counts=True)
+            src_ids, src_counts = np.unique(
+                np.concatenate([[0], table.ids(src)]), return_counts=True
+            )
             tgt_ids, tgt_counts = np.unique(table.ids(tgt), return_counts=True)
-            encoded.append((src_ids, src_counts.astype(np.float32), tgt_ids, tgt_counts.astype(np.float32)))
+            encoded.append(
+                (src_ids, src_counts.astype(np.float32), tgt_ids, tgt_counts.astype(np.float32))
+            )
     # Start near uniform with a nudge towards copying: recipes of one dish share words.
     probs = np.full((size, size), 1.0 / size, dtype=np.float32)
     probs[np.arange(size), np.arange(size)] *= identity_prior
@@ -103,8 +118,8 @@ class AlignSettings:
     backward_penalty: float
     link_threshold: float
     null_weight: float
-    max_fanout: int              # most target steps one source step keeps (0: no bound)
-    calibrated: bool             # score links with the link model (rrt/data/link_model.json)
+    max_fanout: int  # most target steps one source step keeps (0: no bound)
+    calibrated: bool  # score links with the link model (rrt/data/link_model.json)
 
     @classmethod
     def from_config(cls, values: dict, **changes) -> AlignSettings:
@@ -113,8 +128,12 @@ class AlignSettings:
         return cls(**{k: v for k, v in {**values, **changes}.items() if k in names})
 
 
-def _emissions(table: TranslationTable, src_steps: list[list[str]], tgt_steps: list[list[str]],
-               null_weight: float) -> np.ndarray:
+def _emissions(
+    table: TranslationTable,
+    src_steps: list[list[str]],
+    tgt_steps: list[list[str]],
+    null_weight: float,
+) -> np.ndarray:
     """log p(target step j | source step i) for every (j, i): IBM-1 per target word.
 
     The NULL word gets a fixed share of each word's probability, so a target word no
@@ -135,7 +154,9 @@ def _emissions(table: TranslationTable, src_steps: list[list[str]], tgt_steps: l
         from_src = np.where(src_lens > 0, sums / np.maximum(src_lens, 1), from_null[:, None])
     else:
         from_src = np.repeat(from_null[:, None], n, axis=1)
-    word_logs = np.log(np.maximum(null_weight * from_null[:, None] + (1 - null_weight) * from_src, 1e-12))
+    word_logs = np.log(
+        np.maximum(null_weight * from_null[:, None] + (1 - null_weight) * from_src, 1e-12)
+    )
     rows = np.concatenate([[0], np.cumsum(tgt_lens)[:-1]])
     out = np.add.reduceat(word_logs, np.minimum(rows, word_logs.shape[0] - 1), axis=0)
     return np.where(tgt_lens[:, None] > 0, out, 0.0)
@@ -151,14 +172,17 @@ def _transitions(n: int, settings: AlignSettings) -> np.ndarray:
     return logits - np.logaddexp.reduce(logits, axis=1, keepdims=True)
 
 
-def align_steps(src_steps: list[str], tgt_steps: list[str], table: TranslationTable,
-                settings: AlignSettings) -> tuple[np.ndarray, float]:
+def align_steps(
+    src_steps: list[str], tgt_steps: list[str], table: TranslationTable, settings: AlignSettings
+) -> tuple[np.ndarray, float]:
     """Link scores (source steps x target steps, 0-100) and the per-word log-likelihood."""
     src_words, tgt_words = _step_words(src_steps), _step_words(tgt_steps)
     n, m = len(src_steps), len(tgt_steps)
     if n == 0 or m == 0:
         return np.zeros((n, m)), float("-inf")
-    posterior, loglik = _forward_backward(_emissions(table, src_words, tgt_words, settings.null_weight), settings)
+    posterior, loglik = _forward_backward(
+        _emissions(table, src_words, tgt_words, settings.null_weight), settings
+    )
     words = max(1, sum(len(w) for w in tgt_words))
     return 100.0 * posterior.T, float(loglik / words)
 
@@ -190,17 +214,38 @@ def meaning_posterior(similarity: np.ndarray, settings: AlignSettings) -> np.nda
     return np.maximum(forward.T, backward)
 
 
-LINK_FEATURES = ("bias", "posterior", "shared_words", "position_gap", "best_for_source", "best_for_target",
-                 "mutual_best_words", "posterior_x_words", "same_first_verb", "reverse_posterior",
-                 "either_posterior", "neighbour_posterior", "same_actions", "meaning", "meaning_best_for_source",
-                 "meaning_best_for_target", "meaning_posterior", "meaning_neighbour")
+LINK_FEATURES = (
+    "bias",
+    "posterior",
+    "shared_words",
+    "position_gap",
+    "best_for_source",
+    "best_for_target",
+    "mutual_best_words",
+    "posterior_x_words",
+    "same_first_verb",
+    "reverse_posterior",
+    "either_posterior",
+    "neighbour_posterior",
+    "same_actions",
+    "meaning",
+    "meaning_best_for_source",
+    "meaning_best_for_target",
+    "meaning_posterior",
+    "meaning_neighbour",
+)
 _STEP_NUMBER = re.compile(r"^\W*(?:step\s*)?\d+\W*", re.IGNORECASE)
 _FIRST_WORD = re.compile(r"[a-z]+")
 LINK_MODEL = str(resources.files("rrt").joinpath("data", "link_model.json"))
 
 
-def link_features(src_steps: list[str], tgt_steps: list[str], posterior: np.ndarray,
-                  table: TranslationTable, settings: AlignSettings) -> np.ndarray:
+def link_features(
+    src_steps: list[str],
+    tgt_steps: list[str],
+    posterior: np.ndarray,
+    table: TranslationTable,
+    settings: AlignSettings,
+) -> np.ndarray:
     """(source steps x target steps x LINK_FEATURES) from the HMM's posterior (0-1).
 
     Besides the posterior: the Dice overlap of content words, how far apart the two steps sit
@@ -215,13 +260,21 @@ def link_features(src_steps: list[str], tgt_steps: list[str], posterior: np.ndar
     n, m = posterior.shape
     src = [set(w) for w in _step_words(src_steps)]
     tgt = [set(w) for w in _step_words(tgt_steps)]
-    dice = np.array([[2 * len(a & b) / max(1, len(a) + len(b)) for b in tgt] for a in src]).reshape(n, m)
-    gap = np.abs((np.arange(n)[:, None] + 0.5) / max(n, 1) - (np.arange(m)[None, :] + 0.5) / max(m, 1))
+    dice = np.array([[2 * len(a & b) / max(1, len(a) + len(b)) for b in tgt] for a in src]).reshape(
+        n, m
+    )
+    gap = np.abs(
+        (np.arange(n)[:, None] + 0.5) / max(n, 1) - (np.arange(m)[None, :] + 0.5) / max(m, 1)
+    )
     row_best = (dice >= dice.max(axis=1, keepdims=True)).astype(float) if m else dice
     col_best = (dice >= dice.max(axis=0, keepdims=True)).astype(float) if n else dice
     first = [[_first_word(step) for step in steps] for steps in (src_steps, tgt_steps)]
-    same_first = np.array([[float(a is not None and a == b) for b in first[1]] for a in first[0]]).reshape(n, m)
-    reverse = align_steps(tgt_steps, src_steps, table, settings)[0].T / 100.0 if n and m else posterior
+    same_first = np.array(
+        [[float(a is not None and a == b) for b in first[1]] for a in first[0]]
+    ).reshape(n, m)
+    reverse = (
+        align_steps(tgt_steps, src_steps, table, settings)[0].T / 100.0 if n and m else posterior
+    )
     either = np.maximum(posterior, reverse)
     padded = np.pad(either, 1)
     neighbour = np.maximum(padded[:-2, :-2], padded[2:, 2:])
@@ -232,10 +285,29 @@ def link_features(src_steps: list[str], tgt_steps: list[str], posterior: np.ndar
     meaning_col = (meaning >= meaning.max(axis=0, keepdims=True)).astype(float) if n else meaning
     meaning_hmm = meaning_posterior(meaning, settings)
     padded = np.pad(meaning_hmm, 1)
-    return np.stack([np.ones((n, m)), posterior, dice, gap, row_best, col_best,
-                     dice * row_best * col_best, posterior * dice, same_first, reverse, either, neighbour,
-                     actions, meaning, meaning_row, meaning_col, meaning_hmm,
-                     np.maximum(padded[:-2, :-2], padded[2:, 2:])], axis=-1)
+    return np.stack(
+        [
+            np.ones((n, m)),
+            posterior,
+            dice,
+            gap,
+            row_best,
+            col_best,
+            dice * row_best * col_best,
+            posterior * dice,
+            same_first,
+            reverse,
+            either,
+            neighbour,
+            actions,
+            meaning,
+            meaning_row,
+            meaning_col,
+            meaning_hmm,
+            np.maximum(padded[:-2, :-2], padded[2:, 2:]),
+        ],
+        axis=-1,
+    )
 
 
 def _first_word(step: str) -> str | None:
@@ -244,7 +316,9 @@ def _first_word(step: str) -> str | None:
     return found.group() if found else None
 
 
-def fit_link_model(features: np.ndarray, right: np.ndarray, l2: float = 0.01, iterations: int = 3000) -> np.ndarray:
+def fit_link_model(
+    features: np.ndarray, right: np.ndarray, l2: float = 0.01, iterations: int = 3000
+) -> np.ndarray:
     """Logistic regression weights from labelled links (rows of LINK_FEATURES, right or not): its
     probability is the link score, so a score of s means about s% of such links are right."""
     weights = np.zeros(features.shape[1])
@@ -261,12 +335,20 @@ def load_link_model(path: str = LINK_MODEL) -> np.ndarray:
     with open(path, encoding="utf-8") as handle:
         model = json.load(handle)
     if tuple(model["features"]) != LINK_FEATURES:
-        raise ValueError(f"{path} was fitted on other features; refit it (benchmarks/alignment_quality.py --fit)")
+        raise ValueError(
+            f"{path} was fitted on other features; refit it (benchmarks/alignment_quality.py --fit)"
+        )
     return np.array(model["weights"], dtype=float)
 
 
-def calibrated_scores(src_steps: list[str], tgt_steps: list[str], posterior_scores: np.ndarray,
-                      table: TranslationTable, settings: AlignSettings, weights: np.ndarray) -> np.ndarray:
+def calibrated_scores(
+    src_steps: list[str],
+    tgt_steps: list[str],
+    posterior_scores: np.ndarray,
+    table: TranslationTable,
+    settings: AlignSettings,
+    weights: np.ndarray,
+) -> np.ndarray:
     """Link scores (0-100) from the link model: about the percentage of such links that are right."""
     if not posterior_scores.size:
         return posterior_scores
@@ -302,8 +384,11 @@ def kept_links(scores: np.ndarray, threshold: float, max_fanout: int = 0) -> lis
     return links
 
 
-def alignment_table(src_steps: list[str], tgt_steps: list[str], scores: np.ndarray, width: int = 48) -> str:
+def alignment_table(
+    src_steps: list[str], tgt_steps: list[str], scores: np.ndarray, width: int = 48
+) -> str:
     """A printable table of every link's score, like the paper's appendix."""
+
     def cut(text: str) -> str:
         return text if len(text) <= width else text[: width - 1] + "…"
 

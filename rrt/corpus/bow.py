@@ -4,13 +4,14 @@ The paper kept the words seen at least 5 times in recipes that fit a constraint 
 recipes that break it (`build_bags`). Its lists ship with rrt (`rrt/data/pplm_bow/`, MIT,
 from the paper's repository, `LICENSE` beside them); `load_bag` reads either kind of folder.
 """
+
 from __future__ import annotations
 
 import os
 import re
 from collections import Counter
+from collections.abc import Iterable
 from importlib import resources
-from typing import Iterable
 
 PAPER = "paper"
 _WORD = re.compile(r"[a-z][a-z'-]*")
@@ -28,7 +29,9 @@ def load_bag(source: str, constraints: list[str]) -> list[str]:
     for constraint in constraints:
         path = os.path.join(folder, f"{constraint}.txt")
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"no bag of words for {constraint} in {folder} ({constraint}.txt)")
+            raise FileNotFoundError(
+                f"no bag of words for {constraint} in {folder} ({constraint}.txt)"
+            )
         with open(path, encoding="utf-8") as handle:
             words += [line.strip() for line in handle if line.strip()]
     return list(dict.fromkeys(words))
@@ -39,8 +42,9 @@ def recipe_words(title: str, ingredients: Iterable[str], steps: Iterable[str]) -
     return set(_WORD.findall(" ".join([title, *ingredients, *steps]).lower()))
 
 
-def build_bags(recipes: Iterable[tuple[set[str], dict[str, bool]]], constraints: list[str],
-               min_count: int = 5) -> dict[str, list[str]]:
+def build_bags(
+    recipes: Iterable[tuple[set[str], dict[str, bool]]], constraints: list[str], min_count: int = 5
+) -> dict[str, list[str]]:
     """Per constraint, the words in at least `min_count` recipes that fit it and in none that
     break it; `recipes` gives each recipe's words and its validity per constraint."""
     fits = {c: Counter() for c in constraints}
@@ -51,7 +55,10 @@ def build_bags(recipes: Iterable[tuple[set[str], dict[str, bool]]], constraints:
                 fits[constraint].update(words)
             else:
                 breaks[constraint] |= words
-    return {c: sorted(w for w, n in fits[c].items() if n >= min_count and w not in breaks[c]) for c in constraints}
+    return {
+        c: sorted(w for w, n in fits[c].items() if n >= min_count and w not in breaks[c])
+        for c in constraints
+    }
 
 
 def write_bags(bags: dict[str, list[str]], folder: str) -> None:

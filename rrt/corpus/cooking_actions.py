@@ -1,6 +1,7 @@
 """What a recipe step does, as coarse kinds of work: two steps that whisk the dry ingredients
 do the same job though one names "the dry ingredients" and the other "flour, baking powder,
 salt". The step aligner compares these kinds where shared words fail."""
+
 from __future__ import annotations
 
 import re
@@ -11,24 +12,105 @@ from rrt.recipes.foods import mentions
 KINDS: dict[str, tuple[str, ...]] = {
     "preheat": ("preheat",),
     "prepare_pan": ("line", "grease", "parchment", "liner", "spray"),
-    "mix": ("whisk", "stir", "combine", "mix", "beat", "cream", "fold", "toss", "blend", "pulse",
-            "incorporate", "sift", "sieve", "mash", "knead", "puree", "process"),
-    "stovetop": ("saute", "sauté", "fry", "brown", "sear", "simmer", "boil", "melt", "skillet",
-                 "saucepan", "pot", "stovetop", "wok"),
+    "mix": (
+        "whisk",
+        "stir",
+        "combine",
+        "mix",
+        "beat",
+        "cream",
+        "fold",
+        "toss",
+        "blend",
+        "pulse",
+        "incorporate",
+        "sift",
+        "sieve",
+        "mash",
+        "knead",
+        "puree",
+        "process",
+    ),
+    "stovetop": (
+        "saute",
+        "sauté",
+        "fry",
+        "brown",
+        "sear",
+        "simmer",
+        "boil",
+        "melt",
+        "skillet",
+        "saucepan",
+        "pot",
+        "stovetop",
+        "wok",
+    ),
     "oven": ("bake", "roast", "broil", "oven"),
     "grill": ("grill", "barbecue", "bbq"),
     "rest": ("cool", "rest", "chill", "refrigerate", "freeze", "cover", "marinate", "soak"),
-    "shape": ("scoop", "roll", "shape", "divide", "form", "press", "pipe", "fill", "spread", "pour",
-              "transfer", "arrange", "layer", "dollop", "spoon", "assemble", "wrap", "stuff"),
-    "cut": ("chop", "slice", "dice", "cut", "mince", "carve", "peel", "grate", "halve", "trim", "core"),
-    "serve": ("serve", "garnish", "enjoy", "plate", "drizzle", "sprinkle", "top", "decorate", "dust"),
+    "shape": (
+        "scoop",
+        "roll",
+        "shape",
+        "divide",
+        "form",
+        "press",
+        "pipe",
+        "fill",
+        "spread",
+        "pour",
+        "transfer",
+        "arrange",
+        "layer",
+        "dollop",
+        "spoon",
+        "assemble",
+        "wrap",
+        "stuff",
+    ),
+    "cut": (
+        "chop",
+        "slice",
+        "dice",
+        "cut",
+        "mince",
+        "carve",
+        "peel",
+        "grate",
+        "halve",
+        "trim",
+        "core",
+    ),
+    "serve": (
+        "serve",
+        "garnish",
+        "enjoy",
+        "plate",
+        "drizzle",
+        "sprinkle",
+        "top",
+        "decorate",
+        "dust",
+    ),
     "season": ("season", "taste", "adjust"),
     "drain": ("drain", "rinse", "strain", "pat"),
-    "dry_ingredients": ("flour", "powder", "soda", "cornstarch", "cocoa", "oat", "cinnamon", "salt"),
+    "dry_ingredients": (
+        "flour",
+        "powder",
+        "soda",
+        "cornstarch",
+        "cocoa",
+        "oat",
+        "cinnamon",
+        "salt",
+    ),
     "wet_ingredients": ("milk", "egg", "buttermilk", "yogurt", "vanilla", "oil", "water"),
 }
 # Names whose words would show the wrong kind: baking powder is not baking, brown sugar not browning.
-_NAMES = re.compile(r"\bbaking (?=powder|soda|dish|sheet|pan|tray|paper)|\bbrown(?= sugar)|(?<=golden )brown|\bcream(?= cheese)")
+_NAMES = re.compile(
+    r"\bbaking (?=powder|soda|dish|sheet|pan|tray|paper)|\bbrown(?= sugar)|(?<=golden )brown|\bcream(?= cheese)"
+)
 _GROUP_NAME = re.compile(r"\b(dry|wet) ingredients?\b")
 _WORD = re.compile(r"[a-zé]+")
 _SUFFIXES = ("ing", "ed", "es", "s")
@@ -42,7 +124,11 @@ def _plain(word: str) -> str | None:
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) > len(suffix) + 2:
             stem = word[: -len(suffix)]
-            for candidate in (stem, stem + "e", stem[:-1] if len(stem) > 2 and stem[-1] == stem[-2] else stem):
+            for candidate in (
+                stem,
+                stem + "e",
+                stem[:-1] if len(stem) > 2 and stem[-1] == stem[-2] else stem,
+            ):
                 if candidate in _KIND_OF:
                     return candidate
     return None
@@ -57,7 +143,9 @@ def step_actions(step: str) -> frozenset[str]:
         plain = _plain(word)
         if plain:
             counts[_KIND_OF[plain]] = counts.get(_KIND_OF[plain], 0) + 1
-    return frozenset(kind for kind, n in counts.items() if n >= (2 if kind.endswith("_ingredients") else 1))
+    return frozenset(
+        kind for kind, n in counts.items() if n >= (2 if kind.endswith("_ingredients") else 1)
+    )
 
 
 def action_overlap(a: frozenset[str], b: frozenset[str]) -> float:
@@ -73,7 +161,7 @@ def work_kinds(step: str) -> frozenset[str]:
     """The kinds of work a step does (`step_actions` without the ingredient groups); the words of a food
     named in several words are not work ("sour cream", "ice cream", "top sirloin")."""
     for mention in reversed([m for m in mentions(step) if len(m.words) > 1]):
-        step = step[:mention.start] + " " + step[mention.end:]
+        step = step[: mention.start] + " " + step[mention.end :]
     return step_actions(step) - _GROUPS
 
 

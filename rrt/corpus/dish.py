@@ -5,6 +5,7 @@ without parentheticals, diet words or puffery, plurals made singular. The `head`
 keeps the head noun ("Crispy Fish Tacos" → "taco"), with one modifier for broad heads
 ("Dark Rum Banana Bread" → "banana bread"): small corpora rarely repeat a title exactly.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -14,29 +15,161 @@ from rrt.recipes.ingredients import _singular, content_words, ingredient_name
 from rrt.recipes.lexicon import CATEGORIES, CONSTRAINT_CATEGORIES, DIET_WORDS
 
 PUFFERY = {
-    "best", "easy", "easiest", "homemade", "home-made", "perfect", "ultimate", "classic", "simple",
-    "quick", "favorite", "favourite", "my", "our", "the", "a", "an", "amazing", "delicious", "healthy",
-    "healthier", "authentic", "super", "world's", "famous", "awesome", "traditional", "old-fashioned",
-    "crazy", "skinny", "recipe", "recipes", "really", "very", "good", "great", "tasty", "yummy",
-    "mom's", "grandma's", "copycat", "-", "&", "weeknight", "5-ingredient", "one-pot", "new",
+    "best",
+    "easy",
+    "easiest",
+    "homemade",
+    "home-made",
+    "perfect",
+    "ultimate",
+    "classic",
+    "simple",
+    "quick",
+    "favorite",
+    "favourite",
+    "my",
+    "our",
+    "the",
+    "a",
+    "an",
+    "amazing",
+    "delicious",
+    "healthy",
+    "healthier",
+    "authentic",
+    "super",
+    "world's",
+    "famous",
+    "awesome",
+    "traditional",
+    "old-fashioned",
+    "crazy",
+    "skinny",
+    "recipe",
+    "recipes",
+    "really",
+    "very",
+    "good",
+    "great",
+    "tasty",
+    "yummy",
+    "mom's",
+    "grandma's",
+    "copycat",
+    "-",
+    "&",
+    "weeknight",
+    "5-ingredient",
+    "one-pot",
+    "new",
 }
 DESCRIPTORS = {
-    "crispy", "cheesy", "creamy", "smoky", "fluffy", "chewy", "fudgy", "hearty", "loaded", "warm",
-    "spicy", "roasted", "baked", "grilled", "stuffed", "spiked", "rich", "light", "moist", "thick",
-    "sweet", "savory", "tangy", "zesty", "fresh", "no-bake", "slow-cooker", "instant", "dark",
-    "brown", "toasted", "fried", "mini", "style", "thai-style", "valencian-style", "german", "new",
-    "york", "vegetable", "veggie", "green", "tropical", "maple", "peppermint", "lemon", "vanilla",
+    "crispy",
+    "cheesy",
+    "creamy",
+    "smoky",
+    "fluffy",
+    "chewy",
+    "fudgy",
+    "hearty",
+    "loaded",
+    "warm",
+    "spicy",
+    "roasted",
+    "baked",
+    "grilled",
+    "stuffed",
+    "spiked",
+    "rich",
+    "light",
+    "moist",
+    "thick",
+    "sweet",
+    "savory",
+    "tangy",
+    "zesty",
+    "fresh",
+    "no-bake",
+    "slow-cooker",
+    "instant",
+    "dark",
+    "brown",
+    "toasted",
+    "fried",
+    "mini",
+    "style",
+    "thai-style",
+    "valencian-style",
+    "german",
+    "new",
+    "york",
+    "vegetable",
+    "veggie",
+    "green",
+    "tropical",
+    "maple",
+    "peppermint",
+    "lemon",
+    "vanilla",
 }
 # Foods that tell a dish's versions apart rather than name the dish ("Tofu Pad Thai").
-STAND_INS = {"tofu", "tempeh", "seitan", "bean", "lentil", "chickpea", "mushroom", "vegetable",
-             "jackfruit", "eggplant", "cauliflower", "coconut", "aquafaba", "flax", "oat", "soy",
-             "spinach", "kale", "butternut", "squash", "black", "red", "white", "sunflower", "seed",
-             "basil", "raisin", "mango", "strawberry", "pineapple", "crumble", "paneer"}
+STAND_INS = {
+    "tofu",
+    "tempeh",
+    "seitan",
+    "bean",
+    "lentil",
+    "chickpea",
+    "mushroom",
+    "vegetable",
+    "jackfruit",
+    "eggplant",
+    "cauliflower",
+    "coconut",
+    "aquafaba",
+    "flax",
+    "oat",
+    "soy",
+    "spinach",
+    "kale",
+    "butternut",
+    "squash",
+    "black",
+    "red",
+    "white",
+    "sunflower",
+    "seed",
+    "basil",
+    "raisin",
+    "mango",
+    "strawberry",
+    "pineapple",
+    "crumble",
+    "paneer",
+}
 # Heads too broad alone: "carrot cake" and "coffee cake" stay apart.
-GENERIC_HEADS = {"salad", "soup", "cake", "bread", "pie", "sauce", "cookie", "toast", "roll", "muffin",
-                 "bar", "pudding", "dressing", "tart", "sandwich", "bowl"}
+GENERIC_HEADS = {
+    "salad",
+    "soup",
+    "cake",
+    "bread",
+    "pie",
+    "sauce",
+    "cookie",
+    "toast",
+    "roll",
+    "muffin",
+    "bar",
+    "pudding",
+    "dressing",
+    "tart",
+    "sandwich",
+    "bowl",
+}
 _DIET = sorted((w.replace("-", " ") for w in DIET_WORDS), key=len, reverse=True)
-_FOOD_WORDS = {w for c in CATEGORIES.values() for t in c.terms for w in t.split() if len(t.split()) == 1}
+_FOOD_WORDS = {
+    w for c in CATEGORIES.values() for t in c.terms for w in t.split() if len(t.split()) == 1
+}
 SPLITS = ("train", "dev", "test")
 
 
@@ -62,8 +195,14 @@ def dish_key(title: str, level: str = "title") -> str:
     if not words:
         return key
     head = words[-1]
-    before = [w for w in words[:-1] if w not in DESCRIPTORS and w not in STAND_INS
-              and w not in _FOOD_WORDS and w not in ("and", "of")]
+    before = [
+        w
+        for w in words[:-1]
+        if w not in DESCRIPTORS
+        and w not in STAND_INS
+        and w not in _FOOD_WORDS
+        and w not in ("and", "of")
+    ]
     if head in GENERIC_HEADS and before:
         return f"{before[-1]} {head}"
     return head
@@ -71,19 +210,75 @@ def dish_key(title: str, level: str = "title") -> str:
 
 # Words of a title that say how a dish is made or served, not which dish it is.
 STYLE_WORDS = {
-    "crispy", "cheesy", "creamy", "smoky", "fluffy", "chewy", "fudgy", "hearty", "loaded", "warm", "spicy",
-    "roasted", "baked", "grilled", "rich", "light", "moist", "thick", "fresh", "no-bake", "slow-cooker",
-    "instant", "mini", "style", "simple", "glazed", "glaze", "low", "fodmap", "high", "protein", "keto",
-    "gluten-free", "gluten", "free", "minute", "one", "pan", "sheet", "skillet", "oven", "air", "fryer",
-    "crockpot", "slow", "cooker", "pot", "stovetop", "and", "with", "of", "in", "on", "for", "over", "small",
+    "crispy",
+    "cheesy",
+    "creamy",
+    "smoky",
+    "fluffy",
+    "chewy",
+    "fudgy",
+    "hearty",
+    "loaded",
+    "warm",
+    "spicy",
+    "roasted",
+    "baked",
+    "grilled",
+    "rich",
+    "light",
+    "moist",
+    "thick",
+    "fresh",
+    "no-bake",
+    "slow-cooker",
+    "instant",
+    "mini",
+    "style",
+    "simple",
+    "glazed",
+    "glaze",
+    "low",
+    "fodmap",
+    "high",
+    "protein",
+    "keto",
+    "gluten-free",
+    "gluten",
+    "free",
+    "minute",
+    "one",
+    "pan",
+    "sheet",
+    "skillet",
+    "oven",
+    "air",
+    "fryer",
+    "crockpot",
+    "slow",
+    "cooker",
+    "pot",
+    "stovetop",
+    "and",
+    "with",
+    "of",
+    "in",
+    "on",
+    "for",
+    "over",
+    "small",
 }
 
 
 def _forbidden_words(constraint: str | None) -> set[str]:
     if constraint is None:
         return _FOOD_WORDS
-    return {w for c in CONSTRAINT_CATEGORIES[constraint] for t in CATEGORIES[c].terms for w in t.split()
-            if len(t.split()) == 1}
+    return {
+        w
+        for c in CONSTRAINT_CATEGORIES[constraint]
+        for t in CATEGORIES[c].terms
+        for w in t.split()
+        if len(t.split()) == 1
+    }
 
 
 def title_core(title: str, constraint: str | None = None) -> frozenset[str]:
@@ -94,9 +289,16 @@ def title_core(title: str, constraint: str | None = None) -> frozenset[str]:
     forbidden = _forbidden_words(constraint)
 
     def core(text: str) -> frozenset[str]:
-        return frozenset(w for w in text.split()
-                         if w not in STYLE_WORDS and w not in PUFFERY and w not in STAND_INS and w not in forbidden
-                         and not w[:1].isdigit() and not w.endswith(("'", "'s")))
+        return frozenset(
+            w
+            for w in text.split()
+            if w not in STYLE_WORDS
+            and w not in PUFFERY
+            and w not in STAND_INS
+            and w not in forbidden
+            and not w[:1].isdigit()
+            and not w.endswith(("'", "'s"))
+        )
 
     whole = normalise_title(title)
     # What follows "with", "in" or a colon names a side or a garnish, not the dish; unless the
@@ -124,18 +326,22 @@ def dish_similarity(a: dict, b: dict, steps: str = "steps") -> float:
     """How alike two recipes are as dishes (0-1): the mean overlap of their title words, their
     ingredients' head nouns and their method's content words. Recipes that only share a head
     noun ("Grilled Cheese" and "Mac and Cheese", "Salmon Tacos" and "Butternut Tacos") score low."""
+
     def ingredients(recipe: dict) -> set[str]:
         return {name.split()[-1] for name in map(ingredient_name, recipe["ingredients"]) if name}
 
     def method(recipe: dict) -> set[str]:
         return {w for line in recipe[steps] for w in content_words(line)}
 
-    return (_jaccard(set(normalise_title(a["title"]).split()), set(normalise_title(b["title"]).split()))
-            + _jaccard(ingredients(a), ingredients(b)) + _jaccard(method(a), method(b))) / 3
+    return (
+        _jaccard(set(normalise_title(a["title"]).split()), set(normalise_title(b["title"]).split()))
+        + _jaccard(ingredients(a), ingredients(b))
+        + _jaccard(method(a), method(b))
+    ) / 3
 
 
 def split_of(key: str, train: float = 0.8, dev: float = 0.1, seed: int = 0) -> str:
     """Stable split for a dish: the same key always lands in the same split."""
-    digest = hashlib.sha1(f"{seed}:{key}".encode("utf-8")).digest()
+    digest = hashlib.sha1(f"{seed}:{key}".encode()).digest()
     point = int.from_bytes(digest[:8], "big") / 2**64
     return "train" if point < train else "dev" if point < train + dev else "test"

@@ -20,17 +20,45 @@ not leave the block room for the steps.
                     sn <endofprompt> tn' <endofinst> EOS
     grounded_ing    … <tgt:C> t(n'-k) <inst> … t(n'-1) <inst> sn <endofinst> i1 <ing> … <endofprompt> tn' EOS
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from rrt.recipes.ingredients import ingredient_name
-from rrt.recipes.paper_format import (BOS, END_INGS, END_INST, END_PROMPT, END_TITLE, EOS, ING, INST, NO_INGS,
-                              constraint_tag, format_recipe, parse_line)
+from rrt.recipes.paper_format import (
+    BOS,
+    END_INGS,
+    END_INST,
+    END_PROMPT,
+    END_TITLE,
+    EOS,
+    ING,
+    INST,
+    NO_INGS,
+    constraint_tag,
+    format_recipe,
+    parse_line,
+)
 
-VARIANTS = ("contextual", "contextual_ing", "grounded", "grounded_ing", "no_context", "end_to_end", "ing_predictor",
-            "no_source")
-PAIR_VARIANTS = ("contextual", "contextual_ing", "grounded", "grounded_ing", "no_context", "end_to_end")
+VARIANTS = (
+    "contextual",
+    "contextual_ing",
+    "grounded",
+    "grounded_ing",
+    "no_context",
+    "end_to_end",
+    "ing_predictor",
+    "no_source",
+)
+PAIR_VARIANTS = (
+    "contextual",
+    "contextual_ing",
+    "grounded",
+    "grounded_ing",
+    "no_context",
+    "end_to_end",
+)
 GROUNDED_VARIANTS = ("grounded", "grounded_ing")
 # Earlier target steps a grounded text carries: the steps just written, not the whole document, so
 # the learned step is never cut for length (the source recipe stays whole, before them).
@@ -62,16 +90,22 @@ def _ings(items: list[str]) -> str:
 def contextual(title, ingredients, source_steps, target_steps, constraint) -> str:
     """Source steps 1..n and the aligned target steps 1..n' (the last one is learned)."""
     src, tgt = _tags(constraint)
-    return (f"{BOS} {src} {format_recipe(title, ingredients, source_steps)} {tgt} "
-            f"{f' {INST} '.join(target_steps)} {END_INST} {EOS}")
+    return (
+        f"{BOS} {src} {format_recipe(title, ingredients, source_steps)} {tgt} "
+        f"{f' {INST} '.join(target_steps)} {END_INST} {EOS}"
+    )
 
 
-def contextual_ing(title, ingredients, source_steps, target_steps, constraint, prompt_ingredients) -> str:
+def contextual_ing(
+    title, ingredients, source_steps, target_steps, constraint, prompt_ingredients
+) -> str:
     """As contextual, with the last target step's ingredients as a prompt before it."""
     src, tgt = _tags(constraint)
     earlier = "".join(f"{step} {INST} " for step in target_steps[:-1])
-    return (f"{BOS} {src} {format_recipe(title, ingredients, source_steps)} {tgt} "
-            f"{earlier}{_ings(prompt_ingredients)} {END_PROMPT} {target_steps[-1]} {EOS}")
+    return (
+        f"{BOS} {src} {format_recipe(title, ingredients, source_steps)} {tgt} "
+        f"{earlier}{_ings(prompt_ingredients)} {END_PROMPT} {target_steps[-1]} {EOS}"
+    )
 
 
 def grounded_foods(ingredient_lines: list[str]) -> list[str]:
@@ -79,28 +113,61 @@ def grounded_foods(ingredient_lines: list[str]) -> list[str]:
     return list(dict.fromkeys(name for name in map(ingredient_name, ingredient_lines) if name))
 
 
-def _grounded_head(title, ingredients, source_steps, target_title, target_ingredients, target_steps,
-                   constraint) -> str:
+def _grounded_head(
+    title, ingredients, source_steps, target_title, target_ingredients, target_steps, constraint
+) -> str:
     # Everything before the source step repeated: the source recipe, the target's title and foods, its
     # last few steps before the learned one.
     src, tgt = _tags(constraint)
     earlier = "".join(f"{step} {INST} " for step in target_steps[:-1][-GROUNDED_STEPS_BEFORE:])
-    return (f"{BOS} {src} {format_recipe(title, ingredients, source_steps)} "
-            f"{target_title} {END_TITLE} {_ings(grounded_foods(target_ingredients))} {END_INGS} {tgt} {earlier}")
+    return (
+        f"{BOS} {src} {format_recipe(title, ingredients, source_steps)} "
+        f"{target_title} {END_TITLE} {_ings(grounded_foods(target_ingredients))} {END_INGS} {tgt} {earlier}"
+    )
 
 
-def grounded(title, ingredients, source_steps, target_title, target_ingredients, target_steps, constraint) -> str:
+def grounded(
+    title, ingredients, source_steps, target_title, target_ingredients, target_steps, constraint
+) -> str:
     """The source recipe up to step n, the target's title and ingredient lines, its last few steps, then
     source step n again and its rewrite (the last target step, learned)."""
-    return (_grounded_head(title, ingredients, source_steps, target_title, target_ingredients, target_steps, constraint)
-            + f"{source_steps[-1]} {END_PROMPT} {target_steps[-1]} {END_INST} {EOS}")
+    return (
+        _grounded_head(
+            title,
+            ingredients,
+            source_steps,
+            target_title,
+            target_ingredients,
+            target_steps,
+            constraint,
+        )
+        + f"{source_steps[-1]} {END_PROMPT} {target_steps[-1]} {END_INST} {EOS}"
+    )
 
 
-def grounded_ing(title, ingredients, source_steps, target_title, target_ingredients, target_steps, constraint,
-                 prompt_ingredients) -> str:
+def grounded_ing(
+    title,
+    ingredients,
+    source_steps,
+    target_title,
+    target_ingredients,
+    target_steps,
+    constraint,
+    prompt_ingredients,
+) -> str:
     """As grounded, with the learned step's ingredients as a prompt between source step n and its rewrite."""
-    return (_grounded_head(title, ingredients, source_steps, target_title, target_ingredients, target_steps, constraint)
-            + f"{source_steps[-1]} {END_INST} {_ings(prompt_ingredients)} {END_PROMPT} {target_steps[-1]} {EOS}")
+    return (
+        _grounded_head(
+            title,
+            ingredients,
+            source_steps,
+            target_title,
+            target_ingredients,
+            target_steps,
+            constraint,
+        )
+        + f"{source_steps[-1]} {END_INST} {_ings(prompt_ingredients)} {END_PROMPT} {target_steps[-1]} {EOS}"
+    )
 
 
 def no_context(title, source_step, target_step, constraint) -> str:
@@ -112,14 +179,18 @@ def no_context(title, source_step, target_step, constraint) -> str:
 def end_to_end(source: dict, target: dict, constraint: str) -> str:
     """The whole source recipe, then the whole target recipe."""
     src, tgt = _tags(constraint)
-    return (f"{BOS} {src} {format_recipe(source['title'], source['ingredients'], source['steps'])} {tgt} "
-            f"{format_recipe(target['title'], target['ingredients'], target['steps'])} {EOS}")
+    return (
+        f"{BOS} {src} {format_recipe(source['title'], source['ingredients'], source['steps'])} {tgt} "
+        f"{format_recipe(target['title'], target['ingredients'], target['steps'])} {EOS}"
+    )
 
 
 def ing_predictor(title, ingredients, steps_before, next_ingredients) -> str:
     """Recipe so far, then the ingredients the next step uses (`<noings>` when none)."""
-    return (f"{BOS} {title} {END_TITLE} {_ings(ingredients)} {END_INGS} "
-            f"{f' {INST} '.join(steps_before)} {END_INST} {_ings(next_ingredients)} {EOS}")
+    return (
+        f"{BOS} {title} {END_TITLE} {_ings(ingredients)} {END_INGS} "
+        f"{f' {INST} '.join(steps_before)} {END_INST} {_ings(next_ingredients)} {EOS}"
+    )
 
 
 def no_source(title, ingredients, steps) -> str:
@@ -141,10 +212,16 @@ def _parse_grounded(variant: str, text: str) -> Parts:
     target_title, _, target_ings = header.partition(END_TITLE)
     target_ings = target_ings.partition(END_INGS)[0]
     tail = tail.split(EOS, 1)[0]
-    parts = Parts(title.strip(), [] if ings.strip() == NO_INGS else _split(ings, ING), _split(steps, INST),
-                  constraint=line.target_tag,
-                  target={"title": target_title.strip(),
-                          "ingredients": [] if target_ings.strip() == NO_INGS else _split(target_ings, ING)})
+    parts = Parts(
+        title.strip(),
+        [] if ings.strip() == NO_INGS else _split(ings, ING),
+        _split(steps, INST),
+        constraint=line.target_tag,
+        target={
+            "title": target_title.strip(),
+            "ingredients": [] if target_ings.strip() == NO_INGS else _split(target_ings, ING),
+        },
+    )
     head, _, last = tail.rpartition(END_PROMPT)
     if variant == "grounded":
         pieces = _split(head, INST)
@@ -162,11 +239,18 @@ def parse_text(variant: str, text: str) -> Parts:
         return _parse_grounded(variant, text)
     if variant in ("contextual", "contextual_ing", "end_to_end"):
         line = parse_line(text)
-        parts = Parts(line.source.title, line.source.ingredients, line.source.steps,
-                      constraint=line.target_tag)
+        parts = Parts(
+            line.source.title,
+            line.source.ingredients,
+            line.source.steps,
+            constraint=line.target_tag,
+        )
         if variant == "end_to_end" and line.target is not None:
-            parts.target = {"title": line.target.title, "ingredients": line.target.ingredients,
-                            "steps": line.target.steps}
+            parts.target = {
+                "title": line.target.title,
+                "ingredients": line.target.ingredients,
+                "steps": line.target.steps,
+            }
             return parts
         tail = text.split(f"<tgt:{line.target_tag}>", 1)[1].split(EOS, 1)[0]
         if variant == "contextual":
@@ -183,12 +267,18 @@ def parse_text(variant: str, text: str) -> Parts:
         head, _, rest = body.partition(END_TITLE)
         title = head.split(">", 1)[1].strip()
         step, _, after = rest.partition(END_INST)
-        return Parts(title, source_steps=[step.strip()], target_steps=[after.split(">", 1)[1].strip()],
-                     constraint=line.target_tag)
+        return Parts(
+            title,
+            source_steps=[step.strip()],
+            target_steps=[after.split(">", 1)[1].strip()],
+            constraint=line.target_tag,
+        )
     title, _, rest = body.partition(END_TITLE)
     ings, _, rest = rest.partition(END_INGS)
     steps, _, after = rest.partition(END_INST)
-    parts = Parts(title.strip(), [] if ings.strip() == NO_INGS else _split(ings, ING), _split(steps, INST))
+    parts = Parts(
+        title.strip(), [] if ings.strip() == NO_INGS else _split(ings, ING), _split(steps, INST)
+    )
     if variant == "ing_predictor":
         parts.prompt_ingredients = [] if after.strip() == NO_INGS else _split(after, ING)
     return parts

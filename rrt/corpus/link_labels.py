@@ -5,6 +5,7 @@ same dish, which method lines are not instructions, and, per source step, the ta
 cook would call its rewrite. Indices count the cleaned method lines (`clean_lines`) before
 non-steps are set aside, so labels stay valid when the line classifier changes.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,12 @@ class LabelError(ValueError):
 
 
 def _side(raw: dict) -> dict:
-    return {"id": raw["id"], "title": clean_text(raw["title"]), "ingredients": clean_lines(raw["ingredients"]),
-            "lines": clean_lines(raw["steps"])}
+    return {
+        "id": raw["id"],
+        "title": clean_text(raw["title"]),
+        "ingredients": clean_lines(raw["ingredients"]),
+        "lines": clean_lines(raw["steps"]),
+    }
 
 
 def load_labels(path: str, recipes: dict[str, dict]) -> list[LabelledPair]:
@@ -43,13 +48,25 @@ def load_labels(path: str, recipes: dict[str, dict]) -> list[LabelledPair]:
         for line in handle:
             row = json.loads(line)
             source, target = _side(recipes[row["source_id"]]), _side(recipes[row["target_id"]])
-            if (len(source["lines"]), len(target["lines"])) != (row["source_steps"], row["target_steps"]):
-                raise LabelError(f"pair {row['pair']}: the recipes' method lines changed since labelling")
-            pairs.append(LabelledPair(
-                row["pair"], row["constraint"], bool(row["same_dish"]), source, target,
-                {(int(i), j) for i, js in row["links"].items() for j in js},
-                {int(i): k for i, k in row["source_not_steps"].items()},
-                {int(i): k for i, k in row["target_not_steps"].items()}))
+            if (len(source["lines"]), len(target["lines"])) != (
+                row["source_steps"],
+                row["target_steps"],
+            ):
+                raise LabelError(
+                    f"pair {row['pair']}: the recipes' method lines changed since labelling"
+                )
+            pairs.append(
+                LabelledPair(
+                    row["pair"],
+                    row["constraint"],
+                    bool(row["same_dish"]),
+                    source,
+                    target,
+                    {(int(i), j) for i, js in row["links"].items() for j in js},
+                    {int(i): k for i, k in row["source_not_steps"].items()},
+                    {int(i): k for i, k in row["target_not_steps"].items()},
+                )
+            )
     return pairs
 
 

@@ -4,17 +4,24 @@ For each constraint, every recipe of the dish that breaks it (source) is aligned
 the recipes that obey it (targets, at most `candidates_per_source` sampled); the `pairs_per_source`
 best-aligned targets are kept. Each kept pair's step links become step pairs.
 """
+
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
-import dataclasses
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from rrt.corpus import formats
-from rrt.corpus.alignment import (AlignSettings, TranslationTable, align_steps, calibrated_scores, kept_links,
-                           load_link_model)
+from rrt.corpus.alignment import (
+    AlignSettings,
+    TranslationTable,
+    align_steps,
+    calibrated_scores,
+    kept_links,
+    load_link_model,
+)
 from rrt.corpus.dish import dish_similarity, titles_agree
 from rrt.recipes.ingredients import ingredient_name, step_ingredients
 
@@ -27,11 +34,11 @@ class PairSettings:
     candidates_per_source: int
     max_dish_recipes: int
     min_dish_similarity: float
-    title_extra_words: int | None          # None: titles need not agree (rrt.corpus.dish.titles_agree)
+    title_extra_words: int | None  # None: titles need not agree (rrt.corpus.dish.titles_agree)
     seed: int
 
     @classmethod
-    def from_config(cls, values: dict, **changes) -> "PairSettings":
+    def from_config(cls, values: dict, **changes) -> PairSettings:
         """The pairing settings among the `data` block's keys, with any changes."""
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in {**values, **changes}.items() if k in names})
@@ -53,7 +60,10 @@ def cap_dish(recipes: list[dict], settings: PairSettings) -> tuple[list[dict], l
         return recipes, []
     rng = _rng(str(settings.seed), recipes[0]["dish"])
     kept = set(rng.sample(range(len(recipes)), settings.max_dish_recipes))
-    return ([r for i, r in enumerate(recipes) if i in kept], [r for i, r in enumerate(recipes) if i not in kept])
+    return (
+        [r for i, r in enumerate(recipes) if i in kept],
+        [r for i, r in enumerate(recipes) if i not in kept],
+    )
 
 
 def link_scores(source: dict, target: dict, table: TranslationTable, align: AlignSettings):
@@ -61,8 +71,9 @@ def link_scores(source: dict, target: dict, table: TranslationTable, align: Alig
     or the link model's calibrated score when `align.calibrated`."""
     scores, loglik = align_steps(list(source["steps"]), list(target["steps"]), table, align)
     if align.calibrated:
-        scores = calibrated_scores(list(source["steps"]), list(target["steps"]), scores, table, align,
-                                   load_link_model())
+        scores = calibrated_scores(
+            list(source["steps"]), list(target["steps"]), scores, table, align, load_link_model()
+        )
     return scores, loglik
 
 
@@ -70,13 +81,20 @@ def dish_likeness(source: dict, target: dict, constraint: str, settings: PairSet
     """How alike two recipes are as one dish for a constraint (`rrt.corpus.dish.dish_similarity`), 0 when
     their titles name different dishes (`settings.title_extra_words`; None: titles not checked)."""
     if settings.title_extra_words is not None and not titles_agree(
-            source["title"], target["title"], settings.title_extra_words, constraint):
+        source["title"], target["title"], settings.title_extra_words, constraint
+    ):
         return 0.0
     return dish_similarity(source, target)
 
 
-def pair_dish(recipes: list[dict], constraints: list[str], table: TranslationTable,
-              settings: PairSettings, align: AlignSettings, unlike: list[dict] | None = None) -> list[dict]:
+def pair_dish(
+    recipes: list[dict],
+    constraints: list[str],
+    table: TranslationTable,
+    settings: PairSettings,
+    align: AlignSettings,
+    unlike: list[dict] | None = None,
+) -> list[dict]:
     """Recipe pairs of one dish for every constraint, each with its step alignment. Candidate
     targets whose title names another dish (`settings.title_extra_words`) or that are less alike
     than `settings.min_dish_similarity` are not paired; each goes to `unlike` (source, target,
@@ -97,12 +115,19 @@ def pair_dish(recipes: list[dict], constraints: list[str], table: TranslationTab
                 if similar[key] >= settings.min_dish_similarity:
                     alike.append(target)
                 elif unlike is not None:
-                    unlike.append({"source_id": source["id"], "target_id": target["id"], "constraint": constraint,
-                                   "similarity": round(similar[key], 3)})
+                    unlike.append(
+                        {
+                            "source_id": source["id"],
+                            "target_id": target["id"],
+                            "constraint": constraint,
+                            "similarity": round(similar[key], 3),
+                        }
+                    )
             candidates = alike
             if len(alike) > settings.candidates_per_source:
                 candidates = _rng(str(settings.seed), source["id"], constraint).sample(
-                    alike, settings.candidates_per_source)
+                    alike, settings.candidates_per_source
+                )
             scored = []
             for target in candidates:
                 key = (source["id"], target["id"])
@@ -113,56 +138,118 @@ def pair_dish(recipes: list[dict], constraints: list[str], table: TranslationTab
             scored.sort(key=lambda item: (-item[0], item[1]))
             for loglik, _, target, scores in scored[: settings.pairs_per_source]:
                 links = kept_links(scores, align.link_threshold, align.max_fanout)
-                pairs.append({
-                    "source_id": source["id"], "target_id": target["id"], "constraint": constraint,
-                    "split": source["split"], "dish": source["dish"], "pair_score": round(loglik, 4),
-                    "alignment": [asdict(link) for link in links],
-                    "source_title": source["title"], "source_ingredients": list(source["ingredients"]),
-                    "source_steps": list(source["steps"]), "target_title": target["title"],
-                    "target_ingredients": list(target["ingredients"]), "target_steps": list(target["steps"]),
-                })
+                pairs.append(
+                    {
+                        "source_id": source["id"],
+                        "target_id": target["id"],
+                        "constraint": constraint,
+                        "split": source["split"],
+                        "dish": source["dish"],
+                        "pair_score": round(loglik, 4),
+                        "alignment": [asdict(link) for link in links],
+                        "source_title": source["title"],
+                        "source_ingredients": list(source["ingredients"]),
+                        "source_steps": list(source["steps"]),
+                        "target_title": target["title"],
+                        "target_ingredients": list(target["ingredients"]),
+                        "target_steps": list(target["steps"]),
+                    }
+                )
     return pairs
 
 
 def step_pair_rows(pair: dict, variant: str) -> list[dict]:
     """Training rows of one recipe pair in one pair variant (metadata + `text`)."""
-    meta = {"source_id": pair["source_id"], "target_id": pair["target_id"],
-            "constraint": pair["constraint"], "split": pair["split"]}
-    source = {"title": pair["source_title"], "ingredients": list(pair["source_ingredients"]),
-              "steps": list(pair["source_steps"])}
-    target = {"title": pair["target_title"], "ingredients": list(pair["target_ingredients"]),
-              "steps": list(pair["target_steps"])}
+    meta = {
+        "source_id": pair["source_id"],
+        "target_id": pair["target_id"],
+        "constraint": pair["constraint"],
+        "split": pair["split"],
+    }
+    source = {
+        "title": pair["source_title"],
+        "ingredients": list(pair["source_ingredients"]),
+        "steps": list(pair["source_steps"]),
+    }
+    target = {
+        "title": pair["target_title"],
+        "ingredients": list(pair["target_ingredients"]),
+        "steps": list(pair["target_steps"]),
+    }
     if variant == "end_to_end":
-        return [{**meta, "source_step": -1, "target_steps": [], "score": pair["pair_score"],
-                 "text": formats.end_to_end(source, target, pair["constraint"])}]
+        return [
+            {
+                **meta,
+                "source_step": -1,
+                "target_steps": [],
+                "score": pair["pair_score"],
+                "text": formats.end_to_end(source, target, pair["constraint"]),
+            }
+        ]
     links = sorted(pair["alignment"], key=lambda link: link["source_step"])
     rewrites = [" ".join(target["steps"][j] for j in link["target_steps"]) for link in links]
-    names = ([ingredient_name(line) for line in target["ingredients"]] if variant in ("contextual_ing", "grounded_ing")
-             else [])
+    names = (
+        [ingredient_name(line) for line in target["ingredients"]]
+        if variant in ("contextual_ing", "grounded_ing")
+        else []
+    )
     rows = []
     for k, link in enumerate(links):
         n = link["source_step"]
         upto = source["steps"][: n + 1]
         if variant == "contextual":
-            text = formats.contextual(source["title"], source["ingredients"], upto, rewrites[: k + 1],
-                                      pair["constraint"])
+            text = formats.contextual(
+                source["title"], source["ingredients"], upto, rewrites[: k + 1], pair["constraint"]
+            )
         elif variant == "contextual_ing":
             prompt = [m.name for m in step_ingredients(rewrites[k], names)]
-            text = formats.contextual_ing(source["title"], source["ingredients"], upto, rewrites[: k + 1],
-                                          pair["constraint"], prompt)
+            text = formats.contextual_ing(
+                source["title"],
+                source["ingredients"],
+                upto,
+                rewrites[: k + 1],
+                pair["constraint"],
+                prompt,
+            )
         elif variant == "grounded":
-            text = formats.grounded(source["title"], source["ingredients"], upto, target["title"],
-                                    target["ingredients"], rewrites[: k + 1], pair["constraint"])
+            text = formats.grounded(
+                source["title"],
+                source["ingredients"],
+                upto,
+                target["title"],
+                target["ingredients"],
+                rewrites[: k + 1],
+                pair["constraint"],
+            )
         elif variant == "grounded_ing":
             prompt = [m.name for m in step_ingredients(rewrites[k], names)]
-            text = formats.grounded_ing(source["title"], source["ingredients"], upto, target["title"],
-                                        target["ingredients"], rewrites[: k + 1], pair["constraint"], prompt)
+            text = formats.grounded_ing(
+                source["title"],
+                source["ingredients"],
+                upto,
+                target["title"],
+                target["ingredients"],
+                rewrites[: k + 1],
+                pair["constraint"],
+                prompt,
+            )
         elif variant == "no_context":
-            text = formats.no_context(source["title"], source["steps"][n], rewrites[k], pair["constraint"])
+            text = formats.no_context(
+                source["title"], source["steps"][n], rewrites[k], pair["constraint"]
+            )
         else:
-            raise ValueError(f"{variant!r} is not a step-pair variant; choose from {formats.PAIR_VARIANTS}")
-        rows.append({**meta, "source_step": n, "target_steps": list(link["target_steps"]),
-                     "score": min(link["scores"]), "text": text})
+            raise ValueError(
+                f"{variant!r} is not a step-pair variant; choose from {formats.PAIR_VARIANTS}"
+            )
+        rows.append(
+            {
+                **meta,
+                "source_step": n,
+                "target_steps": list(link["target_steps"]),
+                "score": min(link["scores"]),
+                "text": text,
+            }
+        )
     return rows
 
 
@@ -173,9 +260,17 @@ def recipe_rows(recipe: dict, variant: str) -> list[dict]:
     if variant == "no_source":
         return [{**meta, "step": -1, "text": formats.no_source(title, ingredients, steps)}]
     if variant != "ing_predictor":
-        raise ValueError(f"{variant!r} is not a recipe variant; choose from {formats.RECIPE_VARIANTS}")
+        raise ValueError(
+            f"{variant!r} is not a recipe variant; choose from {formats.RECIPE_VARIANTS}"
+        )
     names = [ingredient_name(line) for line in ingredients]
-    return [{**meta, "step": n,
-             "text": formats.ing_predictor(title, ingredients, steps[:n],
-                                           [m.name for m in step_ingredients(steps[n], names)])}
-            for n in range(len(steps))]
+    return [
+        {
+            **meta,
+            "step": n,
+            "text": formats.ing_predictor(
+                title, ingredients, steps[:n], [m.name for m in step_ingredients(steps[n], names)]
+            ),
+        }
+        for n in range(len(steps))
+    ]

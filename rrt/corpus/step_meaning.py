@@ -6,6 +6,7 @@ LLM input embeddings), which the `wordllama` wheel ships with its tokenizer: not
 run time, and a step costs one tokenizer call and an average of its tokens' rows, so the
 aligner can afford it on every step pair of a corpus.
 """
+
 from __future__ import annotations
 
 import functools

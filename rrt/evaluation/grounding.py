@@ -12,6 +12,7 @@
 
 Each function takes one rewrite record (rewrites.jsonl) and is pure.
 """
+
 from __future__ import annotations
 
 from rrt.corpus.cooking_actions import same_job
@@ -43,24 +44,32 @@ def source_steps_of(record: dict) -> list[str | None]:
     steps, sources = rewrite.get("steps") or [], source.get("steps") or []
     entries = [e for e in record.get("steps") or [] if isinstance(e, dict)]
     if len(entries) == len(steps) and all(isinstance(e.get("source_step"), int) for e in entries):
-        return [sources[e["source_step"]] if e["source_step"] < len(sources) else None for e in entries]
+        return [
+            sources[e["source_step"]] if e["source_step"] < len(sources) else None for e in entries
+        ]
     return [sources[i] if i < len(sources) else None for i in range(len(steps))]
 
 
 def same_job_steps(record: dict) -> tuple[int, int]:
     """(steps doing their source step's job, steps with a source step) of one rewrite."""
-    pairs = [(step, src) for step, src in zip(_parts(record)[1].get("steps") or [], source_steps_of(record))
-             if src is not None]
+    pairs = [
+        (step, src)
+        for step, src in zip(_parts(record)[1].get("steps") or [], source_steps_of(record))
+        if src is not None
+    ]
     return sum(same_job(step, src) for step, src in pairs), len(pairs)
 
 
 def _new_foods(texts: list[str], record: dict) -> list[list[FoodMention]]:
     # Per text, the foods it names that the source recipe lacks and the rewritten lines do not hold.
     source, rewrite = _parts(record)
-    had = recipe_food_words([str(source.get("title") or "")], source.get("ingredients") or [],
-                            source.get("steps") or [])
+    had = recipe_food_words(
+        [str(source.get("title") or "")], source.get("ingredients") or [], source.get("steps") or []
+    )
     listed = recipe_food_words(rewrite.get("ingredients") or [])
-    return [[m for m in unlisted_foods(text, had) if not set(m.words) - had <= listed] for text in texts]
+    return [
+        [m for m in unlisted_foods(text, had) if not set(m.words) - had <= listed] for text in texts
+    ]
 
 
 def title_consistent(record: dict) -> bool:
@@ -71,7 +80,9 @@ def title_consistent(record: dict) -> bool:
 def consistent(record: dict) -> bool:
     """Whether every food the rewritten title and steps add is on the rewritten ingredient lines."""
     rewrite = _parts(record)[1]
-    return not any(_new_foods([str(rewrite.get("title") or ""), *(rewrite.get("steps") or [])], record))
+    return not any(
+        _new_foods([str(rewrite.get("title") or ""), *(rewrite.get("steps") or [])], record)
+    )
 
 
 def grounding_counts(record: dict) -> dict:
@@ -81,6 +92,11 @@ def grounding_counts(record: dict) -> dict:
     same, paired = same_job_steps(record)
     rewrite = _parts(record)[1]
     added = _new_foods([str(rewrite.get("title") or ""), *(rewrite.get("steps") or [])], record)
-    return {"steps": len(invented), "invented_steps": sum(1 for found in invented if found),
-            "same_job_steps": same, "paired_steps": paired,
-            "title_consistent": not added[0], "consistent": not any(added)}
+    return {
+        "steps": len(invented),
+        "invented_steps": sum(1 for found in invented if found),
+        "same_job_steps": same,
+        "paired_steps": paired,
+        "title_consistent": not added[0],
+        "consistent": not any(added),
+    }

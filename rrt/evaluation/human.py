@@ -7,25 +7,39 @@ app (`judge/`) stores what this plans and hands the judgments back for the repor
     assign(tasks, judges, seed, load)                           each task to N distinct judges, loads even
     human_table / head_to_head / agreement / judge_times        the report's figures
 """
+
 from __future__ import annotations
 
 import math
 import random
 import statistics
 from collections import Counter, defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 # The paper's four questions, worded as its judges read them.
 QUESTIONS = {
-    "ingredients": ("Ingredient usage", "Does this recipe use appropriate ingredients for the type of dish it is making?"),
-    "closeness": ("Closeness to source", "How close is this recipe to the source while fitting the dietary constraint?"),
+    "ingredients": (
+        "Ingredient usage",
+        "Does this recipe use appropriate ingredients for the type of dish it is making?",
+    ),
+    "closeness": (
+        "Closeness to source",
+        "How close is this recipe to the source while fitting the dietary constraint?",
+    ),
     "constraint": ("Dietary constraint", "Does this recipe fit the specified dietary constraint?"),
-    "overall": ("Overall quality", "Is this a good recipe for someone who follows this dietary constraint?"),
+    "overall": (
+        "Overall quality",
+        "Is this a good recipe for someone who follows this dietary constraint?",
+    ),
 }
 COMPARE_QUESTION = "Which is better overall?"
 CHOICES = ("left", "right", "same")
 KINDS = ("rate", "compare", "rewrite")
-TASK_NAMES = {"rate": "rating (four questions)", "compare": "head to head", "rewrite": "hand rewrite"}
+TASK_NAMES = {
+    "rate": "rating (four questions)",
+    "compare": "head to head",
+    "rewrite": "hand rewrite",
+}
 RATING_RANGE = (1, 5)
 # Two-sided 95%: the normal quantile; a system has hundreds of ratings per question.
 Z95 = 1.959963984540054
@@ -36,8 +50,9 @@ def item_key(record: dict) -> tuple[str, str]:
     return str(record["id"]), str(record.get("constraint") or "")
 
 
-def sample_items(records_by_system: dict[str, list[dict]], size: int, constraints: list[str],
-                 seed: int) -> list[tuple[str, str]]:
+def sample_items(
+    records_by_system: dict[str, list[dict]], size: int, constraints: list[str], seed: int
+) -> list[tuple[str, str]]:
     """`size` (recipe, constraint) items every system rewrote, in equal shares per constraint; a
     constraint with too few items gives its share to the others."""
     common = None
@@ -56,33 +71,72 @@ def sample_items(records_by_system: dict[str, list[dict]], size: int, constraint
             if left and quota[c] < len(pools[c]):
                 quota[c] += 1
                 left -= 1
-    chosen = [k for c in constraints for k in pools[c][:quota[c]]]
+    chosen = [k for c in constraints for k in pools[c][: quota[c]]]
     rng.shuffle(chosen)
     return chosen
 
 
-def plan_tasks(items: list[tuple[str, str]], systems: list[str], best: str | None, judges_per_item: int,
-               rewrite_items: list[tuple[str, str]], rewriters_per_item: int, seed: int) -> list[dict]:
+def plan_tasks(
+    items: list[tuple[str, str]],
+    systems: list[str],
+    best: str | None,
+    judges_per_item: int,
+    rewrite_items: list[tuple[str, str]],
+    rewriters_per_item: int,
+    seed: int,
+) -> list[dict]:
     """Every task of a study: each system's rewrite of each item rated, the best system against each
     other one per item (sides drawn at random), and each rewrite item rewritten by hand."""
     rng = random.Random(seed)
-    tasks = [{"kind": "rate", "recipe": rid, "constraint": c, "system": s, "other": None, "judges": judges_per_item}
-             for rid, c in items for s in systems]
+    tasks = [
+        {
+            "kind": "rate",
+            "recipe": rid,
+            "constraint": c,
+            "system": s,
+            "other": None,
+            "judges": judges_per_item,
+        }
+        for rid, c in items
+        for s in systems
+    ]
     if best is not None:
         for rid, c in items:
             for other in systems:
                 if other == best:
                     continue
                 left, right = (best, other) if rng.random() < 0.5 else (other, best)
-                tasks.append({"kind": "compare", "recipe": rid, "constraint": c, "system": left, "other": right,
-                              "judges": judges_per_item})
-    tasks += [{"kind": "rewrite", "recipe": rid, "constraint": c, "system": None, "other": None,
-               "judges": rewriters_per_item} for rid, c in rewrite_items]
+                tasks.append(
+                    {
+                        "kind": "compare",
+                        "recipe": rid,
+                        "constraint": c,
+                        "system": left,
+                        "other": right,
+                        "judges": judges_per_item,
+                    }
+                )
+    tasks += [
+        {
+            "kind": "rewrite",
+            "recipe": rid,
+            "constraint": c,
+            "system": None,
+            "other": None,
+            "judges": rewriters_per_item,
+        }
+        for rid, c in rewrite_items
+    ]
     return tasks
 
 
-def assign(tasks: list[dict], judges: list[str], seed: int, load: dict[str, int] | None = None,
-           seen: dict[str, set] | None = None) -> list[tuple[int, str]]:
+def assign(
+    tasks: list[dict],
+    judges: list[str],
+    seed: int,
+    load: dict[str, int] | None = None,
+    seen: dict[str, set] | None = None,
+) -> list[tuple[int, str]]:
     """(task index, judge) pairs: each task to its `judges` distinct judges, always the least loaded
     (so loads differ by at most one), preferring judges who have not met that recipe yet."""
     rng = random.Random(seed)
@@ -95,7 +149,9 @@ def assign(tasks: list[dict], judges: list[str], seed: int, load: dict[str, int]
         task = tasks[index]
         need = task["judges"]
         if need > len(judges):
-            raise ValueError(f"a {task['kind']} task needs {need} judges; the study has {len(judges)}")
+            raise ValueError(
+                f"a {task['kind']} task needs {need} judges; the study has {len(judges)}"
+            )
         recipe = (task["recipe"], task["constraint"])
         ranked = sorted(judges, key=lambda j: (load[j], recipe in seen[j], rng.random()))
         for judge in ranked[:need]:
@@ -130,7 +186,9 @@ def human_table(ratings: Iterable[dict]) -> dict[str, dict[str, dict]]:
     return {system: {q: mean_ci(by[system].get(q, [])) for q in QUESTIONS} for system in sorted(by)}
 
 
-def pair_outcome(votes: list[str], first: str, second: str, majority: int, expected: int) -> str | None:
+def pair_outcome(
+    votes: list[str], first: str, second: str, majority: int, expected: int
+) -> str | None:
     """'first', 'second' or 'tie' for one compared item from its votes (system names or 'same');
     None while undecided (too few votes in and no side at the majority yet)."""
     counts = Counter(votes)
@@ -141,8 +199,9 @@ def pair_outcome(votes: list[str], first: str, second: str, majority: int, expec
     return "tie" if len(votes) >= expected else None
 
 
-def head_to_head(votes: Iterable[dict], best: str, majority: int, expected: int,
-                 others: Iterable[str] = ()) -> dict[str, dict]:
+def head_to_head(
+    votes: Iterable[dict], best: str, majority: int, expected: int, others: Iterable[str] = ()
+) -> dict[str, dict]:
     """Per other system: the best system's wins, ties and losses over the items compared (rows
     {recipe, constraint, other, vote}, vote a system name or 'same'); fewer than `majority` judges
     agreeing is a tie. Each of `others` has a row even before its first vote."""
@@ -152,10 +211,15 @@ def head_to_head(votes: Iterable[dict], best: str, majority: int, expected: int,
     for row in votes:
         by[row["other"]][(row["recipe"], row["constraint"])].append(row["vote"])
     out = {}
-    for other in by:
-        counts = Counter(pair_outcome(v, best, other, majority, expected) for v in by[other].values())
-        out[other] = {"wins": counts["first"], "ties": counts["tie"], "losses": counts["second"],
-                      "pending": counts[None], "items": len(by[other])}
+    for other, items in by.items():
+        counts = Counter(pair_outcome(v, best, other, majority, expected) for v in items.values())
+        out[other] = {
+            "wins": counts["first"],
+            "ties": counts["tie"],
+            "losses": counts["second"],
+            "pending": counts[None],
+            "items": len(items),
+        }
     return out
 
 
@@ -184,15 +248,23 @@ def agreement(ratings: Iterable[dict], votes: Iterable[dict]) -> dict:
     and nominal for the head-to-head votes (units: one compared pair of one item)."""
     per_question: dict[str, dict] = {q: defaultdict(dict) for q in QUESTIONS}
     for row in ratings:
-        per_question[row["question"]][(row["system"], row["recipe"], row["constraint"])][row["judge"]] = row["value"]
+        per_question[row["question"]][(row["system"], row["recipe"], row["constraint"])][
+            row["judge"]
+        ] = row["value"]
     codes: dict[str, int] = {}
     compared: dict = defaultdict(dict)
     for row in votes:
-        code = codes.setdefault(row["vote"] if row["vote"] == "same" else
-                                ("best" if row["vote"] != row["other"] else "other"), len(codes))
+        code = codes.setdefault(
+            row["vote"]
+            if row["vote"] == "same"
+            else ("best" if row["vote"] != row["other"] else "other"),
+            len(codes),
+        )
         compared[(row["other"], row["recipe"], row["constraint"])][row["judge"]] = code
-    return {"ratings": {q: alpha(units, "ordinal") for q, units in per_question.items()},
-            "head_to_head": alpha(compared, "nominal")}
+    return {
+        "ratings": {q: alpha(units, "ordinal") for q, units in per_question.items()},
+        "head_to_head": alpha(compared, "nominal"),
+    }
 
 
 def judge_times(tasks: Iterable[dict]) -> dict[str, dict]:
@@ -206,10 +278,15 @@ def judge_times(tasks: Iterable[dict]) -> dict[str, dict]:
             entry["done"] += 1
             if row.get("seconds") is not None:
                 entry["seconds"].append(row["seconds"])
-    return {judge: {"assigned": e["assigned"], "done": e["done"],
-                    "median_s": statistics.median(e["seconds"]) if e["seconds"] else None,
-                    "mean_s": statistics.fmean(e["seconds"]) if e["seconds"] else None}
-            for judge, e in sorted(by.items())}
+    return {
+        judge: {
+            "assigned": e["assigned"],
+            "done": e["done"],
+            "median_s": statistics.median(e["seconds"]) if e["seconds"] else None,
+            "mean_s": statistics.fmean(e["seconds"]) if e["seconds"] else None,
+        }
+        for judge, e in sorted(by.items())
+    }
 
 
 def _cell(stat: dict) -> str:
@@ -223,30 +300,67 @@ def _number(value, digits: int = 3) -> str:
 def report_markdown(report: dict) -> str:
     """report.md: the human table, the head-to-head counts, agreement and the judges."""
     questions = list(QUESTIONS)
-    lines = ["## Human evaluation (mean ± 95% CI, 1-5)", "",
-             "| system | " + " | ".join(QUESTIONS[q][0] for q in questions) + " | ratings per question |",
-             "|" + " --- |" * (len(questions) + 2)]
+    lines = [
+        "## Human evaluation (mean ± 95% CI, 1-5)",
+        "",
+        "| system | "
+        + " | ".join(QUESTIONS[q][0] for q in questions)
+        + " | ratings per question |",
+        "|" + " --- |" * (len(questions) + 2),
+    ]
     for system, row in report["table"].items():
         n = max((row[q]["n"] for q in questions), default=0)
         lines.append(f"| {system} | " + " | ".join(_cell(row[q]) for q in questions) + f" | {n} |")
     if report.get("head_to_head"):
-        lines += ["", f"## Head to head: {report['best']} against each system (\"{COMPARE_QUESTION}\"; "
-                  f"fewer than {report['majority']} of {report['judges_per_item']} agreeing is a tie)", "",
-                  "| against | wins | ties | losses | undecided |", "| --- | --- | --- | --- | --- |"]
-        lines += [f"| {other} | {r['wins']} | {r['ties']} | {r['losses']} | {r['pending']} |"
-                  for other, r in report["head_to_head"].items()]
+        lines += [
+            "",
+            (
+                f'## Head to head: {report["best"]} against each system ("{COMPARE_QUESTION}"; '
+                f"fewer than {report['majority']} of {report['judges_per_item']} agreeing is a tie)"
+            ),
+            "",
+            "| against | wins | ties | losses | undecided |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {other} | {r['wins']} | {r['ties']} | {r['losses']} | {r['pending']} |"
+            for other, r in report["head_to_head"].items()
+        ]
     alphas = report["agreement"]
-    lines += ["", "## Agreement (Krippendorff's alpha)", "", "| judgment | alpha |", "| --- | --- |"]
-    lines += [f"| {QUESTIONS[q][0]} (ordinal) | {_number(a)} |" for q, a in alphas["ratings"].items()]
+    lines += [
+        "",
+        "## Agreement (Krippendorff's alpha)",
+        "",
+        "| judgment | alpha |",
+        "| --- | --- |",
+    ]
+    lines += [
+        f"| {QUESTIONS[q][0]} (ordinal) | {_number(a)} |" for q, a in alphas["ratings"].items()
+    ]
     lines += [f"| head to head (nominal) | {_number(alphas['head_to_head'])} |"]
     if report.get("tasks"):
-        lines += ["", "## Tasks", "", "| task | assigned | done | median s/task |", "| --- | --- | --- | --- |"]
-        lines += [f"| {TASK_NAMES[k]} | {r['assigned']} | {r['done']} | {_number(r['median_s'], 1)} |"
-                  for k, r in report["tasks"].items()]
-    lines += ["", "## Judges", "", "| judge | assigned | done | median s/task | mean s/task |",
-              "| --- | --- | --- | --- | --- |"]
-    lines += [f"| {j} | {r['assigned']} | {r['done']} | {_number(r['median_s'], 1)} | {_number(r['mean_s'], 1)} |"
-              for j, r in report["judges"].items()]
+        lines += [
+            "",
+            "## Tasks",
+            "",
+            "| task | assigned | done | median s/task |",
+            "| --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {TASK_NAMES[k]} | {r['assigned']} | {r['done']} | {_number(r['median_s'], 1)} |"
+            for k, r in report["tasks"].items()
+        ]
+    lines += [
+        "",
+        "## Judges",
+        "",
+        "| judge | assigned | done | median s/task | mean s/task |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {j} | {r['assigned']} | {r['done']} | {_number(r['median_s'], 1)} | {_number(r['mean_s'], 1)} |"
+        for j, r in report["judges"].items()
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -260,11 +374,16 @@ def plot_head_to_head(results: dict[str, dict], best: str, path: str) -> None:
     others = list(results)
     figure, axis = plt.subplots(figsize=(7, 0.6 * max(len(others), 1) + 2))
     left = [0] * len(others)
-    for key, colour, label in (("wins", "#2a8a3e", f"{best} wins"), ("ties", "#bbbbbb", "tie"),
-                               ("losses", "#c0392b", f"{best} loses")):
+    for key, colour, label in (
+        ("wins", "#2a8a3e", f"{best} wins"),
+        ("ties", "#bbbbbb", "tie"),
+        ("losses", "#c0392b", f"{best} loses"),
+    ):
         values = [results[o][key] for o in others]
         bars = axis.barh(range(len(others)), values, left=left, color=colour, label=label)
-        axis.bar_label(bars, labels=[str(v) if v else "" for v in values], label_type="center", fontsize=8)
+        axis.bar_label(
+            bars, labels=[str(v) if v else "" for v in values], label_type="center", fontsize=8
+        )
         left = [a + b for a, b in zip(left, values)]
     axis.set_yticks(range(len(others)), [f"vs {o}" for o in others])
     axis.set_xlabel("items")

@@ -11,6 +11,7 @@
 
 Every function here is pure (the LM is an argument), so each number can be checked by hand.
 """
+
 from __future__ import annotations
 
 import csv
@@ -30,6 +31,7 @@ _WORD = re.compile(r"\w+(?:['’]\w+)*")
 
 
 # ---- diversity and closeness -------------------------------------------------------------
+
 
 def words(text: str) -> list[str]:
     """Lowercase regex words of a text (apostrophes kept inside a word)."""
@@ -65,6 +67,7 @@ def rouge_l_recall(rewrite_steps: list[str], source_steps: list[str]) -> float:
 
 # ---- dietary adherence -------------------------------------------------------------------
 
+
 def names_from_lines(lines: Iterable[str]) -> set[str]:
     """The ingredient names of these ingredient lines (the corpus's food vocabulary)."""
     return {ingredient_name(line) for line in lines if line}
@@ -82,7 +85,9 @@ def read_foods(path: str) -> list[str]:
     return names
 
 
-def mention_verdicts(text: str, vocabulary: FoodVocabulary, constraints: list[str]) -> list[tuple[int, int, bool]]:
+def mention_verdicts(
+    text: str, vocabulary: FoodVocabulary, constraints: list[str]
+) -> list[tuple[int, int, bool]]:
     """(start, end, obeys) for every food mention of a text. The tagger reads each mention in its
     context ("peanut butter" is not dairy, "vegan butter" is fine); a harmful span the vocabulary
     misses still counts, so a small vocabulary can never hide a violation."""
@@ -91,18 +96,25 @@ def mention_verdicts(text: str, vocabulary: FoodVocabulary, constraints: list[st
     for start, end in food_mentions(text, vocabulary):
         hits = [(a, b) for a, b in harmful if a < end and start < b]
         # One food, one mention: "butter" inside a harmful "peanut butter" takes the tagger's span.
-        out.append((min([start] + [a for a, _ in hits]), max([end] + [b for _, b in hits]), not hits))
+        out.append(
+            (min([start] + [a for a, _ in hits]), max([end] + [b for _, b in hits]), not hits)
+        )
     for a, b in harmful:
         if not any(s < b and a < e for s, e, _ in out):
             out.append((a, b, False))
     return sorted(out)
 
 
-def adherence_counts(ingredients: list[str], steps: list[str], constraint: str,
-                     vocabulary: FoodVocabulary) -> tuple[int, int]:
+def adherence_counts(
+    ingredients: list[str], steps: list[str], constraint: str, vocabulary: FoodVocabulary
+) -> tuple[int, int]:
     """(obeying, all) food mentions over a rewrite's ingredient lines and steps."""
     constraints = parse_constraints(constraint)
-    verdicts = [v for text in [*ingredients, *steps] for v in mention_verdicts(text, vocabulary, constraints)]
+    verdicts = [
+        v
+        for text in [*ingredients, *steps]
+        for v in mention_verdicts(text, vocabulary, constraints)
+    ]
     return sum(1 for v in verdicts if v[2]), len(verdicts)
 
 
@@ -113,6 +125,7 @@ def percent(part: int, whole: int) -> float | None:
 
 # ---- fluency -----------------------------------------------------------------------------
 
+
 def fit_block(context: list[int], steps: list[int], block: int) -> tuple[list[int], int]:
     """(ids, context length) that fit the block. The context keeps its first token (BOS) and the
     tokens right before the steps, and at least half the block when the steps are long; step
@@ -120,14 +133,20 @@ def fit_block(context: list[int], steps: list[int], block: int) -> tuple[list[in
     if len(context) + len(steps) <= block:
         return context + steps, len(context)
     keep_context = min(len(context), max(block - len(steps), block // 2, 2))
-    kept = context if keep_context == len(context) else context[:1] + context[len(context) - keep_context + 1:]
-    return kept + steps[:block - keep_context], keep_context
+    kept = (
+        context
+        if keep_context == len(context)
+        else context[:1] + context[len(context) - keep_context + 1 :]
+    )
+    return kept + steps[: block - keep_context], keep_context
 
 
 def encode_recipe(tokenizer, recipe: dict, block: int) -> tuple[list[int], int, int]:
     """(ids, context length, step tokens dropped) of a recipe in the No-Source format; the scored
     tokens are those after `<endofings>` (steps, separators and the end token)."""
-    text = no_source(recipe.get("title", ""), list(recipe.get("ingredients") or []), list(recipe["steps"]))
+    text = no_source(
+        recipe.get("title", ""), list(recipe.get("ingredients") or []), list(recipe["steps"])
+    )
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     marker = tokenizer.convert_tokens_to_ids(END_INGS)
     if marker not in ids:
@@ -137,32 +156,43 @@ def encode_recipe(tokenizer, recipe: dict, block: int) -> tuple[list[int], int, 
     return fitted, context, len(ids) - cut - (len(fitted) - context)
 
 
-def step_nll(lm, tokenizer, recipes: list[dict], block: int, batch_size: int = 8,
-             device: str = "cpu") -> list[dict]:
+def step_nll(
+    lm, tokenizer, recipes: list[dict], block: int, batch_size: int = 8, device: str = "cpu"
+) -> list[dict]:
     """Summed negative log-likelihood and count of the step tokens of each recipe (a recipe with no
     steps scores 0 tokens). Batches are right-padded and masked."""
     import torch
 
-    encoded = [encode_recipe(tokenizer, r, block) if r.get("steps") else ([], 0, 0) for r in recipes]
+    encoded = [
+        encode_recipe(tokenizer, r, block) if r.get("steps") else ([], 0, 0) for r in recipes
+    ]
     results = [{"nll": 0.0, "tokens": 0, "dropped_tokens": dropped} for _, _, dropped in encoded]
-    order = [i for i in sorted(range(len(encoded)), key=lambda i: len(encoded[i][0])) if encoded[i][0]]
+    order = [
+        i for i in sorted(range(len(encoded)), key=lambda i: len(encoded[i][0])) if encoded[i][0]
+    ]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     lm.eval()
     with torch.no_grad():
         for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
+            chunk = order[start : start + batch_size]
             width = max(len(encoded[i][0]) for i in chunk)
             ids = torch.full((len(chunk), width), pad, dtype=torch.long)
             scored = torch.zeros((len(chunk), width), dtype=torch.bool)
             for row, i in enumerate(chunk):
                 seq, context, _ = encoded[i]
-                ids[row, :len(seq)] = torch.tensor(seq)
-                scored[row, context:len(seq)] = True
-            attention = (torch.arange(width)[None, :] < torch.tensor([len(encoded[i][0]) for i in chunk])[:, None])
-            logits = lm(input_ids=ids.to(device), attention_mask=attention.long().to(device)).logits.float()
+                ids[row, : len(seq)] = torch.tensor(seq)
+                scored[row, context : len(seq)] = True
+            attention = (
+                torch.arange(width)[None, :]
+                < torch.tensor([len(encoded[i][0]) for i in chunk])[:, None]
+            )
+            logits = lm(
+                input_ids=ids.to(device), attention_mask=attention.long().to(device)
+            ).logits.float()
             # Token t is predicted from position t-1.
-            nll = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:].to(device),
-                                                    reduction="none").cpu()
+            nll = torch.nn.functional.cross_entropy(
+                logits[:, :-1].transpose(1, 2), ids[:, 1:].to(device), reduction="none"
+            ).cpu()
             mask = scored[:, 1:]
             for row, i in enumerate(chunk):
                 results[i]["nll"] = float(nll[row][mask[row]].sum())
@@ -189,30 +219,46 @@ def hidden_food_steps(steps: list[str], source: dict, constraint: str) -> int:
 
 # ---- per recipe and per system -----------------------------------------------------------
 
+
 def recipe_measures(record: dict, vocabulary: FoodVocabulary, count_hidden: bool) -> dict:
     """Adherence counts, ROUGE-L recall, the grounding counts (rrt.evaluation.grounding) and (with
     `count_hidden`, else None) the steps hiding a forbidden food of one rewrite record (rewrites.jsonl schema)."""
     rewrite, source = record.get("rewrite") or {}, record.get("source") or {}
     steps = list(rewrite.get("steps") or [])
     constraint = record.get("constraint") or ""
-    obeying, mentions = adherence_counts(list(rewrite.get("ingredients") or []), steps, constraint, vocabulary)
-    return {"obeying": obeying, "mentions": mentions, "empty": not steps,
-            "rouge_l_recall": rouge_l_recall(steps, list(source.get("steps") or [])),
-            **grounding_counts(record),
-            "hidden_food_steps": hidden_food_steps(steps, source, constraint) if count_hidden else None}
+    obeying, mentions = adherence_counts(
+        list(rewrite.get("ingredients") or []), steps, constraint, vocabulary
+    )
+    return {
+        "obeying": obeying,
+        "mentions": mentions,
+        "empty": not steps,
+        "rouge_l_recall": rouge_l_recall(steps, list(source.get("steps") or [])),
+        **grounding_counts(record),
+        "hidden_food_steps": hidden_food_steps(steps, source, constraint) if count_hidden else None,
+    }
 
 
-GROUNDING_KEYS = ("steps", "invented_steps", "same_job_steps", "paired_steps", "title_consistent", "consistent")
+GROUNDING_KEYS = (
+    "steps",
+    "invented_steps",
+    "same_job_steps",
+    "paired_steps",
+    "title_consistent",
+    "consistent",
+)
 
 
 def grounding_summary(measures: list[dict]) -> dict:
     """Invented-food steps, same-job steps (% of steps) and consistent recipes, title and whole (% of
     recipes) over some recipes' `recipe_measures`."""
     total = {key: sum(int(m.get(key, 0)) for m in measures) for key in GROUNDING_KEYS}
-    return {"invented_food_steps": percent(total["invented_steps"], total["steps"]),
-            "same_job": percent(total["same_job_steps"], total["paired_steps"]),
-            "title_consistency": percent(total["title_consistent"], len(measures)),
-            "consistency": percent(total["consistent"], len(measures))}
+    return {
+        "invented_food_steps": percent(total["invented_steps"], total["steps"]),
+        "same_job": percent(total["same_job_steps"], total["paired_steps"]),
+        "title_consistency": percent(total["title_consistent"], len(measures)),
+        "consistency": percent(total["consistent"], len(measures)),
+    }
 
 
 def summarise(records: list[dict], measures: list[dict]) -> tuple[dict, dict, dict, dict]:
@@ -234,20 +280,34 @@ def summarise(records: list[dict], measures: list[dict]) -> tuple[dict, dict, di
     system = {
         "perplexity": ppl,
         "adherence": percent(obeying, mentions),
-        "rouge_l_recall": sum(m["rouge_l_recall"] for m in measures) / len(measures) if measures else None,
+        "rouge_l_recall": sum(m["rouge_l_recall"] for m in measures) / len(measures)
+        if measures
+        else None,
         "trigram_diversity": trigram_diversity(steps),
         **grounding_summary(measures),
         "n_recipes": len(records),
     }
-    counts = {"scored_tokens": tokens, "dropped_step_tokens": sum(m.get("dropped_tokens", 0) for m in measures),
-              "food_mentions": mentions, "obeying_mentions": obeying,
-              "recipes_without_mentions": sum(1 for m in measures if not m["mentions"]),
-              "adherence_recipe_mean": sum(recipe_percents) / len(recipe_percents) if recipe_percents else None,
-              "empty_rewrites": sum(1 for m in measures if m["empty"]), "rewritten_steps": len(steps),
-              "trigrams": sum(len(trigrams(s)) for s in steps),
-              **{key: sum(int(m.get(key, 0)) for m in measures) for key in GROUNDING_KEYS if key != "steps"},
-              # None when the dictionary was missing (not counted), not 0.
-              "hidden_food_steps": None if any(m.get("hidden_food_steps") is None for m in measures)
-              else sum(m["hidden_food_steps"] for m in measures)}
+    counts = {
+        "scored_tokens": tokens,
+        "dropped_step_tokens": sum(m.get("dropped_tokens", 0) for m in measures),
+        "food_mentions": mentions,
+        "obeying_mentions": obeying,
+        "recipes_without_mentions": sum(1 for m in measures if not m["mentions"]),
+        "adherence_recipe_mean": sum(recipe_percents) / len(recipe_percents)
+        if recipe_percents
+        else None,
+        "empty_rewrites": sum(1 for m in measures if m["empty"]),
+        "rewritten_steps": len(steps),
+        "trigrams": sum(len(trigrams(s)) for s in steps),
+        **{
+            key: sum(int(m.get(key, 0)) for m in measures)
+            for key in GROUNDING_KEYS
+            if key != "steps"
+        },
+        # None when the dictionary was missing (not counted), not 0.
+        "hidden_food_steps": None
+        if any(m.get("hidden_food_steps") is None for m in measures)
+        else sum(m["hidden_food_steps"] for m in measures),
+    }
     grounding = {c: grounding_summary(ms) for c, ms in by_constraint.items()}
     return system, {c: percent(o, n) for c, (o, n) in per_constraint.items()}, grounding, counts

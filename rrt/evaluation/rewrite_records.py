@@ -1,4 +1,5 @@
 """A rewrite run's records (`rewrites.jsonl`), the one format every system writes and every reader takes."""
+
 from __future__ import annotations
 
 import json
@@ -22,9 +23,15 @@ def read_records(path: str) -> list[dict]:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 raise ValueError(f"{path} line {number} is not JSON") from None
-            if not isinstance(record, dict) or not all(isinstance(record.get(k), dict) for k in ("source", "rewrite")) \
-                    or "id" not in record or not record.get("constraint"):
-                raise ValueError(f"{path} line {number} is not a rewrite record (id, constraint, source, rewrite)")
+            if (
+                not isinstance(record, dict)
+                or not all(isinstance(record.get(k), dict) for k in ("source", "rewrite"))
+                or "id" not in record
+                or not record.get("constraint")
+            ):
+                raise ValueError(
+                    f"{path} line {number} is not a rewrite record (id, constraint, source, rewrite)"
+                )
             try:
                 parse_constraints(record["constraint"])
             except ValueError as err:
@@ -43,7 +50,9 @@ def system_label(records: list[dict], run: dict | None = None) -> str:
     return f"{system}+constrained" if constrained else str(system)
 
 
-def sampled_steps(records: Iterable[dict]) -> Iterator[tuple[dict, dict, StepContext, list[list[str]]]]:
+def sampled_steps(
+    records: Iterable[dict],
+) -> Iterator[tuple[dict, dict, StepContext, list[list[str]]]]:
     """Each step the records chose among sampled candidates: (record, its step entry, the step's
     selection context, each candidate's forbidden foods hidden in non-words); needs the dictionary."""
     from rrt.modelling.selection import disguised_foods, step_context
@@ -51,7 +60,7 @@ def sampled_steps(records: Iterable[dict]) -> Iterator[tuple[dict, dict, StepCon
     for record in records:
         for entry in record["steps"]:
             candidates = entry["candidates"]
-            if len(candidates) < 2:   # the guide's or an empty step: nothing was sampled
+            if len(candidates) < 2:  # the guide's or an empty step: nothing was sampled
                 continue
             ctx = step_context(record["source"], entry["source_step"], record["constraint"])
             yield record, entry, ctx, [disguised_foods(c["text"], ctx) for c in candidates]

@@ -1,11 +1,12 @@
 """Rewrites as plain text, source beside rewrite: what `rrt show` prints at the end of the demo."""
+
 from __future__ import annotations
 
 import json
 import os
 import shutil
 import textwrap
-from typing import Iterator
+from collections.abc import Iterator
 
 
 def read_rewrites(path: str) -> Iterator[dict]:

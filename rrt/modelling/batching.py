@@ -5,12 +5,13 @@
 An example whose target alone does not fit the block keeps its row with length 0, so the
 workers can count it instead of losing it silently.
 """
+
 from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -19,14 +20,33 @@ from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.paper_format import END_INST, END_PROMPT, INST, constraint_tokens
 
 # Tokens always kept at the start of a truncated example: BOS and the source tag.
-HEAD_TOKENS = {"contextual": 2, "contextual_ing": 2, "grounded": 2, "grounded_ing": 2, "no_context": 2, "end_to_end": 2,
-               "ing_predictor": 1,
-               "no_source": 0}
-IGNORED = -100   # the label of a position the loss skips, as the library's losses read it
-TOKEN_SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("target_start", pa.int32()),
-                          ("step_start", pa.int32()), ("length", pa.int32()), ("truncated", pa.bool_())])
+HEAD_TOKENS = {
+    "contextual": 2,
+    "contextual_ing": 2,
+    "grounded": 2,
+    "grounded_ing": 2,
+    "no_context": 2,
+    "end_to_end": 2,
+    "ing_predictor": 1,
+    "no_source": 0,
+}
+IGNORED = -100  # the label of a position the loss skips, as the library's losses read it
+TOKEN_SCHEMA = pa.schema(
+    [
+        ("input_ids", pa.list_(pa.int32())),
+        ("target_start", pa.int32()),
+        ("step_start", pa.int32()),
+        ("length", pa.int32()),
+        ("truncated", pa.bool_()),
+    ]
+)
 # The mark before a contextual text's learned step: the earlier target steps are context at rewrite time.
-STEP_MARKS = {"contextual": INST, "contextual_ing": END_PROMPT, "grounded": END_PROMPT, "grounded_ing": END_PROMPT}
+STEP_MARKS = {
+    "contextual": INST,
+    "contextual_ing": END_PROMPT,
+    "grounded": END_PROMPT,
+    "grounded_ing": END_PROMPT,
+}
 # train.batching: token-budget buckets, a fixed number of examples, or packed rows (rrt.modelling.packing).
 _BACKENDS: dict[str, object] = {}
 
@@ -72,30 +92,48 @@ def fit_block(ids: list[int], start: int, block: int, head: int) -> tuple[list[i
     budget = block - head - target
     if budget < 0:
         return None
-    return ids[:head] + ids[start - budget:start] + ids[start:], head + budget
+    return ids[:head] + ids[start - budget : start] + ids[start:], head + budget
 
 
 def tokenize_table(batch: pa.Table, tokenizer_json: str, variant: str, block: int) -> pa.Table:
     """Encode a batch of training texts into token rows (`TOKEN_SCHEMA`), one row per text."""
     backend = _backend(tokenizer_json)
-    marker_tokens = [END_INST] if variant == "ing_predictor" else constraint_tokens(list(CONSTRAINTS))
+    marker_tokens = (
+        [END_INST] if variant == "ing_predictor" else constraint_tokens(list(CONSTRAINTS))
+    )
     markers = {backend.token_to_id(t) for t in marker_tokens} - {None}
     if variant not in ("ing_predictor", "no_source"):
         # Only target tags mark the target; source tags open the text.
         markers = {backend.token_to_id(t) for t in marker_tokens if t.startswith("<tgt:")} - {None}
     mark = backend.token_to_id(STEP_MARKS[variant]) if variant in STEP_MARKS else None
     rows, starts, steps, lengths, truncated = [], [], [], [], []
-    for encoding in backend.encode_batch(batch.column("text").to_pylist(), add_special_tokens=False):
+    for encoding in backend.encode_batch(
+        batch.column("text").to_pylist(), add_special_tokens=False
+    ):
         ids = encoding.ids
         fitted = fit_block(ids, target_start(variant, ids, markers), block, HEAD_TOKENS[variant])
         if fitted is None:
-            rows.append([]), starts.append(0), steps.append(0), lengths.append(0), truncated.append(True)
+            (
+                rows.append([]),
+                starts.append(0),
+                steps.append(0),
+                lengths.append(0),
+                truncated.append(True),
+            )
             continue
         kept, start = fitted
         rows.append(kept), starts.append(start), steps.append(step_start(kept, start, mark))
         lengths.append(len(kept)), truncated.append(len(kept) < len(ids))
-    return pa.table([pa.array(rows, pa.list_(pa.int32())), pa.array(starts, pa.int32()), pa.array(steps, pa.int32()),
-                     pa.array(lengths, pa.int32()), pa.array(truncated, pa.bool_())], schema=TOKEN_SCHEMA)
+    return pa.table(
+        [
+            pa.array(rows, pa.list_(pa.int32())),
+            pa.array(starts, pa.int32()),
+            pa.array(steps, pa.int32()),
+            pa.array(lengths, pa.int32()),
+            pa.array(truncated, pa.bool_()),
+        ],
+        schema=TOKEN_SCHEMA,
+    )
 
 
 @dataclass
@@ -122,9 +160,18 @@ class Batch:
         never reads one back)."""
         import torch
 
-        arrays = {"input_ids": self.input_ids, "attention_mask": self.attention_mask, "labels": self.labels,
-                  "position_ids": self.position_ids, "cu_seq_lens_q": self.segments}
-        tensors = {k: torch.from_numpy(v).to(device, non_blocking=True) for k, v in arrays.items() if v is not None}
+        arrays = {
+            "input_ids": self.input_ids,
+            "attention_mask": self.attention_mask,
+            "labels": self.labels,
+            "position_ids": self.position_ids,
+            "cu_seq_lens_q": self.segments,
+        }
+        tensors = {
+            k: torch.from_numpy(v).to(device, non_blocking=True)
+            for k, v in arrays.items()
+            if v is not None
+        }
         if self.segments is not None:
             # The examples in a batch, so the boundaries' length, vary: marked variable from the
             # first batch, a compiled model is built once, not again at the second batch's count.
@@ -136,7 +183,9 @@ class Batch:
         return {**tensors, "use_cache": False}
 
 
-def pad_batch(examples: list[tuple[np.ndarray, int]], pad_id: int, loss_on: str, multiple: int = 8) -> Batch:
+def pad_batch(
+    examples: list[tuple[np.ndarray, int]], pad_id: int, loss_on: str, multiple: int = 8
+) -> Batch:
     """Right-pad examples to the longest (rounded up to `multiple`); loss on all tokens or from each
     example's start on (`loss_on` target or step: the start the worker gave it)."""
     longest = max(len(ids) for ids, _ in examples)
@@ -145,10 +194,10 @@ def pad_batch(examples: list[tuple[np.ndarray, int]], pad_id: int, loss_on: str,
     mask = np.zeros((len(examples), width), dtype=np.int64)
     labels = np.full((len(examples), width), IGNORED, dtype=np.int64)
     for row, (ids, start) in enumerate(examples):
-        input_ids[row, :len(ids)] = ids
-        mask[row, :len(ids)] = 1
+        input_ids[row, : len(ids)] = ids
+        mask[row, : len(ids)] = 1
         first = 0 if loss_on == "all" else start
-        labels[row, first:len(ids)] = ids[first:]
+        labels[row, first : len(ids)] = ids[first:]
     real = int(mask.sum())
     return Batch(input_ids, mask, labels, real, int(mask.size))
 
@@ -168,8 +217,15 @@ def token_budget_chunks(examples: list, budget: int, multiple: int = 8) -> list[
     return chunks
 
 
-def bucket_batches(window: Iterable[tuple[np.ndarray, int]], micro_batch: int, pad_id: int, loss_on: str,
-                   rng: random.Random, token_budget: int | None = None, multiple: int = 8) -> Iterator[Batch]:
+def bucket_batches(
+    window: Iterable[tuple[np.ndarray, int]],
+    micro_batch: int,
+    pad_id: int,
+    loss_on: str,
+    rng: random.Random,
+    token_budget: int | None = None,
+    multiple: int = 8,
+) -> Iterator[Batch]:
     """Sort a window of examples by length, cut it into batches and yield them shuffled.
 
     With a token budget a batch holds as many examples as fit (short ones travel in larger
@@ -181,7 +237,7 @@ def bucket_batches(window: Iterable[tuple[np.ndarray, int]], micro_batch: int, p
     if token_budget:
         chunks = token_budget_chunks(examples, token_budget, multiple)
     else:
-        chunks = [examples[i:i + micro_batch] for i in range(0, len(examples), micro_batch)]
+        chunks = [examples[i : i + micro_batch] for i in range(0, len(examples), micro_batch)]
     rng.shuffle(chunks)
     for chunk in chunks:
         yield pad_batch(chunk, pad_id, loss_on, multiple)

@@ -38,13 +38,14 @@ Cost: pieces and word-end flags are computed once per tokenizer (a closed guard 
 the tagger runs only when a token ends a word that is the last word of some lexicon term (about
 one token in twenty), the food matcher when it ends the last word of some food name.
 """
+
 from __future__ import annotations
 
 import copy
 import enum
 import functools
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from rrt.recipes.foods import known_foods, unlisted_foods
 from rrt.recipes.lexicon import CATEGORIES, CONSTRAINT_CATEGORIES
@@ -96,19 +97,35 @@ def term_last_words(constraints: Iterable[str]) -> frozenset[str]:
 class ViolationGuard:
     """Per-token verdicts that keep a sampled step free of the constraints' forbidden foods."""
 
-    def __init__(self, tokenizer, constraints: str | Iterable[str], stop_ids: set[int], vocab_size: int | None = None):
+    def __init__(
+        self,
+        tokenizer,
+        constraints: str | Iterable[str],
+        stop_ids: set[int],
+        vocab_size: int | None = None,
+    ):
         self.constraints = parse_constraints(constraints)
         self.stop_ids = set(stop_ids)
         vocab = max(len(tokenizer), vocab_size or 0)  # a model's padded vocabulary may be larger
-        specials = set(tokenizer.all_special_ids) | {i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
+        specials = set(tokenizer.all_special_ids) | {
+            i for i, t in tokenizer.added_tokens_decoder.items() if t.special
+        }
         self._ends_text = self.stop_ids | specials  # a special token ends the step text it follows
         # The backend decoder turns byte-level symbols into text without HF's space clean-up.
-        pieces = tokenizer.backend_tokenizer.decode_batch([[i] for i in range(len(tokenizer))], skip_special_tokens=False)
-        self._ends_text |= set(range(len(tokenizer), vocab))  # ids with no text: treat like specials
+        pieces = tokenizer.backend_tokenizer.decode_batch(
+            [[i] for i in range(len(tokenizer))], skip_special_tokens=False
+        )
+        self._ends_text |= set(
+            range(len(tokenizer), vocab)
+        )  # ids with no text: treat like specials
         pieces += [""] * (vocab - len(tokenizer))
         self._pieces = ["" if i in self._ends_text else p for i, p in enumerate(pieces)]
-        self._word_end = [i in self._ends_text or not _word_char(p[:1] or "x") for i, p in enumerate(self._pieces)]
-        self._crosses = [i in self._ends_text or not all(map(_word_char, p)) for i, p in enumerate(self._pieces)]
+        self._word_end = [
+            i in self._ends_text or not _word_char(p[:1] or "x") for i, p in enumerate(self._pieces)
+        ]
+        self._crosses = [
+            i in self._ends_text or not all(map(_word_char, p)) for i, p in enumerate(self._pieces)
+        ]
         self.word_end_ids: list[int] = [i for i in range(vocab) if self._word_end[i]]
         self._last_words = term_last_words(self.constraints)
         self.held: frozenset[str] | None = None
@@ -184,7 +201,9 @@ def refused(text: str, constraints: list[str], held: frozenset[str] | None = Non
     return found
 
 
-def guard_text(text: str, constraints: str | Iterable[str], held: frozenset[str] | None = None) -> str:
+def guard_text(
+    text: str, constraints: str | Iterable[str], held: frozenset[str] | None = None
+) -> str:
     """The text cut just before its first violation, or (with `held`) its first food outside it (all of
     it when it has none)."""
     constraints = parse_constraints(constraints) if constraints else []
@@ -193,4 +212,4 @@ def guard_text(text: str, constraints: str | Iterable[str], held: frozenset[str]
         if not found:
             return text
         # Cutting can expose a term an exception covered ("goat cheese" -> "goat"): cut again.
-        text = text[:min(m.start for m in found)].rstrip()
+        text = text[: min(m.start for m in found)].rstrip()

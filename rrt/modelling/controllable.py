@@ -9,6 +9,7 @@ every system of ours starts from.
 - PPLM (rrt.modelling.pplm): our No-Source recipe LM, prompted in its own format with the title,
   ingredient lines and steps so far, steered by the constraint's bag of words.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,7 +38,9 @@ def constraint_name(constraints: list[str]) -> str:
     return text[:1].upper() + text[1:]
 
 
-def ctrl_prompt(code: str, constraints: list[str], title: str, ingredients: list[str], done: list[str]) -> str:
+def ctrl_prompt(
+    code: str, constraints: list[str], title: str, ingredients: list[str], done: list[str]
+) -> str:
     """The prompt for the next step: control code, constraint, title, ingredient lines, the
     steps written so far with their numbers, and the next step's number."""
     head = " \n ".join([f"{code} {constraint_name(constraints)} {title}", *ingredients])
@@ -57,15 +60,29 @@ def ctrl_writer(lm, tokenizer, settings: ControlSettings, device: str = "cpu"):
         """The next step from the Links prompt, up to its line break."""
         import torch
 
-        prompt = ctrl_prompt(settings.control_code, constraints, guided["title"], guided["ingredients"], done)
-        ids = _fit(tokenizer(prompt, return_tensors="pt").input_ids, lm, settings.max_new_tokens).to(device)
+        prompt = ctrl_prompt(
+            settings.control_code, constraints, guided["title"], guided["ingredients"], done
+        )
+        ids = _fit(
+            tokenizer(prompt, return_tensors="pt").input_ids, lm, settings.max_new_tokens
+        ).to(device)
         torch.manual_seed(seed)
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        out = lm.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, temperature=settings.temperature,
-                          top_k=settings.top_k, repetition_penalty=settings.repetition_penalty,
-                          max_new_tokens=settings.max_new_tokens, pad_token_id=pad, stop_strings=["\n"],
-                          tokenizer=tokenizer)
-        return first_line(tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True))
+        pad = (
+            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        )
+        out = lm.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=True,
+            temperature=settings.temperature,
+            top_k=settings.top_k,
+            repetition_penalty=settings.repetition_penalty,
+            max_new_tokens=settings.max_new_tokens,
+            pad_token_id=pad,
+            stop_strings=["\n"],
+            tokenizer=tokenizer,
+        )
+        return first_line(tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True))
 
     return write
 
@@ -83,8 +100,14 @@ def pplm_writer(lm, tokenizer, settings, words: list[str], device: str = "cpu"):
         """The next step after the recipe's title, ingredient lines and steps so far."""
         import torch
 
-        prompt = step_prompt("no_source", guided, len(done), done, ",".join(constraints), rewritten=guided)
-        ids = _fit(torch.tensor([tokenizer.encode(prompt, add_special_tokens=False)]), lm, settings.max_new_tokens)
+        prompt = step_prompt(
+            "no_source", guided, len(done), done, ",".join(constraints), rewritten=guided
+        )
+        ids = _fit(
+            torch.tensor([tokenizer.encode(prompt, add_special_tokens=False)]),
+            lm,
+            settings.max_new_tokens,
+        )
         new = generate(lm, ids[0].tolist(), bag, stops, settings, seed, device)
         return tokenizer.decode(new, skip_special_tokens=True).strip()
 
@@ -95,9 +118,15 @@ def _fit(ids, lm, room_for: int):
     """The prompt's ids cut from the left (its first token kept) to leave room for the new tokens."""
     import torch
 
-    limit = getattr(lm.config, "n_positions", None) or getattr(lm.config, "max_position_embeddings", 0)
+    limit = getattr(lm.config, "n_positions", None) or getattr(
+        lm.config, "max_position_embeddings", 0
+    )
     room = max(1, limit - room_for) if limit else ids.shape[1]
-    return ids if ids.shape[1] <= room else torch.cat([ids[:, :1], ids[:, ids.shape[1] - room + 1:]], dim=1)
+    return (
+        ids
+        if ids.shape[1] <= room
+        else torch.cat([ids[:, :1], ids[:, ids.shape[1] - room + 1 :]], dim=1)
+    )
 
 
 class ControlledRewriter:
@@ -106,7 +135,9 @@ class ControlledRewriter:
 
     def __init__(self, system: str, write):
         if system not in CONTROLLABLE:
-            raise ValueError(f"{system!r} is not a controllable baseline; choose from {', '.join(CONTROLLABLE)}")
+            raise ValueError(
+                f"{system!r} is not a controllable baseline; choose from {', '.join(CONTROLLABLE)}"
+            )
         self.system, self.write = system, write
         self.stats = {"steps_sampled": 0, "empty_steps": 0}
 
@@ -120,15 +151,36 @@ class ControlledRewriter:
             entries = []
             names = [ingredient_name(x) for x in guided["ingredients"]]
             for n, source_step in enumerate(task.source["steps"]):
-                step = self.write(guided, task.constraints, done,
-                                  stable_seed(task.seed, task.id, ",".join(task.constraints), n))
+                step = self.write(
+                    guided,
+                    task.constraints,
+                    done,
+                    stable_seed(task.seed, task.id, ",".join(task.constraints), n),
+                )
                 self.stats["steps_sampled"] += 1
                 self.stats["empty_steps"] += not step
                 done.append(step)
-                ctx = StepContext(constraints=task.constraints, source_step=source_step, ingredient_names=names,
-                                  source_words=source_word_set(task.source))
+                ctx = StepContext(
+                    constraints=task.constraints,
+                    source_step=source_step,
+                    ingredient_names=names,
+                    source_words=source_word_set(task.source),
+                )
                 entries.append(scored_entry(step, ctx, n))
-            rewrite = {"title": guided["title"], "ingredients": guided["ingredients"], "steps": done}
-            records.append(record(task, self.system, False, rewrite, entries, subs,
-                                  [] if task.source["steps"] else ["the source recipe has no steps"]))
+            rewrite = {
+                "title": guided["title"],
+                "ingredients": guided["ingredients"],
+                "steps": done,
+            }
+            records.append(
+                record(
+                    task,
+                    self.system,
+                    False,
+                    rewrite,
+                    entries,
+                    subs,
+                    [] if task.source["steps"] else ["the source recipe has no steps"],
+                )
+            )
         return records

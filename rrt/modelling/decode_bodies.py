@@ -7,6 +7,7 @@ embeddings of the last tokens, each layer's query, key and value and its output,
     hidden = body.finish(layer, hidden, attended)        # attended: [rows, 1, heads * dim]
     logits = body.logits(hidden)
 """
+
 from __future__ import annotations
 
 # Families whose layers are Llama's (rotary positions, grouped key-value heads, the same module names).
@@ -23,8 +24,10 @@ class GPT2Body:
         self.layers, self.dim = config.n_layer, config.n_embd // config.n_head
         self.scales = []
         for layer in range(self.layers):
-            scale = self.dim ** -0.5 if config.scale_attn_weights else 1.0
-            self.scales.append(scale / (layer + 1) if config.scale_attn_by_inverse_layer_idx else scale)
+            scale = self.dim**-0.5 if config.scale_attn_weights else 1.0
+            self.scales.append(
+                scale / (layer + 1) if config.scale_attn_by_inverse_layer_idx else scale
+            )
 
     def embed(self, tok, pos):
         """The hidden states of each row's last token, and what the blocks need of its position (none)."""
@@ -34,7 +37,9 @@ class GPT2Body:
         """The layer's query [rows, heads, 1, dim], key and value [rows, kv_heads, 1, dim]."""
         block, rows, width = self.body.h[layer], hidden.shape[0], self.heads * self.dim
         query, key, value = block.attn.c_attn(block.ln_1(hidden)).split(width, dim=2)
-        return tuple(t.view(rows, 1, self.heads, self.dim).transpose(1, 2) for t in (query, key, value))
+        return tuple(
+            t.view(rows, 1, self.heads, self.dim).transpose(1, 2) for t in (query, key, value)
+        )
 
     def finish(self, layer: int, hidden, attended):
         """The layer's output from its input and the attention's [rows, 1, heads * dim]."""

@@ -6,6 +6,7 @@ bf16 or fp16 over fp32 weights, torch's fused AdamW, gradient clipping, accumula
 across workers when there are several. DeepSpeed adds per-step host work that a single fast GPU
 waits on (benchmarks/RESULTS.md); `train.engine` chooses between the two.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,9 @@ class TorchEngine:
     """Forward under autocast, backward (scaled for fp16), and an optimizer step every
     `grad_accum` micro-batches with clipping and the LR schedule."""
 
-    def __init__(self, lm, optimizer, schedule, precision: str, grad_accum: int, clipping: float, device):
+    def __init__(
+        self, lm, optimizer, schedule, precision: str, grad_accum: int, clipping: float, device
+    ):
         import torch
         import torch.distributed as dist
 
@@ -30,7 +33,9 @@ class TorchEngine:
         if dist.is_initialized() and dist.get_world_size() > 1:
             from torch.nn.parallel import DistributedDataParallel
 
-            wrapped = DistributedDataParallel(lm, device_ids=[device.index] if device.type == "cuda" else None)
+            wrapped = DistributedDataParallel(
+                lm, device_ids=[device.index] if device.type == "cuda" else None
+            )
         self.wrapped = wrapped
         self.global_steps, self.micro_steps = 0, 0
 
@@ -56,7 +61,9 @@ class TorchEngine:
         if self.scaler:
             self.scaler.unscale_(self.optimizer)
         if self.clipping > 0:
-            torch.nn.utils.clip_grad_norm_([p for p in self.module.parameters() if p.requires_grad], self.clipping)
+            torch.nn.utils.clip_grad_norm_(
+                [p for p in self.module.parameters() if p.requires_grad], self.clipping
+            )
         if self.scaler:
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -73,16 +80,25 @@ class TorchEngine:
         if self.rank != 0:
             return
         os.makedirs(os.path.join(folder, tag), exist_ok=True)
-        torch.save({"model": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
-                    "schedule": self.schedule.state_dict(), "scaler": self.scaler.state_dict() if self.scaler else None,
-                    "global_steps": self.global_steps, "micro_steps": self.micro_steps},
-                   os.path.join(folder, tag, CHECKPOINT))
+        torch.save(
+            {
+                "model": self.module.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "schedule": self.schedule.state_dict(),
+                "scaler": self.scaler.state_dict() if self.scaler else None,
+                "global_steps": self.global_steps,
+                "micro_steps": self.micro_steps,
+            },
+            os.path.join(folder, tag, CHECKPOINT),
+        )
 
     def load_checkpoint(self, folder: str, tag: str) -> None:
         """Everything save_checkpoint wrote, onto this worker's device."""
         import torch
 
-        state = torch.load(os.path.join(folder, tag, CHECKPOINT), map_location=self.device, weights_only=True)
+        state = torch.load(
+            os.path.join(folder, tag, CHECKPOINT), map_location=self.device, weights_only=True
+        )
         self.module.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])

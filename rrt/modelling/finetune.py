@@ -7,12 +7,15 @@ The export is always a plain model: LoRA adapters are merged into their base wei
 rewrite, evaluate and serve load every run the same way, with no peft at inference and no
 extra matrix product per layer.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 METHODS = ("full", "freeze", "lora")
-SOME_ROWS = "rrt_some_rows"  # the first row a weight learns, when it learns only some (no weight decay)
+SOME_ROWS = (
+    "rrt_some_rows"  # the first row a weight learns, when it learns only some (no weight decay)
+)
 
 
 def transformer_blocks(lm):
@@ -42,7 +45,11 @@ def freeze_lower(lm, trainable_layers: int, new_tokens_from: int) -> None:
     blocks = transformer_blocks(lm)
     trainable_layers = max(0, min(trainable_layers, len(blocks)))
     embedding = lm.get_input_embeddings().weight
-    lower = {id(p) for block in list(blocks)[:len(blocks) - trainable_layers] for p in block.parameters()}
+    lower = {
+        id(p)
+        for block in list(blocks)[: len(blocks) - trainable_layers]
+        for p in block.parameters()
+    }
     for module in lm.modules():
         if isinstance(module, type(lm.get_input_embeddings())) and module.weight is not embedding:
             lower.add(id(module.weight))  # position embeddings (GPT-2's wpe)
@@ -59,13 +66,20 @@ def add_lora(lm, lora: dict[str, Any], new_token_ids: list[int]):
     of the (tied) embedding trainable too."""
     from peft import LoraConfig, get_peft_model
 
-    config = LoraConfig(r=int(lora["r"]), lora_alpha=lora["alpha"], lora_dropout=float(lora["dropout"]),
-                        target_modules=lora["targets"],
-                        task_type="CAUSAL_LM", trainable_token_indices=list(new_token_ids) or None)
+    config = LoraConfig(
+        r=int(lora["r"]),
+        lora_alpha=lora["alpha"],
+        lora_dropout=float(lora["dropout"]),
+        target_modules=lora["targets"],
+        task_type="CAUSAL_LM",
+        trainable_token_indices=list(new_token_ids) or None,
+    )
     return get_peft_model(lm, config)
 
 
-def prepare(lm, method: str, new_tokens: range, trainable_layers: int = 0, lora: dict | None = None):
+def prepare(
+    lm, method: str, new_tokens: range, trainable_layers: int = 0, lora: dict | None = None
+):
     """The model to train under `method` (full | freeze | lora); `new_tokens` are the ids we
     added to a pretrained vocabulary. lora returns a peft wrapper."""
     if method not in METHODS:
@@ -73,7 +87,11 @@ def prepare(lm, method: str, new_tokens: range, trainable_layers: int = 0, lora:
     if method == "lora" and not lora:
         raise ValueError("lora needs its settings (train.lora: r, alpha, dropout, targets)")
     if method == "freeze":
-        freeze_lower(lm, trainable_layers, new_tokens.start if len(new_tokens) else lm.get_input_embeddings().weight.shape[0])
+        freeze_lower(
+            lm,
+            trainable_layers,
+            new_tokens.start if len(new_tokens) else lm.get_input_embeddings().weight.shape[0],
+        )
     elif method == "lora":
         from rrt.modelling.models import mask_padding_rows
 
@@ -100,7 +118,10 @@ def optimizer_groups(lm, weight_decay: float) -> list[dict]:
     trained = [p for p in lm.parameters() if p.requires_grad]
     decay = [p for p in trained if p.ndim >= 2 and getattr(p, SOME_ROWS, None) is None]
     no_decay = [p for p in trained if p.ndim < 2 or getattr(p, SOME_ROWS, None) is not None]
-    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    groups = [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
     return [g for g in groups if g["params"]]
 
 
@@ -114,6 +135,11 @@ def parameter_counts(lm) -> dict[str, int]:
     seen: dict[int, Any] = {p.data_ptr(): p for p in lm.parameters()}
     total = sum(p.numel() for p in seen.values())
     # A weight that learns some rows only counts those rows.
-    trainable = sum(p.numel() if getattr(p, SOME_ROWS, None) is None else (p.shape[0] - getattr(p, SOME_ROWS)) * p[0].numel()
-                    for p in seen.values() if p.requires_grad)
+    trainable = sum(
+        p.numel()
+        if getattr(p, SOME_ROWS, None) is None
+        else (p.shape[0] - getattr(p, SOME_ROWS)) * p[0].numel()
+        for p in seen.values()
+        if p.requires_grad
+    )
     return {"parameters": total, "trainable_parameters": trainable}

@@ -12,11 +12,12 @@ Both decode loops (rrt.modelling.sampling on a growing cache, rrt.modelling.stat
 preallocated one) keep one GuardedRow per guarded candidate and draw through it, so they draw
 the same tokens from the same numbers.
 """
+
 from __future__ import annotations
 
-GUARD_TRIES = 24    # draws of one token before the row gives up (ended "guard")
-TAKE_BACKS = 8      # words a row may take back
-TAKEN_BACK = -1     # what `draw` returns when the row took its last word back
+GUARD_TRIES = 24  # draws of one token before the row gives up (ended "guard")
+TAKE_BACKS = 8  # words a row may take back
+TAKEN_BACK = -1  # what `draw` returns when the row took its last word back
 
 
 class GuardedRow:
@@ -24,14 +25,18 @@ class GuardedRow:
     and the tokens banned at an index where a word was taken back."""
 
     def __init__(self, guard, prompt_token: int, prompt_column: int, position: int):
-        self.guard, self.prompt_token, self.position = guard, prompt_token, position   # position: token 0's
+        self.guard, self.prompt_token, self.position = (
+            guard,
+            prompt_token,
+            position,
+        )  # position: token 0's
         self.tokens: list[int] = []
-        self.starts: list[int] = []             # where token i's text starts
+        self.starts: list[int] = []  # where token i's text starts
         self.text = ""
-        self.columns = [prompt_column]          # columns[i + 1]: where token i was fed
+        self.columns = [prompt_column]  # columns[i + 1]: where token i was fed
         self.bans: dict[int, set[int]] = {}
         self.taken_back = 0
-        self.hidden: list[int] = []             # the columns the last take-back masks
+        self.hidden: list[int] = []  # the columns the last take-back masks
 
     @property
     def refeed(self) -> tuple[int, int]:
@@ -91,6 +96,6 @@ class GuardedRow:
         # columns[cut] holds the token fed again: it goes in a new column, at its old position.
         self.hidden = self.columns[cut:]
         del self.columns[cut:]
-        self.text = self.text[:self.starts[cut]]
+        self.text = self.text[: self.starts[cut]]
         del self.tokens[cut:], self.starts[cut:]
         self.taken_back += 1

@@ -1,6 +1,7 @@
 """Which kernels run the model: the attention implementation and torch.compile for training, and
 where the rewriter's decode loop samples; every choice computes the same function
 (tests/test_gpu_paths.py)."""
+
 from __future__ import annotations
 
 # The choices (rrt.config): train.attention is PyTorch's fused scaled-dot-product kernels (sdpa:
@@ -40,4 +41,3 @@ def compile_model(lm, **options) -> None:
         causal_lm(lm).base_model.compile(**options)
     else:
         lm.compile(**options)
-

@@ -12,6 +12,7 @@ labelled tokens), so the model computes the same function with the same gradient
     head_on_labels(lm)          # True where the model family's logits are its head's (GPT-2, Llama, ...)
     compile_model(lm)           # rrt.modelling.kernels then compiles the body only
 """
+
 from __future__ import annotations
 
 import types
@@ -64,11 +65,17 @@ def labelled_loss(model, input_ids, labels, inputs: dict):
 
     # As the library's loss: the mean, or with `num_items_in_batch` (gradient accumulation's count) the sum over it.
     count = inputs.get("num_items_in_batch")
-    inputs = {k: v for k, v in inputs.items() if k not in ("num_items_in_batch", "logits_to_keep", "return_dict")}
+    inputs = {
+        k: v
+        for k, v in inputs.items()
+        if k not in ("num_items_in_batch", "logits_to_keep", "return_dict")
+    }
     hidden = model.base_model(input_ids=input_ids, **inputs)[0]
     # Position t predicts token t + 1: the library shifts the labels the same way.
     targets = labels[:, 1:]
     kept = targets != IGNORED
     logits = model.get_output_embeddings()(hidden[:, :-1][kept])
-    loss = F.cross_entropy(logits.float(), targets[kept], reduction="mean" if count is None else "sum")
+    loss = F.cross_entropy(
+        logits.float(), targets[kept], reduction="mean" if count is None else "sum"
+    )
     return CausalLMOutputWithPast(loss=loss if count is None else loss / count)

@@ -1,6 +1,7 @@
 """One way from a trained model's folder to a model in memory, and from there to a rewriter:
 the rewrite job's actors, the evaluation job's scorers and the service's replicas all load
 through here, so they read a model, its tokenizer, its meta and its block size alike."""
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,17 @@ for _system, _variant in SYSTEMS.items():
         VARIANT_SYSTEMS.setdefault(_variant, _system)
 
 # Rewriter settings that a config section may carry; absent ones keep the Rewriter's defaults.
-ENGINE_KEYS = ("batch_prompts", "recipe_tokens", "reuse_prefix", "decode", "decode_step", "prompt_cache",
-               "schedule", "selection", "closed_foods")
+ENGINE_KEYS = (
+    "batch_prompts",
+    "recipe_tokens",
+    "reuse_prefix",
+    "decode",
+    "decode_step",
+    "prompt_cache",
+    "schedule",
+    "selection",
+    "closed_foods",
+)
 
 
 @dataclass
@@ -47,16 +57,32 @@ def load_model(folder: str, device: str = "cpu", half_on_gpu: bool = True) -> Lo
     return LoadedModel(folder, lm, tokenizer, device, meta, lm_block_size(lm.config, meta))
 
 
-def build_rewriter(model: LoadedModel, settings: dict, candidates: int, constrained: bool,
-                   system: str | None = None, ing_model: LoadedModel | None = None) -> Rewriter:
+def build_rewriter(
+    model: LoadedModel,
+    settings: dict,
+    candidates: int,
+    constrained: bool,
+    system: str | None = None,
+    ing_model: LoadedModel | None = None,
+) -> Rewriter:
     """The rewriter of `system` (default: the model's own) on a loaded model, sampling as the
     settings say (top_k, top_p, temperature, max_step_tokens; batch_prompts, recipe_tokens,
     reuse_prefix, decode, decode_step, prompt_cache, schedule, selection and closed_foods)."""
     system = system or model.system
     if system is None:
-        raise ValueError(f"{model.folder} holds a {model.meta.get('variant')} model, which does not rewrite recipes")
+        raise ValueError(
+            f"{model.folder} holds a {model.meta.get('variant')} model, which does not rewrite recipes"
+        )
     sampling = SamplingSettings.from_config(settings, candidates=int(candidates))
-    return Rewriter(system, model.lm, model.tokenizer, model.block_size, sampling,
-                    **{key: settings[key] for key in ENGINE_KEYS}, constrained=bool(constrained),
-                    ing_lm=ing_model.lm if ing_model else None,
-                    ing_tokenizer=ing_model.tokenizer if ing_model else None, device=model.device)
+    return Rewriter(
+        system,
+        model.lm,
+        model.tokenizer,
+        model.block_size,
+        sampling,
+        **{key: settings[key] for key in ENGINE_KEYS},
+        constrained=bool(constrained),
+        ing_lm=ing_model.lm if ing_model else None,
+        ing_tokenizer=ing_model.tokenizer if ing_model else None,
+        device=model.device,
+    )

@@ -6,23 +6,46 @@ works (GPT-2, Llama, ...); what is GPT-2-specific applies only to GPT-2.
 The same functions build the tokenizer on the driver, the model on each training worker
 and the export (`save_pretrained` plus `rrt_meta.json`) at the end of a run.
 """
+
 from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from rrt.recipes.lexicon import CONSTRAINTS
-from rrt.recipes.paper_format import (BOS, END_INGS, END_INST, END_PROMPT, END_TITLE, EOS, ING, INST, NO_INGS,
-                              STRUCTURE_TOKENS, TAG_PATTERN, constraint_tokens)
+from rrt.recipes.paper_format import (
+    BOS,
+    END_INGS,
+    END_INST,
+    END_PROMPT,
+    END_TITLE,
+    EOS,
+    ING,
+    INST,
+    NO_INGS,
+    STRUCTURE_TOKENS,
+    TAG_PATTERN,
+    constraint_tokens,
+)
 
 PAD = "<pad>"
 TINY = "tiny"
 META_FILE = "rrt_meta.json"
 # What each marker of the paper's format stands for, in words a pretrained model has read.
-_MEANINGS = {BOS: "Recipe:\n", EOS: "\n\nThe end.\n", END_TITLE: "\n\nIngredients:\n", ING: "\n-",
-             END_INGS: "\n\nInstructions:\n", INST: "\n", END_INST: "\n\n", END_PROMPT: "\nStep:",
-             NO_INGS: "none", PAD: " "}
+_MEANINGS = {
+    BOS: "Recipe:\n",
+    EOS: "\n\nThe end.\n",
+    END_TITLE: "\n\nIngredients:\n",
+    ING: "\n-",
+    END_INGS: "\n\nInstructions:\n",
+    INST: "\n",
+    END_INST: "\n\n",
+    END_PROMPT: "\nStep:",
+    NO_INGS: "none",
+    PAD: " ",
+}
 
 
 def special_tokens() -> list[str]:
@@ -41,9 +64,15 @@ def _wrap(backend, name_or_path: str | None = None):
     from transformers import PreTrainedTokenizerFast
 
     extras = [t for t in special_tokens() if t not in (BOS, EOS, PAD)]
-    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=BOS, eos_token=EOS, pad_token=PAD,
-                                   unk_token=EOS, extra_special_tokens=extras,
-                                   name_or_path=name_or_path or TINY)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token=BOS,
+        eos_token=EOS,
+        pad_token=PAD,
+        unk_token=EOS,
+        extra_special_tokens=extras,
+        name_or_path=name_or_path or TINY,
+    )
 
 
 def train_tiny_tokenizer(texts: Iterable[str], vocab_size: int):
@@ -53,8 +82,12 @@ def train_tiny_tokenizer(texts: Iterable[str], vocab_size: int):
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[_added(t) for t in special_tokens()],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[_added(t) for t in special_tokens()],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     backend.train_from_iterator(texts, trainer)
     return _wrap(backend)
 
@@ -62,8 +95,14 @@ def train_tiny_tokenizer(texts: Iterable[str], vocab_size: int):
 def add_special_tokens(tokenizer):
     """Give a pretrained tokenizer the paper's tokens as BOS, EOS, padding and extra specials."""
     extras = [_added(t) for t in special_tokens() if t not in (BOS, EOS, PAD)]
-    tokenizer.add_special_tokens({"bos_token": _added(BOS), "eos_token": _added(EOS), "pad_token": _added(PAD),
-                                  "extra_special_tokens": extras})
+    tokenizer.add_special_tokens(
+        {
+            "bos_token": _added(BOS),
+            "eos_token": _added(EOS),
+            "pad_token": _added(PAD),
+            "extra_special_tokens": extras,
+        }
+    )
     # The formats write BOS themselves; a tokenizer that also prepends one (Llama's) would double
     # it. Transformers 5 keeps that BOS in the backend's post-processor, not only in a flag.
     for flag in ("add_bos_token", "add_eos_token"):
@@ -72,7 +111,9 @@ def add_special_tokens(tokenizer):
     if tokenizer("x")["input_ids"] != tokenizer("x", add_special_tokens=False)["input_ids"]:
         from tokenizers.processors import TemplateProcessing
 
-        tokenizer.backend_tokenizer.post_processor = TemplateProcessing(single="$A:0", pair="$A:0 $B:1")
+        tokenizer.backend_tokenizer.post_processor = TemplateProcessing(
+            single="$A:0", pair="$A:0 $B:1"
+        )
     return tokenizer
 
 
@@ -121,7 +162,11 @@ def init_added_embeddings(lm, tokenizer, first_added: int) -> int:
     with torch.no_grad():
         for row in range(first_added, min(len(tokenizer), tables[0].shape[0])):
             words = token_meaning(tokenizer.convert_ids_to_tokens(row))
-            pieces = [i for i in tokenizer(words, add_special_tokens=False)["input_ids"] if i < first_added]
+            pieces = [
+                i
+                for i in tokenizer(words, add_special_tokens=False)["input_ids"]
+                if i < first_added
+            ]
             if not pieces:
                 continue
             for table in tables:
@@ -139,7 +184,9 @@ def fused_gelu(config):
     return config
 
 
-def tiny_config(vocab_size: int, tiny: dict[str, Any] | None = None, pad_token_id: int | None = None):
+def tiny_config(
+    vocab_size: int, tiny: dict[str, Any] | None = None, pad_token_id: int | None = None
+):
     """The tiny preset's GPT-2 config as Hugging Face defines it (layer shape from `train.tiny`)."""
     from transformers import GPT2Config
 
@@ -148,8 +195,15 @@ def tiny_config(vocab_size: int, tiny: dict[str, Any] | None = None, pad_token_i
     return GPT2Config(vocab_size=vocab_size, pad_token_id=pad_token_id, **shape)
 
 
-def build_model(model: str, vocab_size: int, tiny: dict[str, Any] | None = None, seed: int = 0,
-                pad_token_id: int | None = None, tokenizer=None, attention: str = "sdpa"):
+def build_model(
+    model: str,
+    vocab_size: int,
+    tiny: dict[str, Any] | None = None,
+    seed: int = 0,
+    pad_token_id: int | None = None,
+    tokenizer=None,
+    attention: str = "sdpa",
+):
     """A causal LM: a fresh tiny GPT-2, or pretrained weights with embeddings resized for new
     tokens (started from their meaning when `tokenizer` is given); attention by `attention`
     (train.attention)."""
@@ -162,11 +216,16 @@ def build_model(model: str, vocab_size: int, tiny: dict[str, Any] | None = None,
     torch.manual_seed(seed)
     attention = attention_implementation(attention)
     if model == TINY:
-        return AutoModelForCausalLM.from_config(fused_gelu(tiny_config(vocab_size, tiny, pad_token_id)),
-                                                attn_implementation=attention)
+        return AutoModelForCausalLM.from_config(
+            fused_gelu(tiny_config(vocab_size, tiny, pad_token_id)), attn_implementation=attention
+        )
     path = resolve(model)
-    lm = AutoModelForCausalLM.from_pretrained(path, config=fused_gelu(AutoConfig.from_pretrained(path)),
-                                              dtype=torch.float32, attn_implementation=attention)
+    lm = AutoModelForCausalLM.from_pretrained(
+        path,
+        config=fused_gelu(AutoConfig.from_pretrained(path)),
+        dtype=torch.float32,
+        attn_implementation=attention,
+    )
     known = lm.get_input_embeddings().weight.shape[0]
     if known != vocab_size:
         lm.resize_token_embeddings(vocab_size)
@@ -252,8 +311,17 @@ def read_meta(folder: str) -> dict[str, Any]:
 
 def lm_block_size(config, meta: dict | None = None) -> int:
     """The longest text the LM reads: its `n_positions`, or the block it was trained at if smaller."""
-    sizes = [s for s in (getattr(config, "n_positions", None), getattr(config, "max_position_embeddings", None),
-                         (meta or {}).get("block_size")) if isinstance(s, int) and s > 0]
+    sizes = [
+        s
+        for s in (
+            getattr(config, "n_positions", None),
+            getattr(config, "max_position_embeddings", None),
+            (meta or {}).get("block_size"),
+        )
+        if isinstance(s, int) and s > 0
+    ]
     if not sizes:
-        raise ValueError("cannot tell the LM's block size (no n_positions and no block_size in rrt_meta.json)")
+        raise ValueError(
+            "cannot tell the LM's block size (no n_positions and no block_size in rrt_meta.json)"
+        )
     return min(sizes)

@@ -1,4 +1,5 @@
 """Optimisation settings: the DeepSpeed config built from `ray_config.yaml` and the LR schedule."""
+
 from __future__ import annotations
 
 import math
@@ -21,14 +22,18 @@ def deepspeed_config(block: dict[str, Any], precision: str) -> dict[str, Any]:
         "train_micro_batch_size_per_gpu": int(block["micro_batch"]),
         "gradient_accumulation_steps": int(block["grad_accum"]),
         "gradient_clipping": float(block["gradient_clipping"]),
-        "zero_optimization": {"stage": int(block["zero_stage"]), "overlap_comm": True,
-                              "contiguous_gradients": True,
-                              # Elements per gradient-reduce and all-gather bucket: DeepSpeed's own
-                              # size suits large models and slows small steps (see benchmarks).
-                              "reduce_bucket_size": bucket, "allgather_bucket_size": bucket},
+        "zero_optimization": {
+            "stage": int(block["zero_stage"]),
+            "overlap_comm": True,
+            "contiguous_gradients": True,
+            # Elements per gradient-reduce and all-gather bucket: DeepSpeed's own
+            # size suits large models and slows small steps (see benchmarks).
+            "reduce_bucket_size": bucket,
+            "allgather_bucket_size": bucket,
+        },
         # Our optimizer is torch's AdamW, which ZeRO handles but does not list as tested.
         "zero_allow_untested_optimizer": True,
-        "steps_per_print": 10 ** 9,
+        "steps_per_print": 10**9,
         "wall_clock_breakdown": False,
     }
     if precision == "fp16":

@@ -11,10 +11,11 @@ boundaries (`Batch.segments`).
     rows = pack_rows(examples, width=256)                       # first-fit, longest first
     batch = packed_batch(rows, pad_id, "target", 256, True)     # input_ids, position_ids, labels, segments
 """
+
 from __future__ import annotations
 
 import random
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -22,7 +23,9 @@ from rrt.modelling.batching import IGNORED, Batch
 from rrt.modelling.varlen import segment_offsets
 
 
-def pack_rows(examples: list[tuple[np.ndarray, int]], width: int) -> list[list[tuple[np.ndarray, int]]]:
+def pack_rows(
+    examples: list[tuple[np.ndarray, int]], width: int
+) -> list[list[tuple[np.ndarray, int]]]:
     """Examples grouped into rows of at most `width` tokens: longest first, each into the first
     row with room (first-fit decreasing leaves little of a row empty)."""
     rows: list[list] = []
@@ -41,8 +44,13 @@ def pack_rows(examples: list[tuple[np.ndarray, int]], width: int) -> list[list[t
     return rows
 
 
-def packed_batch(rows: list[list[tuple[np.ndarray, int]]], pad_id: int, loss_on: str, width: int,
-                 boundaries: bool = False) -> Batch:
+def packed_batch(
+    rows: list[list[tuple[np.ndarray, int]]],
+    pad_id: int,
+    loss_on: str,
+    width: int,
+    boundaries: bool = False,
+) -> Batch:
     """One micro-batch of packed rows: no attention mask, positions restarting per example; with
     `boundaries`, the examples' boundaries for attention by example (train.attention: varlen).
 
@@ -59,22 +67,36 @@ def packed_batch(rows: list[list[tuple[np.ndarray, int]]], pad_id: int, loss_on:
             input_ids[row, at:end] = ids
             positions[row, at:end] = np.arange(len(ids))
             first = max(1, 0 if loss_on == "all" else start)
-            labels[row, at + first:end] = ids[first:]
+            labels[row, at + first : end] = ids[first:]
             at = end
         real += at
         # The tail's positions restart too, so it is a separate (padding) example.
         positions[row, at:] = np.arange(width - at)
     # Only a model that reads them gets them: their count varies by batch, and as an input of a
     # compiled model that would compile it again.
-    return Batch(input_ids, None, labels, real, int(input_ids.size), positions,
-                 segment_offsets(positions) if boundaries else None)
+    return Batch(
+        input_ids,
+        None,
+        labels,
+        real,
+        int(input_ids.size),
+        positions,
+        segment_offsets(positions) if boundaries else None,
+    )
 
 
-def packed_batches(window: Iterable[tuple[np.ndarray, int]], micro_batch: int, width: int, pad_id: int,
-                   loss_on: str, rng: random.Random, boundaries: bool = False) -> Iterator[Batch]:
+def packed_batches(
+    window: Iterable[tuple[np.ndarray, int]],
+    micro_batch: int,
+    width: int,
+    pad_id: int,
+    loss_on: str,
+    rng: random.Random,
+    boundaries: bool = False,
+) -> Iterator[Batch]:
     """Pack a window of examples into rows of `width` and yield shuffled batches of
     `micro_batch` rows (every batch one shape, the last perhaps fewer rows)."""
     rows = pack_rows(list(window), width)
     rng.shuffle(rows)
     for lo in range(0, len(rows), micro_batch):
-        yield packed_batch(rows[lo:lo + micro_batch], pad_id, loss_on, width, boundaries)
+        yield packed_batch(rows[lo : lo + micro_batch], pad_id, loss_on, width, boundaries)

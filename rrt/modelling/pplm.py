@@ -6,6 +6,7 @@ next-token distribution near the unsteered one; the steered and unsteered distri
 fused by a geometric mean and sampled (top-k). Words of several tokens count: a word's first
 token is a target, and once the text ends in a word's first tokens, its next token is.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,10 +18,10 @@ class PplmSettings:
 
     step_size: float
     iterations: int
-    window: int            # history positions perturbed, counted back from the newest (0: all)
-    gamma: float           # gradient normalisation exponent
+    window: int  # history positions perturbed, counted back from the newest (0: all)
+    gamma: float  # gradient normalisation exponent
     kl_scale: float
-    gm_scale: float        # weight of the steered distribution in the geometric-mean fusion
+    gm_scale: float  # weight of the steered distribution in the geometric-mean fusion
     temperature: float
     top_k: int
     max_new_tokens: int
@@ -61,7 +62,9 @@ def _cache(layers: list[tuple]):
     return cache
 
 
-def steered_probs(lm, history: list[tuple], last: int, targets: list[int], settings: PplmSettings, cache_kw: str):
+def steered_probs(
+    lm, history: list[tuple], last: int, targets: list[int], settings: PplmSettings, cache_kw: str
+):
     """(steered next-token probabilities, unsteered ones, the history extended by `last`) after
     `last`, given the key-value history of the text before it (empty for a one-token prompt)."""
     import torch
@@ -76,16 +79,28 @@ def steered_probs(lm, history: list[tuple], last: int, targets: list[int], setti
     device = token.device
     length = history[0][0].shape[2]
     mask = torch.zeros(1, 1, length, 1, device=device)
-    mask[:, :, length - settings.window if 0 < settings.window < length else 0:] = 1
-    deltas = [(torch.zeros_like(k, requires_grad=True), torch.zeros_like(v, requires_grad=True)) for k, v in history]
+    mask[:, :, length - settings.window if 0 < settings.window < length else 0 :] = 1
+    deltas = [
+        (torch.zeros_like(k, requires_grad=True), torch.zeros_like(v, requires_grad=True))
+        for k, v in history
+    ]
     target = torch.tensor(targets, device=device)
     for _ in range(settings.iterations):
-        layers = [(k.detach() + dk * mask, v.detach() + dv * mask) for (k, v), (dk, dv) in zip(history, deltas)]
-        logits = lm(input_ids=token, use_cache=True, **{cache_kw: _cache(layers)}).logits[0, -1].float()
+        layers = [
+            (k.detach() + dk * mask, v.detach() + dv * mask)
+            for (k, v), (dk, dv) in zip(history, deltas)
+        ]
+        logits = (
+            lm(input_ids=token, use_cache=True, **{cache_kw: _cache(layers)}).logits[0, -1].float()
+        )
         probs = torch.softmax(logits, dim=-1)
         loss = -torch.log(probs[target].sum() + 1e-12)
         if settings.kl_scale:
-            loss = loss + settings.kl_scale * (unsteered * (unsteered.clamp_min(1e-12) / probs.clamp_min(1e-12)).log()).sum()
+            loss = (
+                loss
+                + settings.kl_scale
+                * (unsteered * (unsteered.clamp_min(1e-12) / probs.clamp_min(1e-12)).log()).sum()
+            )
         loss.backward()
         with torch.no_grad():
             for pair in deltas:
@@ -95,14 +110,23 @@ def steered_probs(lm, history: list[tuple], last: int, targets: list[int], setti
                     delta.grad.zero_()
     with torch.no_grad():
         layers = [(k + dk * mask, v + dv * mask) for (k, v), (dk, dv) in zip(history, deltas)]
-        logits = lm(input_ids=token, use_cache=True, **{cache_kw: _cache(layers)}).logits[0, -1].float()
+        logits = (
+            lm(input_ids=token, use_cache=True, **{cache_kw: _cache(layers)}).logits[0, -1].float()
+        )
         steered = torch.softmax(logits / settings.temperature, dim=-1)
-        fused = steered ** settings.gm_scale * unsteered ** (1 - settings.gm_scale)
+        fused = steered**settings.gm_scale * unsteered ** (1 - settings.gm_scale)
     return fused / fused.sum(), unsteered, _layers(extended)
 
 
-def generate(lm, prompt: list[int], words: list[tuple[int, ...]], stop_ids: set[int], settings: PplmSettings,
-             seed: int, device: str = "cpu") -> list[int]:
+def generate(
+    lm,
+    prompt: list[int],
+    words: list[tuple[int, ...]],
+    stop_ids: set[int],
+    settings: PplmSettings,
+    seed: int,
+    device: str = "cpu",
+) -> list[int]:
     """New tokens after `prompt`, steered towards the bag of words, sampled top-k from a seeded
     generator; ends at a stop token (not returned) or after max_new_tokens."""
     import torch
@@ -115,14 +139,22 @@ def generate(lm, prompt: list[int], words: list[tuple[int, ...]], stop_ids: set[
     cache = _cache([])
     if len(ids) > 1:
         with torch.no_grad():
-            lm(input_ids=torch.tensor([ids[:-1]], device=device), use_cache=True, **{cache_kw: cache})
+            lm(
+                input_ids=torch.tensor([ids[:-1]], device=device),
+                use_cache=True,
+                **{cache_kw: cache},
+            )
     history = _layers(cache)
     out: list[int] = []
     for _ in range(settings.max_new_tokens):
         # The unsteered pass over the last token also extends the history for the next one.
-        probs, _, history = steered_probs(lm, history, ids[-1], bow_targets(words, out), settings, cache_kw)
+        probs, _, history = steered_probs(
+            lm, history, ids[-1], bow_targets(words, out), settings, cache_kw
+        )
         top = torch.topk(probs.cpu(), min(settings.top_k, probs.shape[-1]))
-        token = int(top.indices[torch.multinomial(top.values / top.values.sum(), 1, generator=generator)])
+        token = int(
+            top.indices[torch.multinomial(top.values / top.values.sum(), 1, generator=generator)]
+        )
         if token in stop_ids:
             break
         out.append(token)

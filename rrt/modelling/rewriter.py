@@ -6,37 +6,68 @@ candidates each, and the best candidate by the selection rules becomes step n. T
 ingredient lines are rewritten by the substitution guide. The records written here are the
 lines of `rewrites.jsonl`.
 """
+
 from __future__ import annotations
 
 import hashlib
 import time
 from dataclasses import dataclass, field, replace
 
+from rrt.modelling.prompts import (
+    SPECIAL_NAMES,
+    STEP_VARIANTS,
+    STOPS,
+    fit_prompt,
+    parse_ingredients,
+    parse_recipe,
+    protected_span,
+    recipe_prompt,
+    step_prompt,
+)
+from rrt.modelling.sampling import Prefix, SamplingSettings, sample_candidates
+from rrt.modelling.selection import StepContext, score_candidate, select_best, source_word_set
+from rrt.modelling.static_decode import STATS as STATIC_STATS
+from rrt.modelling.static_decode import resolve_decode_step, resolve_prompt_cache
 from rrt.recipes.foods import held_words
 from rrt.recipes.ingredients import ingredient_name, step_ingredients
 from rrt.recipes.paper_format import END_INST, INST
-from rrt.modelling.prompts import (SPECIAL_NAMES, STEP_VARIANTS, STOPS, fit_prompt, parse_ingredients, parse_recipe,
-                                   protected_span, recipe_prompt, step_prompt)
 from rrt.recipes.recipe import Recipe
-from rrt.modelling.sampling import Prefix, SamplingSettings, sample_candidates
-from rrt.modelling.static_decode import STATS as STATIC_STATS, resolve_decode_step, resolve_prompt_cache
-from rrt.modelling.selection import StepContext, score_candidate, select_best, source_word_set
 from rrt.recipes.substitutions import substitute_recipe
 
 # The rewriter's counts of where a round's time goes, as jobs and benchmarks report them.
 # The static decode step's counts a rewriter reports, each read from rrt.modelling.static_decode.STATS:
 # caches made (on a GPU, each with its graph captures), captures, kept caches evicted, batches too big for one.
-STATIC_COUNTS = {"static_caches": "decoders", "graph_captures": "captures", "cache_evictions": "evictions",
-                 "no_room": "no_room"}
+STATIC_COUNTS = {
+    "static_caches": "decoders",
+    "graph_captures": "captures",
+    "cache_evictions": "evictions",
+    "no_room": "no_room",
+}
 # step_rounds: rounds run step-level (rewrite.schedule: step; 0 where it fell back to round-level).
 # words_taken_back: forbidden words the guard took back while sampling (rrt.modelling.guarded_row).
-ENGINE_COUNTS = ("rounds", "step_rounds", "prompting_s", "sampling_s", "selection_s", "words_taken_back",
-                 *STATIC_COUNTS)
+ENGINE_COUNTS = (
+    "rounds",
+    "step_rounds",
+    "prompting_s",
+    "sampling_s",
+    "selection_s",
+    "words_taken_back",
+    *STATIC_COUNTS,
+)
 
 # system -> the training variant of its model; None for the two systems without a model.
-SYSTEMS = {"rule_based": None, "retrieval": None, "no_source": "no_source", "end_to_end": "end_to_end",
-           "no_context": "no_context", "contextual": "contextual", "contextual_rule": "contextual_ing",
-           "contextual_gpt2": "contextual_ing", "grounded": "grounded", "grounded_rule": "grounded_ing"}
+SYSTEMS = {
+    "rule_based": None,
+    "retrieval": None,
+    "no_source": "no_source",
+    "end_to_end": "end_to_end",
+    "no_context": "no_context",
+    "contextual": "contextual",
+    "contextual_rule": "contextual_ing",
+    "contextual_gpt2": "contextual_ing",
+    "grounded": "grounded",
+    "grounded_rule": "grounded_ing",
+}
 # The variants whose prompt carries the next step's ingredients, and the systems that name them by rule.
 PROMPTED = ("contextual_ing", "grounded_ing")
 RULE_PROMPT = ("contextual_rule", "grounded_rule")
@@ -44,7 +75,9 @@ RULE_PROMPT = ("contextual_rule", "grounded_rule")
 
 def stable_seed(*keys) -> int:
     """A seed from any keys that is the same in every process and run."""
-    return int.from_bytes(hashlib.sha256("\x1f".join(map(str, keys)).encode()).digest()[:8], "little")
+    return int.from_bytes(
+        hashlib.sha256("\x1f".join(map(str, keys)).encode()).digest()[:8], "little"
+    )
 
 
 @dataclass
@@ -72,10 +105,12 @@ class RecipeState:
     notes: list[str] = field(default_factory=list)
     step: int = 0
     guide_steps: list[str] = field(default_factory=list)
-    prefix: Prefix | None = None     # the source context so far, prefilled once (contextual formats)
-    held: frozenset = frozenset()    # the words a food in a rewritten step may use (rrt.recipes.foods)
-    rules: str = "paper"             # the selection's rule set (rrt.modelling.selection.SELECTIONS)
-    guard: object | None = None      # the constrained decoding guard of this recipe (None: unguarded)
+    prefix: Prefix | None = None  # the source context so far, prefilled once (contextual formats)
+    held: frozenset = (
+        frozenset()
+    )  # the words a food in a rewritten step may use (rrt.recipes.foods)
+    rules: str = "paper"  # the selection's rule set (rrt.modelling.selection.SELECTIONS)
+    guard: object | None = None  # the constrained decoding guard of this recipe (None: unguarded)
 
     @property
     def finished(self) -> bool:
@@ -87,23 +122,42 @@ def guide_rewrite(source: dict, constraints: list[str]) -> tuple[dict, list[dict
     """The substitution guide's whole-recipe rewrite and its substitutions (record form)."""
     recipe = Recipe("", source["title"], list(source["ingredients"]), list(source["steps"]))
     result = substitute_recipe(recipe, constraints)
-    subs = [{"field": s.field, "index": s.index, "original": s.from_text, "replacement": s.to_text,
-             "constraint": s.constraint} for s in result.substitutions]
-    return {"title": result.recipe.title, "ingredients": result.recipe.ingredients,
-            "steps": result.recipe.steps}, subs
+    subs = [
+        {
+            "field": s.field,
+            "index": s.index,
+            "original": s.from_text,
+            "replacement": s.to_text,
+            "constraint": s.constraint,
+        }
+        for s in result.substitutions
+    ]
+    return {
+        "title": result.recipe.title,
+        "ingredients": result.recipe.ingredients,
+        "steps": result.recipe.steps,
+    }, subs
 
 
 def step_context(state: RecipeState, n: int) -> StepContext:
     """What the selection rules need to judge candidates for source step n."""
-    return StepContext(constraints=state.task.constraints, source_step=state.task.source["steps"][n],
-                       ingredient_names=state.names, source_words=state.words, held_foods=state.held,
-                       rules=state.rules)
+    return StepContext(
+        constraints=state.task.constraints,
+        source_step=state.task.source["steps"][n],
+        ingredient_names=state.names,
+        source_words=state.words,
+        held_foods=state.held,
+        rules=state.rules,
+    )
 
 
 def scored_entry(text: str, ctx: StepContext, source_step: int | None, note: str = "") -> dict:
     """A step written without sampling (guide, retrieval, fallback), scored like any candidate."""
-    entry = {"source_step": source_step, "candidates": [{"text": text, "scores": score_candidate(text, ctx)}],
-             "chosen": 0}
+    entry = {
+        "source_step": source_step,
+        "candidates": [{"text": text, "scores": score_candidate(text, ctx)}],
+        "chosen": 0,
+    }
     return {**entry, "note": note} if note else entry
 
 
@@ -114,35 +168,72 @@ def carried_lines(task: RewriteTask) -> list[dict]:
     lines = list(task.source.get("non_steps") or [])
     if not lines:
         return []
-    source = Recipe("", task.source["title"], list(task.source["ingredients"]), [line["text"] for line in lines])
+    source = Recipe(
+        "", task.source["title"], list(task.source["ingredients"]), [line["text"] for line in lines]
+    )
     guided = substitute_recipe(source, task.constraints).recipe.steps
     return [{**line, "text": text} for line, text in zip(lines, guided)]
 
 
-def record(task: RewriteTask, system: str, constrained: bool, rewrite: dict, entries: list[dict],
-           substitutions: list[dict], notes: list[str]) -> dict:
+def record(
+    task: RewriteTask,
+    system: str,
+    constrained: bool,
+    rewrite: dict,
+    entries: list[dict],
+    substitutions: list[dict],
+    notes: list[str],
+) -> dict:
     """One line of rewrites.jsonl."""
     source = {"id": task.id, **{k: task.source[k] for k in ("title", "ingredients", "steps")}}
     carried = carried_lines(task)
     if carried:
         source["non_steps"] = list(task.source["non_steps"])
         rewrite = {**rewrite, "non_steps": carried}
-    return {"id": task.id, "constraint": ",".join(task.constraints), "system": system, "constrained": constrained,
-            "source": source, "rewrite": rewrite, "steps": entries, "substitutions": substitutions, "notes": notes}
+    return {
+        "id": task.id,
+        "constraint": ",".join(task.constraints),
+        "system": system,
+        "constrained": constrained,
+        "source": source,
+        "rewrite": rewrite,
+        "steps": entries,
+        "substitutions": substitutions,
+        "notes": notes,
+    }
 
 
 class Rewriter:
     """A trained model (and, for Contextual + GPT-2 prompt, the next-ingredient model) that
     rewrites batches of recipes with best-of-N selection."""
 
-    def __init__(self, system: str, lm, tokenizer, block_size: int, settings: SamplingSettings, *,
-                 batch_prompts: int, recipe_tokens: int, reuse_prefix: bool, decode: str, decode_step: str,
-                 prompt_cache: str = "copied", schedule: str = "round", constrained: bool = False,
-                 selection: str = "paper", closed_foods: bool = False, ing_lm=None, ing_tokenizer=None,
-                 device: str = "cpu"):
+    def __init__(
+        self,
+        system: str,
+        lm,
+        tokenizer,
+        block_size: int,
+        settings: SamplingSettings,
+        *,
+        batch_prompts: int,
+        recipe_tokens: int,
+        reuse_prefix: bool,
+        decode: str,
+        decode_step: str,
+        prompt_cache: str = "copied",
+        schedule: str = "round",
+        constrained: bool = False,
+        selection: str = "paper",
+        closed_foods: bool = False,
+        ing_lm=None,
+        ing_tokenizer=None,
+        device: str = "cpu",
+    ):
         if SYSTEMS.get(system) is None:
-            raise ValueError(f"{system!r} is not a model system; choose from "
-                             f"{', '.join(s for s, v in SYSTEMS.items() if v)}")
+            raise ValueError(
+                f"{system!r} is not a model system; choose from "
+                f"{', '.join(s for s, v in SYSTEMS.items() if v)}"
+            )
         if system == "contextual_gpt2" and ing_lm is None:
             raise ValueError("contextual_gpt2 needs the next-ingredient model (--ing-model)")
         self.system, self.variant = system, SYSTEMS[system]
@@ -158,19 +249,40 @@ class Rewriter:
         self.prompt_cache = resolve_prompt_cache(prompt_cache, lm)
         # Step-level batching needs the static step and no guard (which checks each token on the host);
         # contextual_gpt2's next-ingredient model is sampled for a whole round's recipes at once.
-        self.schedule = ("step" if schedule == "step" and self.decode_step in ("static", "graph") and not constrained
-                         and self.variant in STEP_VARIANTS and system != "contextual_gpt2" else "round")
+        self.schedule = (
+            "step"
+            if schedule == "step"
+            and self.decode_step in ("static", "graph")
+            and not constrained
+            and self.variant in STEP_VARIANTS
+            and system != "contextual_gpt2"
+            else "round"
+        )
         self._slot_samplers: dict[int, object] = {}
         self.special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}
-        self.stats = {"steps_sampled": 0, "steps_fallback": 0, "empty_steps": 0, "recipes_without_steps": 0,
-                      "guard_stops": 0, "words_taken_back": 0, "candidates": 0, "rounds": 0, "step_rounds": 0,
-                      "prompting_s": 0.0, "sampling_s": 0.0, "selection_s": 0.0, **dict.fromkeys(STATIC_COUNTS, 0)}
+        self.stats = {
+            "steps_sampled": 0,
+            "steps_fallback": 0,
+            "empty_steps": 0,
+            "recipes_without_steps": 0,
+            "guard_stops": 0,
+            "words_taken_back": 0,
+            "candidates": 0,
+            "rounds": 0,
+            "step_rounds": 0,
+            "prompting_s": 0.0,
+            "sampling_s": 0.0,
+            "selection_s": 0.0,
+            **dict.fromkeys(STATIC_COUNTS, 0),
+        }
         self._guards: dict[tuple, object] = {}
 
     def _stop_ids(self, variant: str, tokenizer) -> set[int]:
         named = {t: tokenizer.convert_tokens_to_ids(t) for t in STOPS[variant]}
         # A name the tokenizer lacks maps to None or to its unknown token: not a stop.
-        ids = {i for t, i in named.items() if i is not None and tokenizer.convert_ids_to_tokens(i) == t}
+        ids = {
+            i for t, i in named.items() if i is not None and tokenizer.convert_ids_to_tokens(i) == t
+        }
         if variant in STEP_VARIANTS:
             ids |= {i for i, token in tokenizer.added_tokens_decoder.items() if token.special}
         return ids
@@ -189,17 +301,26 @@ class Rewriter:
         if key not in self._guards:
             from rrt.modelling.constrained import ViolationGuard
 
-            self._guards[key] = ViolationGuard(self.tokenizer, list(constraints),
-                                               self._stop_ids(self.variant, self.tokenizer))
+            self._guards[key] = ViolationGuard(
+                self.tokenizer, list(constraints), self._stop_ids(self.variant, self.tokenizer)
+            )
         return self._guards[key]
 
     def decode(self, ids: list[int], tokenizer=None) -> str:
         """Generated token ids as text, special tokens kept (the selection rules penalise them)."""
         tok = tokenizer or self.tokenizer
-        return tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False).strip()
+        return tok.decode(
+            ids, skip_special_tokens=False, clean_up_tokenization_spaces=False
+        ).strip()
 
-    def _sample(self, jobs: list[tuple], settings: SamplingSettings, lm=None, variant: str | None = None,
-                tokenizer=None) -> list:
+    def _sample(
+        self,
+        jobs: list[tuple],
+        settings: SamplingSettings,
+        lm=None,
+        variant: str | None = None,
+        tokenizer=None,
+    ) -> list:
         """Sample every (prompt ids, seed, guard[, prefix, keep]) job, in length-sorted chunks."""
         lm, tokenizer = lm or self.lm, tokenizer or self.tokenizer
         stops = self._stop_ids(variant or self.variant, tokenizer)
@@ -208,14 +329,25 @@ class Rewriter:
         out: list = [None] * len(jobs)
         started, static_before = time.perf_counter(), dict(STATIC_STATS)
         for lo in range(0, len(order), self.batch_prompts):
-            chunk = order[lo: lo + self.batch_prompts]
+            chunk = order[lo : lo + self.batch_prompts]
             guards = [jobs[i][2] for i in chunk]
             prefixes = [jobs[i][3] if len(jobs[i]) > 3 else None for i in chunk]
             keep = [jobs[i][4] if len(jobs[i]) > 4 else 0 for i in chunk]
-            results = sample_candidates(lm, [jobs[i][0] for i in chunk], [jobs[i][1] for i in chunk], stops,
-                                        tokenizer.pad_token_id, settings, guards=guards, device=self.device,
-                                        prefixes=prefixes, keep=keep, decode=self.decode_on,
-                                        step=self.decode_step, prompt_cache=self.prompt_cache)
+            results = sample_candidates(
+                lm,
+                [jobs[i][0] for i in chunk],
+                [jobs[i][1] for i in chunk],
+                stops,
+                tokenizer.pad_token_id,
+                settings,
+                guards=guards,
+                device=self.device,
+                prefixes=prefixes,
+                keep=keep,
+                decode=self.decode_on,
+                step=self.decode_step,
+                prompt_cache=self.prompt_cache,
+            )
             for i, result in zip(chunk, results):
                 out[i] = result
         self.stats["sampling_s"] += time.perf_counter() - started
@@ -230,14 +362,20 @@ class Rewriter:
     def prompts_ids(self, texts: list[str], variant: str, tokenizer=None) -> list[list[int] | None]:
         """Each prompt's token ids fitted to the block, as `prompt_ids`, the texts tokenized in one call."""
         tok = tokenizer or self.tokenizer
-        special = self.special if tok is self.tokenizer else {n: tok.convert_tokens_to_ids(n) for n in SPECIAL_NAMES}
+        special = (
+            self.special
+            if tok is self.tokenizer
+            else {n: tok.convert_tokens_to_ids(n) for n in SPECIAL_NAMES}
+        )
         max_new = self.recipe_tokens if variant == "end_to_end" else self.settings.max_new_tokens
         fitted = []
         # Each prompt is a whole document, so tokenizing is most of a round's prompt work, and a fast
         # tokenizer encodes a batch on all the host's cores.
-        for ids in (tok(texts, add_special_tokens=False)["input_ids"] if texts else []):
+        for ids in tok(texts, add_special_tokens=False)["input_ids"] if texts else []:
             head, tail, steps_from = protected_span(variant, ids, special)
-            fitted.append(fit_prompt(ids, head, tail, self.block - max_new, steps_from, {special[INST]}))
+            fitted.append(
+                fit_prompt(ids, head, tail, self.block - max_new, steps_from, {special[INST]})
+            )
         return fitted
 
     def _prefix_end(self, ids: list[int]) -> int:
@@ -261,8 +399,13 @@ class Rewriter:
     def start(self, task: RewriteTask) -> RecipeState:
         """A recipe's rewrite state: guide-rewritten title and ingredients, no steps yet."""
         rewritten, subs = guide_rewrite(task.source, task.constraints)
-        state = RecipeState(task, {"title": rewritten["title"], "ingredients": rewritten["ingredients"], "steps": []},
-                       subs, [ingredient_name(line) for line in rewritten["ingredients"]], source_word_set(task.source))
+        state = RecipeState(
+            task,
+            {"title": rewritten["title"], "ingredients": rewritten["ingredients"], "steps": []},
+            subs,
+            [ingredient_name(line) for line in rewritten["ingredients"]],
+            source_word_set(task.source),
+        )
         state.guide_steps = rewritten["steps"]
         state.rules = self.selection
         state.held = held_words(rewritten, task.source)
@@ -279,21 +422,33 @@ class Rewriter:
         if self.system in RULE_PROMPT:
             for k, state in enumerate(states):
                 # Source step's ingredients, named as in the guide-rewritten ingredient list.
-                mentioned = step_ingredients(state.task.source["steps"][state.step],
-                                             [ingredient_name(x) for x in state.task.source["ingredients"]])
+                mentioned = step_ingredients(
+                    state.task.source["steps"][state.step],
+                    [ingredient_name(x) for x in state.task.source["ingredients"]],
+                )
                 prompts[k] = [state.names[m.index] for m in mentioned]
             return prompts
         jobs, owners = [], []
-        texts = [step_prompt("ing_predictor", state.task.source, state.step, state.done, "", state.rewritten)
-                 for state in states]
-        for k, (state, ids) in enumerate(zip(states, self.prompts_ids(texts, "ing_predictor", self.ing_tokenizer))):
+        texts = [
+            step_prompt(
+                "ing_predictor", state.task.source, state.step, state.done, "", state.rewritten
+            )
+            for state in states
+        ]
+        for k, (state, ids) in enumerate(
+            zip(states, self.prompts_ids(texts, "ing_predictor", self.ing_tokenizer))
+        ):
             if ids is None:
                 prompts[k] = []
                 continue
             jobs.append((ids, stable_seed(state.task.seed, state.task.id, "ing", state.step), None))
             owners.append(k)
-        greedy = SamplingSettings(top_k=1, top_p=1.0, temperature=1.0, candidates=1, max_new_tokens=48)
-        for k, result in zip(owners, self._sample(jobs, greedy, self.ing_lm, "ing_predictor", self.ing_tokenizer)):
+        greedy = SamplingSettings(
+            top_k=1, top_p=1.0, temperature=1.0, candidates=1, max_new_tokens=48
+        )
+        for k, result in zip(
+            owners, self._sample(jobs, greedy, self.ing_lm, "ing_predictor", self.ing_tokenizer)
+        ):
             prompts[k] = parse_ingredients(self.decode(result.tokens[0], self.ing_tokenizer))
         return prompts
 
@@ -306,16 +461,29 @@ class Rewriter:
             return None
         # The models learned one tag per example: the first constraint picks it, and the
         # selection rules (and the guard) hold the rewrite to all of them.
-        return step_prompt(self.variant, source, n, state.done, state.task.constraints[0], state.rewritten,
-                           ingredients)
+        return step_prompt(
+            self.variant,
+            source,
+            n,
+            state.done,
+            state.task.constraints[0],
+            state.rewritten,
+            ingredients,
+        )
 
     def _step_job(self, state: RecipeState, ids: list[int] | None) -> tuple | None:
         """The (prompt ids, seed, guard, prefix, keep) job of a recipe's next step; None when its
         prompt cannot fit the block (the guide's rewrite recorded)."""
         n = state.step
         if ids is None:
-            state.entries.append(scored_entry(state.guide_steps[n], step_context(state, n), n,
-                                              "source step longer than the block: rule-based rewrite"))
+            state.entries.append(
+                scored_entry(
+                    state.guide_steps[n],
+                    step_context(state, n),
+                    n,
+                    "source step longer than the block: rule-based rewrite",
+                )
+            )
             self.stats["steps_fallback"] += 1
             return None
         seed = stable_seed(state.task.seed, state.task.id, ",".join(state.task.constraints), n)
@@ -326,9 +494,16 @@ class Rewriter:
         state.prefix = result.prefix
         texts = [self._finish(self.decode(t), state) for t in result.tokens]
         chosen, scores = select_best(texts, step_context(state, state.step))
-        state.entries.append({"source_step": state.step, "chosen": chosen,
-                              "candidates": [{"text": t, "scores": s, "ended": e}
-                                             for t, s, e in zip(texts, scores, result.ended)]})
+        state.entries.append(
+            {
+                "source_step": state.step,
+                "chosen": chosen,
+                "candidates": [
+                    {"text": t, "scores": s, "ended": e}
+                    for t, s, e in zip(texts, scores, result.ended)
+                ],
+            }
+        )
         self.stats["steps_sampled"] += 1
         self.stats["candidates"] += len(texts)
         self.stats["guard_stops"] += result.ended.count("guard")
@@ -372,10 +547,16 @@ class Rewriter:
         """Step-level batching: the job of a recipe's next step to sample, the steps before it that
         need no sampling (empty, too long) recorded; None once the recipe is finished."""
         while not state.finished:
-            ingredients = self._ingredient_prompts([state]).get(0) if self.variant in PROMPTED else None
+            ingredients = (
+                self._ingredient_prompts([state]).get(0) if self.variant in PROMPTED else None
+            )
             started = time.perf_counter()
             text = self._step_prompt(state, ingredients)
-            job = None if text is None else self._step_job(state, self.prompts_ids([text], self.variant)[0])
+            job = (
+                None
+                if text is None
+                else self._step_job(state, self.prompts_ids([text], self.variant)[0])
+            )
             self.stats["prompting_s"] += time.perf_counter() - started
             if job is not None:
                 return job
@@ -389,15 +570,24 @@ class Rewriter:
 
             settings = replace(self.settings, banned=self._banned_ids(self.tokenizer))
             self._slot_samplers[slots] = SlotSampler(
-                self.lm, slots, self.block - self.settings.max_new_tokens, self._stop_ids(self.variant, self.tokenizer),
-                self.tokenizer.pad_token_id, settings, self.device, graph=self.decode_step == "graph")
+                self.lm,
+                slots,
+                self.block - self.settings.max_new_tokens,
+                self._stop_ids(self.variant, self.tokenizer),
+                self.tokenizer.pad_token_id,
+                settings,
+                self.device,
+                graph=self.decode_step == "graph",
+            )
         return self._slot_samplers[slots]
 
     def sample_steps(self, sampler, jobs: list[tuple]) -> list[tuple]:
         """Step-level batching: start (key, next_job's job) steps in free slots, then decode until one
         or more steps end; theirs as (key, Sampled)."""
         started, static_before = time.perf_counter(), dict(STATIC_STATS)
-        sampler.start([(key, ids, seed, prefix, keep) for key, (ids, seed, _, prefix, keep) in jobs])
+        sampler.start(
+            [(key, ids, seed, prefix, keep) for key, (ids, seed, _, prefix, keep) in jobs]
+        )
         out = sampler.run()
         self.stats["rounds"] += 1
         self.stats["step_rounds"] += 1
@@ -419,26 +609,53 @@ class Rewriter:
         for state in states:
             if not state.task.source["steps"]:
                 continue
-            ids = self.prompt_ids(recipe_prompt(state.task.source, state.task.constraints[0]), "end_to_end")
+            ids = self.prompt_ids(
+                recipe_prompt(state.task.source, state.task.constraints[0]), "end_to_end"
+            )
             if ids is None:
                 state.notes.append("source recipe longer than the block: rule-based rewrite")
                 state.done = list(state.guide_steps)
                 self.stats["steps_fallback"] += len(state.done)
                 continue
-            jobs.append((ids, stable_seed(state.task.seed, state.task.id, ",".join(state.task.constraints)),
-                         self._guard(state.task.constraints)))
+            jobs.append(
+                (
+                    ids,
+                    stable_seed(state.task.seed, state.task.id, ",".join(state.task.constraints)),
+                    self._guard(state.task.constraints),
+                )
+            )
             owners.append(state)
-        settings = SamplingSettings(self.settings.top_k, self.settings.top_p, self.settings.temperature,
-                                    self.settings.candidates, self.recipe_tokens)
+        settings = SamplingSettings(
+            self.settings.top_k,
+            self.settings.top_p,
+            self.settings.temperature,
+            self.settings.candidates,
+            self.recipe_tokens,
+        )
         for state, result in zip(owners, self._sample(jobs, settings)):
-            ctx = StepContext(state.task.constraints, " ".join(state.task.source["steps"]), state.names, state.words)
+            ctx = StepContext(
+                state.task.constraints,
+                " ".join(state.task.source["steps"]),
+                state.names,
+                state.words,
+            )
             recipes = [parse_recipe(self._finish(self.decode(t), state)) for t in result.tokens]
             candidates = []
             for generated, ended in zip(recipes, result.ended):
-                step_scores = [score_candidate(s, ctx)["total"] for s in generated["steps"]] or [0.0]
-                candidates.append({"text": "\n".join(generated["steps"]), "recipe": generated, "ended": ended,
-                                   "scores": {"total": round(sum(step_scores) / len(step_scores), 4)}})
-            chosen = min(range(len(candidates)), key=lambda i: (-candidates[i]["scores"]["total"], i))
+                step_scores = [score_candidate(s, ctx)["total"] for s in generated["steps"]] or [
+                    0.0
+                ]
+                candidates.append(
+                    {
+                        "text": "\n".join(generated["steps"]),
+                        "recipe": generated,
+                        "ended": ended,
+                        "scores": {"total": round(sum(step_scores) / len(step_scores), 4)},
+                    }
+                )
+            chosen = min(
+                range(len(candidates)), key=lambda i: (-candidates[i]["scores"]["total"], i)
+            )
             best = candidates[chosen]["recipe"]
             state.entries.append({"source_step": None, "chosen": chosen, "candidates": candidates})
             state.done = best["steps"]
@@ -464,8 +681,15 @@ class Rewriter:
     def result(self, state: RecipeState) -> dict:
         """A finished recipe's line of rewrites.jsonl."""
         rewrite = {**state.rewritten, "steps": list(state.done)}
-        return record(state.task, self.system, self.constrained, rewrite, state.entries, state.substitutions,
-                      state.notes)
+        return record(
+            state.task,
+            self.system,
+            self.constrained,
+            rewrite,
+            state.entries,
+            state.substitutions,
+            state.notes,
+        )
 
     def rewrite(self, tasks: list[RewriteTask]) -> list[dict]:
         """Rewrite a batch of recipes; one record per task, in order."""

@@ -10,6 +10,7 @@ With a `guard` (rrt.modelling.constrained.ViolationGuard) a sampled token that w
 violating term is refused and the row resamples, or takes the word back (rrt.modelling.guarded_row),
 so adherence holds by construction.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -30,10 +31,15 @@ class SamplingSettings:
     banned: tuple[int, ...] = ()
 
     @classmethod
-    def from_config(cls, values: dict, **changes) -> "SamplingSettings":
+    def from_config(cls, values: dict, **changes) -> SamplingSettings:
         """Decoding from a `rewrite` or `serve` block (its max_step_tokens), with any changes."""
         merged = {"max_new_tokens": values.get("max_step_tokens"), **values, **changes}
-        return cls(**{k: merged[k] for k in ("top_k", "top_p", "temperature", "candidates", "max_new_tokens")})
+        return cls(
+            **{
+                k: merged[k]
+                for k in ("top_k", "top_p", "temperature", "candidates", "max_new_tokens")
+            }
+        )
 
 
 @dataclass
@@ -51,9 +57,9 @@ class Sampled:
     prefix kept for the next prompt (when asked for)."""
 
     tokens: list[list[int]] = field(default_factory=list)
-    ended: list[str] = field(default_factory=list)   # stop | length | guard
+    ended: list[str] = field(default_factory=list)  # stop | length | guard
     prefix: Prefix | None = None
-    taken_back: int = 0     # words the guard took back, over every candidate
+    taken_back: int = 0  # words the guard took back, over every candidate
 
 
 def _filtered_probs(logits, settings: SamplingSettings):
@@ -98,12 +104,14 @@ def _padded_prefixes(prefixes: list[Prefix | None], length: int):
         for row, prefix in enumerate(prefixes):
             if prefix:
                 k, v = prefix.layers[layer]
-                batch_k[row, :, length - k.shape[2]:] = k[0]
-                batch_v[row, :, length - v.shape[2]:] = v[0]
+                batch_k[row, :, length - k.shape[2] :] = k[0]
+                batch_v[row, :, length - v.shape[2] :] = v[0]
         yield batch_k, batch_v
 
 
-def _kept_prefix(cache, row: int, prompt: list[int], past: int, lp: int, tail_start: int, keep: int) -> Prefix:
+def _kept_prefix(
+    cache, row: int, prompt: list[int], past: int, lp: int, tail_start: int, keep: int
+) -> Prefix:
     """The first `keep` tokens of a prompt as a Prefix, cut from the batch cache after its prefill."""
     import torch
 
@@ -111,8 +119,8 @@ def _kept_prefix(cache, row: int, prompt: list[int], past: int, lp: int, tail_st
     for layer in cache.layers:
         parts = []
         for tensor in (layer.keys, layer.values):
-            old = tensor[row, :, lp - past: lp - past + min(keep, past)]
-            new = tensor[row, :, lp + tail_start: lp + tail_start + max(0, keep - past)]
+            old = tensor[row, :, lp - past : lp - past + min(keep, past)]
+            new = tensor[row, :, lp + tail_start : lp + tail_start + max(0, keep - past)]
             parts.append(torch.cat([old, new], dim=1)[None].clone())
         layers.append(tuple(parts))
     return Prefix(prompt[:keep], layers)
@@ -125,14 +133,20 @@ class Prefilled:
     prefixes asked back."""
 
     cache: object
-    logits: object          # [prompts, vocab]
-    mask: object            # [prompts, cached columns]
-    positions: object       # [prompts, new columns]
+    logits: object  # [prompts, vocab]
+    mask: object  # [prompts, cached columns]
+    positions: object  # [prompts, new columns]
     kept: list
 
 
-def prefill(lm, prompts: list[list[int]], pad_id: int, device: str = "cpu", prefixes: list[Prefix | None] | None = None,
-            keep: list[int] | None = None) -> Prefilled:
+def prefill(
+    lm,
+    prompts: list[list[int]],
+    pad_id: int,
+    device: str = "cpu",
+    prefixes: list[Prefix | None] | None = None,
+    keep: list[int] | None = None,
+) -> Prefilled:
     """One forward pass over every prompt; a prompt that starts with its earlier prefix skips those
     tokens, and `keep[i]` asks for prompt i's first tokens back as a Prefix."""
     import torch
@@ -140,8 +154,10 @@ def prefill(lm, prompts: list[list[int]], pad_id: int, device: str = "cpu", pref
 
     count = len(prompts)
     # A usable prefix is one the prompt really starts with; its tokens are not run again.
-    prefixes = [p if p is not None and len(p.ids) < len(q) and q[:len(p.ids)] == p.ids else None
-                for p, q in zip(prefixes or [None] * count, prompts)]
+    prefixes = [
+        p if p is not None and len(p.ids) < len(q) and q[: len(p.ids)] == p.ids else None
+        for p, q in zip(prefixes or [None] * count, prompts)
+    ]
     past = [len(p.ids) if p else 0 for p in prefixes]
     tails = [q[k:] for q, k in zip(prompts, past)]
     lp, width = max(past), max(len(t) for t in tails)
@@ -150,10 +166,10 @@ def prefill(lm, prompts: list[list[int]], pad_id: int, device: str = "cpu", pref
     mask = torch.zeros((count, lp + width), dtype=torch.long)
     positions = torch.zeros((count, width), dtype=torch.long)
     for row, (tail, k) in enumerate(zip(tails, past)):
-        input_ids[row, width - len(tail):] = torch.as_tensor(tail)
-        mask[row, lp - k: lp] = 1
-        mask[row, lp + width - len(tail):] = 1
-        positions[row, width - len(tail):] = torch.arange(k, k + len(tail))
+        input_ids[row, width - len(tail) :] = torch.as_tensor(tail)
+        mask[row, lp - k : lp] = 1
+        mask[row, lp + width - len(tail) :] = 1
+        positions[row, width - len(tail) :] = torch.arange(k, k + len(tail))
     input_ids, mask, positions = input_ids.to(device), mask.to(device), positions.to(device)
     cache, cache_kw = DynamicCache(), cache_argument(lm)
     if lp:
@@ -161,17 +177,38 @@ def prefill(lm, prompts: list[list[int]], pad_id: int, device: str = "cpu", pref
             cache.update(keys.to(device), values.to(device), layer)
     with torch.no_grad():
         # Only the last position's logits are needed; the LM head over the whole prompt is not.
-        out = lm(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                 logits_to_keep=1, **{cache_kw: cache})
-    kept = [_kept_prefix(cache, row, prompts[row], past[row], lp, width - len(tails[row]), keep[row])
-            if keep and keep[row] else None for row in range(count)]
+        out = lm(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+            **{cache_kw: cache},
+        )
+    kept = [
+        _kept_prefix(cache, row, prompts[row], past[row], lp, width - len(tails[row]), keep[row])
+        if keep and keep[row]
+        else None
+        for row in range(count)
+    ]
     return Prefilled(cache, out.logits[:, -1, :], mask, positions, kept)
 
 
-def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: set[int], pad_id: int,
-                      settings: SamplingSettings, guards: list | None = None, device: str = "cpu",
-                      prefixes: list[Prefix | None] | None = None, keep: list[int] | None = None,
-                      decode: str = "host", step: str = "dynamic", prompt_cache: str = "copied") -> list[Sampled]:
+def sample_candidates(
+    lm,
+    prompts: list[list[int]],
+    seeds: list[int],
+    stop_ids: set[int],
+    pad_id: int,
+    settings: SamplingSettings,
+    guards: list | None = None,
+    device: str = "cpu",
+    prefixes: list[Prefix | None] | None = None,
+    keep: list[int] | None = None,
+    decode: str = "host",
+    step: str = "dynamic",
+    prompt_cache: str = "copied",
+) -> list[Sampled]:
     """N candidates for each prompt, from one prefill per prompt; each stops at a stop token.
 
     `guards` holds one ViolationGuard (or None) per prompt for constrained decoding.
@@ -190,38 +227,67 @@ def sample_candidates(lm, prompts: list[list[int]], seeds: list[int], stop_ids: 
     done = prefill(lm, prompts, pad_id, device, prefixes, keep)
     cache, mask, positions, first = done.cache, done.mask, done.positions, done.logits
     rngs = [np.random.default_rng([seeds[i // n], i % n]) for i in range(count * n)]
-    results = [Sampled([[] for _ in range(n)], ["length"] * n, done.kept[row]) for row in range(count)]
+    results = [
+        Sampled([[] for _ in range(n)], ["length"] * n, done.kept[row]) for row in range(count)
+    ]
     if step in ("static", "graph"):
         from rrt.modelling import static_decode
 
         try:
             if static_decode.supports(lm):
                 with torch.no_grad():
-                    static_decode.decode_static(lm, cache, first, mask, positions, rngs, results,
-                                                stop_ids, settings, guards, device, graph=step == "graph",
-                                                shared=prompt_cache == "shared", last_tokens=[p[-1] for p in prompts])
+                    static_decode.decode_static(
+                        lm,
+                        cache,
+                        first,
+                        mask,
+                        positions,
+                        rngs,
+                        results,
+                        stop_ids,
+                        settings,
+                        guards,
+                        device,
+                        graph=step == "graph",
+                        shared=prompt_cache == "shared",
+                        last_tokens=[p[-1] for p in prompts],
+                    )
                 return results
         except static_decode.NoRoom:
-            static_decode.STATS["no_room"] += 1   # this batch decodes the dynamic way below
+            static_decode.STATS["no_room"] += 1  # this batch decodes the dynamic way below
     cache.batch_repeat_interleave(n)
-    state = _Decoding(lm, cache, cache_argument(lm), first.repeat_interleave(n, dim=0),
-                      mask.repeat_interleave(n, dim=0), positions[:, -1:].repeat_interleave(n, dim=0) + 1,
-                      rngs, device)
+    state = _Decoding(
+        lm,
+        cache,
+        cache_argument(lm),
+        first.repeat_interleave(n, dim=0),
+        mask.repeat_interleave(n, dim=0),
+        positions[:, -1:].repeat_interleave(n, dim=0) + 1,
+        rngs,
+        device,
+    )
     if decode == "device" and all(g is None for g in guards):
         _decode_on_device(state, results, stop_ids, settings)
     else:
-        rows = guarded_rows(guards, n, [p[-1] for p in prompts], mask.shape[1] - 1, positions[:, -1] + 1)
+        rows = guarded_rows(
+            guards, n, [p[-1] for p in prompts], mask.shape[1] - 1, positions[:, -1] + 1
+        )
         _decode_on_host(state, results, stop_ids, settings, rows)
     return results
 
 
-def guarded_rows(guards: list, n: int, last_tokens: list[int], prompt_column: int, first_positions) -> dict:
+def guarded_rows(
+    guards: list, n: int, last_tokens: list[int], prompt_column: int, first_positions
+) -> dict:
     """A GuardedRow for each candidate (flat index) whose prompt has a guard."""
     from rrt.modelling.guarded_row import GuardedRow
 
     first = first_positions.tolist()
-    return {f: GuardedRow(guards[f // n], last_tokens[f // n], prompt_column, first[f // n])
-            for f in range(len(guards) * n) if guards[f // n] is not None}
+    return {
+        f: GuardedRow(guards[f // n], last_tokens[f // n], prompt_column, first[f // n])
+        for f in range(len(guards) * n)
+        if guards[f // n] is not None
+    }
 
 
 def finish_guarded(rows: dict, results: list[Sampled], n: int) -> None:
@@ -238,21 +304,31 @@ class _Decoding:
     lm: object
     cache: object
     cache_kw: str
-    logits: object          # [rows, vocab] of the last step
-    mask: object            # [rows, seen tokens]
-    next_pos: object        # [rows, 1]
-    rngs: list              # one seeded stream per candidate (flat index)
+    logits: object  # [rows, vocab] of the last step
+    mask: object  # [rows, seen tokens]
+    next_pos: object  # [rows, 1]
+    rngs: list  # one seeded stream per candidate (flat index)
     device: str
 
     def forward(self, step_ids) -> None:
         """Advance every row by its token; the mask and positions grow with it."""
         import torch
 
-        self.mask = torch.cat([self.mask, torch.ones((self.mask.shape[0], 1), dtype=self.mask.dtype,
-                                                     device=self.mask.device)], dim=-1)
+        self.mask = torch.cat(
+            [
+                self.mask,
+                torch.ones((self.mask.shape[0], 1), dtype=self.mask.dtype, device=self.mask.device),
+            ],
+            dim=-1,
+        )
         with torch.no_grad():
-            out = self.lm(input_ids=step_ids, attention_mask=self.mask, position_ids=self.next_pos,
-                          use_cache=True, **{self.cache_kw: self.cache})
+            out = self.lm(
+                input_ids=step_ids,
+                attention_mask=self.mask,
+                position_ids=self.next_pos,
+                use_cache=True,
+                **{self.cache_kw: self.cache},
+            )
         self.logits = out.logits[:, -1, :]
         self.next_pos = self.next_pos + 1
 
@@ -262,11 +338,20 @@ class _Decoding:
 
         index = torch.as_tensor(rows, dtype=torch.long, device=self.mask.device)
         self.cache.batch_select_indices(index)
-        self.mask, self.next_pos, self.logits = self.mask[index], self.next_pos[index], self.logits[index]
+        self.mask, self.next_pos, self.logits = (
+            self.mask[index],
+            self.next_pos[index],
+            self.logits[index],
+        )
 
 
-def _decode_on_host(state: _Decoding, results: list[Sampled], stop_ids: set[int], settings: SamplingSettings,
-                    guarded: dict) -> None:
+def _decode_on_host(
+    state: _Decoding,
+    results: list[Sampled],
+    stop_ids: set[int],
+    settings: SamplingSettings,
+    guarded: dict,
+) -> None:
     """Draw each token on the host; a candidate leaves the batch the step it stops. A guarded row
     (`guarded`: flat index -> GuardedRow) that takes a word back feeds its token before the cut again."""
     import torch
@@ -275,7 +360,7 @@ def _decode_on_host(state: _Decoding, results: list[Sampled], stop_ids: set[int]
 
     n = settings.candidates
     plain = len(guarded) < len(state.rngs)
-    active = list(range(len(state.rngs)))   # flat candidate index of each batch row
+    active = list(range(len(state.rngs)))  # flat candidate index of each batch row
     logits = state.logits.float().cpu()
     for _ in range(settings.max_new_tokens):
         chosen, kept, refed = [], [], {}
@@ -345,11 +430,12 @@ def device_draw(logits, uniforms, settings: SamplingSettings):
     return ids.gather(-1, spot)[:, 0]
 
 
-SYNC_EVERY = 8   # device decoding: tokens between the host's checks for finished candidates
+SYNC_EVERY = 8  # device decoding: tokens between the host's checks for finished candidates
 
 
-def _decode_on_device(state: _Decoding, results: list[Sampled], stop_ids: set[int],
-                      settings: SamplingSettings) -> None:
+def _decode_on_device(
+    state: _Decoding, results: list[Sampled], stop_ids: set[int], settings: SamplingSettings
+) -> None:
     """Draw every token on the model's device from numbers pre-drawn from each candidate's own
     stream (the same numbers, in the same order, as the host draws), so no step waits for the
     host; every SYNC_EVERY tokens the finished candidates leave the batch."""
@@ -358,8 +444,9 @@ def _decode_on_device(state: _Decoding, results: list[Sampled], stop_ids: set[in
     n, steps, device = settings.candidates, settings.max_new_tokens, state.device
     flat_rows = len(state.rngs)
     # float32, as the host's draw multiplies them (NumPy keeps a Python float times a float32 in float32).
-    uniforms = torch.as_tensor(np.array([rng.random(steps) for rng in state.rngs], dtype=np.float32),
-                               device=device)
+    uniforms = torch.as_tensor(
+        np.array([rng.random(steps) for rng in state.rngs], dtype=np.float32), device=device
+    )
     stops = torch.as_tensor(sorted(stop_ids) or [-1], dtype=torch.long, device=device)
     tokens = torch.full((flat_rows, steps), -1, dtype=torch.long, device=device)
     active = torch.arange(flat_rows, device=device)

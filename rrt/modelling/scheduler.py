@@ -18,6 +18,7 @@ soon as its last one ends, and the round returns once some step has ended. If th
 the steps in flight are dropped (no recipe's state has changed) and the scheduler goes on with
 round-level batching.
 """
+
 from __future__ import annotations
 
 import copy
@@ -25,8 +26,8 @@ import threading
 import time
 import warnings
 from collections import deque
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Callable, Hashable
 
 
 @dataclass
@@ -36,9 +37,9 @@ class Outcome:
     key: Hashable
     record: dict | None = None
     error: BaseException | None = None
-    admitted: float = 0.0            # wall clock when it joined the batch
+    admitted: float = 0.0  # wall clock when it joined the batch
     rounds: int = 0
-    batch_sizes: list[int] = field(default_factory=list)   # recipes in each of its rounds
+    batch_sizes: list[int] = field(default_factory=list)  # recipes in each of its rounds
 
     @property
     def mean_batch(self) -> float:
@@ -56,7 +57,11 @@ class _Live:
 def _snapshot(state):
     """A copy of a recipe's state that a failed round can be undone to."""
     saved = copy.copy(state)
-    saved.entries, saved.done, saved.notes = list(state.entries), list(state.done), list(state.notes)
+    saved.entries, saved.done, saved.notes = (
+        list(state.entries),
+        list(state.done),
+        list(state.notes),
+    )
     saved.rewritten = dict(state.rewritten)
     return saved
 
@@ -164,7 +169,9 @@ class StepScheduler:
         try:
             ended = self.rewriter.sample_steps(sampler, jobs)
         except Exception as err:  # noqa: BLE001 - no state has changed: round-level batching from here on
-            warnings.warn(f"step-level batching failed, going on round by round: {type(err).__name__}: {err}")
+            warnings.warn(
+                f"step-level batching failed, going on round by round: {type(err).__name__}: {err}"
+            )
             sampler.clear()
             self._step_level = False
             ended = []

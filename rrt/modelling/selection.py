@@ -32,13 +32,15 @@ more than every rule below it together:
                       (benchmarks/RESULTS.md, what moved the grounded rows)
 then the paper's form rules and ingredient overlap, weight 1 each.
 """
+
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from rrt.corpus.cooking_actions import same_job as does_same_job
 from rrt.recipes.foods import unlisted_foods
@@ -46,15 +48,15 @@ from rrt.recipes.ingredients import ingredient_name, step_ingredients
 from rrt.recipes.tagger import parse_constraints, text_violations
 
 MAX_CHARS = 100
-LENGTH_SLACK = 1.5   # how much longer than its source step a grounded rewrite may run
+LENGTH_SLACK = 1.5  # how much longer than its source step a grounded rewrite may run
 BAD_CHARS = frozenset("%*$#^=+")
 DICTIONARY_LANGUAGE = "en_US"
 DICTIONARY_PACKAGES = "libenchant-2-2 hunspell-en-us"
 _TAG = re.compile(r"<[^<>\s]*>|<\||\|>")  # whole special tokens and broken halves of `<|...|>`
 _SENTENCE_END = re.compile(r"[.!?…][)\]\"'’”]*$")
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")  # letters only: numbers are not dictionary words
-_WITHOUT = ("less", "free")   # "eggless", "dairyfree" name the food's absence
-_PIECE = 3                    # the shortest food a disguised word is searched for ("egg", "ham")
+_WITHOUT = ("less", "free")  # "eggless", "dairyfree" name the food's absence
+_PIECE = 3  # the shortest food a disguised word is searched for ("egg", "ham")
 
 
 class DictionaryMissing(RuntimeError):
@@ -69,8 +71,10 @@ class StepContext:
     source_step: str
     ingredient_names: list[str]
     source_words: frozenset[str] = frozenset()
-    held_foods: frozenset[str] | None = None   # words a named food may use (rrt.recipes.foods); None: not checked
-    rules: str = "paper"                      # the rule set: paper | grounded (SELECTIONS)
+    held_foods: frozenset[str] | None = (
+        None  # words a named food may use (rrt.recipes.foods); None: not checked
+    )
+    rules: str = "paper"  # the rule set: paper | grounded (SELECTIONS)
 
     @functools.cached_property
     def known_words(self) -> frozenset[str]:
@@ -96,13 +100,16 @@ def _english():
     try:
         import enchant
     except ImportError as err:  # pyenchant says so when the enchant C library is absent
-        raise DictionaryMissing(f"pyenchant needs the enchant C library: apt-get install {DICTIONARY_PACKAGES}"
-                                f" ({err})") from err
+        raise DictionaryMissing(
+            f"pyenchant needs the enchant C library: apt-get install {DICTIONARY_PACKAGES} ({err})"
+        ) from err
     try:
         return enchant.Dict(DICTIONARY_LANGUAGE)
     except enchant.errors.DictNotFoundError as err:
-        raise DictionaryMissing(f"no {DICTIONARY_LANGUAGE} dictionary for pyenchant:"
-                                f" apt-get install {DICTIONARY_PACKAGES} ({err})") from err
+        raise DictionaryMissing(
+            f"no {DICTIONARY_LANGUAGE} dictionary for pyenchant:"
+            f" apt-get install {DICTIONARY_PACKAGES} ({err})"
+        ) from err
 
 
 def dictionary_missing() -> str:
@@ -118,7 +125,11 @@ def dictionary_missing() -> str:
 def recipe_words() -> frozenset[str]:
     """Cooking words that en_US lacks (rrt/data/recipe_words.txt): tahini, sauté, tempeh..."""
     text = resources.files("rrt").joinpath("data", "recipe_words.txt").read_text(encoding="utf-8")
-    return frozenset(line.strip().lower() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+    return frozenset(
+        line.strip().lower()
+        for line in text.splitlines()
+        if line.strip() and not line.startswith("#")
+    )
 
 
 @functools.lru_cache(maxsize=200_000)
@@ -136,11 +147,16 @@ def no_violation(text: str, ctx: StepContext) -> float:
 def _glued_food(word: str, constraints: tuple[str, ...]) -> bool:
     # A food and "less"/"free" is its absence; otherwise every split into a head and a tail of
     # _PIECE letters or more, each judged by the tagger.
-    if any(word.endswith(without) and text_violations(word[:-len(without)], constraints) for without in _WITHOUT):
+    if any(
+        word.endswith(without) and text_violations(word[: -len(without)], constraints)
+        for without in _WITHOUT
+    ):
         return False
     for cut in range(_PIECE, len(word) - 1):
         head, tail = word[:cut], word[cut:]
-        if text_violations(head, constraints) or (len(tail) >= _PIECE and text_violations(tail, constraints)):
+        if text_violations(head, constraints) or (
+            len(tail) >= _PIECE and text_violations(tail, constraints)
+        ):
             return True
     return False
 
@@ -152,8 +168,12 @@ def disguised_foods(text: str, ctx: StepContext) -> list[str]:
     found = []
     for word in _WORD.findall(text):
         lower = word.replace("’", "'").lower()
-        if len(lower) > _PIECE and lower not in ctx.known_words and not is_english(word) \
-                and _glued_food(lower, constraints):
+        if (
+            len(lower) > _PIECE
+            and lower not in ctx.known_words
+            and not is_english(word)
+            and _glued_food(lower, constraints)
+        ):
             found.append(word)
     return found
 
@@ -198,7 +218,12 @@ def dictionary_words(text: str, ctx: StepContext) -> float:
 
 def well_formed(text: str, ctx: StepContext) -> float:
     """1 when the step is capitalised, ends like a sentence and every word is a known word."""
-    return float(all(rule(text, ctx) == 1.0 for rule in (capitalised, ends_with_punctuation, dictionary_words)))
+    return float(
+        all(
+            rule(text, ctx) == 1.0
+            for rule in (capitalised, ends_with_punctuation, dictionary_words)
+        )
+    )
 
 
 def ingredient_overlap(text: str, ctx: StepContext) -> float:
@@ -254,7 +279,11 @@ GROUNDED_RULES: dict[str, tuple[Rule, float]] = {
     "closeness": (closeness, 16.0),
     "same_job": (same_job, 2.0),
     "in_proportion": (in_proportion, 1.0),
-    **{name: rule for name, rule in RULES.items() if name not in ("no_violation", "no_disguised_food", "short")},
+    **{
+        name: rule
+        for name, rule in RULES.items()
+        if name not in ("no_violation", "no_disguised_food", "short")
+    },
 }
 SELECTIONS = {"paper": RULES, "grounded": GROUNDED_RULES}
 
@@ -263,7 +292,9 @@ def score_candidate(text: str, ctx: StepContext) -> dict[str, float]:
     """Every rule's score for one candidate step, plus their weighted "total"."""
     text = (text or "").strip()
     rules = SELECTIONS[ctx.rules]
-    scores = {name: round(float(rule(text, ctx)) if text else 0.0, 4) for name, (rule, _) in rules.items()}
+    scores = {
+        name: round(float(rule(text, ctx)) if text else 0.0, 4) for name, (rule, _) in rules.items()
+    }
     scores["total"] = round(sum(scores[name] * weight for name, (_, weight) in rules.items()), 4)
     return scores
 
@@ -284,7 +315,11 @@ def select_best(candidates: list[str], ctx: StepContext) -> tuple[int, list[dict
 
 def _parts(recipe: Any) -> tuple[str, list[str], list[str]]:
     if isinstance(recipe, dict):
-        return recipe.get("title", ""), list(recipe.get("ingredients", [])), list(recipe.get("steps", []))
+        return (
+            recipe.get("title", ""),
+            list(recipe.get("ingredients", [])),
+            list(recipe.get("steps", [])),
+        )
     return recipe.title, list(recipe.ingredients), list(recipe.steps)
 
 
@@ -295,12 +330,20 @@ def source_word_set(source_recipe: Any) -> frozenset[str]:
     return frozenset(w.replace("’", "'") for w in words)
 
 
-def step_context(source_recipe: Any, step_index: int, constraints: str | Iterable[str],
-                 ingredient_names: list[str] | None = None) -> StepContext:
+def step_context(
+    source_recipe: Any,
+    step_index: int,
+    constraints: str | Iterable[str],
+    ingredient_names: list[str] | None = None,
+) -> StepContext:
     """StepContext for one step of a Recipe (or a dict with title/ingredients/steps); ingredient
     names default to the source recipe's own."""
-    title, ingredients, steps = _parts(source_recipe)
+    _title, ingredients, steps = _parts(source_recipe)
     if ingredient_names is None:
         ingredient_names = [ingredient_name(line) for line in ingredients]
-    return StepContext(parse_constraints(constraints), steps[step_index], list(ingredient_names),
-                       source_word_set(source_recipe))
+    return StepContext(
+        parse_constraints(constraints),
+        steps[step_index],
+        list(ingredient_names),
+        source_word_set(source_recipe),
+    )

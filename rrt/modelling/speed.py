@@ -1,11 +1,19 @@
 """Training speed as a first-class number: model FLOPs utilisation against the hardware peak."""
+
 from __future__ import annotations
 
 import time
 
 # Dense peak FLOP/s per device at the precision training uses there (vendor data sheets).
-GPU_PEAK_FLOPS = {"V100": 125e12, "A100": 312e12, "H100": 989e12, "H200": 989e12, "A10": 125e12,
-                  "L4": 121e12, "T4": 65e12}
+GPU_PEAK_FLOPS = {
+    "V100": 125e12,
+    "A100": 312e12,
+    "H100": 989e12,
+    "H200": 989e12,
+    "A10": 125e12,
+    "L4": 121e12,
+    "T4": 65e12,
+}
 
 
 def flops_per_token(parameters: int, trainable: int | None = None, method: str = "full") -> float:
@@ -24,8 +32,14 @@ def attention_flops_per_token(layers: int, width: int, context: int) -> float:
     return 12.0 * layers * width * context
 
 
-def estimate_mfu(parameters: int, tokens_per_s: float, peak_flops: float, trainable: int | None = None,
-                 method: str = "full", extra_flops: float = 0.0) -> float:
+def estimate_mfu(
+    parameters: int,
+    tokens_per_s: float,
+    peak_flops: float,
+    trainable: int | None = None,
+    method: str = "full",
+    extra_flops: float = 0.0,
+) -> float:
     """Model FLOPs utilisation: training FLOPs per token (the weights' and `extra_flops`, such as
     attention's) x tokens per second over the hardware peak."""
     flops = flops_per_token(parameters, trainable, method) + extra_flops
@@ -53,7 +67,7 @@ def measure_cpu_peak_flops(threads: int, size: int = 1024, seconds: float = 1.0)
         while time.perf_counter() - started < seconds:
             a @ b
             runs += 1
-        return 2.0 * size ** 3 * runs / (time.perf_counter() - started)
+        return 2.0 * size**3 * runs / (time.perf_counter() - started)
     finally:
         torch.set_num_threads(previous)
 

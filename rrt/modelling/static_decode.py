@@ -24,6 +24,7 @@ refuses costs more (that row's logits come back and it redraws as the host would
 a word back gets its token before the cut as its next input, the cut columns masked). A batch whose
 cache would take more than CACHE_SHARE of the GPU's memory is decoded the dynamic way (NoRoom).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -32,20 +33,41 @@ from collections import OrderedDict
 import numpy as np
 
 from rrt.modelling.decode_bodies import LLAMA_LIKE, body_of
-from rrt.modelling.sampling import SamplingSettings, Sampled, device_draw, finish_guarded, record_drawn
+from rrt.modelling.sampling import (
+    Sampled,
+    SamplingSettings,
+    device_draw,
+    finish_guarded,
+    record_drawn,
+)
 
-SYNC_EVERY = 8             # tokens between the host's looks at finished candidates (unguarded)
-EAGER_BEFORE_CAPTURE = 2   # eager steps of a new bucket before its capture (lazy kernels, cuBLAS workspaces)
-COLUMN_MULTIPLE = 64       # cache columns round up to this, so prompts of near lengths share one cache
-COLUMN_REUSE = 1.25        # a kept graph cache with up to this many times the columns a batch needs serves it
-MIN_ROWS = 8               # the smallest bucket a batch shrinks to
-CACHE_SHARE = 0.4          # of the GPU's memory the kept caches may hold together
-CPU_DECODERS = 3           # caches kept per model on the host
-GPU_DECODERS = 8           # and on a GPU (each also holds its graphs' memory)
+SYNC_EVERY = 8  # tokens between the host's looks at finished candidates (unguarded)
+EAGER_BEFORE_CAPTURE = (
+    2  # eager steps of a new bucket before its capture (lazy kernels, cuBLAS workspaces)
+)
+COLUMN_MULTIPLE = 64  # cache columns round up to this, so prompts of near lengths share one cache
+COLUMN_REUSE = (
+    1.25  # a kept graph cache with up to this many times the columns a batch needs serves it
+)
+MIN_ROWS = 8  # the smallest bucket a batch shrinks to
+CACHE_SHARE = 0.4  # of the GPU's memory the kept caches may hold together
+CPU_DECODERS = 3  # caches kept per model on the host
+GPU_DECODERS = 8  # and on a GPU (each also holds its graphs' memory)
 
 # Counts since the process started, for benchmarks and logs.
-STATS = {"decoders": 0, "captures": 0, "capture_failures": 0, "replays": 0, "eager_steps": 0, "guard_redraws": 0,
-         "no_room": 0, "evictions": 0, "batches": 0, "columns_needed": 0, "columns_held": 0}
+STATS = {
+    "decoders": 0,
+    "captures": 0,
+    "capture_failures": 0,
+    "replays": 0,
+    "eager_steps": 0,
+    "guard_redraws": 0,
+    "no_room": 0,
+    "evictions": 0,
+    "batches": 0,
+    "columns_needed": 0,
+    "columns_held": 0,
+}
 
 
 class NoRoom(Exception):
@@ -61,12 +83,17 @@ def supports(lm) -> bool:
     if kind == "gpt2":
         return hasattr(lm, "transformer") and not getattr(config, "add_cross_attention", False)
     if kind in LLAMA_LIKE:
-        windowed = (getattr(config, "sliding_window", None) is not None and getattr(config, "use_sliding_window", True)
-                    or any(t != "full_attention" for t in getattr(config, "layer_types", None) or []))
+        windowed = (
+            getattr(config, "sliding_window", None) is not None
+            and getattr(config, "use_sliding_window", True)
+            or any(t != "full_attention" for t in getattr(config, "layer_types", None) or [])
+        )
         rotary = getattr(getattr(lm, "model", None), "rotary_emb", None)
         # dynamic and longrope rescale the frequencies from the positions seen, on the host.
         rope = getattr(rotary, "rope_type", None)
-        return not windowed and isinstance(rope, str) and "dynamic" not in rope and rope != "longrope"
+        return (
+            not windowed and isinstance(rope, str) and "dynamic" not in rope and rope != "longrope"
+        )
     return False
 
 
@@ -76,8 +103,10 @@ def resolve_decode_step(value: str, lm, device: str) -> str:
     if value == "auto":
         return "graph" if cuda and supports(lm) else "dynamic"
     if value in ("static", "graph") and not supports(lm):
-        raise ValueError(f"decode_step {value} needs a GPT-2 or Llama family model (got {type(lm).__name__}); "
-                         "use dynamic or auto")
+        raise ValueError(
+            f"decode_step {value} needs a GPT-2 or Llama family model (got {type(lm).__name__}); "
+            "use dynamic or auto"
+        )
     if value == "graph" and not cuda:
         raise ValueError("decode_step graph needs a CUDA device; use static or auto on the CPU")
     return value
@@ -87,7 +116,11 @@ def resolve_prompt_cache(value: str, lm) -> str:
     """The prompt cache a setting means for this model: auto is shared for the GPT-2 family and copied
     for the others (each the faster of the two on an H200: benchmarks/RESULTS.md)."""
     if value == "auto":
-        return "shared" if getattr(getattr(lm, "config", None), "model_type", None) == "gpt2" else "copied"
+        return (
+            "shared"
+            if getattr(getattr(lm, "config", None), "model_type", None) == "gpt2"
+            else "copied"
+        )
     return value
 
 
@@ -135,8 +168,18 @@ def _warm(step, device) -> None:
 class StaticDecoder:
     """The fixed buffers of one (rows, columns, steps, sampling) shape, with a graph per bucket."""
 
-    def __init__(self, lm, rows: int, columns: int, steps: int, settings: SamplingSettings, stops: tuple,
-                 dtype, device, graph: bool):
+    def __init__(
+        self,
+        lm,
+        rows: int,
+        columns: int,
+        steps: int,
+        settings: SamplingSettings,
+        stops: tuple,
+        dtype,
+        device,
+        graph: bool,
+    ):
         import torch
 
         self._buffers(lm, rows, columns, steps, settings, stops, dtype, device, graph)
@@ -145,26 +188,42 @@ class StaticDecoder:
         self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.layers)]
         self.valid = torch.zeros((rows, columns), dtype=torch.bool, device=device)
 
-    def _buffers(self, lm, rows: int, columns: int, steps: int, settings: SamplingSettings, stops: tuple, dtype,
-                 device, graph: bool) -> None:
+    def _buffers(
+        self,
+        lm,
+        rows: int,
+        columns: int,
+        steps: int,
+        settings: SamplingSettings,
+        stops: tuple,
+        dtype,
+        device,
+        graph: bool,
+    ) -> None:
         """Every buffer but the key-value cache: the rows' tokens, positions, numbers and logits."""
         import torch
 
         self.body = body_of(lm)
-        self.heads, self.kv_heads, self.layers, self.dim = (self.body.heads, self.body.kv_heads, self.body.layers,
-                                                            self.body.dim)
-        self.groups = self.heads // self.kv_heads   # query heads per key-value head
+        self.heads, self.kv_heads, self.layers, self.dim = (
+            self.body.heads,
+            self.body.kv_heads,
+            self.body.layers,
+            self.body.dim,
+        )
+        self.groups = self.heads // self.kv_heads  # query heads per key-value head
         self.rows, self.columns, self.steps, self.settings = rows, columns, steps, settings
         self.graph, self.device = graph, device
         vocab = lm.get_output_embeddings().weight.shape[0]
-        self.tok = torch.zeros(rows, dtype=torch.long, device=device)       # the last token of each row
-        self.pos = torch.zeros(rows, dtype=torch.long, device=device)       # its position id
-        self.col = torch.zeros(1, dtype=torch.long, device=device)          # its cache column (every row)
-        self.step = torch.zeros(1, dtype=torch.long, device=device)         # the token index drawn next
+        self.tok = torch.zeros(rows, dtype=torch.long, device=device)  # the last token of each row
+        self.pos = torch.zeros(rows, dtype=torch.long, device=device)  # its position id
+        self.col = torch.zeros(1, dtype=torch.long, device=device)  # its cache column (every row)
+        self.step = torch.zeros(1, dtype=torch.long, device=device)  # the token index drawn next
         self.uniforms = torch.zeros((rows, steps), dtype=torch.float32, device=device)
         self.tokens = torch.full((rows, steps), -1, dtype=torch.long, device=device)
         self.stopped = torch.zeros(rows, dtype=torch.bool, device=device)
-        self.logits = torch.zeros((rows, vocab), dtype=dtype, device=device)   # the last step's, for the guard
+        self.logits = torch.zeros(
+            (rows, vocab), dtype=dtype, device=device
+        )  # the last step's, for the guard
         self.stops = torch.as_tensor(list(stops) or [-1], dtype=torch.long, device=device)
         self.replays: dict[int, object] = {}
         self.warmed: dict[int, int] = {}
@@ -216,8 +275,9 @@ class StaticDecoder:
         body, width = self.body, self.heads * self.dim
         self.valid[:rows].index_fill_(1, self.col, True)
         # One additive mask for every layer, in place of a conversion of the boolean one in each.
-        mask = torch.zeros((rows, 1, 1, self.columns), dtype=self.keys[0].dtype, device=self.device).masked_fill_(
-            ~self.valid[:rows, None, None, :], float("-inf"))
+        mask = torch.zeros(
+            (rows, 1, 1, self.columns), dtype=self.keys[0].dtype, device=self.device
+        ).masked_fill_(~self.valid[:rows, None, None, :], float("-inf"))
         hidden, where = body.embed(self.tok[:rows], self.pos[:rows])
         with _attention_kernels(self.device):
             for layer in range(self.layers):
@@ -227,7 +287,9 @@ class StaticDecoder:
                 values.index_copy_(2, self.col, value)
                 # A key-value head's query heads are queries of one call: no copy of the cache per group.
                 grouped = query.reshape(rows, self.kv_heads, self.groups, self.dim)
-                out = F.scaled_dot_product_attention(grouped, keys, values, attn_mask=mask, scale=body.scales[layer])
+                out = F.scaled_dot_product_attention(
+                    grouped, keys, values, attn_mask=mask, scale=body.scales[layer]
+                )
                 hidden = body.finish(layer, hidden, out.reshape(rows, 1, width))
         self._next_token(hidden, rows)
         self.col.add_(1)
@@ -236,7 +298,9 @@ class StaticDecoder:
         """The LM head on the last hidden states, each row's next token drawn and recorded."""
         logits = self.body.logits(hidden)
         self.logits[:rows].copy_(logits)
-        token = device_draw(logits, self.uniforms[:rows].index_select(1, self.step)[:, 0], self.settings)
+        token = device_draw(
+            logits, self.uniforms[:rows].index_select(1, self.step)[:, 0], self.settings
+        )
         self.tok[:rows].copy_(token)
         self.tokens[:rows].index_copy_(1, self.step, token[:, None])
         self.stopped[:rows].logical_or_((token[:, None] == self.stops).any(-1))
@@ -250,13 +314,15 @@ class StaticDecoder:
         if replay is not None:
             STATS["replays"] += 1
             return replay()
-        step = lambda: self._step(rows)  # noqa: E731
+        step = lambda: self._step(rows)
         if self.graph and self.warmed.get(rows, 0) >= EAGER_BEFORE_CAPTURE and steps_left > 1:
             try:
                 replay = _capture(step, self.device)
             except Exception as err:  # noqa: BLE001 - any capture failure: stay correct, eager
                 STATS["capture_failures"] += 1
-                warnings.warn(f"CUDA graph capture failed, decoding eagerly: {type(err).__name__}: {err}")
+                warnings.warn(
+                    f"CUDA graph capture failed, decoding eagerly: {type(err).__name__}: {err}"
+                )
                 self.graph = False
             else:
                 STATS["captures"] += 1
@@ -279,11 +345,21 @@ class StaticDecoder:
         """Move the live rows to the front of the first `rows` (the rest copy the first, stopped)."""
         import torch
 
-        index = torch.as_tensor(live + [live[0]] * (rows - len(live)), dtype=torch.long, device=self.device)
-        for tensor in (*self.keys, *self.values, self.valid, self.tok, self.pos, self.uniforms, self.tokens,
-                       self.stopped):
+        index = torch.as_tensor(
+            live + [live[0]] * (rows - len(live)), dtype=torch.long, device=self.device
+        )
+        for tensor in (
+            *self.keys,
+            *self.values,
+            self.valid,
+            self.tok,
+            self.pos,
+            self.uniforms,
+            self.tokens,
+            self.stopped,
+        ):
             tensor[:rows].copy_(tensor.index_select(0, index))
-        self.stopped[len(live):rows] = True
+        self.stopped[len(live) : rows] = True
 
 
 class SharedPromptDecoder(StaticDecoder):
@@ -295,8 +371,19 @@ class SharedPromptDecoder(StaticDecoder):
     in place (prompt p's candidates are rows p*n .. p*n+n-1): a finished candidate keeps its row,
     which costs little next to the prompt's cache."""
 
-    def __init__(self, lm, prompts: int, n: int, columns: int, steps: int, settings: SamplingSettings, stops: tuple,
-                 dtype, device, graph: bool):
+    def __init__(
+        self,
+        lm,
+        prompts: int,
+        n: int,
+        columns: int,
+        steps: int,
+        settings: SamplingSettings,
+        stops: tuple,
+        dtype,
+        device,
+        graph: bool,
+    ):
         import torch
 
         self._buffers(lm, prompts * n, columns, steps, settings, stops, dtype, device, graph)
@@ -306,8 +393,8 @@ class SharedPromptDecoder(StaticDecoder):
         self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.layers)]
         self.valid = torch.zeros((prompts, n, self.width), dtype=torch.bool, device=device)
         self.row_index = torch.arange(prompts * n, device=device)
-        self.prompt_of = self.row_index // n                          # each row's prompt
-        self.own_from = columns + (self.row_index % n) * steps        # where each row's own columns start
+        self.prompt_of = self.row_index // n  # each row's prompt
+        self.own_from = columns + (self.row_index % n) * steps  # where each row's own columns start
 
     def buckets(self) -> list[int]:
         """One size: rows stay in place."""
@@ -319,16 +406,25 @@ class SharedPromptDecoder(StaticDecoder):
         import torch
 
         prefilled, count = mask.shape[1], mask.shape[0]
-        slots = torch.as_tensor([p if p < count else 0 for p in range(self.prompts)], dtype=torch.long,
-                                device=self.device)
+        slots = torch.as_tensor(
+            [p if p < count else 0 for p in range(self.prompts)],
+            dtype=torch.long,
+            device=self.device,
+        )
         for layer, cached in enumerate(cache.layers):
             self.keys[layer][:, :, :prefilled].copy_(cached.keys.index_select(0, slots))
             self.values[layer][:, :, :prefilled].copy_(cached.values.index_select(0, slots))
         self.valid.zero_()
-        self.valid[:, :, :prefilled].copy_(mask.index_select(0, slots).bool()[:, None, :].expand(-1, self.n, -1))
+        self.valid[:, :, :prefilled].copy_(
+            mask.index_select(0, slots).bool()[:, None, :].expand(-1, self.n, -1)
+        )
         self.prefilled = prefilled
-        self._first_token(first_logits, positions, torch.as_tensor(owner, dtype=torch.long, device=self.device),
-                          uniforms)
+        self._first_token(
+            first_logits,
+            positions,
+            torch.as_tensor(owner, dtype=torch.long, device=self.device),
+            uniforms,
+        )
 
     def _step(self, rows: int) -> None:
         """One token for every row, reading and writing only the fixed buffers."""
@@ -338,11 +434,13 @@ class SharedPromptDecoder(StaticDecoder):
         body, width = self.body, self.heads * self.dim
         prompts, n, kv, groups, dim = self.prompts, self.n, self.kv_heads, self.groups, self.dim
         column = self._columns()
-        self.valid.view(rows, self.width).index_put_((self.row_index, column),
-                                                     torch.ones((), dtype=torch.bool, device=self.device))
-        mask = torch.zeros((prompts, 1, n, self.width), dtype=self.keys[0].dtype, device=self.device).masked_fill_(
-            ~self.valid[:, None], float("-inf"))
-        if groups > 1:   # each candidate's mask row serves its query heads of one key-value head
+        self.valid.view(rows, self.width).index_put_(
+            (self.row_index, column), torch.ones((), dtype=torch.bool, device=self.device)
+        )
+        mask = torch.zeros(
+            (prompts, 1, n, self.width), dtype=self.keys[0].dtype, device=self.device
+        ).masked_fill_(~self.valid[:, None], float("-inf"))
+        if groups > 1:  # each candidate's mask row serves its query heads of one key-value head
             mask = mask.repeat_interleave(groups, dim=2)
         hidden, where = body.embed(self.tok, self.pos)
         with _attention_kernels(self.device):
@@ -352,10 +450,21 @@ class SharedPromptDecoder(StaticDecoder):
                 self.values[layer][self.prompt_of, :, column] = value.reshape(rows, kv, dim)
                 # A prompt's n candidates (and each key-value head's query heads) are the queries of
                 # one call against its one buffer.
-                grouped = query.reshape(prompts, n, kv, groups, dim).transpose(1, 2).reshape(prompts, kv, n * groups, dim)
-                out = F.scaled_dot_product_attention(grouped, self.keys[layer], self.values[layer], attn_mask=mask,
-                                                     scale=body.scales[layer])
-                out = out.reshape(prompts, kv, n, groups, dim).transpose(1, 2).reshape(rows, 1, width)
+                grouped = (
+                    query.reshape(prompts, n, kv, groups, dim)
+                    .transpose(1, 2)
+                    .reshape(prompts, kv, n * groups, dim)
+                )
+                out = F.scaled_dot_product_attention(
+                    grouped,
+                    self.keys[layer],
+                    self.values[layer],
+                    attn_mask=mask,
+                    scale=body.scales[layer],
+                )
+                out = (
+                    out.reshape(prompts, kv, n, groups, dim).transpose(1, 2).reshape(rows, 1, width)
+                )
                 hidden = body.finish(layer, hidden, out)
         self._next_token(hidden, rows)
 
@@ -383,46 +492,89 @@ def cache_room(lm, cells: int, dtype, device) -> tuple[int, float | None]:
     import torch
 
     body = body_of(lm)
-    need = 2 * body.layers * cells * body.kv_heads * body.dim * torch.empty((), dtype=dtype).element_size()
-    limit = (CACHE_SHARE * torch.cuda.get_device_properties(device).total_memory
-             if str(device).startswith("cuda") else None)
+    need = (
+        2
+        * body.layers
+        * cells
+        * body.kv_heads
+        * body.dim
+        * torch.empty((), dtype=dtype).element_size()
+    )
+    limit = (
+        CACHE_SHARE * torch.cuda.get_device_properties(device).total_memory
+        if str(device).startswith("cuda")
+        else None
+    )
     if limit is not None and need > limit:
-        raise NoRoom(f"a static cache of {cells} positions a layer needs {need / 2 ** 30:.1f} GiB")
+        raise NoRoom(f"a static cache of {cells} positions a layer needs {need / 2**30:.1f} GiB")
     return need, limit
 
 
-def _decoder(lm, rows: int, columns: int, steps: int, settings: SamplingSettings, stops: tuple, dtype, device,
-             graph: bool, n: int = 0) -> StaticDecoder:
+def _decoder(
+    lm,
+    rows: int,
+    columns: int,
+    steps: int,
+    settings: SamplingSettings,
+    stops: tuple,
+    dtype,
+    device,
+    graph: bool,
+    n: int = 0,
+) -> StaticDecoder:
     """The model's kept decoder of this shape, made (evicting the least recently used) when missing;
     with `n` candidates per prompt, a SharedPromptDecoder (its `columns` are the prompt's)."""
     import torch
 
     kept = lm.__dict__.setdefault("rrt_static_decoders", OrderedDict())
-    shape = (columns, steps, settings.top_k, settings.top_p, settings.temperature, settings.banned, stops,
-             str(dtype), str(device), graph, n)
+    shape = (
+        columns,
+        steps,
+        settings.top_k,
+        settings.top_p,
+        settings.temperature,
+        settings.banned,
+        stops,
+        str(dtype),
+        str(device),
+        graph,
+        n,
+    )
     # A larger decoder of the same settings serves fewer rows with its smaller buckets' graphs, and
     # with graphs shorter prompts with its extra columns masked: fewer shapes, so fewer captures and
     # evictions when prompt lengths vary (at a 1024-token block, dozens of roundings to COLUMN_MULTIPLE).
     most = columns * (COLUMN_REUSE if graph else 1)
-    fits = [key for key, d in kept.items()
-            if key[2:] == shape[1:] and columns <= key[1] <= most and rows in d.buckets()]
+    fits = [
+        key
+        for key, d in kept.items()
+        if key[2:] == shape[1:] and columns <= key[1] <= most and rows in d.buckets()
+    ]
     if fits:
         key = min(fits, key=lambda k: (k[1], k[0]))
         kept.move_to_end(key)
         return kept[key]
     key = (rows, *shape)
     cuda = str(device).startswith("cuda")
-    cells = (rows // n) * (columns + n * steps) if n else rows * columns   # cached positions per layer
+    cells = (
+        (rows // n) * (columns + n * steps) if n else rows * columns
+    )  # cached positions per layer
     need, limit = cache_room(lm, cells, dtype, device)
-    while kept and (len(kept) >= (CPU_DECODERS if limit is None else GPU_DECODERS)
-                    or (limit is not None and sum(d.bytes for d in kept.values()) + need > limit)):
+    while kept and (
+        len(kept) >= (CPU_DECODERS if limit is None else GPU_DECODERS)
+        or (limit is not None and sum(d.bytes for d in kept.values()) + need > limit)
+    ):
         kept.popitem(last=False)
         STATS["evictions"] += 1
         if cuda:
             torch.cuda.empty_cache()
     try:
-        kept[key] = (SharedPromptDecoder(lm, rows // n, n, columns, steps, settings, stops, dtype, device, graph)
-                     if n else StaticDecoder(lm, rows, columns, steps, settings, stops, dtype, device, graph))
+        kept[key] = (
+            SharedPromptDecoder(
+                lm, rows // n, n, columns, steps, settings, stops, dtype, device, graph
+            )
+            if n
+            else StaticDecoder(lm, rows, columns, steps, settings, stops, dtype, device, graph)
+        )
     except torch.cuda.OutOfMemoryError as err:
         kept.clear()
         torch.cuda.empty_cache()
@@ -439,9 +591,23 @@ def _buckets(rows: int) -> list[int]:
     return sizes
 
 
-def decode_static(lm, cache, first_logits, mask, positions, streams: list, results: list[Sampled], stop_ids: set[int],
-                  settings: SamplingSettings, guards: list, device, graph: bool, shared: bool = False, *,
-                  last_tokens: list[int]) -> None:
+def decode_static(
+    lm,
+    cache,
+    first_logits,
+    mask,
+    positions,
+    streams: list,
+    results: list[Sampled],
+    stop_ids: set[int],
+    settings: SamplingSettings,
+    guards: list,
+    device,
+    graph: bool,
+    shared: bool = False,
+    *,
+    last_tokens: list[int],
+) -> None:
     """Decode every candidate of a prefilled batch on the static cache (see the module's text);
     `streams` are the candidates' seeded generators, `results` are filled in place; `shared`
     holds each prompt's cache once for its candidates (SharedPromptDecoder); `last_tokens` are
@@ -452,10 +618,22 @@ def decode_static(lm, cache, first_logits, mask, positions, streams: list, resul
 
     n, steps, count = settings.candidates, settings.max_new_tokens, len(results)
     flat_rows = count * n
-    rows = n * (1 << max(0, count - 1).bit_length())   # prompts padded to a power of two: fewer shapes
+    rows = n * (
+        1 << max(0, count - 1).bit_length()
+    )  # prompts padded to a power of two: fewer shapes
     needed = mask.shape[1] + (0 if shared else steps)
-    decoder = _decoder(lm, rows, _round_up(needed, COLUMN_MULTIPLE), steps, settings, tuple(sorted(stop_ids)),
-                       cache.layers[0].keys.dtype, device, graph, n if shared else 0)
+    decoder = _decoder(
+        lm,
+        rows,
+        _round_up(needed, COLUMN_MULTIPLE),
+        steps,
+        settings,
+        tuple(sorted(stop_ids)),
+        cache.layers[0].keys.dtype,
+        device,
+        graph,
+        n if shared else 0,
+    )
     STATS["batches"] += 1
     STATS["columns_needed"] += needed
     STATS["columns_held"] += decoder.columns
@@ -463,8 +641,12 @@ def decode_static(lm, cache, first_logits, mask, positions, streams: list, resul
     uniforms = np.zeros((rows, steps), dtype=np.float32)
     uniforms[:flat_rows] = [s.values[:steps] for s in drawn]
     owner = [min(r // n, count - 1) if r < flat_rows else 0 for r in range(rows)]
-    decoder.load(cache, first_logits, mask, positions, owner, torch.as_tensor(uniforms, device=device))
-    flat = list(range(flat_rows)) + [-1] * (rows - flat_rows)   # the candidate of each row (-1: padding)
+    decoder.load(
+        cache, first_logits, mask, positions, owner, torch.as_tensor(uniforms, device=device)
+    )
+    flat = list(range(flat_rows)) + [-1] * (
+        rows - flat_rows
+    )  # the candidate of each row (-1: padding)
     decoder.stopped[flat_rows:rows] = True
     guarded = guarded_rows(guards, n, last_tokens, mask.shape[1] - 1, positions[:, -1] + 1)
     checker = _GuardChecker(decoder, drawn, guarded, stop_ids, settings, n) if guarded else None
@@ -526,9 +708,21 @@ class _GuardChecker:
     refused one (or one drawn where the row has bans) redrawn from the row's logits as the host
     would draw it."""
 
-    def __init__(self, decoder: StaticDecoder, streams: list[_Stream], guarded: dict, stop_ids: set[int],
-                 settings: SamplingSettings, n: int):
-        self.decoder, self.streams, self.guarded, self.stop_ids = decoder, streams, guarded, stop_ids
+    def __init__(
+        self,
+        decoder: StaticDecoder,
+        streams: list[_Stream],
+        guarded: dict,
+        stop_ids: set[int],
+        settings: SamplingSettings,
+        n: int,
+    ):
+        self.decoder, self.streams, self.guarded, self.stop_ids = (
+            decoder,
+            streams,
+            guarded,
+            stop_ids,
+        )
         self.settings, self.n = settings, n
         self.ended: dict[int, str] = {}
 
@@ -560,7 +754,9 @@ class _GuardChecker:
                 # The row's next numbers follow what its redraw used, as on the host.
                 following = [stream.at(stream.used + i) for i in range(decoder.steps - step - 1)]
                 if following:
-                    decoder.uniforms[r, step + 1:] = torch.as_tensor(following, dtype=torch.float32)
+                    decoder.uniforms[r, step + 1 :] = torch.as_tensor(
+                        following, dtype=torch.float32
+                    )
             if token is None:
                 self.ended[f] = "guard"
                 decoder.stopped[r] = True

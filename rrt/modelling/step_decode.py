@@ -14,15 +14,24 @@ tokens that round-level batching gives it (on a CPU in fp32, up to the last bits
 beside other prompts). Guarded prompts (ViolationGuard) need the host after every token; the
 rewriter keeps round-level batching for them.
 """
+
 from __future__ import annotations
 
-from typing import Hashable
+from collections.abc import Hashable
 
 import numpy as np
 
 from rrt.modelling.sampling import Sampled, SamplingSettings, device_draw, prefill, record_drawn
-from rrt.modelling.static_decode import (COLUMN_MULTIPLE, STATS, SYNC_EVERY, NoRoom, SharedPromptDecoder, _round_up,
-                                         _Stream, cache_room)
+from rrt.modelling.static_decode import (
+    COLUMN_MULTIPLE,
+    STATS,
+    SYNC_EVERY,
+    NoRoom,
+    SharedPromptDecoder,
+    _round_up,
+    _Stream,
+    cache_room,
+)
 
 
 class SlotDecoder(SharedPromptDecoder):
@@ -30,14 +39,27 @@ class SlotDecoder(SharedPromptDecoder):
     a new prompt while the others decode, and a row stops advancing once it drew a stop or its last
     token. An empty slot's rows count as ended."""
 
-    def __init__(self, lm, slots: int, n: int, columns: int, steps: int, settings: SamplingSettings, stops: tuple,
-                 dtype, device, graph: bool):
+    def __init__(
+        self,
+        lm,
+        slots: int,
+        n: int,
+        columns: int,
+        steps: int,
+        settings: SamplingSettings,
+        stops: tuple,
+        dtype,
+        device,
+        graph: bool,
+    ):
         import torch
 
         super().__init__(lm, slots, n, columns, steps, settings, stops, dtype, device, graph)
-        self.row_step = torch.full((self.rows,), steps, dtype=torch.long, device=device)   # the token drawn next
+        self.row_step = torch.full(
+            (self.rows,), steps, dtype=torch.long, device=device
+        )  # the token drawn next
         self.stopped.fill_(True)
-        self.valid[:, :, 0] = True   # an empty slot attends to one (zero) column, never to none
+        self.valid[:, :, 0] = True  # an empty slot attends to one (zero) column, never to none
 
     def _columns(self):
         """Each row's own column for its last token (a row that has ended writes to its last, unused one)."""
@@ -53,12 +75,16 @@ class SlotDecoder(SharedPromptDecoder):
         at = self.row_step.clamp(max=self.steps - 1)[:, None]
         token = device_draw(logits, self.uniforms.gather(1, at)[:, 0], self.settings)
         self.tok.copy_(token)
-        self.tokens.scatter_(1, at, torch.where(live, token, self.tokens.gather(1, at)[:, 0])[:, None])
+        self.tokens.scatter_(
+            1, at, torch.where(live, token, self.tokens.gather(1, at)[:, 0])[:, None]
+        )
         self.stopped.logical_or_(live & (token[:, None] == self.stops).any(-1))
         self.pos.add_(live.long())
         self.row_step.add_(live.long())
 
-    def load_slot(self, slot: int, keys: list, values: list, first_logits, last_position, uniforms) -> None:
+    def load_slot(
+        self, slot: int, keys: list, values: list, first_logits, last_position, uniforms
+    ) -> None:
         """A prompt's cache (per layer, [key-value heads, length, dim]) into `slot`, its candidates'
         numbers set, and each candidate's token 0 drawn from the prompt's last logits."""
         n, length = self.n, keys[0].shape[1]
@@ -104,15 +130,31 @@ class SlotSampler:
     work), `run` queues the decode steps to the next look before it hands the ended steps back, so
     the GPU decodes the other slots while the host chooses candidates and prefills the next prompts."""
 
-    def __init__(self, lm, slots: int, prompt_tokens: int, stop_ids: set[int], pad_id: int,
-                 settings: SamplingSettings, device, graph: bool, decode_ahead: bool | None = None):
-        self.lm, self.slots, self.settings, self.device, self.graph = lm, slots, settings, device, graph
+    def __init__(
+        self,
+        lm,
+        slots: int,
+        prompt_tokens: int,
+        stop_ids: set[int],
+        pad_id: int,
+        settings: SamplingSettings,
+        device,
+        graph: bool,
+        decode_ahead: bool | None = None,
+    ):
+        self.lm, self.slots, self.settings, self.device, self.graph = (
+            lm,
+            slots,
+            settings,
+            device,
+            graph,
+        )
         self.columns = _round_up(prompt_tokens, COLUMN_MULTIPLE)
         self.stop_ids, self.pad_id = set(stop_ids), pad_id
-        self.owners: dict[int, tuple] = {}   # slot -> (key, kept prefix)
-        self.ages: dict[int, int] = {}       # slot -> decode steps since its prompt was loaded
-        self.clock = 0                       # decode steps of the decoder so far (looks fall on its multiples)
-        self.looked: int | None = None       # the clock at the last look
+        self.owners: dict[int, tuple] = {}  # slot -> (key, kept prefix)
+        self.ages: dict[int, int] = {}  # slot -> decode steps since its prompt was loaded
+        self.clock = 0  # decode steps of the decoder so far (looks fall on its multiples)
+        self.looked: int | None = None  # the clock at the last look
         self.decode_ahead = str(device).startswith("cuda") if decode_ahead is None else decode_ahead
         self.decoder: SlotDecoder | None = None
 
@@ -133,8 +175,18 @@ class SlotSampler:
             n, steps = self.settings.candidates, self.settings.max_new_tokens
             cache_room(self.lm, self.slots * (self.columns + n * steps), dtype, self.device)
             try:
-                self.decoder = SlotDecoder(self.lm, self.slots, n, self.columns, steps, self.settings,
-                                           tuple(sorted(self.stop_ids)), dtype, self.device, self.graph)
+                self.decoder = SlotDecoder(
+                    self.lm,
+                    self.slots,
+                    n,
+                    self.columns,
+                    steps,
+                    self.settings,
+                    tuple(sorted(self.stop_ids)),
+                    dtype,
+                    self.device,
+                    self.graph,
+                )
             except torch.cuda.OutOfMemoryError as err:
                 raise NoRoom(str(err).splitlines()[0]) from err
             STATS["decoders"] += 1
@@ -155,8 +207,14 @@ class SlotSampler:
         """The jobs' one prefill, each prompt's own columns loaded into a free slot."""
         import torch
 
-        done = prefill(self.lm, [job[1] for job in jobs], self.pad_id, self.device, [job[3] for job in jobs],
-                       [job[4] for job in jobs])
+        done = prefill(
+            self.lm,
+            [job[1] for job in jobs],
+            self.pad_id,
+            self.device,
+            [job[3] for job in jobs],
+            [job[4] for job in jobs],
+        )
         decoder = self._decoder(done.cache.layers[0].keys.dtype)
         n, steps = self.settings.candidates, self.settings.max_new_tokens
         free = [slot for slot in range(self.slots) if slot not in self.owners]
@@ -164,14 +222,27 @@ class SlotSampler:
             # The prompt's own columns only: positions are explicit, so its left padding need not come along.
             columns = done.mask[row].nonzero()[:, 0]
             if len(columns) > self.columns:
-                raise ValueError(f"a prompt of {len(columns)} tokens does not fit {self.columns} cache columns")
+                raise ValueError(
+                    f"a prompt of {len(columns)} tokens does not fit {self.columns} cache columns"
+                )
             keys = [layer.keys[row].index_select(1, columns) for layer in done.cache.layers]
             values = [layer.values[row].index_select(1, columns) for layer in done.cache.layers]
             # The numbers every other way draws: candidate j's stream is seeded by (seed, j).
-            numbers = np.array([_Stream(np.random.default_rng([job[2], j]), steps).values[:steps] for j in range(n)],
-                               dtype=np.float32)
-            decoder.load_slot(slot, keys, values, done.logits[row], done.positions[row, -1],
-                              torch.as_tensor(numbers, device=self.device))
+            numbers = np.array(
+                [
+                    _Stream(np.random.default_rng([job[2], j]), steps).values[:steps]
+                    for j in range(n)
+                ],
+                dtype=np.float32,
+            )
+            decoder.load_slot(
+                slot,
+                keys,
+                values,
+                done.logits[row],
+                done.positions[row, -1],
+                torch.as_tensor(numbers, device=self.device),
+            )
             self.owners[slot] = (job[0], done.kept[row])
             self.ages[slot] = 0
 
@@ -222,7 +293,7 @@ class SlotSampler:
             key, kept = self.owners.pop(slot)
             del self.ages[slot]
             sampled = Sampled([[] for _ in range(n)], ["length"] * n, kept)
-            for j, row in enumerate(decoder.tokens[slot * n: slot * n + n].tolist()):
+            for j, row in enumerate(decoder.tokens[slot * n : slot * n + n].tolist()):
                 record_drawn(sampled, j, row, self.stop_ids)
             decoder.park(slot)
             out.append((key, sampled))

@@ -12,6 +12,7 @@ the metrics line, with the clock.
     window.waited(seconds)                # the host's wait for the next batch
     loss_sum, micro, real, total, seconds, wait = window.totals(device)   # one wait, at the line
 """
+
 from __future__ import annotations
 
 import time
@@ -49,4 +50,11 @@ class StepWindow:
         if getattr(device, "type", device) == "cuda":
             torch.cuda.synchronize(device)
         seconds = time.perf_counter() - self.since if self.since is not None else 0.0
-        return [float(self.loss), float(self.micro), float(self.real), float(self.total), seconds, self.wait]
+        return [
+            float(self.loss),
+            float(self.micro),
+            float(self.real),
+            float(self.total),
+            seconds,
+            self.wait,
+        ]

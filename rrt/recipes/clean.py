@@ -1,9 +1,11 @@
 """Text and recipe cleaning: mojibake, HTML, whitespace, and the paper's keep/drop rule."""
+
 from __future__ import annotations
 
 import html
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import ftfy
 
@@ -12,7 +14,7 @@ from rrt.recipes.step_kinds import split_method
 
 MIN_STEPS = 2  # the paper drops recipes with fewer than two steps
 _TAG = re.compile(r"</?[A-Za-z][^<>]{0,200}>")
-_SPECIAL = re.compile(r"<\|[^<>|]{1,64}\|>")   # tokenizers' special tokens, e.g. <|endoftext|>
+_SPECIAL = re.compile(r"<\|[^<>|]{1,64}\|>")  # tokenizers' special tokens, e.g. <|endoftext|>
 _SPACE = re.compile(r"\s+")
 
 
@@ -55,7 +57,12 @@ def clean_recipe(recipe: Recipe, location: str = "") -> Recipe | Reject:
         return Reject(where, "no_ingredients", "the recipe lists no ingredients", recipe.id)
     if len(steps) < MIN_STEPS:
         told = f" (and {len(others)} line(s) that are not instructions)" if others else ""
-        return Reject(where, "too_few_steps", f"{len(steps)} step(s){told}; at least {MIN_STEPS} needed", recipe.id)
+        return Reject(
+            where,
+            "too_few_steps",
+            f"{len(steps)} step(s){told}; at least {MIN_STEPS} needed",
+            recipe.id,
+        )
     metadata = dict(recipe.metadata)
     if others:
         metadata["non_steps"] = [other.to_dict() for other in others]

@@ -13,6 +13,7 @@ tagger's lexicon and a few cooking words). A mention is held when each of its wo
 the recipe's lines or of PANTRY, so "the cheese" is held by "1 cup shredded cheddar cheese" but
 "parmesan cheese" is not.
 """
+
 from __future__ import annotations
 
 import functools
@@ -25,8 +26,24 @@ from rrt.recipes.ingredients import content_words
 
 # What any kitchen has, so a step may name it though no ingredient line does. Kept short on purpose:
 # a food a reader could be allergic to is never here.
-PANTRY = ("salt", "kosher salt", "sea salt", "table salt", "pepper", "black pepper", "water", "ice", "oil", "olive oil",
-          "canola oil", "cooking oil", "vegetable oil", "neutral oil", "cooking spray", "nonstick spray")
+PANTRY = (
+    "salt",
+    "kosher salt",
+    "sea salt",
+    "table salt",
+    "pepper",
+    "black pepper",
+    "water",
+    "ice",
+    "oil",
+    "olive oil",
+    "canola oil",
+    "cooking oil",
+    "vegetable oil",
+    "neutral oil",
+    "cooking spray",
+    "nonstick spray",
+)
 # Vocabulary names longer than this many content words are ingredient-line noise, not foods.
 MAX_NAME_WORDS = 5
 _TOKEN = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
@@ -66,7 +83,9 @@ def food_vocabulary(names: Iterable[str]) -> FoodVocabulary:
 def known_foods() -> FoodVocabulary:
     """The food names of rrt/data/foods.txt."""
     text = resources.files("rrt").joinpath("data", "foods.txt").read_text(encoding="utf-8")
-    return food_vocabulary(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+    return food_vocabulary(
+        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
+    )
 
 
 @functools.lru_cache(maxsize=65536)
@@ -79,11 +98,13 @@ def mentions(text: str, vocabulary: FoodVocabulary | None = None) -> list[FoodMe
     """The foods a text names: longest vocabulary match first, left to right. Stop words may sit
     inside a name ("cream of tartar"), so matching runs over content words."""
     vocabulary = vocabulary or known_foods()
-    tokens = [(w, m.start(), m.end()) for m in _TOKEN.finditer(text) if (w := _content_word(m.group()))]
+    tokens = [
+        (w, m.start(), m.end()) for m in _TOKEN.finditer(text) if (w := _content_word(m.group()))
+    ]
     found, i = [], 0
     while i < len(tokens):
         for n in range(min(vocabulary.longest, len(tokens) - i), 0, -1):
-            words = tuple(t[0] for t in tokens[i:i + n])
+            words = tuple(t[0] for t in tokens[i : i + n])
             if words in vocabulary.names:
                 found.append(FoodMention(tokens[i][1], tokens[i + n - 1][2], words))
                 i += n
@@ -122,12 +143,18 @@ def recipe_food_words(*lines: Iterable[str]) -> frozenset[str]:
 def held_words(rewritten: dict, source: dict) -> frozenset[str]:
     """The words a food in a rewritten step may use: the rewritten title and ingredient lines, the whole
     source recipe and the pantry."""
-    return recipe_food_words([str(rewritten.get("title") or "")], rewritten.get("ingredients") or [],
-                             [str(source.get("title") or "")], source.get("ingredients") or [],
-                             source.get("steps") or [])
+    return recipe_food_words(
+        [str(rewritten.get("title") or "")],
+        rewritten.get("ingredients") or [],
+        [str(source.get("title") or "")],
+        source.get("ingredients") or [],
+        source.get("steps") or [],
+    )
 
 
-def unlisted_foods(text: str, held: frozenset[str], vocabulary: FoodVocabulary | None = None) -> list[FoodMention]:
+def unlisted_foods(
+    text: str, held: frozenset[str], vocabulary: FoodVocabulary | None = None
+) -> list[FoodMention]:
     """The foods a text names that are not held: some word of theirs is in none of `held`
     (`recipe_food_words`)."""
     return [m for m in mentions(text, vocabulary) if not set(m.words) <= held]

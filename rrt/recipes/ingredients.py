@@ -5,6 +5,7 @@ Names drop quantities, fractions, units, parentheticals, sizes and preparation w
 ingredient when they share an n-gram of content words; each span of the step goes to
 the ingredient with the longest match there (the paper's method), in order of appearance.
 """
+
 from __future__ import annotations
 
 import functools
@@ -12,43 +13,275 @@ import re
 from dataclasses import dataclass
 
 UNITS = {
-    "cup", "cups", "c", "tablespoon", "tablespoons", "tbsp", "tbs", "tbl", "tb", "teaspoon", "teaspoons",
-    "tsp", "t", "ounce", "ounces", "oz", "fl", "fluid", "pound", "pounds", "lb", "lbs", "gram", "grams",
-    "g", "kg", "kilogram", "kilograms", "ml", "milliliter", "milliliters", "millilitre", "l", "liter",
-    "liters", "litre", "litres", "quart", "quarts", "qt", "pint", "pints", "pt", "gallon", "gallons",
-    "can", "cans", "package", "packages", "pkg", "packet", "packets", "jar", "jars", "bottle",
-    "bottles", "box", "boxes", "bag", "bags", "container", "containers", "carton", "stick", "sticks",
-    "pinch", "pinches", "dash", "dashes", "handful", "handfuls", "bunch", "bunches", "sprig", "sprigs",
-    "clove", "cloves", "slice", "slices", "piece", "pieces", "head", "heads", "stalk", "stalks",
-    "sheet", "sheets", "drop", "drops", "splash", "scoop", "scoops", "cube", "cubes", "block",
-    "blocks", "envelope", "envelopes", "loaf", "loaves", "fillet", "fillets", "strip", "strips",
-    "inch", "inches", "cm", "rib", "ribs", "ear", "ears", "knob", "leaf", "leaves", "spoonful",
+    "cup",
+    "cups",
+    "c",
+    "tablespoon",
+    "tablespoons",
+    "tbsp",
+    "tbs",
+    "tbl",
+    "tb",
+    "teaspoon",
+    "teaspoons",
+    "tsp",
+    "t",
+    "ounce",
+    "ounces",
+    "oz",
+    "fl",
+    "fluid",
+    "pound",
+    "pounds",
+    "lb",
+    "lbs",
+    "gram",
+    "grams",
+    "g",
+    "kg",
+    "kilogram",
+    "kilograms",
+    "ml",
+    "milliliter",
+    "milliliters",
+    "millilitre",
+    "l",
+    "liter",
+    "liters",
+    "litre",
+    "litres",
+    "quart",
+    "quarts",
+    "qt",
+    "pint",
+    "pints",
+    "pt",
+    "gallon",
+    "gallons",
+    "can",
+    "cans",
+    "package",
+    "packages",
+    "pkg",
+    "packet",
+    "packets",
+    "jar",
+    "jars",
+    "bottle",
+    "bottles",
+    "box",
+    "boxes",
+    "bag",
+    "bags",
+    "container",
+    "containers",
+    "carton",
+    "stick",
+    "sticks",
+    "pinch",
+    "pinches",
+    "dash",
+    "dashes",
+    "handful",
+    "handfuls",
+    "bunch",
+    "bunches",
+    "sprig",
+    "sprigs",
+    "clove",
+    "cloves",
+    "slice",
+    "slices",
+    "piece",
+    "pieces",
+    "head",
+    "heads",
+    "stalk",
+    "stalks",
+    "sheet",
+    "sheets",
+    "drop",
+    "drops",
+    "splash",
+    "scoop",
+    "scoops",
+    "cube",
+    "cubes",
+    "block",
+    "blocks",
+    "envelope",
+    "envelopes",
+    "loaf",
+    "loaves",
+    "fillet",
+    "fillets",
+    "strip",
+    "strips",
+    "inch",
+    "inches",
+    "cm",
+    "rib",
+    "ribs",
+    "ear",
+    "ears",
+    "knob",
+    "leaf",
+    "leaves",
+    "spoonful",
 }
-SIZES = {"large", "medium", "small", "extra-large", "jumbo", "big", "little", "heaping", "heaped",
-         "level", "generous", "scant", "rounded", "thick", "thin", "mini", "full-fat", "low-fat",
-         "reduced-fat", "fat-free", "nonfat", "~"}
+SIZES = {
+    "large",
+    "medium",
+    "small",
+    "extra-large",
+    "jumbo",
+    "big",
+    "little",
+    "heaping",
+    "heaped",
+    "level",
+    "generous",
+    "scant",
+    "rounded",
+    "thick",
+    "thin",
+    "mini",
+    "full-fat",
+    "low-fat",
+    "reduced-fat",
+    "fat-free",
+    "nonfat",
+    "~",
+}
 PREPARATION = {
-    "chopped", "minced", "diced", "sliced", "grated", "shredded", "melted", "softened", "beaten",
-    "peeled", "seeded", "cored", "halved", "quartered", "crushed", "ground", "freshly", "finely",
-    "roughly", "coarsely", "thinly", "thickly", "divided", "packed", "sifted", "cubed", "trimmed",
-    "rinsed", "drained", "cooked", "uncooked", "toasted", "room-temperature",
-    "softened", "lightly", "well", "optional", "about", "approximately", "plus", "more", "extra",
-    "separated", "whisked", "pitted", "zested", "juiced", "torn", "smashed", "deveined", "fresh",
+    "chopped",
+    "minced",
+    "diced",
+    "sliced",
+    "grated",
+    "shredded",
+    "melted",
+    "softened",
+    "beaten",
+    "peeled",
+    "seeded",
+    "cored",
+    "halved",
+    "quartered",
+    "crushed",
+    "ground",
+    "freshly",
+    "finely",
+    "roughly",
+    "coarsely",
+    "thinly",
+    "thickly",
+    "divided",
+    "packed",
+    "sifted",
+    "cubed",
+    "trimmed",
+    "rinsed",
+    "drained",
+    "cooked",
+    "uncooked",
+    "toasted",
+    "room-temperature",
+    "lightly",
+    "well",
+    "optional",
+    "about",
+    "approximately",
+    "plus",
+    "more",
+    "extra",
+    "separated",
+    "whisked",
+    "pitted",
+    "zested",
+    "juiced",
+    "torn",
+    "smashed",
+    "deveined",
+    "fresh",
 }
 STOP_WORDS = {
-    "a", "an", "the", "of", "and", "or", "to", "for", "with", "in", "on", "into", "at", "by", "from",
-    "as", "it", "its", "them", "they", "this", "that", "these", "those", "is", "are", "be", "until",
-    "then", "some", "any", "each", "your", "you", "all", "over", "about", "if", "up", "out", "off",
-    "taste", "needed", "serving", "serve", "such", "like", "other", "remaining", "half", "whole",
-    "few", "bit", "together", "mixture", "well",
+    "a",
+    "an",
+    "the",
+    "of",
+    "and",
+    "or",
+    "to",
+    "for",
+    "with",
+    "in",
+    "on",
+    "into",
+    "at",
+    "by",
+    "from",
+    "as",
+    "it",
+    "its",
+    "them",
+    "they",
+    "this",
+    "that",
+    "these",
+    "those",
+    "is",
+    "are",
+    "be",
+    "until",
+    "then",
+    "some",
+    "any",
+    "each",
+    "your",
+    "you",
+    "all",
+    "over",
+    "about",
+    "if",
+    "up",
+    "out",
+    "off",
+    "taste",
+    "needed",
+    "serving",
+    "serve",
+    "such",
+    "like",
+    "other",
+    "remaining",
+    "half",
+    "whole",
+    "few",
+    "bit",
+    "together",
+    "mixture",
+    "well",
 }
 _FRACTIONS = "½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞"
-_QUANTITY = re.compile(rf"^(?:[\d{_FRACTIONS}][\d{_FRACTIONS}/.,]*|a|an|one|two|three|four|five|six|"
-                       rf"eight|ten|twelve|dozen|few|several|to|-|–|x)$", re.I)
+_QUANTITY = re.compile(
+    rf"^(?:[\d{_FRACTIONS}][\d{_FRACTIONS}/.,]*|a|an|one|two|three|four|five|six|"
+    rf"eight|ten|twelve|dozen|few|several|to|-|–|x)$",
+    re.IGNORECASE,
+)
 _TOKEN = re.compile(rf"[A-Za-zÀ-ÿ{_FRACTIONS}0-9][\w{_FRACTIONS}'’./%-]*")
 
 
-_IE_PLURALS = ("cookies", "brownies", "pies", "smoothies", "veggies", "calories", "pierogies", "hoagies")
+_IE_PLURALS = (
+    "cookies",
+    "brownies",
+    "pies",
+    "smoothies",
+    "veggies",
+    "calories",
+    "pierogies",
+    "hoagies",
+)
 
 
 def _singular(word: str) -> str:
@@ -69,8 +302,12 @@ def ingredient_name(line: str) -> str:
     text = re.split(r",|;|\bfor\b|\bto taste\b|\bdivided\b|:\s", text, maxsplit=1)[0]
     words = [w.strip(".,;:'’") for w in text.split()]
     # Leading amounts and units: "1 1/2 cups", "2-3 large", "1 can of".
-    while words and (_QUANTITY.match(words[0]) or words[0].lower() in UNITS | SIZES or words[0].lower() == "of"
-                     or re.fullmatch(rf"[\d{_FRACTIONS}/.-]+\w{{0,3}}", words[0].lower())):
+    while words and (
+        _QUANTITY.match(words[0])
+        or words[0].lower() in UNITS | SIZES
+        or words[0].lower() == "of"
+        or re.fullmatch(rf"[\d{_FRACTIONS}/.-]+\w{{0,3}}", words[0].lower())
+    ):
         if len(words) == 1:
             break
         words = words[1:]
@@ -83,8 +320,14 @@ def ingredient_name(line: str) -> str:
 def _content_word(token: str) -> str:
     # Steps repeat a small vocabulary, and scoring reads every candidate's words: one look per word.
     token = token.strip(".'’-")
-    if (not token or token in STOP_WORDS or token in UNITS or token in SIZES or token in PREPARATION
-            or not any(c.isalpha() for c in token)):
+    if (
+        not token
+        or token in STOP_WORDS
+        or token in UNITS
+        or token in SIZES
+        or token in PREPARATION
+        or not any(c.isalpha() for c in token)
+    ):
         return ""
     return _singular(token)
 
@@ -112,7 +355,9 @@ def _word_places(hay: list[str]) -> dict[str, list[int]]:
     return where
 
 
-def _longest_run(needle: tuple[str, ...], hay: list[str], where: dict[str, list[int]]) -> tuple[int, int]:
+def _longest_run(
+    needle: tuple[str, ...], hay: list[str], where: dict[str, list[int]]
+) -> tuple[int, int]:
     """(start in hay, length) of the longest contiguous run of needle found in hay (`where`: its
     words' places, made once per hay)."""
     best = (0, 0)

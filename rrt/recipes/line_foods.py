@@ -11,6 +11,7 @@ A food's last name is its head ("cheese"); the names before it are kinds of it (
 describe it ("whole milk" of "whole milk kefir"). `Replaced` keeps what an ingredient line's food
 became, so a title can name the same stand-in (rrt.recipes.titles).
 """
+
 from __future__ import annotations
 
 import re
@@ -21,21 +22,100 @@ from rrt.recipes.tagger import Violation, normalise_term
 
 # Words that belong to the replaced food and go with it ("goat milk" -> "soymilk", not "goat soymilk").
 ABSORB_BEFORE = {
-    "dairy": ("whole", "skim", "low-fat", "lowfat", "nonfat", "fat-free", "reduced-fat", "full-fat",
-              "2%", "1%", "goat", "goat's", "cow's", "sheep's", "raw", "unsalted", "salted", "cultured",
-              "sweet", "clarified"),
+    "dairy": (
+        "whole",
+        "skim",
+        "low-fat",
+        "lowfat",
+        "nonfat",
+        "fat-free",
+        "reduced-fat",
+        "full-fat",
+        "2%",
+        "1%",
+        "goat",
+        "goat's",
+        "cow's",
+        "sheep's",
+        "raw",
+        "unsalted",
+        "salted",
+        "cultured",
+        "sweet",
+        "clarified",
+    ),
     "egg": ("large", "medium", "small", "extra-large", "jumbo", "whole", "free-range", "organic"),
-    "meat": ("boneless", "skinless", "lean", "extra-lean", "bone-in", "skin-on", "thick-cut", "center-cut"),
-    "fish": ("wild", "wild-caught", "farmed", "fresh", "skinless", "boneless", "skin-on", "jumbo",
-             "large", "medium", "raw", "cooked", "peeled", "deveined"),
+    "meat": (
+        "boneless",
+        "skinless",
+        "lean",
+        "extra-lean",
+        "bone-in",
+        "skin-on",
+        "thick-cut",
+        "center-cut",
+    ),
+    "fish": (
+        "wild",
+        "wild-caught",
+        "farmed",
+        "fresh",
+        "skinless",
+        "boneless",
+        "skin-on",
+        "jumbo",
+        "large",
+        "medium",
+        "raw",
+        "cooked",
+        "peeled",
+        "deveined",
+    ),
     # A wine's style does not carry over to its juice ("dry vegetable broth").
-    "alcohol": ("dry", "semi-dry", "off-dry", "sweet", "medium-sweet", "full-bodied", "medium-bodied",
-                "light-bodied", "fruity", "crisp", "spiced", "aged"),
+    "alcohol": (
+        "dry",
+        "semi-dry",
+        "off-dry",
+        "sweet",
+        "medium-sweet",
+        "full-bodied",
+        "medium-bodied",
+        "light-bodied",
+        "fruity",
+        "crisp",
+        "spiced",
+        "aged",
+    ),
 }
 ABSORB_AFTER = {
-    "meat": ("breast", "breasts", "thigh", "thighs", "cutlet", "cutlets", "wing", "wings", "drumstick",
-             "drumsticks", "leg", "legs", "chop", "chops", "fillet", "fillets", "tenderloin", "loin",
-             "shoulder", "roast", "mince", "meat", "strips", "slices", "pieces", "bits"),
+    "meat": (
+        "breast",
+        "breasts",
+        "thigh",
+        "thighs",
+        "cutlet",
+        "cutlets",
+        "wing",
+        "wings",
+        "drumstick",
+        "drumsticks",
+        "leg",
+        "legs",
+        "chop",
+        "chops",
+        "fillet",
+        "fillets",
+        "tenderloin",
+        "loin",
+        "shoulder",
+        "roast",
+        "mince",
+        "meat",
+        "strips",
+        "slices",
+        "pieces",
+        "bits",
+    ),
     "fish": ("fillet", "fillets", "steak", "steaks", "meat", "pieces"),
 }
 # Words that say a food is free of something; a stand-in that is such words before the food's
@@ -43,13 +123,42 @@ ABSORB_AFTER = {
 DIET_MODIFIERS = frozenset(normalise_term(m) for c in CATEGORIES.values() for m in c.modifiers)
 # On an ingredient line one plain word may sit inside a food's name ("beef flank steak", "pork
 # breakfast sausage"); a joining word may not ("chicken or beef broth").
-JOINING = frozenset(("a", "an", "and", "as", "at", "by", "for", "from", "in", "into", "like", "of", "on", "or",
-                     "over", "plus", "such", "than", "the", "then", "to", "until", "with"))
+JOINING = frozenset(
+    (
+        "a",
+        "an",
+        "and",
+        "as",
+        "at",
+        "by",
+        "for",
+        "from",
+        "in",
+        "into",
+        "like",
+        "of",
+        "on",
+        "or",
+        "over",
+        "plus",
+        "such",
+        "than",
+        "the",
+        "then",
+        "to",
+        "until",
+        "with",
+    )
+)
 _INNER_WORD = re.compile(r"[\s-]+([^\W\d_]+)[\s-]+")
-_BEFORE = {c: re.compile(r"(?:(?:" + "|".join(map(re.escape, words)) + r")[\s,]+)+$", re.IGNORECASE)
-           for c, words in ABSORB_BEFORE.items()}
-_AFTER = {c: re.compile(r"(?:\s+(?:" + "|".join(map(re.escape, words)) + r"))+\b", re.IGNORECASE)
-          for c, words in ABSORB_AFTER.items()}
+_BEFORE = {
+    c: re.compile(r"(?:(?:" + "|".join(map(re.escape, words)) + r")[\s,]+)+$", re.IGNORECASE)
+    for c, words in ABSORB_BEFORE.items()
+}
+_AFTER = {
+    c: re.compile(r"(?:\s+(?:" + "|".join(map(re.escape, words)) + r"))+\b", re.IGNORECASE)
+    for c, words in ABSORB_AFTER.items()
+}
 
 
 @dataclass
@@ -97,17 +206,21 @@ def _joins(gap: str, inner_word: bool) -> bool:
     return bool(found) and found.group(1).lower() not in JOINING
 
 
-def line_foods(line: str, hits: list[tuple[Violation, str]], inner_word: bool = False) -> list[Food]:
+def line_foods(
+    line: str, hits: list[tuple[Violation, str]], inner_word: bool = False
+) -> list[Food]:
     """The foods of a line's violating terms: names of one category side by side make one food, and a
     term inside another food's span is part of it ("meat" of "turkey meat")."""
-    spans = sorted(((*widen(line, *v.span, category), v, category) for v, category in hits),
-                   key=lambda s: (s[0], -s[1]))
+    spans = sorted(
+        ((*widen(line, *v.span, category), v, category) for v, category in hits),
+        key=lambda s: (s[0], -s[1]),
+    )
     foods: list[Food] = []
     for start, end, violation, category in spans:
         last = foods[-1] if foods else None
         if last and start < last.end:
             continue  # inside a food already taken, of this category or another
-        if last and last.category == category and _joins(line[last.end:start], inner_word):
+        if last and last.category == category and _joins(line[last.end : start], inner_word):
             last.names.append(violation)
             last.end = end
             continue
@@ -120,7 +233,10 @@ def diet_words(stand_in: str, *names: str) -> str | None:
     words = stand_in.split()
     for name in {normalise_term(n) for n in names if n}:
         size = len(name.split())
-        if len(words) > size and normalise_term(" ".join(words[-size:])) == name and \
-                all(normalise_term(w) in DIET_MODIFIERS for w in words[:-size]):
+        if (
+            len(words) > size
+            and normalise_term(" ".join(words[-size:])) == name
+            and all(normalise_term(w) in DIET_MODIFIERS for w in words[:-size])
+        ):
             return " ".join(words[:-size])
     return None

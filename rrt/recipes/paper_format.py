@@ -4,6 +4,7 @@ A line is a whole recipe, a recipe pair (source recipe, tag, target recipe) or a
 contextual step pair (source recipe up to step n, tag, one target step). Both tag
 spellings are read (`<src:non-vegan>` and `<source:non-vegan>`); `<src:…>` is written.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,7 +28,12 @@ def constraint_tag(role: str, constraint: str, obeys: bool) -> str:
 
 def constraint_tokens(constraints: list[str]) -> list[str]:
     """Every tag token for these constraints, both roles and both directions."""
-    return [constraint_tag(r, c, ok) for c in constraints for r in ("src", "tgt") for ok in (False, True)]
+    return [
+        constraint_tag(r, c, ok)
+        for c in constraints
+        for r in ("src", "tgt")
+        for ok in (False, True)
+    ]
 
 
 @dataclass
@@ -76,7 +82,7 @@ def parse_line(line: str) -> PaperLine:
     text = line.strip()
     if not text.startswith(BOS):
         raise PaperFormatError("line does not start with <|startoftext|>")
-    text = text[len(BOS):].split(EOS, 1)[0]
+    text = text[len(BOS) :].split(EOS, 1)[0]
     tags = list(TAG_PATTERN.finditer(text))
     src_tag = next((m for m in tags if m.group(1) in ("src", "source")), None)
     tgt_tag = next((m for m in tags if m.group(1) in ("tgt", "target")), None)
@@ -85,8 +91,8 @@ def parse_line(line: str) -> PaperLine:
         return PaperLine("recipe", parse_recipe_parts(text[start:]), _tag_value(src_tag))
     if src_tag is None or src_tag.start() > tgt_tag.start():
         raise PaperFormatError("target tag without a source tag before it")
-    source = parse_recipe_parts(text[src_tag.end():tgt_tag.start()])
-    rest = text[tgt_tag.end():]
+    source = parse_recipe_parts(text[src_tag.end() : tgt_tag.start()])
+    rest = text[tgt_tag.end() :]
     line_out = PaperLine("step_pair", source, _tag_value(src_tag), _tag_value(tgt_tag))
     if END_TITLE in rest:
         line_out.kind, line_out.target = "recipe_pair", parse_recipe_parts(rest)

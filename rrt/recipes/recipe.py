@@ -1,4 +1,5 @@
 """The recipe record every stage passes around, and the rejects that explain what was dropped."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -21,7 +22,7 @@ class Recipe:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, row: dict[str, Any]) -> "Recipe":
+    def from_dict(cls, row: dict[str, Any]) -> Recipe:
         """Inverse of `to_dict`; unknown keys go into metadata."""
         known = {"id", "title", "ingredients", "steps", "source", "metadata"}
         meta = dict(row.get("metadata") or {})

@@ -8,6 +8,7 @@ its recipe, placed before the instruction it preceded, so a section keeps its he
 
 Every rule needs a strong cue: a real step lost to a wrong guess costs more than a header kept.
 """
+
 from __future__ import annotations
 
 import re
@@ -16,20 +17,35 @@ from dataclasses import asdict, dataclass
 KINDS = ("serving", "header", "note", "storage")
 STEP = "step"
 
-_SERVING = re.compile(r"^(?:this recipe\s+)?(?:makes|serves|yields?|servings?)\b[\s:]*(?:about\s+|approx\w*\s+)?\d",
-                      re.IGNORECASE)
-_NOTE = re.compile(r"^(?:\W*(?:notes?|tips?|cook'?s notes?|chef'?s notes?|recipe notes?|nutrition(?:al)?(?: info\w*)?"
-                   r"|variations?|substitutions?|optional)\s*[:\-–—]|adapted from\b|recipe (?:from|by|adapted)\b"
-                   r"|photo(?:graph)?s? (?:by|credit)|https?://|©)", re.IGNORECASE)
+_SERVING = re.compile(
+    r"^(?:this recipe\s+)?(?:makes|serves|yields?|servings?)\b[\s:]*(?:about\s+|approx\w*\s+)?\d",
+    re.IGNORECASE,
+)
+_NOTE = re.compile(
+    r"^(?:\W*(?:notes?|tips?|cook'?s notes?|chef'?s notes?|recipe notes?|nutrition(?:al)?(?: info\w*)?"
+    r"|variations?|substitutions?|optional)\s*[:\-–—]|adapted from\b|recipe (?:from|by|adapted)\b"
+    r"|photo(?:graph)?s? (?:by|credit)|https?://|©)",
+    re.IGNORECASE,
+)
 _ENJOY = re.compile(r"^(?:\w+\s+and\s+)?enjoy\b|\benjoy[!.]*$", re.IGNORECASE)
-_STORE_VERB = re.compile(r"\b(?:store[sd]?|storing|keeps?|kept|freezes?|frozen|refrigerated?|leftovers?|reheat\w*)\b",
-                         re.IGNORECASE)
+_STORE_VERB = re.compile(
+    r"\b(?:store[sd]?|storing|keeps?|kept|freezes?|frozen|refrigerated?|leftovers?|reheat\w*)\b",
+    re.IGNORECASE,
+)
 # How long it keeps, or what is kept: a step's own timings are minutes and hours.
-_STORE_SPAN = re.compile(r"\b(?:leftovers|(?:up to|for about|for up to|for|about)\s+\d+(?:\s*-\s*\d+)?\s*"
-                         r"(?:days?|weeks?|months?))\b", re.IGNORECASE)
-_STORE_START = re.compile(r"^(?:to store|storage|storing|leftovers|make ahead|to reheat|to freeze)\b", re.IGNORECASE)
-_SECTION_START = re.compile(r"^(?:for (?:the )?\w|to (?:make|serve|assemble|finish)\b|make the\b|making the\b"
-                            r"|assembl\w*\b|meanwhile,? make\b|prepare the\b|preparing the\b)", re.IGNORECASE)
+_STORE_SPAN = re.compile(
+    r"\b(?:leftovers|(?:up to|for about|for up to|for|about)\s+\d+(?:\s*-\s*\d+)?\s*"
+    r"(?:days?|weeks?|months?))\b",
+    re.IGNORECASE,
+)
+_STORE_START = re.compile(
+    r"^(?:to store|storage|storing|leftovers|make ahead|to reheat|to freeze)\b", re.IGNORECASE
+)
+_SECTION_START = re.compile(
+    r"^(?:for (?:the )?\w|to (?:make|serve|assemble|finish)\b|make the\b|making the\b"
+    r"|assembl\w*\b|meanwhile,? make\b|prepare the\b|preparing the\b)",
+    re.IGNORECASE,
+)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _END = re.compile(r"[.!?][\"')\]*]*$")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
@@ -101,8 +117,14 @@ def classify(lines: list[str]) -> list[str]:
     for i, line in enumerate(lines[:-1]):
         if kinds[i] == STEP and _headed(line):
             kinds[i] = "header"
-    weak = [i for i in range(last) if kinds[i] == STEP and _unpunctuated(lines[i])
-            and not _unpunctuated(lines[i + 1]) and len(lines[i + 1]) > len(lines[i])]
+    weak = [
+        i
+        for i in range(last)
+        if kinds[i] == STEP
+        and _unpunctuated(lines[i])
+        and not _unpunctuated(lines[i + 1])
+        and len(lines[i + 1]) > len(lines[i])
+    ]
     if len(weak) >= 2:
         for i in weak:
             kinds[i] = "header"

@@ -12,6 +12,7 @@ what they now hold, in a short form, or names the diet instead (rrt.recipes.titl
 Buttermilk Pancakes", not "Soymilk soured with lemon juice Pancakes"; and a step names the
 stand-in its ingredient line holds, so title, lines and steps name one substitute.
 """
+
 from __future__ import annotations
 
 import re
@@ -37,102 +38,245 @@ from rrt.recipes.titles import (
 # Replacement per lexicon term (canonical form), per food category.
 CATEGORY_RULES: dict[str, dict[str, str]] = {
     "dairy": {
-        "butter": "nondairy butter", "unsalted butter": "nondairy butter", "salted butter": "nondairy butter",
-        "brown butter": "browned nondairy butter", "ghee": "coconut oil", "milk": "soymilk",
-        "whole milk": "soymilk", "skim milk": "soymilk", "goat milk": "soymilk", "goat's milk": "soymilk",
-        "cow's milk": "soymilk", "sheep's milk": "soymilk", "buttermilk": "soymilk soured with lemon juice",
-        "evaporated milk": "evaporated coconut milk", "condensed milk": "condensed coconut milk",
-        "milk powder": "soy milk powder", "powdered milk": "soy milk powder",
-        "milk chocolate": "dairy-free chocolate", "white chocolate": "dairy-free white chocolate",
-        "cream": "coconut cream", "heavy cream": "coconut cream", "whipping cream": "coconut cream",
-        "heavy whipping cream": "coconut cream", "light cream": "oat cream", "double cream": "coconut cream",
-        "single cream": "oat cream", "half and half": "oat cream", "whipped cream": "coconut whipped cream",
-        "sour cream": "vegan sour cream", "cream cheese": "vegan cream cheese",
-        "ice cream": "nondairy ice cream", "creme fraiche": "coconut yogurt", "crème fraîche": "coconut yogurt",
-        "yogurt": "soy yogurt", "greek yogurt": "soy yogurt", "cheese": "vegan cheese",
-        "parmesan": "vegan parmesan", "irish cream": "dairy-free irish cream", "dairy": "plant milk",
+        "butter": "nondairy butter",
+        "unsalted butter": "nondairy butter",
+        "salted butter": "nondairy butter",
+        "brown butter": "browned nondairy butter",
+        "ghee": "coconut oil",
+        "milk": "soymilk",
+        "whole milk": "soymilk",
+        "skim milk": "soymilk",
+        "goat milk": "soymilk",
+        "goat's milk": "soymilk",
+        "cow's milk": "soymilk",
+        "sheep's milk": "soymilk",
+        "buttermilk": "soymilk soured with lemon juice",
+        "evaporated milk": "evaporated coconut milk",
+        "condensed milk": "condensed coconut milk",
+        "milk powder": "soy milk powder",
+        "powdered milk": "soy milk powder",
+        "milk chocolate": "dairy-free chocolate",
+        "white chocolate": "dairy-free white chocolate",
+        "cream": "coconut cream",
+        "heavy cream": "coconut cream",
+        "whipping cream": "coconut cream",
+        "heavy whipping cream": "coconut cream",
+        "light cream": "oat cream",
+        "double cream": "coconut cream",
+        "single cream": "oat cream",
+        "half and half": "oat cream",
+        "whipped cream": "coconut whipped cream",
+        "sour cream": "vegan sour cream",
+        "cream cheese": "vegan cream cheese",
+        "ice cream": "nondairy ice cream",
+        "creme fraiche": "coconut yogurt",
+        "crème fraîche": "coconut yogurt",
+        "yogurt": "soy yogurt",
+        "greek yogurt": "soy yogurt",
+        "cheese": "vegan cheese",
+        "parmesan": "vegan parmesan",
+        "irish cream": "dairy-free irish cream",
+        "dairy": "plant milk",
     },
     "egg": {
-        "egg": "egg replacer", "eggs": "egg replacer", "egg yolk": "egg replacer", "yolk": "egg replacer",
-        "egg white": "aquafaba", "hard boiled egg": "diced firm tofu", "boiled egg": "diced firm tofu",
-        "mayonnaise": "vegan mayonnaise", "aioli": "vegan aioli", "egg noodles": "rice noodles",
-        "egg wash": "plant milk wash", "fresh pasta": "dried pasta", "egg pasta": "dried pasta",
-        "fresh fettuccine": "dried fettuccine", "fresh tagliatelle": "dried tagliatelle",
-        "fresh linguine": "dried linguine", "fresh pappardelle": "dried pappardelle",
+        "egg": "egg replacer",
+        "eggs": "egg replacer",
+        "egg yolk": "egg replacer",
+        "yolk": "egg replacer",
+        "egg white": "aquafaba",
+        "hard boiled egg": "diced firm tofu",
+        "boiled egg": "diced firm tofu",
+        "mayonnaise": "vegan mayonnaise",
+        "aioli": "vegan aioli",
+        "egg noodles": "rice noodles",
+        "egg wash": "plant milk wash",
+        "fresh pasta": "dried pasta",
+        "egg pasta": "dried pasta",
+        "fresh fettuccine": "dried fettuccine",
+        "fresh tagliatelle": "dried tagliatelle",
+        "fresh linguine": "dried linguine",
+        "fresh pappardelle": "dried pappardelle",
         "meringue": "aquafaba meringue",
     },
     "meat": {
-        "bacon": "imitation bacon", "pancetta": "imitation bacon", "guanciale": "imitation bacon",
-        "lardons": "imitation bacon", "prosciutto": "imitation bacon", "ham": "smoked tofu",
-        "chicken broth": "vegetable broth", "chicken stock": "vegetable stock", "beef broth": "vegetable broth",
-        "beef stock": "vegetable stock", "bone broth": "vegetable broth", "veal stock": "vegetable stock",
-        "chicken bouillon": "vegetable bouillon", "beef bouillon": "vegetable bouillon",
-        "ground beef": "plant-based ground meat", "ground turkey": "plant-based ground meat",
-        "ground pork": "plant-based ground meat", "ground lamb": "plant-based ground meat",
-        "hamburger": "plant-based ground meat", "goat": "seitan", "chicken": "tofu", "turkey": "tofu", "beef": "seitan",
-        "steak": "seitan", "pork": "jackfruit", "lamb": "seitan", "meat": "plant-based meat",
-        "lard": "vegetable shortening", "suet": "vegetable shortening", "tallow": "vegetable shortening",
-        "schmaltz": "vegetable oil", "bacon fat": "vegetable oil", "bacon grease": "vegetable oil",
-        "chicken fat": "vegetable oil", "drippings": "vegetable oil",
+        "bacon": "imitation bacon",
+        "pancetta": "imitation bacon",
+        "guanciale": "imitation bacon",
+        "lardons": "imitation bacon",
+        "prosciutto": "imitation bacon",
+        "ham": "smoked tofu",
+        "chicken broth": "vegetable broth",
+        "chicken stock": "vegetable stock",
+        "beef broth": "vegetable broth",
+        "beef stock": "vegetable stock",
+        "bone broth": "vegetable broth",
+        "veal stock": "vegetable stock",
+        "chicken bouillon": "vegetable bouillon",
+        "beef bouillon": "vegetable bouillon",
+        "ground beef": "plant-based ground meat",
+        "ground turkey": "plant-based ground meat",
+        "ground pork": "plant-based ground meat",
+        "ground lamb": "plant-based ground meat",
+        "hamburger": "plant-based ground meat",
+        "goat": "seitan",
+        "chicken": "tofu",
+        "turkey": "tofu",
+        "beef": "seitan",
+        "steak": "seitan",
+        "pork": "jackfruit",
+        "lamb": "seitan",
+        "meat": "plant-based meat",
+        "lard": "vegetable shortening",
+        "suet": "vegetable shortening",
+        "tallow": "vegetable shortening",
+        "schmaltz": "vegetable oil",
+        "bacon fat": "vegetable oil",
+        "bacon grease": "vegetable oil",
+        "chicken fat": "vegetable oil",
+        "drippings": "vegetable oil",
     },
     "fish": {
-        "fish sauce": "soy sauce", "oyster sauce": "vegetarian oyster sauce", "shrimp paste": "miso paste",
-        "worcestershire": "vegan worcestershire sauce", "anchovy": "capers", "anchovies": "capers",
-        "anchovy paste": "miso paste", "dashi": "kombu dashi", "fish stock": "vegetable stock",
-        "clam juice": "vegetable broth", "bonito": "shiitake flakes", "katsuobushi": "shiitake flakes",
+        "fish sauce": "soy sauce",
+        "oyster sauce": "vegetarian oyster sauce",
+        "shrimp paste": "miso paste",
+        "worcestershire": "vegan worcestershire sauce",
+        "anchovy": "capers",
+        "anchovies": "capers",
+        "anchovy paste": "miso paste",
+        "dashi": "kombu dashi",
+        "fish stock": "vegetable stock",
+        "clam juice": "vegetable broth",
+        "bonito": "shiitake flakes",
+        "katsuobushi": "shiitake flakes",
     },
     "nuts": {
-        "peanut butter": "sunflower seed butter", "almond butter": "sunflower seed butter",
-        "nut butter": "sunflower seed butter", "almond milk": "oat milk", "nut milk": "oat milk",
-        "almond flour": "sunflower seed flour", "almond meal": "sunflower seed flour",
-        "almond extract": "vanilla extract", "peanut oil": "vegetable oil", "nutella": "chocolate spread",
-        "pesto": "nut-free pesto", "amaretto": "vanilla syrup", "frangelico": "vanilla syrup",
-        "marzipan": "sugar paste", "praline": "toffee",
+        "peanut butter": "sunflower seed butter",
+        "almond butter": "sunflower seed butter",
+        "nut butter": "sunflower seed butter",
+        "almond milk": "oat milk",
+        "nut milk": "oat milk",
+        "almond flour": "sunflower seed flour",
+        "almond meal": "sunflower seed flour",
+        "almond extract": "vanilla extract",
+        "peanut oil": "vegetable oil",
+        "nutella": "chocolate spread",
+        "pesto": "nut-free pesto",
+        "amaretto": "vanilla syrup",
+        "frangelico": "vanilla syrup",
+        "marzipan": "sugar paste",
+        "praline": "toffee",
     },
     "honey": {"honey": "agave nectar", "honeycomb": "agave nectar"},
-    "gelatin": {"gelatin": "agar", "gelatin sheets": "agar", "marshmallow": "vegan marshmallow",
-                "jello": "agar jelly", "jell o": "agar jelly"},
+    "gelatin": {
+        "gelatin": "agar",
+        "gelatin sheets": "agar",
+        "marshmallow": "vegan marshmallow",
+        "jello": "agar jelly",
+        "jell o": "agar jelly",
+    },
     "alcohol": {
-        "white wine": "vegetable broth", "red wine": "red grape juice", "wine": "grape juice",
-        "cooking wine": "grape juice", "rice wine": "rice vinegar", "shaoxing": "rice vinegar",
-        "beer": "non-alcoholic beer", "rum": "rum extract", "dark rum": "rum extract",
-        "brandy": "apple juice", "cognac": "apple juice", "calvados": "apple juice",
-        "bourbon": "apple juice", "whiskey": "apple juice", "scotch": "apple juice",
-        "sherry": "white grape juice", "marsala": "white grape juice", "madeira": "white grape juice",
-        "port wine": "red grape juice", "vermouth": "white grape juice", "mirin": "rice vinegar with sugar",
-        "sake": "rice vinegar", "vodka": "water", "gin": "water", "tequila": "lime juice",
-        "coffee liqueur": "espresso", "kahlua": "espresso", "kahlúa": "espresso",
-        "orange liqueur": "orange juice", "grand marnier": "orange juice", "cointreau": "orange juice",
-        "triple sec": "orange juice", "amaretto": "almond extract", "kirsch": "cherry juice",
-        "champagne": "sparkling grape juice", "prosecco": "sparkling grape juice",
+        "white wine": "vegetable broth",
+        "red wine": "red grape juice",
+        "wine": "grape juice",
+        "cooking wine": "grape juice",
+        "rice wine": "rice vinegar",
+        "shaoxing": "rice vinegar",
+        "beer": "non-alcoholic beer",
+        "rum": "rum extract",
+        "dark rum": "rum extract",
+        "brandy": "apple juice",
+        "cognac": "apple juice",
+        "calvados": "apple juice",
+        "bourbon": "apple juice",
+        "whiskey": "apple juice",
+        "scotch": "apple juice",
+        "sherry": "white grape juice",
+        "marsala": "white grape juice",
+        "madeira": "white grape juice",
+        "port wine": "red grape juice",
+        "vermouth": "white grape juice",
+        "mirin": "rice vinegar with sugar",
+        "sake": "rice vinegar",
+        "vodka": "water",
+        "gin": "water",
+        "tequila": "lime juice",
+        "coffee liqueur": "espresso",
+        "kahlua": "espresso",
+        "kahlúa": "espresso",
+        "orange liqueur": "orange juice",
+        "grand marnier": "orange juice",
+        "cointreau": "orange juice",
+        "triple sec": "orange juice",
+        "amaretto": "almond extract",
+        "kirsch": "cherry juice",
+        "champagne": "sparkling grape juice",
+        "prosecco": "sparkling grape juice",
         "irish cream": "non-alcoholic irish cream",
     },
 }
 
 # Where a constraint calls for a different stand-in than the category default.
 CONSTRAINT_OVERRIDES: dict[str, dict[str, str]] = {
-    "fish-free": {"fish": "chicken", "salmon": "chicken", "tuna": "chicken", "cod": "chicken",
-                  "shrimp": "chicken", "crab": "chicken", "lobster": "chicken", "scallop": "chicken",
-                  "seafood": "chicken", "smoked salmon": "smoked ham"},
-    "vegan": {"fish": "tofu", "salmon": "tofu", "tuna": "chickpeas", "shrimp": "tofu",
-              "crab": "hearts of palm", "lobster": "hearts of palm"},
-    "vegetarian": {"fish": "tofu", "salmon": "tofu", "tuna": "chickpeas", "shrimp": "tofu",
-                   "crab": "hearts of palm", "lobster": "hearts of palm"},
+    "fish-free": {
+        "fish": "chicken",
+        "salmon": "chicken",
+        "tuna": "chicken",
+        "cod": "chicken",
+        "shrimp": "chicken",
+        "crab": "chicken",
+        "lobster": "chicken",
+        "scallop": "chicken",
+        "seafood": "chicken",
+        "smoked salmon": "smoked ham",
+    },
+    "vegan": {
+        "fish": "tofu",
+        "salmon": "tofu",
+        "tuna": "chickpeas",
+        "shrimp": "tofu",
+        "crab": "hearts of palm",
+        "lobster": "hearts of palm",
+    },
+    "vegetarian": {
+        "fish": "tofu",
+        "salmon": "tofu",
+        "tuna": "chickpeas",
+        "shrimp": "tofu",
+        "crab": "hearts of palm",
+        "lobster": "hearts of palm",
+    },
 }
 
 # Stand-ins for terms with no rule: "{m}" is the matched text.
 FALLBACKS: dict[tuple[str, str], str] = {
-    ("dairy-free", "dairy"): "dairy-free {m}", ("egg-free", "egg"): "egg-free {m}",
-    ("nut-free", "nuts"): "sunflower seeds", ("fish-free", "fish"): "chicken",
+    ("dairy-free", "dairy"): "dairy-free {m}",
+    ("egg-free", "egg"): "egg-free {m}",
+    ("nut-free", "nuts"): "sunflower seeds",
+    ("fish-free", "fish"): "chicken",
     ("alcohol-free", "alcohol"): "non-alcoholic {m}",
 }
-DEFAULT_FALLBACK = {"nuts": "sunflower seeds", "alcohol": "non-alcoholic {m}", "honey": "agave nectar",
-                    "gelatin": "agar", "fish": "tofu"}
+DEFAULT_FALLBACK = {
+    "nuts": "sunflower seeds",
+    "alcohol": "non-alcoholic {m}",
+    "honey": "agave nectar",
+    "gelatin": "agar",
+    "fish": "tofu",
+}
 
 # Class names a kind's own rule beats ("Shaoxing wine" is rice vinegar, not grape juice).
-CLASS_NAMES = frozenset(("wine", "liqueur", "liquor", "spirits", "alcohol", "nut", "nuts", "meat", "fish", "seafood"))
+CLASS_NAMES = frozenset(
+    ("wine", "liqueur", "liquor", "spirits", "alcohol", "nut", "nuts", "meat", "fish", "seafood")
+)
 # Strictest first, nut-free last: other guides may bring nuts in (amaretto → almond extract).
-CONSTRAINT_ORDER = ("vegan", "vegetarian", "fish-free", "dairy-free", "egg-free", "alcohol-free", "nut-free")
+CONSTRAINT_ORDER = (
+    "vegan",
+    "vegetarian",
+    "fish-free",
+    "dairy-free",
+    "egg-free",
+    "alcohol-free",
+    "nut-free",
+)
 
 
 @dataclass
@@ -182,12 +326,16 @@ def replacement_for(term: str, matched: str, category: str, constraint: str) -> 
             return overrides[key]
         if key in rules:
             return rules[key]
-    template = FALLBACKS.get((constraint, category)) or DEFAULT_FALLBACK.get(category) or "vegan {m}"
+    template = (
+        FALLBACKS.get((constraint, category)) or DEFAULT_FALLBACK.get(category) or "vegan {m}"
+    )
     return template.format(m=matched.lower())
 
 
 def _rule(term: str, category: str, constraint: str) -> str | None:
-    return CONSTRAINT_OVERRIDES.get(constraint, {}).get(term) or CATEGORY_RULES.get(category, {}).get(term)
+    return CONSTRAINT_OVERRIDES.get(constraint, {}).get(term) or CATEGORY_RULES.get(
+        category, {}
+    ).get(term)
 
 
 def _line_stand_in(line: str, food: Food, constraint: str) -> tuple[str, str | None]:
@@ -207,7 +355,11 @@ def _line_stand_in(line: str, food: Food, constraint: str) -> tuple[str, str | N
         said = line[slice(*lead.span)]
         own = replacement_for(lead.term, said, food.category, constraint)
         keep = diet_words(own, lead.term, said) is not None
-        name += line[lead.span[0]:after.span[0]] if keep else line[lead.span[1]:after.span[0]].lstrip(" -")
+        name += (
+            line[lead.span[0] : after.span[0]]
+            if keep
+            else line[lead.span[1] : after.span[0]].lstrip(" -")
+        )
     return f"{diet} {name}{matched}", diet
 
 
@@ -216,16 +368,16 @@ def _step_stand_in(line: str, food: Food, constraint: str, replaced: list[Replac
     # meat" -> "Brown the plant-based ground meat"), less the words of the line's food the step lacks ("the
     # beef" -> "the plant-based meat"), or the line's diet words before the step's own name; a food no line
     # replaced as a line would.
-    original = line[food.start:food.end]
+    original = line[food.start : food.end]
     source = line_stand_in(normalise_term(original), food.head.term, food.category, replaced)
     # Foods of the same kind that all became one stand-in count as one ("pork belly (700g skinless pork belly)").
     kind = list({(r.stand_in, r.diet): r for r in replaced if r.category == food.category}.values())
     if source is None and len(kind) == 1:
-        source = kind[0]   # "the steak" of a recipe whose one meat line was "1 pound flank steak"
+        source = kind[0]  # "the steak" of a recipe whose one meat line was "1 pound flank steak"
     if source is None:
         return _line_stand_in(line, food, constraint)[0]
     if source.diet is not None:
-        return f"{source.diet} {original}"   # "the pork belly" over "vegan pork belly": "the vegan pork belly"
+        return f"{source.diet} {original}"  # "the pork belly" over "vegan pork belly": "the vegan pork belly"
     # The first word stays: "egg replacer" for "the yolks" of "egg yolks" is no "replacer".
     extra = set(source.text.split()) - set(normalise_term(original).split())
     first, *rest = source.stand_in.split()
@@ -234,9 +386,11 @@ def _step_stand_in(line: str, food: Food, constraint: str, replaced: list[Replac
 
 def _title_stand_in(line: str, food: Food, replaced: list[Replaced]) -> str | None:
     # The title names what the lines now hold; a food no line replaced keeps its name and the diet is named.
-    source = line_stand_in(normalise_term(line[food.start:food.end]), food.head.term, food.category, replaced)
+    source = line_stand_in(
+        normalise_term(line[food.start : food.end]), food.head.term, food.category, replaced
+    )
     if source is None or source.diet is None:
-        return title_form(source, line[food.start:food.end]) if source else None
+        return title_form(source, line[food.start : food.end]) if source else None
     # "Chicken Bacon" over lines of tofu and imitation bacon: each name takes its own line's stand-in.
     forms, rest = [], food.start
     for lead, after in zip(food.names, food.names[1:]):
@@ -247,7 +401,7 @@ def _title_stand_in(line: str, food: Food, replaced: list[Replaced]) -> str | No
             break
         forms.append(form)
         rest = after.span[0]
-    return " ".join(forms + [f"{source.diet} {line[rest:food.end]}"])
+    return " ".join(forms + [f"{source.diet} {line[rest : food.end]}"])
 
 
 def _line_case(line: str, start: int, original: str, new: str) -> str:
@@ -275,31 +429,51 @@ def collapse_repeats(line: str, stand_ins: list[str]) -> str:
     for stand_in in sorted({s for s in stand_ins if s.strip()}, key=len, reverse=True):
         name = re.escape(stand_in)
         line = re.sub(rf"\b({name})(?:{_LIST_JOIN}{name}\b)+", r"\1", line, flags=re.IGNORECASE)
-        line = re.sub(rf"\b({name})\s*\((?:or|such as|like|e\.g\.,?)?\s*{name}\s*\)", r"\1", line,
-                      flags=re.IGNORECASE)
+        line = re.sub(
+            rf"\b({name})\s*\((?:or|such as|like|e\.g\.,?)?\s*{name}\s*\)",
+            r"\1",
+            line,
+            flags=re.IGNORECASE,
+        )
     return line
 
 
-def _apply(line: str, hits: list[tuple[Violation, str]], field_name: str, index: int, constraint: str,
-           replaced: list[Replaced]) -> tuple[str, list[Substitution], list[Replaced]]:
+def _apply(
+    line: str,
+    hits: list[tuple[Violation, str]],
+    field_name: str,
+    index: int,
+    constraint: str,
+    replaced: list[Replaced],
+) -> tuple[str, list[Substitution], list[Replaced]]:
     made, done = [], []
     titled = field_name == "title" and is_title_case(line)
     for food in reversed(line_foods(line, hits, inner_word=field_name == "ingredients")):
-        original = line[food.start:food.end]
+        original = line[food.start : food.end]
         if field_name == "title":
             new = _title_stand_in(line, food, replaced)
             if new is None:
                 continue  # the title names the diet instead
             new = match_case(original, new)
         elif field_name == "steps":
-            new = _line_case(line, food.start, original, _step_stand_in(line, food, constraint, replaced))
+            new = _line_case(
+                line, food.start, original, _step_stand_in(line, food, constraint, replaced)
+            )
         else:
             new, diet = _line_stand_in(line, food, constraint)
-            done.append(Replaced(normalise_term(original), tuple(n.term for n in food.names), food.head.term,
-                                 food.category, new, diet))
+            done.append(
+                Replaced(
+                    normalise_term(original),
+                    tuple(n.term for n in food.names),
+                    food.head.term,
+                    food.category,
+                    new,
+                    diet,
+                )
+            )
             new = _line_case(line, food.start, original, new)
         new = title_case(new) if titled else new
-        line = line[:food.start] + new + line[food.end:]
+        line = line[: food.start] + new + line[food.end :]
         made.append(Substitution(original, new, field_name, index, constraint))
     return collapse_repeats(line, [m.to_text for m in made]), made[::-1], done[::-1]
 
@@ -314,20 +488,28 @@ def substitute_once(recipe: Recipe, constraint: str) -> SubstitutionResult:
     made: list[Substitution] = []
     replaced: list[Replaced] = []
     # Lines first, so the title can name what they now hold.
-    for (field_name, index), found in sorted(hits.items(), key=lambda h: (h[0][0] == "title", h[0])):
+    for (field_name, index), found in sorted(
+        hits.items(), key=lambda h: (h[0][0] == "title", h[0])
+    ):
         if field_name == "title":
             title, subs, _ = _apply(title, found, field_name, index, constraint, replaced)
         elif field_name == "ingredients":
-            ingredients[index], subs, done = _apply(ingredients[index], found, field_name, index, constraint, [])
+            ingredients[index], subs, done = _apply(
+                ingredients[index], found, field_name, index, constraint, []
+            )
             replaced += done
         else:
-            steps[index], subs, _ = _apply(steps[index], found, field_name, index, constraint, replaced)
+            steps[index], subs, _ = _apply(
+                steps[index], found, field_name, index, constraint, replaced
+            )
         made += subs
     if made:
         # Once a recipe is rewritten for a diet its title says so wherever a food is left named.
         title, named = name_diet(title, constraint)
         made += [Substitution(old, new, "title", 0, constraint) for old, new in named]
-    return SubstitutionResult(replace(recipe, title=title, ingredients=ingredients, steps=steps), made)
+    return SubstitutionResult(
+        replace(recipe, title=title, ingredients=ingredients, steps=steps), made
+    )
 
 
 def substitute_recipe(recipe: Recipe, constraints: str | list[str]) -> SubstitutionResult:

@@ -1,11 +1,12 @@
 """Corpus survey: per constraint, how many recipes obey it, what breaks it, and how many
 the substitution guide repairs (what `make demo` prints)."""
+
 from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from rrt.recipes.recipe import Recipe
 from rrt.recipes.substitutions import substitute_recipe
@@ -25,9 +26,12 @@ class ConstraintSurvey:
     def to_dict(self) -> dict:
         """JSON form written to survey.json."""
         return {
-            "valid": self.valid, "invalid": self.invalid, "repaired": self.repaired,
+            "valid": self.valid,
+            "invalid": self.invalid,
+            "repaired": self.repaired,
             "repair_rate": round(self.repaired / self.invalid, 4) if self.invalid else None,
-            "top_terms": dict(self.terms.most_common(10)), "unrepaired_ids": self.unrepaired[:50],
+            "top_terms": dict(self.terms.most_common(10)),
+            "unrepaired_ids": self.unrepaired[:50],
         }
 
 
@@ -67,6 +71,8 @@ def format_survey(result: dict) -> str:
         rate = f"{row['repair_rate']:.0%}" if row["repair_rate"] is not None else "-"
         terms = ", ".join(list(row["top_terms"])[:5])
         lines.append(f"{name:<13} {row['valid']:>6} {row['invalid']:>8} {rate:>9}  {terms}")
-    lines.append(f"{result['recipes']} recipes in {result['seconds']:.1f}s "
-                 f"({result['recipes_per_second']} recipes/s)")
+    lines.append(
+        f"{result['recipes']} recipes in {result['seconds']:.1f}s "
+        f"({result['recipes_per_second']} recipes/s)"
+    )
     return "\n".join(lines)

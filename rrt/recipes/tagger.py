@@ -11,18 +11,35 @@ an ingredient line that names it in a harmless form (ingredients say "vegan butt
 says "melt the butter"). A title term counts only when an ingredient line of the same
 food category is harmful too: "Parsnip Lobster Rolls" names a stand-in.
 """
+
 from __future__ import annotations
 
 import bisect
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
 
-from rrt.recipes.lexicon import (CATEGORIES, CONSTRAINT_CATEGORIES, CONSTRAINTS, FILLED_MOULDS, KITCHEN_NOT_BEFORE,
-                         LIKENESS_SUFFIXES, LIKENESS_WORDS, MOULDS, NEGATIONS, NOT_A_MEASURE, OPTIONAL_MARKERS,
-                         SAFE_ALTERNATIVES, SIZE_COMPARISONS, SUFFIX_NEUTRALISERS, SYNONYMS, UTENSILS, WRAPPINGS,
-                         Category)
+from rrt.recipes.lexicon import (
+    CATEGORIES,
+    CONSTRAINT_CATEGORIES,
+    CONSTRAINTS,
+    FILLED_MOULDS,
+    KITCHEN_NOT_BEFORE,
+    LIKENESS_SUFFIXES,
+    LIKENESS_WORDS,
+    MOULDS,
+    NEGATIONS,
+    NOT_A_MEASURE,
+    OPTIONAL_MARKERS,
+    SAFE_ALTERNATIVES,
+    SIZE_COMPARISONS,
+    SUFFIX_NEUTRALISERS,
+    SYNONYMS,
+    UTENSILS,
+    WRAPPINGS,
+    Category,
+)
 from rrt.recipes.recipe import Recipe
 
 _CLAUSE_BREAK = re.compile(r"[.,;:()!?\[\]/]")
@@ -30,21 +47,46 @@ _WORD = re.compile(r"[\w'’-]+")
 _STOP = {"and", "or", "with", "plus", "&", "then", "into", "on", "in", "over", "of", "to", "for"}
 _QUOTES = "'\"‘’“”"
 STRONG_WINDOW = 3
-LOOKBACK = 160   # characters before a term that can hold what makes it harmless
+LOOKBACK = 160  # characters before a term that can hold what makes it harmless
 _FIELD_ORDER = {"title": 0, "ingredients": 1, "steps": 2}
 _LETTERS = re.compile(r"[^\W\d_]+")
-_ALTERNATIVE = re.compile(r"\bor\b|/", re.I)
+_ALTERNATIVE = re.compile(r"\bor\b|/", re.IGNORECASE)
 _CUT_WORD = re.compile(r"^[\w'’-]+")
-_SAFE_ALTERNATIVE = re.compile(r"\b(?:" + "|".join(re.escape(a) for a in SAFE_ALTERNATIVES) + r")\b")
-_LIKENESS = re.compile(r"(?:-(?:" + "|".join(LIKENESS_SUFFIXES) + r")|\s+(?:" + "|".join(LIKENESS_WORDS)
-                       + r")|\s+(?:shape|size)(?=\s*(?:[^\w\s]|$)))\b", re.I)
-_KITCHEN = re.compile(r"(?:\s+|-)(?:(?P<mould>" + "|".join(MOULDS) + ")|" + "|".join(UTENSILS + WRAPPINGS)
-                      + r")(?:s|es)?(?![\w-])(?!\s+(?:" + "|".join(KITCHEN_NOT_BEFORE) + r")\b)", re.IGNORECASE)
-_MEASURE = re.compile(r"\b(?:" + "|".join(re.escape(c) for c in SIZE_COMPARISONS) + r")(?:\s+(?!(?:"
-                      + "|".join(NOT_A_MEASURE) + r")\b)[\w'’-]+){0,2}\s+$", re.IGNORECASE)
+_SAFE_ALTERNATIVE = re.compile(
+    r"\b(?:" + "|".join(re.escape(a) for a in SAFE_ALTERNATIVES) + r")\b"
+)
+_LIKENESS = re.compile(
+    r"(?:-(?:"
+    + "|".join(LIKENESS_SUFFIXES)
+    + r")|\s+(?:"
+    + "|".join(LIKENESS_WORDS)
+    + r")|\s+(?:shape|size)(?=\s*(?:[^\w\s]|$)))\b",
+    re.IGNORECASE,
+)
+_KITCHEN = re.compile(
+    r"(?:\s+|-)(?:(?P<mould>"
+    + "|".join(MOULDS)
+    + ")|"
+    + "|".join(UTENSILS + WRAPPINGS)
+    + r")(?:s|es)?(?![\w-])(?!\s+(?:"
+    + "|".join(KITCHEN_NOT_BEFORE)
+    + r")\b)",
+    re.IGNORECASE,
+)
+_MEASURE = re.compile(
+    r"\b(?:"
+    + "|".join(re.escape(c) for c in SIZE_COMPARISONS)
+    + r")(?:\s+(?!(?:"
+    + "|".join(NOT_A_MEASURE)
+    + r")\b)[\w'’-]+){0,2}\s+$",
+    re.IGNORECASE,
+)
 # Mentions that name a thing or a measure, not the food: a step's bare mention cannot refer back to them.
 _NOT_THE_FOOD = {"tool", "likeness", "size"}
-_NEGATED = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in NEGATIONS) + r")(?:\s+[\w'/½¼¾-]+){0,2}\s+$", re.I)
+_NEGATED = re.compile(
+    r"\b(?:" + "|".join(re.escape(n) for n in NEGATIONS) + r")(?:\s+[\w'/½¼¾-]+){0,2}\s+$",
+    re.IGNORECASE,
+)
 
 
 @dataclass
@@ -73,7 +115,9 @@ class Violation:
     def to_dict(self) -> dict:
         """JSON form used by `rrt tag`: where the span is, not the line (TagResult gives each line once)."""
         out = asdict(self)
-        del out["text"]  # a line of n mentions would be written n times: output growing with its square
+        del out[
+            "text"
+        ]  # a line of n mentions would be written n times: output growing with its square
         out["span"] = list(self.span)
         return out
 
@@ -110,11 +154,15 @@ def _phrase_pattern(phrase: str) -> str:
 def _alternation(phrases: Iterable[str], exact: Iterable[str] = ()) -> re.Pattern | None:
     # Exact phrases imply no plural: "fish slice" is a tool, "fish slices" are food.
     patterns = {p: _phrase_pattern(p) for p in phrases}
-    patterns.update((p, r"[\s-]+".join(re.escape(w) for w in re.split(r"[\s-]+", p.strip()))) for p in exact)
+    patterns.update(
+        (p, r"[\s-]+".join(re.escape(w) for w in re.split(r"[\s-]+", p.strip()))) for p in exact
+    )
     ordered = sorted(patterns, key=len, reverse=True)
     if not ordered:
         return None
-    return re.compile(r"(?<!\w)(?:" + "|".join(patterns[p] for p in ordered) + r")(?!\w)", re.I)
+    return re.compile(
+        r"(?<!\w)(?:" + "|".join(patterns[p] for p in ordered) + r")(?!\w)", re.IGNORECASE
+    )
 
 
 def normalise_term(text: str) -> str:
@@ -147,7 +195,9 @@ class _CategoryMatcher:
         self.tools = {normalise_term(t) for t in category.tools}
         # A noun adjunct is singular: "egg pan" names a pan, "the eggs pan by pan" names eggs.
         keys = {normalise_term(t) for t in category.terms}
-        self.singular = {t for t in keys if not (t.endswith("s") and {t[:-1], t[:-2], t[:-3] + "y"} & keys)}
+        self.singular = {
+            t for t in keys if not (t.endswith("s") and {t[:-1], t[:-2], t[:-3] + "y"} & keys)
+        }
         self.filled_moulds = {normalise_term(t) for t in FILLED_MOULDS}
         self.modifiers = {normalise_term(m) for m in category.modifiers}
         self.adjacent = {normalise_term(m) for m in category.adjacent}
@@ -155,28 +205,41 @@ class _CategoryMatcher:
         self.canonical: dict[str, str] = {}
         for term in category.terms:
             key = normalise_term(term)
-            for form in (key, key + "s", key + "es", key[:-1] + "ies" if key.endswith("y") else key):
+            for form in (
+                key,
+                key + "s",
+                key + "es",
+                key[:-1] + "ies" if key.endswith("y") else key,
+            ):
                 self.canonical.setdefault(form, key)
         # Cheap pre-check: a line none of whose words starts a term cannot match.
         self.first_words = set()
         for term in category.terms:
             first = re.split(r"[\s-]+", normalise_term(term))[0]
             self.first_words |= {first, first + "s", first + "es", first[:-1] + "ies"}
-        self.suffix = re.compile(r"[\s-]*(?:" + "|".join(SUFFIX_NEUTRALISERS) + r")\b", re.I)
+        self.suffix = re.compile(
+            r"[\s-]*(?:" + "|".join(SUFFIX_NEUTRALISERS) + r")\b", re.IGNORECASE
+        )
 
     def term_of(self, matched: str) -> str:
         key = normalise_term(matched)
         if key not in self.canonical:
             # Case-insensitive matching folds more than lower() does ("ſalmon", "mİlk"): ask the patterns.
-            key = next((normalise_term(t) for t in self.category.terms
-                        if re.fullmatch(_phrase_pattern(t), matched, re.I)), key)
+            key = next(
+                (
+                    normalise_term(t)
+                    for t in self.category.terms
+                    if re.fullmatch(_phrase_pattern(t), matched, re.IGNORECASE)
+                ),
+                key,
+            )
         key = self.canonical.get(key, key)
         return SYNONYMS.get(key, key)
 
     def _modified(self, text: str, start: int, whole_title: bool = False) -> str:
         # Negations, modifiers and glued prefixes sit within a few words of the term; reading
         # only that far back keeps a line of many mentions linear (a whole clause would not).
-        before = text[max(0, start - LOOKBACK):start]
+        before = text[max(0, start - LOOKBACK) : start]
         if start > LOOKBACK:
             before = _CUT_WORD.sub("", before)
         if _NEGATED.search(before):
@@ -194,7 +257,7 @@ class _CategoryMatcher:
         words = [normalise_term(w) for w in _WORD.findall(clause)]
         if whole_title:
             # "Vegan Butternut Squash Mac and Cheese": a title's diet word covers the dish.
-            grams = set(words) | {" ".join(words[i:i + 2]) for i in range(len(words) - 1)}
+            grams = set(words) | {" ".join(words[i : i + 2]) for i in range(len(words) - 1)}
             if grams & self.modifiers:
                 return "modifier"
         words = words[-STRONG_WINDOW:]
@@ -205,7 +268,7 @@ class _CategoryMatcher:
             if word in _STOP:
                 break
             window.insert(0, word)
-        grams = set(window) | {" ".join(window[i:i + 2]) for i in range(len(window) - 1)}
+        grams = set(window) | {" ".join(window[i : i + 2]) for i in range(len(window) - 1)}
         return "modifier" if grams & self.modifiers else ""
 
     def scan(self, text: str, whole_title: bool = False) -> list[Mention]:
@@ -226,20 +289,32 @@ class _CategoryMatcher:
             term = self.term_of(match.group(0))
             why = ""
             if shield >= 0 and end <= shields[shield][1]:
-                why = "tool" if normalise_term(text[slice(*shields[shield])]) in self.tools else "exception"
+                why = (
+                    "tool"
+                    if normalise_term(text[slice(*shields[shield])]) in self.tools
+                    else "exception"
+                )
             elif self.suffix.match(text, end):
                 why = "free_or_substitute"
             elif _LIKENESS.match(text, end):
                 why = "likeness"
-            elif ((kitchen := _KITCHEN.match(text, end)) and normalise_term(match.group(0)) in self.singular
-                  and not (kitchen.group("mould") and term in self.filled_moulds)):
+            elif (
+                (kitchen := _KITCHEN.match(text, end))
+                and normalise_term(match.group(0)) in self.singular
+                and not (kitchen.group("mould") and term in self.filled_moulds)
+            ):
                 why = "tool"  # a singular food word naming a thing: "butter knife", not "nuts pan"
-            elif start > 0 and end < len(text) and text[start - 1] in _QUOTES and text[end] in _QUOTES:
+            elif (
+                start > 0
+                and end < len(text)
+                and text[start - 1] in _QUOTES
+                and text[end] in _QUOTES
+            ):
                 why = "quoted"
             else:
                 why = self._modified(text, start, whole_title)
             previous = found[-1] if found else None
-            if not why and previous and previous.neutral and not text[previous.end:start].strip():
+            if not why and previous and previous.neutral and not text[previous.end : start].strip():
                 why = "compound"  # "cashew ricotta cheese": the head shares its modifier's fate
             found.append(Mention(self.category.name, term, start, end, bool(why), why))
         return found
@@ -309,7 +384,9 @@ def parse_constraints(spec: str | Iterable[str]) -> list[str]:
         elif item in CONSTRAINTS:
             names += [item] if item not in names else []
         elif item:
-            raise ValueError(f"unknown constraint {item!r}; choose from: all, {', '.join(CONSTRAINTS)}")
+            raise ValueError(
+                f"unknown constraint {item!r}; choose from: all, {', '.join(CONSTRAINTS)}"
+            )
     if not names:
         raise ValueError("no constraint given")
     return names
@@ -335,10 +412,17 @@ def category_violations(recipe: Recipe, category: str, lenient: bool = True) -> 
     """Violations of one food category anywhere in a recipe (lenient: optional items and
     offered alternatives do not count; the substitution guide replaces them all the same)."""
     matcher = _matcher(category)
-    mentions = [(f, i, line, m) for f, i, line in _fields(recipe)
-                for m in matcher.scan_field(line, f, lenient)]
+    mentions = [
+        (f, i, line, m)
+        for f, i, line in _fields(recipe)
+        for m in matcher.scan_field(line, f, lenient)
+    ]
     harmful = {m.term for f, _, _, m in mentions if f == "ingredients" and not m.neutral}
-    harmless = {m.term for f, _, _, m in mentions if f == "ingredients" and m.neutral and m.why not in _NOT_THE_FOOD}
+    harmless = {
+        m.term
+        for f, _, _, m in mentions
+        if f == "ingredients" and m.neutral and m.why not in _NOT_THE_FOOD
+    }
     harmful_heads, harmless_heads = {_head(t) for t in harmful}, {_head(t) for t in harmless}
     out = []
     for field_name, index, line, mention in mentions:
@@ -351,11 +435,15 @@ def category_violations(recipe: Recipe, category: str, lenient: bool = True) -> 
                 continue  # a dish name in a title or step is made from the listed ingredients
             if _head(mention.term) in harmless_heads and _head(mention.term) not in harmful_heads:
                 continue  # refers back to an ingredient named in a harmless form
-        out.append(Violation(mention.term, field_name, index, line, (mention.start, mention.end), category))
+        out.append(
+            Violation(mention.term, field_name, index, line, (mention.start, mention.end), category)
+        )
     return out
 
 
-def tag_recipe(recipe: Recipe, constraints: Iterable[str] = CONSTRAINTS, lenient: bool = True) -> TagResult:
+def tag_recipe(
+    recipe: Recipe, constraints: Iterable[str] = CONSTRAINTS, lenient: bool = True
+) -> TagResult:
     """Validity of a recipe for each constraint, with the violations found. Strict
     (`lenient=False`) also counts optional items and offered alternatives: a training target
     must not name a forbidden food at all, or the rewriter learns to write it."""
@@ -367,7 +455,9 @@ def tag_recipe(recipe: Recipe, constraints: Iterable[str] = CONSTRAINTS, lenient
             if cat not in cache:
                 cache[cat] = category_violations(recipe, cat, lenient)
             found += cache[cat]
-        result.violations[constraint] = sorted(found, key=lambda v: (_FIELD_ORDER[v.field], v.index, v.span))
+        result.violations[constraint] = sorted(
+            found, key=lambda v: (_FIELD_ORDER[v.field], v.index, v.span)
+        )
         result.valid[constraint] = not found
     return result
 

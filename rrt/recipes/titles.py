@@ -10,6 +10,7 @@ it (Vegan Buttermilk Pancakes, Eggless Egg Fried Rice). Dish names the guide lea
 ("Alfredo", "Pesto") get the diet word too. The diet word goes where the tagger reads it as
 covering the food even when the title is read on its own, as reports read it.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,8 +20,15 @@ from rrt.recipes.tagger import Mention, normalise_term, text_violations
 
 # How each diet is named in a title; each is a modifier the tagger honours for every food
 # category its constraint forbids. "Eggless" because "Egg-Free Egg Fried Rice" reads as a contradiction.
-DIET_NAMES = {"vegan": "vegan", "vegetarian": "vegetarian", "dairy-free": "dairy-free", "egg-free": "eggless",
-              "nut-free": "nut-free", "fish-free": "fish-free", "alcohol-free": "non-alcoholic"}
+DIET_NAMES = {
+    "vegan": "vegan",
+    "vegetarian": "vegetarian",
+    "dairy-free": "dairy-free",
+    "egg-free": "eggless",
+    "nut-free": "nut-free",
+    "fish-free": "fish-free",
+    "alcohol-free": "non-alcoholic",
+}
 
 # Longer stand-ins read as instructions in a title ("Soymilk soured with lemon juice Pancakes").
 TITLE_WORDS = 3
@@ -28,34 +36,95 @@ TITLE_WORDS = 3
 # Title forms of guide stand-ins: a shorter name, or None for a pantry helper no dish is named
 # after ("Egg Replacer Fried Rice", "Penne alla Water"), which leaves the food named with the diet.
 TITLE_FORMS: dict[str, str | None] = {
-    "egg replacer": None, "plant milk wash": None, "water": None, "lime juice": None, "rice vinegar": None,
-    "rum extract": None, "almond extract": None, "vanilla extract": None, "vanilla syrup": None,
+    "egg replacer": None,
+    "plant milk wash": None,
+    "water": None,
+    "lime juice": None,
+    "rice vinegar": None,
+    "rum extract": None,
+    "almond extract": None,
+    "vanilla extract": None,
+    "vanilla syrup": None,
     # A spirit or fortified wine names the dish ("Chicken Marsala", "Bourbon Chicken"); its juice does not.
-    "apple juice": None, "white grape juice": None,
-    "agave nectar": "agave", "diced firm tofu": "tofu",
+    "apple juice": None,
+    "white grape juice": None,
+    "agave nectar": "agave",
+    "diced firm tofu": "tofu",
 }
 
 # Words that lead into a dish's name: the diet word follows them ("Easy Vegan Pancakes").
-OPENERS = frozenset(("easy", "quick", "simple", "best", "classic", "homemade", "healthy", "perfect", "ultimate",
-                     "traditional", "authentic", "old-fashioned", "favorite", "favourite", "the", "my", "our", "a"))
+OPENERS = frozenset(
+    (
+        "easy",
+        "quick",
+        "simple",
+        "best",
+        "classic",
+        "homemade",
+        "healthy",
+        "perfect",
+        "ultimate",
+        "traditional",
+        "authentic",
+        "old-fashioned",
+        "favorite",
+        "favourite",
+        "the",
+        "my",
+        "our",
+        "a",
+    )
+)
 # Words a title keeps in lower case; the tagger's window also stops at the joining ones.
-MINOR_WORDS = frozenset(("a", "an", "and", "as", "at", "au", "by", "de", "for", "in", "into", "of", "on", "or",
-                         "over", "plus", "the", "then", "to", "with", "alla", "con"))
+MINOR_WORDS = frozenset(
+    (
+        "a",
+        "an",
+        "and",
+        "as",
+        "at",
+        "au",
+        "by",
+        "de",
+        "for",
+        "in",
+        "into",
+        "of",
+        "on",
+        "or",
+        "over",
+        "plus",
+        "the",
+        "then",
+        "to",
+        "with",
+        "alla",
+        "con",
+    )
+)
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 _TOKEN = re.compile(r"[\w'’-]+")  # a word as the tagger's window counts it ("30-Minute" is one)
 
 
 def is_title_case(title: str) -> bool:
     """Whether every word of a title but the minor ones and any aside in brackets is capitalised."""
-    words = [w for w in _WORD.findall(re.sub(r"\([^)]*\)|\[[^\]]*\]", " ", title)) if w.lower() not in MINOR_WORDS]
+    words = [
+        w
+        for w in _WORD.findall(re.sub(r"\([^)]*\)|\[[^\]]*\]", " ", title))
+        if w.lower() not in MINOR_WORDS
+    ]
     return bool(words) and all(w[0].isupper() for w in words)
 
 
 def title_case(phrase: str) -> str:
     """A phrase with every word and hyphenated part capitalised, minor words after the first aside."""
     words = phrase.split(" ")
-    return " ".join(w if i and w.lower() in MINOR_WORDS else "-".join(p[:1].upper() + p[1:] for p in w.split("-"))
-                    for i, w in enumerate(words))
+    return " ".join(
+        w
+        if i and w.lower() in MINOR_WORDS
+        else "-".join(p[:1].upper() + p[1:] for p in w.split("-"))
+        for i, w in enumerate(words)
+    )
 
 
 def title_stand_in(stand_in: str, original: str) -> str | None:
@@ -71,16 +140,34 @@ def title_stand_in(stand_in: str, original: str) -> str | None:
 
 
 # Title foods that stand for any food of their kind: "Fish Tacos" over "1 pound cod fillets".
-KIND_NAMES = frozenset(("fish", "seafood", "shellfish", "meat", "poultry", "nut", "cheese", "dairy", "liqueur",
-                        "liquor", "alcohol"))
+KIND_NAMES = frozenset(
+    (
+        "fish",
+        "seafood",
+        "shellfish",
+        "meat",
+        "poultry",
+        "nut",
+        "cheese",
+        "dairy",
+        "liqueur",
+        "liquor",
+        "alcohol",
+    )
+)
 
 
 def line_stand_in(text: str, head: str, category: str, replaced: list[Replaced]) -> Replaced | None:
     """The ingredient line food a title's food names: the same words, head or name, then one it is a
     part of ("beef" of "ground beef"), then, for a kind's name, the first of that kind."""
     word = head.split()[-1]
-    for same in (lambda r: r.text == text, lambda r: r.head == head, lambda r: head in r.terms,
-                 lambda r: r.head.split()[-1] == word, lambda r: word in KIND_NAMES):
+    for same in (
+        lambda r: r.text == text,
+        lambda r: r.head == head,
+        lambda r: head in r.terms,
+        lambda r: r.head.split()[-1] == word,
+        lambda r: word in KIND_NAMES,
+    ):
         for food in replaced:
             if food.category == category and same(food):
                 return food
@@ -115,8 +202,11 @@ def _heads(title: str, start: int) -> list[int]:
     # The phrase's start reads best ("Vegan Tofu Alfredo"), but the tagger only looks two words back.
     heads: list[int] = []
     for word in reversed(list(_TOKEN.finditer(title[:start]))[-2:]):
-        if title[word.end():(heads or [start])[-1]].strip() or _opener(word.group()) or \
-                word.group().lower() in MINOR_WORDS:
+        if (
+            title[word.end() : (heads or [start])[-1]].strip()
+            or _opener(word.group())
+            or word.group().lower() in MINOR_WORDS
+        ):
             break  # punctuation between, or the phrase starts after this word
         heads.append(word.start())
     return [at for at in heads[::-1] if _phrase_start(title, at)] + [start]
@@ -141,7 +231,7 @@ def _cover(title: str, food: Mention, constraint: str) -> tuple[str, tuple[str, 
         new = _with_diet_word(title, constraint, at)
         moved = food.start + len(new) - len(title)
         if not any(m.start == moved for m in text_violations(new, [constraint])):
-            return new, (title[at:food.end], new[at:moved + food.end - food.start])
+            return new, (title[at : food.end], new[at : moved + food.end - food.start])
     return None
 
 

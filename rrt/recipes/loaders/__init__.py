@@ -1,9 +1,10 @@
 """Read recipes from any supported corpus format, streaming, with every drop accounted for.
 
-    for recipe in read_recipes(["corpus.jsonl", "RAW_recipes.csv"], report):
-        ...
-    report.rejects  # every record that did not become a recipe, with location and reason
+for recipe in read_recipes(["corpus.jsonl", "RAW_recipes.csv"], report):
+    ...
+report.rejects  # every record that did not become a recipe, with location and reason
 """
+
 from __future__ import annotations
 
 import csv
@@ -11,12 +12,18 @@ import glob
 import os
 import zlib
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
 
 from rrt.recipes.clean import clean_recipe
 from rrt.recipes.loaders.csv_records import is_csv_header, read_csv
-from rrt.recipes.loaders.json_records import Record, read_json_document, read_jsonl, record_problem, record_to_recipe
+from rrt.recipes.loaders.json_records import (
+    Record,
+    read_json_document,
+    read_jsonl,
+    record_problem,
+    record_to_recipe,
+)
 from rrt.recipes.loaders.paper_text import read_paper_recipes
 from rrt.recipes.loaders.source import STDIN, InputError, head_bytes, is_remote
 from rrt.recipes.paper_format import BOS
@@ -28,7 +35,10 @@ DATA_SUFFIXES = (".txt", ".jsonl", ".ndjson", ".json", ".csv")  # what a folder 
 # zlib.error, pyarrow's errors are OSError or ValueError); the inputs after it still load.
 _INPUT_FAILURES = (InputError, OSError, EOFError, zlib.error, csv.Error, ValueError)
 _READERS: dict[str, Callable[[str], Iterator[Record]]] = {
-    "paper": read_paper_recipes, "jsonl": read_jsonl, "json": read_json_document, "csv": read_csv,
+    "paper": read_paper_recipes,
+    "jsonl": read_jsonl,
+    "json": read_json_document,
+    "csv": read_csv,
 }
 
 
@@ -90,8 +100,11 @@ def expand_inputs(specs: Iterable[str]) -> list[str]:
             paths.append(spec)
         elif os.path.isdir(spec):
             for root, _, files in sorted(os.walk(spec)):
-                paths += [os.path.join(root, f) for f in sorted(files)
-                          if f.lower().removesuffix(".gz").endswith(DATA_SUFFIXES)]
+                paths += [
+                    os.path.join(root, f)
+                    for f in sorted(files)
+                    if f.lower().removesuffix(".gz").endswith(DATA_SUFFIXES)
+                ]
         elif any(ch in spec for ch in "*?["):
             matched = sorted(glob.glob(spec, recursive=True))
             if not matched:
@@ -118,7 +131,9 @@ def _failure(path: str, err: Exception) -> str:
     if isinstance(err, InputError):
         return str(err)[:300]
     module = type(err).__module__.lstrip("_")
-    kind = type(err).__name__ if module == "builtins" else f"{module}.{type(err).__name__}"  # zlib.error
+    kind = (
+        type(err).__name__ if module == "builtins" else f"{module}.{type(err).__name__}"
+    )  # zlib.error
     return f"{path}: {kind}: {err}"[:300]
 
 
@@ -129,12 +144,13 @@ def _recipe(record: dict, where: str, fallback_id: str, stem: str) -> Recipe | R
     try:
         recipe = record_to_recipe(record, fallback_id, stem)
         return recipe if isinstance(recipe, Reject) else clean_recipe(recipe, where)
-    except Exception as err:  # a record is untrusted data: whatever it breaks costs it alone
+    except Exception as err:  # noqa: BLE001 - a record is untrusted data: whatever it breaks costs it alone
         return Reject(where, "invalid_record", f"{type(err).__name__}: {err}"[:200])
 
 
-def read_recipes(paths: Iterable[str], report: LoadReport | None = None,
-                 fmt: str | None = None) -> Iterator[Recipe]:
+def read_recipes(
+    paths: Iterable[str], report: LoadReport | None = None, fmt: str | None = None
+) -> Iterator[Recipe]:
     """Clean recipes from every input, in order; rejects go to the report."""
     report = report if report is not None else LoadReport()
     for path in paths:

@@ -1,5 +1,6 @@
 """CSV inputs: RecipeNLG (`title, ingredients, directions` as JSON lists) and
 Food.com `RAW_recipes.csv` (`name, ingredients, steps` as Python-list strings)."""
+
 from __future__ import annotations
 
 import ast
@@ -7,7 +8,7 @@ import csv
 import io
 import json
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from rrt.recipes.loaders.json_records import Record
 from rrt.recipes.loaders.source import MAX_LINE_BYTES, InputError, open_binary
@@ -17,7 +18,9 @@ SCHEMAS = {
     "recipenlg": {"title": "title", "ingredients": "ingredients", "steps": "directions"},
     "foodcom": {"title": "name", "ingredients": "ingredients", "steps": "steps"},
 }
-MAX_FIELD_CHARS = 1024 * 1024  # no recipe field is bigger; an unclosed quote stops here, not at the end of the file
+MAX_FIELD_CHARS = (
+    1024 * 1024
+)  # no recipe field is bigger; an unclosed quote stops here, not at the end of the file
 # The limit is process-wide; it is above the csv module's own default, so no other reader loses by it.
 csv.field_size_limit(MAX_FIELD_CHARS)
 _UNDECODED = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of bytes that are not UTF-8
@@ -52,7 +55,7 @@ class _BoundedLines:
         self.handle = handle
         self.cut = 0
 
-    def __iter__(self) -> "_BoundedLines":
+    def __iter__(self) -> _BoundedLines:
         return self
 
     def __next__(self) -> str:
@@ -79,7 +82,7 @@ def _parse_list(text: str) -> list[str]:
     if isinstance(value, str):
         return [value]
     if not isinstance(value, list):
-        raise ValueError(f"expected a list, got {type(value).__name__}")
+        raise TypeError(f"expected a list, got {type(value).__name__}")
     return [str(v) for v in value]
 
 
@@ -121,7 +124,9 @@ def _row_record(row: list[str], index: dict[str, int], schema: str) -> dict:
 def read_csv(path: str) -> Iterator[Record]:
     """Stream rows as recipe dicts; a malformed row is rejected, the rest come through."""
     # surrogateescape keeps undecodable bytes visible, so a real U+FFFD in the text is not taken for one.
-    handle = io.TextIOWrapper(open_binary(path), encoding="utf-8", errors="surrogateescape", newline="")
+    handle = io.TextIOWrapper(
+        open_binary(path), encoding="utf-8", errors="surrogateescape", newline=""
+    )
     with handle:
         lines = _BoundedLines(handle)
         reader = csv.reader(lines)
@@ -149,7 +154,12 @@ def read_csv(path: str) -> Iterator[Record]:
                 continue
             if lines.cut != cut:
                 if skipping is None:
-                    yield where, Reject(where, "record_too_large", f"a line over {MAX_LINE_BYTES} characters")
+                    yield (
+                        where,
+                        Reject(
+                            where, "record_too_large", f"a line over {MAX_LINE_BYTES} characters"
+                        ),
+                    )
                 continue
             if not any(cell.strip() for cell in row):
                 continue
@@ -164,6 +174,13 @@ def read_csv(path: str) -> Iterator[Record]:
 
 def _swallowed(path: str, first: int, resumed: int | None) -> Record:
     where = f"{path}:{first}"
-    rest = f"lines {first}-{resumed - 1} skipped, read on from line {resumed}" if resumed else "skipped to the end"
-    return where, Reject(where, "record_too_large", f"a field over {MAX_FIELD_CHARS} characters (an unclosed quote?); "
-                                                    + rest)
+    rest = (
+        f"lines {first}-{resumed - 1} skipped, read on from line {resumed}"
+        if resumed
+        else "skipped to the end"
+    )
+    return where, Reject(
+        where,
+        "record_too_large",
+        f"a field over {MAX_FIELD_CHARS} characters (an unclosed quote?); " + rest,
+    )

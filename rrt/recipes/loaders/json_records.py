@@ -2,13 +2,15 @@
 
 All of them end as a dict per recipe, mapped onto `Recipe` by `record_to_recipe`.
 """
+
 from __future__ import annotations
 
 import codecs
 import io
 import json
 import re
-from typing import Any, BinaryIO, Iterator
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 import ijson
 
@@ -24,11 +26,20 @@ Record = tuple[str, dict | Reject]  # (location, raw record or the reason it is 
 
 _TITLE_KEYS = ("title", "name", "recipe_name", "headline")
 _INGREDIENT_KEYS = ("ingredients", "recipeIngredient", "ingredient_lines", "ingredientLines")
-_STEP_KEYS = ("steps", "instructions_list", "recipeInstructions", "instructions", "directions", "method")
+_STEP_KEYS = (
+    "steps",
+    "instructions_list",
+    "recipeInstructions",
+    "instructions",
+    "directions",
+    "method",
+)
 _ID_KEYS = ("id", "@id", "identifier", "url", "canonical_url", "link")
 _SOURCE_KEYS = ("source", "host", "site_name", "site")
 _LIST_SHAPED = ("site_tags", "tags", "keywords", "recipeCategory", "recipeCuisine", "diets")
-MAX_NESTING = 32  # far deeper than any recipe schema; deeper records are rejected, not recursed into
+MAX_NESTING = (
+    32  # far deeper than any recipe schema; deeper records are rejected, not recursed into
+)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -90,7 +101,9 @@ def expand_json_ld(record: Any) -> list[Any]:
         if isinstance(item, list) and item:
             stack.extend(reversed(item))
         elif isinstance(item, dict) and isinstance(item.get("@graph"), list):
-            found += [r for r in item["@graph"] if isinstance(r, dict) and is_schema_recipe(r)] or [item]
+            found += [r for r in item["@graph"] if isinstance(r, dict) and is_schema_recipe(r)] or [
+                item
+            ]
         else:
             found.append(item)
     return found
@@ -117,16 +130,25 @@ def _unwrapped(record: dict) -> dict:
     """A record holding its recipe under "recipe" (what `rrt substitute` writes), as that
     recipe with the outer id."""
     inner = record.get("recipe")
-    if not isinstance(inner, dict) or _first(record, _TITLE_KEYS + _INGREDIENT_KEYS + _STEP_KEYS) is not None:
+    if (
+        not isinstance(inner, dict)
+        or _first(record, _TITLE_KEYS + _INGREDIENT_KEYS + _STEP_KEYS) is not None
+    ):
         return record
     outer = {k: v for k, v in record.items() if k != "recipe"}
-    return {**outer, **inner, **({"id": record["id"]} if record.get("id") not in (None, "") else {})}
+    return {
+        **outer,
+        **inner,
+        **({"id": record["id"]} if record.get("id") not in (None, "") else {}),
+    }
 
 
 def record_to_recipe(record: dict, fallback_id: str, default_source: str) -> Recipe | Reject:
     """Map one recipe-shaped dict (any supported schema) onto a Recipe."""
     if not isinstance(record, dict):
-        return Reject(fallback_id, "not_a_recipe", f"expected an object, got {type(record).__name__}")
+        return Reject(
+            fallback_id, "not_a_recipe", f"expected an object, got {type(record).__name__}"
+        )
     record = _unwrapped(record)
     title = _first(record, _TITLE_KEYS)
     ingredients = _texts(_first(record, _INGREDIENT_KEYS))
@@ -139,7 +161,8 @@ def record_to_recipe(record: dict, fallback_id: str, default_source: str) -> Rec
     used = set(_TITLE_KEYS + _INGREDIENT_KEYS + _STEP_KEYS + ("id", "source", "metadata"))
     metadata = dict(record["metadata"]) if isinstance(record.get("metadata"), dict) else {}
     metadata |= {
-        k: v for k, v in record.items()
+        k: v
+        for k, v in record.items()
         if k not in used and (isinstance(v, (str, int, float, bool)) or k in _LIST_SHAPED)
     }
     return Recipe(
@@ -163,7 +186,10 @@ def read_jsonl(path: str) -> Iterator[Record]:
             continue
         try:
             value = json.loads(text)
-        except (ValueError, RecursionError) as err:  # ValueError: also an integer too long to convert
+        except (
+            ValueError,
+            RecursionError,
+        ) as err:  # ValueError: also an integer too long to convert
             yield where, Reject(where, "invalid_json", str(err)[:200])
             continue
         for i, item in enumerate(expand_json_ld(value)):
@@ -187,7 +213,7 @@ class _Window:
         """Add up to `size` more bytes' text; False at the end of the input."""
         raw = b"" if self.done else self.handle.read(size)
         self.done = not raw
-        self.text, self.pos = self.text[self.pos:] + self.decoder.decode(raw, final=self.done), 0
+        self.text, self.pos = self.text[self.pos :] + self.decoder.decode(raw, final=self.done), 0
         return not self.done
 
     def next_char(self) -> str:
@@ -195,7 +221,7 @@ class _Window:
         while True:
             self.pos = _SPACE.match(self.text, self.pos).end()
             if self.pos < len(self.text) or not self.read():
-                return self.text[self.pos:self.pos + 1]
+                return self.text[self.pos : self.pos + 1]
 
 
 def _value(window: _Window) -> Any:
@@ -206,18 +232,30 @@ def _value(window: _Window) -> Any:
         try:
             value, end = _DECODER.raw_decode(window.text, window.pos)
             # Only a number can be cut short by the window's end and still parse ("12" of "125").
-            if window.done or type(value) not in (int, float) or not _NUMBER_GOES_ON.fullmatch(window.text, end):
+            if (
+                window.done
+                or type(value) not in (int, float)
+                or not _NUMBER_GOES_ON.fullmatch(window.text, end)
+            ):
                 window.pos, size = end, end - window.pos
                 return value if size <= MAX_LINE_BYTES else _TOO_LARGE
         except json.JSONDecodeError as err:
-            cut_short = err.msg.startswith("Unterminated string") or err.pos >= len(window.text) - _TAIL
+            cut_short = (
+                err.msg.startswith("Unterminated string") or err.pos >= len(window.text) - _TAIL
+            )
             if window.done or not cut_short:
                 raise
-        except RecursionError:  # nested past the C decoder's stack: ijson builds it without recursing
+        except (
+            RecursionError
+        ):  # nested past the C decoder's stack: ijson builds it without recursing
             end, whole = _value_end(window, keep=True)
             whole = whole and end - window.pos <= MAX_LINE_BYTES
-            text, window.pos = window.text[window.pos:end] if whole else "", end
-            return next(ijson.items(io.BytesIO(text.encode()), "", use_float=True)) if whole else _TOO_LARGE
+            text, window.pos = window.text[window.pos : end] if whole else "", end
+            return (
+                next(ijson.items(io.BytesIO(text.encode()), "", use_float=True))
+                if whole
+                else _TOO_LARGE
+            )
         if held > MAX_LINE_BYTES:
             window.pos = _value_end(window, keep=False)[0]
             return _TOO_LARGE
@@ -300,13 +338,27 @@ def read_json_document(path: str) -> Iterator[Record]:
         for index, item in enumerate(_json_values(path, listed)):
             if item is _TOO_LARGE:
                 where = _document_where(path, listed, index, 0)
-                yield where, Reject(where, "unreadable_line", f"record longer than {MAX_LINE_BYTES} characters")
+                yield (
+                    where,
+                    Reject(
+                        where, "unreadable_line", f"record longer than {MAX_LINE_BYTES} characters"
+                    ),
+                )
                 continue
             for j, recipe in enumerate(expand_json_ld(item)):
                 yield _document_where(path, listed, index, j), recipe
-    except (ijson.common.JSONError, ValueError) as err:  # ValueError: bad JSON or UTF-8, an integer too long
+    except (
+        ijson.common.JSONError,
+        ValueError,
+    ) as err:  # ValueError: bad JSON or UTF-8, an integer too long
         where = f"{path}[{index + 1}]" if listed or index >= 0 else path
         # A JSONDecodeError's line and column count from the window, not the file: leave them out.
-        message = err.msg if isinstance(err, json.JSONDecodeError) else str(err).splitlines()[0] if str(err) else ""
+        message = (
+            err.msg
+            if isinstance(err, json.JSONDecodeError)
+            else str(err).splitlines()[0]
+            if str(err)
+            else ""
+        )
         message = message[:200] or type(err).__name__
         yield where, Reject(where, "invalid_json", f"{message}; records after this point are lost")

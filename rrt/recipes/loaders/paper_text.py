@@ -4,12 +4,13 @@ Ids come from a sibling `<name>_ids.tsv` when there is one (the paper's releases
 one per file); otherwise from a hash of the recipe's content, so repeated recipes
 share an id and are emitted once.
 """
+
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from rrt.recipes.loaders.json_records import Record
 from rrt.recipes.loaders.source import STDIN, decoded_lines, is_remote
@@ -33,7 +34,9 @@ def _content_id(parts: RecipeParts) -> str:
 
 def _recipe(parts: RecipeParts, rid: str, tag: str) -> Recipe:
     meta = {"paper_tag": tag} if tag else {}
-    return Recipe(rid or _content_id(parts), parts.title, parts.ingredients, parts.steps, "paper", meta)
+    return Recipe(
+        rid or _content_id(parts), parts.title, parts.ingredients, parts.steps, "paper", meta
+    )
 
 
 @dataclass
@@ -104,9 +107,15 @@ def read_paper_recipes(path: str) -> Iterator[Record]:
             yield where, line
             continue
         if line.kind == "step_pair":
-            yield where, Reject(where, "step_pair_line",
-                                "a contextual step-pair line holds only part of a recipe "
-                                "(read it with rrt.recipes.loaders.paper_text.read_step_pairs)")
+            yield (
+                where,
+                Reject(
+                    where,
+                    "step_pair_line",
+                    "a contextual step-pair line holds only part of a recipe "
+                    "(read it with rrt.recipes.loaders.paper_text.read_step_pairs)",
+                ),
+            )
             continue
         sides = [(line.source, row[0] if len(row) > 2 else "", line.source_tag)]
         if line.target is not None:
@@ -114,8 +123,15 @@ def read_paper_recipes(path: str) -> Iterator[Record]:
         for i, (parts, rid, tag) in enumerate(sides):
             recipe = _recipe(parts, rid, tag)
             if recipe.id in seen:
-                yield f"{where}#{i}", Reject(f"{where}#{i}", "duplicate_recipe",
-                                             "same recipe already read from this file", recipe.id)
+                yield (
+                    f"{where}#{i}",
+                    Reject(
+                        f"{where}#{i}",
+                        "duplicate_recipe",
+                        "same recipe already read from this file",
+                        recipe.id,
+                    ),
+                )
                 continue
             seen.add(recipe.id)
             yield f"{where}" + ("" if i == 0 else "#target"), recipe.to_dict()

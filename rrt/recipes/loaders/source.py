@@ -1,5 +1,6 @@
 """Opening inputs: local files, gzip, standard input (`-`), and remote URIs (s3://, gs://)
 through pyarrow."""
+
 from __future__ import annotations
 
 import gzip
@@ -7,12 +8,21 @@ import io
 import os
 import sys
 import zlib
-from typing import BinaryIO, Iterator
+from collections.abc import Iterator
+from typing import BinaryIO
 
 MAX_LINE_BYTES = 4 * 1024 * 1024  # one record larger than this is rejected, not parsed
 HEAD_BYTES = 8192  # what format sniffing reads
 STDIN = "-"
-REMOTE_SCHEMES = ("s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")  # what pyarrow's FileSystem.from_uri opens
+REMOTE_SCHEMES = (
+    "s3",
+    "gs",
+    "gcs",
+    "hdfs",
+    "viewfs",
+    "abfs",
+    "abfss",
+)  # what pyarrow's FileSystem.from_uri opens
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -28,8 +38,10 @@ def is_remote(path: str) -> bool:
 def _open_remote(path: str) -> BinaryIO:
     scheme = path.split("://", 1)[0].lower()
     if scheme not in REMOTE_SCHEMES:
-        raise InputError(f"unsupported URI scheme {scheme!r} (use a local path, or one of "
-                         f"{', '.join(s + '://' for s in REMOTE_SCHEMES)}): {path}")
+        raise InputError(
+            f"unsupported URI scheme {scheme!r} (use a local path, or one of "
+            f"{', '.join(s + '://' for s in REMOTE_SCHEMES)}): {path}"
+        )
     from pyarrow import ArrowException, fs
 
     try:
@@ -78,7 +90,7 @@ class _Replay(io.RawIOBase):
     def readinto(self, buffer) -> int:  # type: ignore[override]
         if self.position < len(self.head):
             count = min(len(buffer), len(self.head) - self.position)
-            buffer[:count] = self.head[self.position:self.position + count]
+            buffer[:count] = self.head[self.position : self.position + count]
             self.position += count
             return count
         return self.rest.readinto(buffer)

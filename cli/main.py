@@ -10,6 +10,9 @@ rrt serve --model out/demo/grounded_rule/model [--port 8000]
 rrt show out/demo/rewrites/grounded_rule_constrained --recipes 3
 rrt judge create --study out/study --rewrites out/demo/rewrites/contextual_rule,out/demo/rewrites/rule_based
 rrt judge serve --study out/study     (then: rrt judge report --study out/study)
+
+Exit status of the commands that read recipes: 0 when at least one recipe was kept, 1 when none
+was (every input missing, unreadable or rejected), 2 for a bad argument.
 """
 
 from __future__ import annotations
@@ -25,7 +28,15 @@ from tqdm import tqdm
 from rrt import __version__
 from rrt.recipes.ingredients import recipe_ingredients
 from rrt.recipes.lexicon import CONSTRAINTS
-from rrt.recipes.loaders import FORMATS, InputError, LoadReport, expand_inputs, read_recipes
+from rrt.recipes.loaders import (
+    FORMATS,
+    INPUT_REASONS,
+    RECIPE_INPUTS,
+    InputError,
+    LoadReport,
+    expand_inputs,
+    read_recipes,
+)
 from rrt.recipes.loaders.source import STDIN
 from rrt.recipes.recipe import Recipe, Reject
 from rrt.recipes.substitutions import substitute_recipe
@@ -38,8 +49,13 @@ INPUTS_HELP = (
 )
 STDIN_NOTE = (
     "Every command that reads recipes also reads what `rrt convert` and `rrt substitute` write, "
-    "so they pipe into each other: rrt substitute --constraint vegan r.jsonl | rrt tag --constraint vegan"
+    "so they pipe into each other: rrt substitute --constraint vegan r.jsonl | rrt tag --constraint vegan. "
+    "A missing or unreadable input is one warning and a counted reject, and the others are read; "
+    "a recipe id read before is a duplicate_id reject (the first is kept). Exit status: 0 when a "
+    "recipe was kept, 1 when none was, 2 for a bad argument."
 )
+# Rejects after which the reader may have named no recipe input at all.
+NOT_RECIPES = ("not_a_recipe", "unreadable_file")
 
 
 class CliError(Exception):
@@ -78,8 +94,20 @@ def _open_rejects(args: argparse.Namespace, report: LoadReport):
 
 
 def _warn_file_level(item: Reject) -> None:
-    if item.reason == "unreadable_file":
+    if item.reason in INPUT_REASONS:
         print(f"rrt: warning: {item.detail}", file=sys.stderr)
+
+
+def _warn_duplicates(report: LoadReport) -> None:
+    """One line for every recipe id read twice, with the first such record."""
+    count, first = report.rejected["duplicate_id"], report.first.get("duplicate_id")
+    if count and first is not None:
+        print(
+            f"rrt: warning: {count} {'recipes repeat' if count > 1 else 'recipe repeats'} an id read before "
+            f"(the first is kept, each later one is a duplicate_id reject), first {first.record_id!r} "
+            f"at {first.location}",
+            file=sys.stderr,
+        )
 
 
 def _emit(row: dict) -> None:
@@ -163,9 +191,11 @@ def cmd_align(args: argparse.Namespace) -> None:
 
     recipes = []
     for path in (args.source, args.target):
-        found = next(read_recipes(expand_inputs([path]), LoadReport()), None)
+        report = LoadReport()
+        found = next(read_recipes(expand_inputs([path]), report), None)
         if found is None:
-            raise CliError(f"no usable recipe in {path}")
+            why = next(iter(report.first.values()), None)
+            raise CliError(f"no usable recipe in {path}" + (f" ({why.detail})" if why else ""))
         recipes.append(found)
     source, target = recipes
     if args.table:
@@ -666,10 +696,13 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if handle is not None:
             handle.close()
+    _warn_duplicates(report)
     hint = "" if args.rejects or not report.rejected else " (keep them with --rejects PATH)"
     print(
         f"rrt {args.command}: {report.summary()}{hint}", file=sys.stderr
     )  # named: two may share a pipe
+    if report.kept == 0 and any(report.rejected[r] for r in NOT_RECIPES):
+        print(f"rrt {args.command}: no recipe found: {RECIPE_INPUTS}", file=sys.stderr)
     return 1 if report.kept == 0 and report.rejected else 0
 
 

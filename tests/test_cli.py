@@ -68,14 +68,13 @@ def test_survey_writes_its_measurements(tmp_path):
 
 
 def test_errors_are_one_clear_line():
-    for args in (("tag", "--constraint", "keto", str(SAMPLE)), ("convert", "/nonexistent/x.jsonl")):
-        out = rrt(*args)
-        assert (
-            out.returncode == 2
-            and out.stderr.startswith("rrt: error:")
-            and "Traceback" not in out.stderr
-        )
-        assert len(out.stderr.strip().splitlines()) == 1
+    out = rrt("tag", "--constraint", "keto", str(SAMPLE))
+    assert (
+        out.returncode == 2
+        and out.stderr.startswith("rrt: error:")
+        and "Traceback" not in out.stderr
+    )
+    assert len(out.stderr.strip().splitlines()) == 1
 
 
 def _rewrite_record(title: str, steps: list[str], rewritten: list[str]) -> dict:
@@ -312,4 +311,90 @@ def test_a_bad_argument_is_one_error_line_without_a_usage_block(args, message, c
         and err.startswith("rrt: error: ")
         and message in err
         and err.count("\n") == 1
+    )
+
+
+# ---------------------------------------------------------------- issue 49: counts a user can trust
+
+
+def _lines(path, *ids: str) -> None:
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": i,
+                    "title": f"Cocoa {i}",
+                    "ingredients": ["2 cups milk"],
+                    "steps": ["Warm.", "Whisk."],
+                }
+            )
+            + "\n"
+            for i in ids
+        )
+    )
+
+
+@pytest.mark.parametrize("command", RECIPE_READERS)
+def test_the_same_recipes_twice_in_a_folder_are_counted_once(tmp_path, capsys, command):
+    from cli import main as cli
+
+    _lines(tmp_path / "recipes.jsonl", "a", "b", "c")
+    (tmp_path / "split").mkdir()
+    _lines(tmp_path / "split" / "part1.jsonl", "a", "b")
+    _lines(tmp_path / "split" / "part2.jsonl", "c", "d")
+    rejects = tmp_path / "rejects.out"
+    assert cli.main([*command, str(tmp_path), "--rejects", str(rejects)]) == 0
+    out = capsys.readouterr()
+    assert f"rrt {command[0]}: 4 recipes kept, 3 rejected (duplicate_id=3)" in out.err
+    warnings = [line for line in out.err.splitlines() if line.startswith("rrt: warning:")]
+    assert len(warnings) == 1 and "3 recipes repeat an id" in warnings[0], out.err
+    assert f"'a' at {tmp_path / 'split' / 'part1.jsonl'}:1" in warnings[0]
+    dups = [json.loads(line) for line in rejects.read_text().splitlines()]
+    assert [(d["reason"], d["record_id"]) for d in dups] == [("duplicate_id", i) for i in "abc"]
+    if command[0] == "survey":
+        assert "\n4 recipes in " in "\n" + out.out, out.out
+    else:
+        assert [json.loads(line)["id"] for line in out.out.splitlines()] == list("abcd")
+
+
+def test_the_bundled_sample_folder_holds_each_recipe_once(capsys):
+    from cli import main as cli
+
+    assert cli.main(["survey", "--constraint", "vegan", str(SAMPLE.parent)]) == 0
+    out = capsys.readouterr()
+    assert "128 recipes kept, 0 rejected" in out.err and "40       88" in out.out, out.out
+
+
+def test_a_missing_input_among_several_is_a_warning_and_a_counted_reject(tmp_path, capsys):
+    from cli import main as cli
+
+    _lines(tmp_path / "good.jsonl", "a")
+    missing = str(tmp_path / "typo.jsonl")
+    assert cli.main(["convert", missing, str(tmp_path / "good.jsonl")]) == 0
+    out = capsys.readouterr()
+    assert out.err.splitlines()[0] == f"rrt: warning: no such file: {missing}"
+    assert "rrt convert: 1 recipes kept, 1 rejected (missing_input=1)" in out.err
+    assert len(out.out.splitlines()) == 1
+    # No input at all could be read: exit status 1, as the help says.
+    assert cli.main(["convert", missing, str(tmp_path / "*.csv")]) == 1
+    err = capsys.readouterr().err
+    assert "missing_input=2" in err and "no files match" in err and "Traceback" not in err
+    assert "Exit status" in cli.build_parser().format_help()
+
+
+def test_outputs_read_as_inputs_say_once_what_a_recipe_input_is(tmp_path, capsys):
+    from cli import main as cli
+
+    (tmp_path / "stats.json").write_text(json.dumps({"recipes": 3, "rejected": 0}))
+    (tmp_path / "rewrites.jsonl").write_text(
+        json.dumps({"id": "a", "source": {"title": "A"}, "rewrite": {"title": "B"}}) + "\n"
+    )
+    (tmp_path / "rejects.jsonl").write_text("")
+    assert cli.main(["tag", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    hints = [line for line in err.splitlines() if "recipe inputs are" in line]
+    assert len(hints) == 1 and hints[0].startswith("rrt tag: no recipe found:"), err
+    assert all(
+        word in hints[0]
+        for word in ("paper text", "JSONL", "JSON", "CSV", "Parquet", "rewrites.jsonl")
     )

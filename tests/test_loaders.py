@@ -7,11 +7,12 @@ import gzip
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rrt.recipes.clean import clean_text
 from rrt.recipes.loaders import LoadReport, detect_format, expand_inputs, read_recipes
 from rrt.recipes.loaders.paper_text import read_paper_pairs
-from rrt.recipes.loaders.source import InputError
 
 TITLE, INGS, STEPS = (
     "Hot Cocoa",
@@ -214,11 +215,26 @@ def test_bad_inputs_are_counted_and_the_rest_come_through(tmp_path):
     }
 
 
-def test_missing_input_is_a_clear_error(tmp_path):
-    with pytest.raises(InputError, match="no such file"):
-        expand_inputs([str(tmp_path / "nope.jsonl")])
-    with pytest.raises(InputError, match="no files match"):
-        expand_inputs([str(tmp_path / "*.csv")])
+def test_a_missing_input_is_one_counted_reject_and_the_other_inputs_still_load(tmp_path):
+    (tmp_path / "good.jsonl").write_text(GOOD + "\n")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "README").write_text("not data")
+    specs = [
+        str(tmp_path / "nope.jsonl"),
+        str(tmp_path / "*.csv"),
+        str(tmp_path / "empty"),
+        str(tmp_path / "good.jsonl"),
+    ]
+    report, failures = LoadReport(), []
+    report.on_reject = failures.append
+    recipes = list(read_recipes(expand_inputs(specs), report))
+    assert len(recipes) == 1 and report.rejected == {"missing_input": 3}
+    assert [f.location for f in failures] == specs[:3]
+    assert [f.detail.split(" ")[0:2] for f in failures] == [
+        ["no", "such"],
+        ["no", "files"],
+        ["no", "recipe"],
+    ]
 
 
 # ---------------------------------------------------------------- issue 18: hardening
@@ -373,3 +389,36 @@ def test_a_csv_on_standard_input_is_known_by_its_header(monkeypatch):
     _stdin(monkeypatch, b"title,ingredients,directions\n" + _row("A").encode())
     assert detect_format("-") == "csv"
     assert [r.title for r in read_recipes(["-"])] == ["A"]
+
+
+# ---------------------------------------------------------------- issue 49: one recipe, one count
+
+
+def _recipe_line(rid: str, title: str = TITLE) -> str:
+    return json.dumps({"id": rid, "title": title, "ingredients": INGS, "steps": STEPS}) + "\n"
+
+
+def test_a_duplicate_id_across_inputs_is_read_once_and_the_first_is_kept(tmp_path):
+    (tmp_path / "a.jsonl").write_text(_recipe_line("r1") + _recipe_line("r2"))
+    (tmp_path / "b.jsonl").write_text(_recipe_line("r2", "Other Cocoa") + _recipe_line("r3"))
+    report, rejects = LoadReport(), []
+    report.on_reject = rejects.append
+    recipes = list(read_recipes(expand_inputs([str(tmp_path)]), report))
+    assert [r.id for r in recipes] == ["r1", "r2", "r3"] and recipes[1].title == TITLE
+    assert report.read == 4 and report.kept == 3 and report.rejected == {"duplicate_id": 1}
+    (dup,) = rejects
+    assert dup.location == f"{tmp_path / 'b.jsonl'}:1" and dup.record_id == "r2"
+    assert "'r2'" in dup.detail and str(tmp_path / "a.jsonl") in dup.detail
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.sampled_from("abcdef"), max_size=6), min_size=1, max_size=4))
+def test_every_id_is_kept_once_whatever_the_inputs_hold(tmp_path_factory, files):
+    folder = tmp_path_factory.mktemp("dups")
+    for number, ids in enumerate(files):
+        (folder / f"{number}.jsonl").write_text("".join(_recipe_line(i) for i in ids))
+    report = LoadReport()
+    kept = [r.id for r in read_recipes(expand_inputs([str(folder)]), report)]
+    ordered = [i for ids in files for i in ids]
+    assert kept == list(dict.fromkeys(ordered))  # each id once, in first-read order
+    assert report.rejected.get("duplicate_id", 0) == len(ordered) - len(kept)

@@ -31,6 +31,13 @@ from rrt.recipes.recipe import Recipe, Reject
 
 FORMATS = ("paper", "jsonl", "json", "csv")
 DATA_SUFFIXES = (".txt", ".jsonl", ".ndjson", ".json", ".csv")  # what a folder contributes
+# What a recipe input is, in one sentence, for the messages that say so.
+RECIPE_INPUTS = (
+    "recipe inputs are recipe records in paper text (.txt), JSONL, JSON or CSV, gzipped or not; "
+    "Parquet, stats.json and the jobs' rewrites.jsonl are outputs, not recipe inputs"
+)
+# Rejects that concern a whole input, each worth a warning line of its own.
+INPUT_REASONS = ("missing_input", "unreadable_file")
 # What a whole input can fail with part-way (a truncated .gz is EOFError, a corrupt one
 # zlib.error, pyarrow's errors are OSError or ValueError); the inputs after it still load.
 _INPUT_FAILURES = (InputError, OSError, EOFError, zlib.error, csv.Error, ValueError)
@@ -50,10 +57,12 @@ class LoadReport:
     kept: int = 0
     rejected: Counter = field(default_factory=Counter)
     on_reject: Callable[[Reject], None] | None = None
+    first: dict[str, Reject] = field(default_factory=dict)  # the first reject of each reason
 
     def reject(self, item: Reject) -> None:
         """Count a reject and hand it to the sink."""
         self.rejected[item.reason] += 1
+        self.first.setdefault(item.reason, item)
         if self.on_reject is not None:
             self.on_reject(item)
 
@@ -93,33 +102,47 @@ def detect_format(path: str) -> str:
 
 
 def expand_inputs(specs: Iterable[str]) -> list[str]:
-    """Files named by paths, globs or folders (folders: every file inside, sorted)."""
+    """Files named by paths, globs or folders (folders: every data file inside, sorted). A spec
+    that names no file stays in the list as it is: reading it gives a missing_input reject, so
+    one mistyped input among several costs only itself."""
     paths: list[str] = []
     for spec in specs:
         if is_remote(spec) or spec == STDIN:
             paths.append(spec)
         elif os.path.isdir(spec):
-            for root, _, files in sorted(os.walk(spec)):
-                paths += [
-                    os.path.join(root, f)
-                    for f in sorted(files)
-                    if f.lower().removesuffix(".gz").endswith(DATA_SUFFIXES)
-                ]
-        elif any(ch in spec for ch in "*?["):
-            matched = sorted(glob.glob(spec, recursive=True))
-            if not matched:
-                raise InputError(f"no files match {spec}")
-            paths += matched
-        elif os.path.exists(spec):
-            paths.append(spec)
+            found = [
+                os.path.join(root, f)
+                for root, _, files in sorted(os.walk(spec))
+                for f in sorted(files)
+                if f.lower().removesuffix(".gz").endswith(DATA_SUFFIXES)
+            ]
+            paths += found or [spec]
+        elif any(ch in spec for ch in "*?[") and not os.path.exists(spec):
+            paths += sorted(glob.glob(spec, recursive=True)) or [spec]
         else:
-            raise InputError(f"no such file: {spec}")
+            paths.append(spec)
     return paths
+
+
+def missing_input(path: str) -> str | None:
+    """Why a path from expand_inputs names nothing to read, or None when it names a file (or a
+    URI or standard input, which only opening can tell)."""
+    if is_remote(path) or path == STDIN or os.path.isfile(path):
+        return None
+    if os.path.isdir(path):
+        return f"no recipe files ({', '.join(DATA_SUFFIXES)}, .gz too) in folder {path}"
+    if any(ch in path for ch in "*?["):
+        return f"no files match {path}"
+    return f"no such file: {path}"
 
 
 def read_file_records(path: str, fmt: str | None = None) -> Iterator[Record]:
     """Raw records of one file; a file-level problem becomes one Reject for the file (after
     the records read before it)."""
+    missing = missing_input(path)
+    if missing:
+        yield path, Reject(path, "missing_input", missing)
+        return
     try:
         fmt = fmt or detect_format(path)
         yield from _READERS[fmt](path)
@@ -151,8 +174,10 @@ def _recipe(record: dict, where: str, fallback_id: str, stem: str) -> Recipe | R
 def read_recipes(
     paths: Iterable[str], report: LoadReport | None = None, fmt: str | None = None
 ) -> Iterator[Recipe]:
-    """Clean recipes from every input, in order; rejects go to the report."""
+    """Clean recipes from every input, in order; rejects go to the report. A recipe whose id an
+    earlier one of these inputs had is a duplicate_id reject: the first is kept."""
     report = report if report is not None else LoadReport()
+    first_read: dict[str, str] = {}  # id -> the input it was first read from
     for path in paths:
         stem = "stdin" if path == STDIN else os.path.basename(path)
         for number, (where, record) in enumerate(read_file_records(path, fmt)):
@@ -165,5 +190,14 @@ def read_recipes(
                 recipe.location = where
                 report.reject(recipe)
                 continue
+            if recipe.id in first_read:
+                report.reject(duplicate(where, recipe.id, first_read[recipe.id]))
+                continue
+            first_read[recipe.id] = path
             report.kept += 1
             yield recipe
+
+
+def duplicate(where: str, recipe_id: str, first: str) -> Reject:
+    """The reject of a recipe whose id was read before (`first`: where)."""
+    return Reject(where, "duplicate_id", f"id {recipe_id!r} was read first from {first}", recipe_id)

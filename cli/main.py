@@ -5,11 +5,11 @@ rrt tag --constraint vegan,nut-free recipes.jsonl
 rrt substitute --constraint vegan recipes.jsonl | rrt tag --constraint vegan
 rrt ingredients recipes.jsonl
 rrt survey --constraint all data/sample/recipes.jsonl
-rrt align source.json target.json [--table out/prepared/translation_table.npz]
+rrt align source.jsonl target.jsonl [--table out/demo/prepared/translation_table.npz]
 rrt serve --model out/demo/grounded_rule/model [--port 8000]
 rrt show out/demo/rewrites/grounded_rule_constrained --recipes 3
-rrt judge create --study out/study --rewrites out/demo/rewrites/contextual_rule,out/demo/rewrites/rule_based
-rrt judge serve --study out/study     (then: rrt judge report --study out/study)
+rrt judge create --study out/demo/study --rewrites out/demo/rewrites/grounded_rule,out/demo/rewrites/rule_based
+rrt judge serve --study out/demo/study     (then: rrt judge report --study out/demo/study)
 
 Exit status of the commands that read recipes: 0 when at least one recipe was kept, 1 when none
 was (every input missing, unreadable or rejected), 2 for a bad argument.

@@ -1,7 +1,9 @@
 """Measure rewrites the way the paper did, every system side by side (Hegel et al. 2020, Table 2).
 
-    python jobs/evaluate.py --rewrites out/rw-rule,out/rw-contextual --lm out/train-lm/model --output out/eval
-    python jobs/evaluate.py --rewrites out/rw-contextual --lm out/train-lm/model --output out/eval \\
+    python jobs/evaluate.py --rewrites out/demo/rewrites/rule_based,out/demo/rewrites/grounded_rule \\
+        --lm out/demo/no_source/model --output out/demo/evaluation
+    python jobs/evaluate.py --rewrites out/demo/rewrites/grounded_rule --lm out/demo/no_source/model \\
+        --output out/demo/evaluation-foodb \\
         --foods foodb/food.csv --scorers 4 --use-gpu
     ray job submit --working-dir . -- python jobs/evaluate.py --rewrites … --lm … --output …
 

@@ -1,6 +1,6 @@
 """Prepare training data on Ray Data: recipes -> dishes -> recipe pairs -> step pairs.
 
-    python jobs/prepare_data.py --input data/sample/recipes.jsonl --output out/prepared
+    python jobs/prepare_data.py --input data/sample/recipes.jsonl --output out/demo/prepared
     python jobs/prepare_data.py --input 'corpora/*.csv,layer1.json' --output out/full --profile v100x64
     ray job submit --working-dir . -- python jobs/prepare_data.py --input data/sample --output /shared/prepared
 

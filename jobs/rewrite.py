@@ -1,18 +1,19 @@
 """Rewrite the test or dev recipes with one system, best of N per step, on a Ray Data actor pool.
 
-    python jobs/rewrite.py --data out/prepared --split test --system contextual \\
-        --model out/train/model --output out/rewrite/contextual
-    python jobs/rewrite.py --data out/prepared --system contextual_rule --model out/train-ing/model \\
-        --output out/rewrite/contextual_rule --constrained
-    python jobs/rewrite.py --data out/prepared --system contextual_gpt2 --model out/train-ing/model \\
-        --ing-model out/train-ingpred/model --output out/rewrite/contextual_gpt2
-    python jobs/rewrite.py --data out/prepared --system rule_based --output out/rewrite/rule_based
-    python jobs/rewrite.py --data out/prepared --system ctrl --model ctrl --output out/rewrite/ctrl
-    python jobs/rewrite.py --data out/prepared --system pplm --model out/train-ns/model --output out/rewrite/pplm
-    python jobs/rewrite.py --data out/prepared --system transformer --model out/train-transformer/model \\
-        --output out/rewrite/transformer
-    python jobs/rewrite.py --data out/prepared --system seq2seq_copy --model out/train-copy \\
-        --output out/rewrite/seq2seq_copy --constraint vegan
+    python jobs/rewrite.py --data out/demo/prepared --split test --system grounded_rule \\
+        --model out/demo/grounded_rule/model --output out/demo/rewrites/grounded_rule
+    python jobs/rewrite.py --data out/demo/prepared --system contextual_rule --model out/demo/contextual_rule/model \\
+        --output out/demo/rewrites/contextual_rule --constrained
+    python jobs/rewrite.py --data out/demo/prepared --system contextual_gpt2 --model out/demo/contextual_rule/model \\
+        --ing-model out/demo/ing_predictor/model --output out/demo/rewrites/contextual_gpt2
+    python jobs/rewrite.py --data out/demo/prepared --system rule_based --output out/demo/rewrites/rule_based
+    python jobs/rewrite.py --data out/demo/prepared --system ctrl --model ctrl --output out/demo/rewrites/ctrl
+    python jobs/rewrite.py --data out/demo/prepared --system pplm --model out/demo/no_source/model \\
+        --output out/demo/rewrites/pplm
+    python jobs/rewrite.py --data out/demo/prepared --system transformer --model out/demo/transformer/model \\
+        --output out/demo/rewrites/transformer
+    python jobs/rewrite.py --data out/demo/prepared --system seq2seq_copy --model out/demo/seq2seq_copy \\
+        --output out/demo/rewrites/seq2seq_copy --constraint vegan
     ray job submit --working-dir . -- python jobs/rewrite.py --profile v100x64 --data … --model … --output …
 
 Reads the split's recipe pairs and takes a fixed seeded sample of --num-recipes (source recipe,

@@ -1,11 +1,12 @@
 """Fine-tune a rewriter variant on Ray Train + DeepSpeed from prepared step pairs.
 
-    python jobs/train.py --variant no_context --data out/prepared --output out/train-nc
-    python jobs/train.py --variant contextual --data out/prepared --output out/train --max-steps 200
+    python jobs/train.py --variant no_source --data out/demo/prepared --output out/demo/no_source
+    python jobs/train.py --variant no_context --data out/demo/prepared --output out/demo/no_context --max-steps 200
     python jobs/train.py --variant end_to_end --data /mnt/cluster_storage/prepared \\
         --output /mnt/cluster_storage/runs/e2e --profile v100x64
-    python jobs/train.py --variant transformer --data out/prepared --output out/train-transformer
-    python jobs/train.py --variant seq2seq_copy --data out/prepared --output out/train-copy --constraint vegan,nut-free
+    python jobs/train.py --variant transformer --data out/demo/prepared --output out/demo/transformer
+    python jobs/train.py --variant seq2seq_copy --data out/demo/prepared --output out/demo/seq2seq_copy \\
+        --constraint vegan,nut-free
     ray job submit --working-dir . -- python jobs/train.py --variant contextual --data … --output …
 
 Reads --data/step_pairs/<variant>/{train,dev}/ (from jobs/prepare_data.py), tokenizes in Ray

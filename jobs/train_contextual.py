@@ -1,8 +1,9 @@
 """Train the Contextual Rewriter (the paper's main model) on Ray Train + DeepSpeed.
 
-    python jobs/train_contextual.py --data out/prepared --output out/contextual
-    python jobs/train_contextual.py --data out/prepared --output out/contextual-ing --ingredient-prompt rule
-    python jobs/train_contextual.py --data out/prepared --output out/grounded --ingredient-prompt rule --format grounded
+    python jobs/train_contextual.py --data out/demo/prepared --output out/demo/contextual
+    python jobs/train_contextual.py --data out/demo/prepared --output out/demo/contextual_rule --ingredient-prompt rule
+    python jobs/train_contextual.py --data out/demo/prepared --output out/demo/grounded_rule \\
+        --ingredient-prompt rule --format grounded
     ray job submit --working-dir . -- python jobs/train_contextual.py --data /mnt/cluster_storage/prepared \\
         --output /mnt/cluster_storage/runs/contextual --profile v100x64
 

@@ -1,7 +1,7 @@
 """The judging site: a small FastAPI app over one study file (uvicorn, no Ray).
 
-    rrt judge serve --study out/study            (judge/server.py: bounded uvicorn, TLS off loopback)
-    uvicorn --factory judge.app:app_from_env     (RRT_STUDY=out/study)
+    rrt judge serve --study out/demo/study       (judge/server.py: bounded uvicorn, TLS off loopback)
+    uvicorn --factory judge.app:app_from_env     (RRT_STUDY=out/demo/study)
 
 A judge's link carries their token after `#`, so it never reaches a server log; the page sends it
 as `Authorization: Bearer`. A task is named by an opaque handle. Every answer is saved as it is

@@ -115,6 +115,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         help="rewrites per system shown in report.html (default: evaluate.report_recipes)",
     )
+    parser.add_argument(
+        "--verbose", action="store_true", help="Ray's own INFO lines on the console too"
+    )
     return parser.parse_args(argv)
 
 
@@ -442,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     count = sum(len(s["records"]) for s in settings["systems"].values())
     log(f"{len(settings['systems'])} system(s), {count} rewrites: {', '.join(settings['systems'])}")
     try:
-        start_ray(settings["ray"])
+        start_ray(settings["ray"], args.verbose)
     except Exception as err:  # noqa: BLE001 - Ray's own start-up failures (e.g. timeouts) as one line
         print(
             f"evaluate: error: could not start or join Ray: {str(err).splitlines()[0]}",

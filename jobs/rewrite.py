@@ -130,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replace an earlier run of this job in --output (any other folder is refused)",
     )
+    parser.add_argument(
+        "--verbose", action="store_true", help="Ray's own INFO lines on the console too"
+    )
     return parser
 
 
@@ -476,7 +479,7 @@ def record_counts(row: dict) -> dict[str, int]:
     }
 
 
-def run(settings: dict, overwrite: bool) -> dict:
+def run(settings: dict, overwrite: bool, verbose: bool = False) -> dict:
     """Claim the run folder, plan the tasks, rewrite the missing ones, record the run."""
     import ray.data
     from tqdm import tqdm
@@ -490,7 +493,7 @@ def run(settings: dict, overwrite: bool) -> dict:
         task_table,
     )
 
-    start_ray(settings["ray"])
+    start_ray(settings["ray"], verbose)
     ray.data.DataContext.get_current().enable_progress_bars = False
     started = time.perf_counter()
     tasks, missing = plan_tasks(settings)
@@ -650,7 +653,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = settings_from(args)
-        manifest = run(settings, args.overwrite)
+        manifest = run(settings, args.overwrite, args.verbose)
     except JobError as err:
         print(f"rewrite: error: {err}", file=sys.stderr)
         return 2

@@ -4,6 +4,7 @@ environment (allocator preload) that jobs hand their Ray workers."""
 from __future__ import annotations
 
 import ctypes.util
+import logging
 import os
 import sys
 
@@ -19,13 +20,16 @@ CLEANER_THREAD = "PlacementGroupCleanerMonitor"
 JOIN = "ask for less, or join a cluster that has them (RAY_ADDRESS or ray.address)"
 
 
-def start_ray(ray_settings: dict) -> bool:
+def start_ray(ray_settings: dict, verbose: bool = False) -> bool:
     """Join RAY_ADDRESS / ray.address, or start a local Ray with the configured CPUs and memory;
-    True when this call started a local Ray."""
+    True when this call started a local Ray. Unless `verbose`, Ray's INFO lines stay off the
+    console (its session folder's logs keep them)."""
     import ray
 
     if ray.is_initialized():
         return False
+    if not verbose:
+        quiet_ray_console()
     address = ray_settings["address"] or os.environ.get("RAY_ADDRESS")
     local = (
         {}
@@ -39,7 +43,12 @@ def start_ray(ray_settings: dict) -> bool:
         local["runtime_env"] = {"worker_process_setup_hook": quiet_local_ray}
     # "local": with no address named, ray.init would join whatever Ray it finds on this machine (and
     # refuse the local settings with a traceback); the documented rule is a Ray of the job's own.
-    ray.init(address=address or "local", include_dashboard=False, **local)
+    ray.init(
+        address=address or "local",
+        include_dashboard=False,
+        logging_level=logging.INFO if verbose else logging.WARNING,
+        **local,
+    )
     _STARTED["local"] = not address
     return not address
 
@@ -112,6 +121,25 @@ def ensure_room(
         file=sys.stderr,
         flush=True,
     )
+
+
+def quiet_ray_console() -> None:
+    """Ray's notes off the console: Ray Data's at errors only (its INFO lines give each
+    dataset's plan and timing, its warnings note the job's own settings, such as progress bars
+    off; ray-data.log in the session folder keeps every line), and the token-authentication
+    note of a local start."""
+    import ray.data  # noqa: F401 - configures Ray Data's loggers, which this then adjusts
+
+    # A new local Ray turns token authentication on (Ray's default since 2.59) and says so at
+    # WARNING on every start; the job keeps the default and leaves the note out. Naming the mode
+    # in RAY_AUTH_MODE instead would not do: Ray reads it once, when it is imported.
+    logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)
+
+    for handler in logging.getLogger("ray.data").handlers:
+        if isinstance(handler, logging.StreamHandler) and not isinstance(
+            handler, logging.FileHandler
+        ):
+            handler.setLevel(logging.ERROR)
 
 
 def start_local_ray(ray_settings: dict) -> None:

@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 import time
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -42,9 +43,15 @@ from rrt.corpus.pairing import (
     valid_column,
 )
 from rrt.corpus.recipe_table import recipe_row
-from rrt.recipes.loaders import InputError, LoadReport, expand_inputs, read_recipes
+from rrt.recipes.loaders import (
+    InputError,
+    LoadReport,
+    duplicate,
+    expand_inputs,
+    missing_input,
+    read_located_recipes,
+)
 from rrt.recipes.loaders.source import is_remote
-from rrt.recipes.recipe import Reject
 from rrt.recipes.step_kinds import KINDS
 from rrt.recipes.tagger import parse_constraints
 from runtime.cluster import start_ray
@@ -108,6 +115,10 @@ RECIPE_ROW_SCHEMA = pa.schema(
     [("id", pa.string()), ("split", pa.string()), ("step", pa.int64()), ("text", pa.string())]
 )
 EM_SCHEMA = pa.schema([("key", pa.string()), ("source_steps", TEXTS), ("target_steps", TEXTS)])
+# What each loaded recipe carries until its id is known to be the first: its place in the read
+# order (input index, then record) and where it was read, for a duplicate's reject.
+LOADED_COLUMNS = [("_order", pa.int64()), ("_where", pa.string())]
+RECORD_BITS = 40  # records per input below 2**40; inputs above it
 
 
 # ---------------------------------------------------------------- settings and resume
@@ -130,7 +141,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="config profile: local, v100x64 (a V100 cluster) or hopper (one H100/H200)",
     )
     parser.add_argument("--constraints", help="'all' or a comma list (default: data.constraints)")
-    parser.add_argument("--limit", type=int, help="read at most N clean recipes")
+    parser.add_argument(
+        "--limit", type=int, help="read at most N clean recipes (duplicate ids among them dropped)"
+    )
     parser.add_argument(
         "--dish-key", choices=("title", "head"), help="dish key level (default: data.dish_key)"
     )
@@ -143,6 +156,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="replace an earlier run of this job in --output (any other folder is refused)",
     )
     parser.add_argument("--num-cpus", type=int, help="CPUs for a local Ray (default: all)")
+    parser.add_argument(
+        "--verbose", action="store_true", help="Ray's own INFO lines on the console too"
+    )
     return parser.parse_args(argv)
 
 
@@ -181,6 +197,9 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         raise JobError(str(err)) from None
     if not paths:
         raise JobError(f"no input files found in {', '.join(inputs)}")
+    missing = [missing_input(path) for path in paths]
+    if all(missing):
+        raise JobError("; ".join(missing))  # nothing to read: fail before any work
     return {
         "inputs": paths,
         "output": os.path.abspath(output),
@@ -211,7 +230,7 @@ def fingerprint(settings: dict) -> str:
     """Hash of everything that changes the outputs (inputs by path, size and mtime)."""
     files = []
     for path in settings["inputs"]:
-        stat = os.stat(path) if not is_remote(path) else None
+        stat = os.stat(path) if os.path.isfile(path) else None  # URIs, missing inputs
         files.append([path, stat.st_size if stat else None, int(stat.st_mtime) if stat else None])
     keep = {k: v for k, v in settings.items() if k not in ("ray", "output", "inputs")}
     blob = json.dumps({"files": files, **keep}, sort_keys=True, default=str)
@@ -249,9 +268,9 @@ def recipe_schema(constraints: list[str]) -> pa.Schema:
 
 
 def load_files(batch: pa.Table, settings: dict) -> Iterator[pa.Table]:
-    """Ray task: input files -> recipe rows in chunks (a huge file never sits in memory whole);
-    each file's rejects go to _rejects/<index>.jsonl."""
-    schema = recipe_schema(settings["constraints"])
+    """Ray task: input files -> recipe rows in chunks (a huge file never sits in memory whole),
+    each with its read order and location; each file's rejects go to _rejects/<index>.jsonl."""
+    schema = pa.schema(list(recipe_schema(settings["constraints"])) + LOADED_COLUMNS)
     for path, index in zip(batch.column("path").to_pylist(), batch.column("index").to_pylist()):
         report = LoadReport()
         reject_path = os.path.join(settings["output"], "_rejects", f"{index:06d}.jsonl")
@@ -261,17 +280,16 @@ def load_files(batch: pa.Table, settings: dict) -> Iterator[pa.Table]:
                 json.dumps(r.to_dict(), ensure_ascii=False) + "\n"
             )
             rows = []
-            for recipe in read_recipes([path], report):
-                rows.append(
-                    recipe_row(
-                        recipe,
-                        settings["constraints"],
-                        settings["dish_key"],
-                        settings["train"],
-                        settings["dev"],
-                        settings["seed"],
-                    )
+            for number, (where, recipe) in enumerate(read_located_recipes([path], report)):
+                row = recipe_row(
+                    recipe,
+                    settings["constraints"],
+                    settings["dish_key"],
+                    settings["train"],
+                    settings["dev"],
+                    settings["seed"],
                 )
+                rows.append({**row, "_order": (index << RECORD_BITS) + number, "_where": where})
                 if len(rows) == LOAD_CHUNK:
                     yield pa.Table.from_pylist(rows, schema=schema)
                     rows = []
@@ -317,24 +335,35 @@ def read_blocks(ray_data, folder: str, columns: list[str] | None = None):
     )
 
 
-def _dedupe(rows: list[dict], output: str) -> list[dict]:
-    seen, kept, dropped = set(), [], []
-    for row in sorted(rows, key=lambda r: r["id"]):
-        (dropped if row["id"] in seen else kept).append(row)
-        seen.add(row["id"])
-    if dropped:
-        _side_file(
-            output,
-            "_rejects",
-            "dup-" + rows[0]["dish"],
-            [
-                Reject(
-                    r["id"], "duplicate_id", "another recipe of this dish has the same id", r["id"]
-                ).to_dict()
-                for r in dropped
-            ],
-        )
-    return kept
+def id_bucket(batch: pa.Table, buckets: int) -> pa.Table:
+    """Ray task: each row's id bucket (a stable hash of the id), the key duplicates meet on."""
+    ids = batch.column("id").to_pylist()
+    return batch.append_column(
+        "_bucket", pa.array([zlib.crc32(i.encode()) % buckets for i in ids], pa.int64())
+    )
+
+
+def unique_ids(group: pa.Table, output: str) -> pa.Table:
+    """Ray task: the recipes of one id bucket, each id once: the first read is kept, every
+    later one is a duplicate_id reject (in _rejects/, named by the bucket, so a rerun of the
+    task rewrites the same file)."""
+    table = group.take(
+        pc.sort_indices(group, sort_keys=[("id", "ascending"), ("_order", "ascending")])
+    )
+    ids, wheres = table.column("id").to_pylist(), table.column("_where").to_pylist()
+    first = [k == 0 or ids[k] != ids[k - 1] for k in range(len(ids))]
+    rejects, kept_at = [], ""
+    for k, is_first in enumerate(first):
+        if is_first:
+            kept_at = wheres[k]
+        else:
+            rejects.append(duplicate(wheres[k], ids[k], kept_at).to_dict())
+    if rejects:
+        bucket = table.column("_bucket")[0].as_py()
+        _side_file(output, "_rejects", f"duplicate-ids-{bucket}", rejects)
+    kept = table.filter(pa.array(first))
+    kept = kept.take(pc.sort_indices(kept, sort_keys=[("_order", "ascending")]))  # read order
+    return kept.drop_columns(["_order", "_where", "_bucket"])
 
 
 def _side_file(output: str, folder: str, name: str, rows: list[dict]) -> None:
@@ -350,7 +379,7 @@ def em_sample(group: pa.Table, settings: dict) -> pa.Table:
     At most `em_per_dish` per dish, each kept with probability `em_keep`, so the rows
     sorted for the sample stay near a small multiple of `alignment.em_pairs`.
     """
-    rows = _dedupe(group.to_pylist(), settings["output"])
+    rows = sorted(group.to_pylist(), key=lambda r: r["id"])
     out = []
     for constraint in settings["constraints"]:
         column = valid_column(constraint)
@@ -373,7 +402,7 @@ def pair_group(group: pa.Table, settings: dict) -> pa.Table:
     path = settings["table_path"]
     if path not in _TABLES:
         _TABLES[path] = TranslationTable.load(path)
-    rows = _dedupe(group.to_pylist(), settings["output"])
+    rows = sorted(group.to_pylist(), key=lambda r: r["id"])
     pair_settings = PairSettings.from_config(settings["pairing"], seed=settings["seed"])
     kept, capped = cap_dish(rows, pair_settings)
     if capped:
@@ -399,15 +428,16 @@ def log(message: str) -> None:
     print(f"[prepare_data] {message}", file=sys.stderr, flush=True)
 
 
-def group_partitions(settings: dict) -> int | None:
-    """Hash-shuffle partitions for grouping by dish: enough for every CPU, not one per few
-    rows. None for the sort shuffle, which makes one partition per input block instead."""
+def group_partitions(settings: dict, folder: str = "recipes") -> int | None:
+    """Hash-shuffle partitions for grouping a folder's recipes (by dish, by id bucket): enough
+    for every CPU, not one per few rows. None for the sort shuffle, which makes one partition
+    per input block instead."""
     import ray
 
     if settings["ray"]["shuffle"] == "sort":
         return None
     cpus = int(ray.cluster_resources().get("CPU", 1))
-    recipes = count_rows(os.path.join(settings["output"], "recipes"))
+    recipes = count_rows(os.path.join(settings["output"], folder))
     return max(cpus, min(1000, recipes // 2000))
 
 
@@ -426,37 +456,71 @@ def configure_data(ray_data, ray_settings: dict) -> None:
 
 
 def stage_recipes(ray_data, settings: dict, timings: dict) -> None:
-    """Load, clean, tag, key and split every recipe -> recipes/ (Parquet)."""
+    """Load, clean, tag, key and split every recipe -> _loaded/, then keep each id once ->
+    recipes/ (Parquet)."""
     final = os.path.join(settings["output"], "recipes")
+    loaded = os.path.join(settings["output"], "_loaded")
     if stage_done(final):
+        shutil.rmtree(loaded, ignore_errors=True)  # a run stopped just after publishing
         return log("recipes: done earlier, kept")
     started = time.perf_counter()
-    shutil.rmtree(os.path.join(settings["output"], "_rejects"), ignore_errors=True)
-    files = ray_data.from_items(
-        [{"path": p, "index": i} for i, p in enumerate(settings["inputs"])],
-        override_num_blocks=max(1, len(settings["inputs"])),
-    )
-    recipes = files.map_batches(
-        load_files,
-        batch_size=1,
-        batch_format="pyarrow",
-        fn_kwargs={"settings": settings},
-        max_calls=WORKER_TASKS,
-    )
-    if settings["limit"]:
-        recipes = recipes.limit(settings["limit"])
-    tmp = final + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    # A write fused to its map holds all that task's rows until the task ends; writing as a
-    # separate operator (other CPUs) keeps one huge input file from filling memory. No
-    # min_rows_per_file: it buffers rows until a file is full.
-    recipes.write_parquet(
-        tmp, max_rows_per_file=RECIPES_PER_FILE, ray_remote_args={"num_cpus": WRITE_CPUS}
-    )
-    os.makedirs(tmp, exist_ok=True)
-    publish(tmp, final)
+    if not stage_done(loaded):
+        shutil.rmtree(os.path.join(settings["output"], "_rejects"), ignore_errors=True)
+        files = ray_data.from_items(
+            [{"path": p, "index": i} for i, p in enumerate(settings["inputs"])],
+            override_num_blocks=max(1, len(settings["inputs"])),
+        )
+        recipes = files.map_batches(
+            load_files,
+            batch_size=1,
+            batch_format="pyarrow",
+            fn_kwargs={"settings": settings},
+            max_calls=WORKER_TASKS,
+        )
+        if settings["limit"]:
+            recipes = recipes.limit(settings["limit"])
+        tmp = loaded + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        # A write fused to its map holds all that task's rows until the task ends; writing as a
+        # separate operator (other CPUs) keeps one huge input file from filling memory. No
+        # min_rows_per_file: it buffers rows until a file is full.
+        recipes.write_parquet(
+            tmp, max_rows_per_file=RECIPES_PER_FILE, ray_remote_args={"num_cpus": WRITE_CPUS}
+        )
+        os.makedirs(tmp, exist_ok=True)
+        publish(tmp, loaded)
+    stage_unique_ids(ray_data, settings, loaded, final)
+    shutil.rmtree(loaded)
     timings["recipes"] = round(time.perf_counter() - started, 2)
     log(f"recipes: {count_rows(final)} in {timings['recipes']}s")
+
+
+def stage_unique_ids(ray_data, settings: dict, loaded: str, final: str) -> None:
+    """Keep each recipe id once across every input (the first read): the same recipe in two
+    files would otherwise be two recipes in the statistics and twice in the training rows.
+    Duplicates meet on a hash bucket of the id, about one file's worth of recipes a bucket, so
+    every task stays bounded and the rejects make a file per bucket, not one per id."""
+    rows = count_rows(loaded)
+    tmp = final + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    if rows == 0:
+        os.makedirs(tmp)
+        return publish(tmp, final)
+    buckets = max(1, rows // RECIPES_PER_FILE)
+    unique = (
+        read_blocks(ray_data, loaded)
+        .map_batches(id_bucket, batch_format="pyarrow", fn_kwargs={"buckets": buckets})
+        .groupby("_bucket", num_partitions=group_partitions(settings, "_loaded"))
+        .map_groups(
+            unique_ids,
+            fn_kwargs={"output": settings["output"]},
+            batch_format="pyarrow",
+            max_calls=GROUP_TASKS,
+        )
+    )
+    unique.write_parquet(tmp, max_rows_per_file=RECIPES_PER_FILE)
+    os.makedirs(tmp, exist_ok=True)
+    publish(tmp, final)
 
 
 def stage_translation_table(ray_data, settings: dict, timings: dict) -> None:
@@ -715,9 +779,12 @@ def main(argv: list[str] | None = None) -> int:
     import ray
     import ray.data
 
-    start_ray(settings["ray"])
+    start_ray(settings["ray"], args.verbose)
     configure_data(ray.data, settings["ray"])
     log(("resuming " if resumed else "writing ") + settings["output"])
+    for path in settings["inputs"]:
+        if missing_input(path):  # the others are read; rejects.jsonl counts it as missing_input
+            log(f"warning: {missing_input(path)}")
     timings: dict[str, float] = {}
     started = time.perf_counter()
     stage_recipes(ray.data, settings, timings)
@@ -726,6 +793,12 @@ def main(argv: list[str] | None = None) -> int:
     stage_step_pairs(ray.data, settings, timings)
     timings["total"] = round(time.perf_counter() - started, 2)
     stats = write_stats(settings, timings, resumed)
+    duplicates = stats["rejects"].get("duplicate_id", 0)
+    if duplicates:
+        log(
+            f"warning: {duplicates} {'recipes repeat' if duplicates > 1 else 'recipe repeats'} an "
+            f"id read before (the first is kept; rejects.jsonl holds each, reason duplicate_id)"
+        )
     print(format_table1(stats))
     print(
         f"{stats['recipes']} recipes, {stats['rejected']} rejected; outputs in {settings['output']}"

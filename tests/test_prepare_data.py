@@ -11,6 +11,8 @@ import subprocess
 import pyarrow.dataset as pads
 import pytest
 from conftest import SAMPLE, needs_shared_data, run_script
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rrt.corpus.formats import PAIR_VARIANTS, VARIANTS, parse_text
 from rrt.corpus.pairing import valid_column
@@ -117,8 +119,7 @@ def test_no_recipe_is_lost(prepared):
     expected = sum(1 for _ in read_recipes(expand_inputs(inputs.split(",")), report))
     kept = len(rows(out / "recipes"))
     rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
-    load_rejects = [r for r in rejects if r["reason"] != "duplicate_id"]
-    assert kept == expected and report.read == kept + len(load_rejects)
+    assert kept == expected and report.read == kept + len(rejects)
     stats = json.loads((out / "stats.json").read_text())
     assert stats["recipes"] == kept and stats["rejected"] == len(rejects)
 
@@ -220,3 +221,60 @@ def test_dish_grouping_gets_a_partition_per_recipe_file(prepared, tmp_path):
     finally:
         if started_here:
             ray.shutdown()
+
+
+# ---------------------------------------------------------------- issue 49: one recipe, one row
+
+
+def test_the_same_recipes_in_two_inputs_are_prepared_once(ray_cluster, tmp_path):
+    lines = SAMPLE.read_text().splitlines(keepends=True)
+    first, again, missing = (tmp_path / n for n in ("first.jsonl", "again.jsonl", "typo.jsonl"))
+    first.write_text("".join(lines[:24]))
+    again.write_text("".join(lines[16:30] + lines[28:30]))  # 8 of first's again, 2 twice in itself
+    out = tmp_path / "out"
+    done = run_job("--input", f"{first},{again},{missing}", "--output", str(out), "--num-cpus", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"warning: no such file: {missing}" in done.stderr
+    assert "warning: 10 recipes repeat an id read before" in done.stderr
+    ids = [r["id"] for r in rows(out / "recipes")]
+    assert len(ids) == len(set(ids)) == 30
+    no_source = [r["id"] for r in rows(out / "step_pairs" / "no_source")]
+    assert len(no_source) == len(set(no_source)) == 30  # one training row per recipe, not two
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["recipes"] == 30 and stats["rejects"] == {"duplicate_id": 10, "missing_input": 1}
+    rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+    by_place = {r["location"]: r for r in rejects if r["reason"] == "duplicate_id"}
+    assert set(by_place) == {f"{again}:{n}" for n in [*range(1, 9), 15, 16]}
+    assert by_place[f"{again}:1"]["detail"].endswith(f"read first from {first}:17")
+    assert by_place[f"{again}:1"]["record_id"] == json.loads(lines[16])["id"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.sampled_from("abcde"), min_size=1, max_size=12), st.randoms())
+def test_an_id_bucket_keeps_the_first_read_of_each_id(tmp_path_factory, ids, rng):
+    import pyarrow as pa
+
+    from jobs.prepare_data import unique_ids
+
+    out = tmp_path_factory.mktemp("bucket")
+    order = list(range(len(ids)))
+    rng.shuffle(order)  # a shuffle hands the group its rows in any order
+    group = pa.table(
+        {
+            "id": [ids[k] for k in order],
+            "title": [f"t{k}" for k in order],
+            "_order": order,
+            "_where": [f"in:{k}" for k in order],
+            "_bucket": [0] * len(ids),
+        }
+    )
+    kept = unique_ids(group, str(out)).to_pylist()
+    firsts = {i: ids.index(i) for i in ids}
+    assert kept == [
+        {"id": i, "title": f"t{k}"} for i, k in sorted(firsts.items(), key=lambda x: x[1])
+    ]
+    rejects = [json.loads(line) for f in (out / "_rejects").glob("*") for line in f.open()]
+    assert sorted(r["location"] for r in rejects) == sorted(
+        f"in:{k}" for k, i in enumerate(ids) if k != firsts[i]
+    )
+    assert all(r["detail"].endswith(f"in:{firsts[r['record_id']]}") for r in rejects)

@@ -176,6 +176,14 @@ def read_recipes(
 ) -> Iterator[Recipe]:
     """Clean recipes from every input, in order; rejects go to the report. A recipe whose id an
     earlier one of these inputs had is a duplicate_id reject: the first is kept."""
+    for _, recipe in read_located_recipes(paths, report, fmt):
+        yield recipe
+
+
+def read_located_recipes(
+    paths: Iterable[str], report: LoadReport | None = None, fmt: str | None = None
+) -> Iterator[tuple[str, Recipe]]:
+    """read_recipes with where each recipe was read (file:line, file[index]...)."""
     report = report if report is not None else LoadReport()
     first_read: dict[str, str] = {}  # id -> the input it was first read from
     for path in paths:
@@ -195,7 +203,7 @@ def read_recipes(
                 continue
             first_read[recipe.id] = path
             report.kept += 1
-            yield recipe
+            yield where, recipe
 
 
 def duplicate(where: str, recipe_id: str, first: str) -> Reject:

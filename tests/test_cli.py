@@ -10,6 +10,8 @@ import pytest
 from conftest import SAMPLE
 from test_loaders import _bad_inputs
 
+from serve.openapi import SubstitutionOut
+
 
 def rrt(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -55,6 +57,8 @@ def test_substitute_and_ingredients():
     out = rrt("substitute", "--constraint", "vegan", str(SAMPLE))
     row = json.loads(out.stdout.splitlines()[0])
     assert set(row) == {"id", "constraints", "recipe", "substitutions"} and row["substitutions"]
+    # The words rewrites.jsonl and the service use for a substitution.
+    assert set(row["substitutions"][0]) == set(SubstitutionOut.model_fields)
     out = rrt("ingredients", str(SAMPLE))
     row = json.loads(out.stdout.splitlines()[0])
     assert row["ingredients"][0]["name"] and isinstance(row["steps"], list)

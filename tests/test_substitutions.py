@@ -56,14 +56,15 @@ def test_substitution_is_applied_once():
     assert "imitation imitation" not in text and "goat soymilk" not in text
 
 
-def test_records_from_to_field_index():
+def test_records_original_replacement_field_index():
     out = substitute_recipe(make_recipe(["1 cup flour", "2 tablespoons honey"]), "vegan")
+    # The words of rewrites.jsonl and the service (issue 49: one vocabulary).
     assert [s.to_dict() for s in out.substitutions] == [
         {
-            "from": "honey",
-            "to": "agave nectar",
             "field": "ingredients",
             "index": 1,
+            "original": "honey",
+            "replacement": "agave nectar",
             "constraint": "vegan",
         }
     ]

@@ -16,7 +16,7 @@ stand-in its ingredient line holds, so title, lines and steps name one substitut
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 from rrt.recipes.lexicon import CONSTRAINT_CATEGORIES
 from rrt.recipes.line_foods import Food, Replaced, diet_words, line_foods
@@ -290,9 +290,15 @@ class Substitution:
     constraint: str
 
     def to_dict(self) -> dict:
-        """JSON form (`from`, `to`, `field`, `index`, `constraint`)."""
-        row = asdict(self)
-        return {"from": row.pop("from_text"), "to": row.pop("to_text"), **row}
+        """JSON form, in the words every output uses (rewrites.jsonl, the service): `field`,
+        `index`, `original`, `replacement`, `constraint`."""
+        return {
+            "field": self.field,
+            "index": self.index,
+            "original": self.from_text,
+            "replacement": self.to_text,
+            "constraint": self.constraint,
+        }
 
 
 @dataclass

@@ -12,7 +12,8 @@ Each fenced `bash` or `sh` block of README.md is, by the HTML comment on the lin
 The stand-ins: the sample's rewrites by the substitution guide under the demo's rewrite folder
 names (testing.rewrite_runs), and a translation table learned from the sample's dishes. No Ray,
 no model: the jobs are parse-only, since each starts a Ray and runs for a minute or more, and
-their own tests run them.
+their own tests run them. The docs/ pages' `python jobs/X.py` and `rrt` commands are parsed the
+same way.
 """
 
 from __future__ import annotations
@@ -148,14 +149,18 @@ class _Parsed(Exception):
 
 
 def parse_job(command: str, cwd: Path) -> str | None:
-    """Parse a `python jobs/X.py ...` command's flags with the job's own parser, running nothing;
-    None when they parse, else what went wrong."""
-    words = shlex.split(command, comments=True)
-    if len(words) < 2 or words[0] != "python" or not re.fullmatch(r"jobs/\w+\.py", words[1]):
-        return "parse-only checks `python jobs/X.py ...` commands only"
-    if not (cwd / words[1]).exists():
-        return f"{words[1]} does not exist"
-    module = importlib.import_module(f"jobs.{Path(words[1]).stem}")
+    """Parse a `python jobs/X.py ...` or `rrt ...` command's flags with its own parser, running
+    nothing; None when they parse, else what went wrong."""
+    words = shlex.split(re.sub(r"^ray job submit .*? -- ", "", command), comments=True)
+    words = words[: next((i for i, w in enumerate(words) if w in ("|", ">", "&&", ";")), None)]
+    if words[:1] == ["rrt"]:
+        module, argv = importlib.import_module("cli.main"), words[1:]
+    elif len(words) >= 2 and words[0] == "python" and re.fullmatch(r"jobs/\w+\.py", words[1]):
+        if not (cwd / words[1]).exists():
+            return f"{words[1]} does not exist"
+        module, argv = importlib.import_module(f"jobs.{Path(words[1]).stem}"), words[2:]
+    else:
+        return "parse-only checks `python jobs/X.py ...` and `rrt ...` commands only"
     original = argparse.ArgumentParser.parse_args
 
     def parse_then_stop(self, args=None, namespace=None):
@@ -166,14 +171,14 @@ def parse_job(command: str, cwd: Path) -> str | None:
     argparse.ArgumentParser.parse_args = parse_then_stop
     try:
         with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
-            module.main(words[2:])
+            module.main(argv)
     except _Parsed:
         return None
     except SystemExit as stop:
         return f"exit status {stop.code}: {said.getvalue().strip()[-1000:]}"
     finally:
         argparse.ArgumentParser.parse_args = original
-    return "the job ran past its argument parsing without parsing its flags"
+    return "the command ran past its argument parsing without parsing its flags"
 
 
 def check(blocks: list[Block], cwd: Path) -> list[str]:
@@ -261,3 +266,21 @@ true
     assert "unknown docs-test mode 'later'" in mode
     # The first command of the run block ran, in the tree, before the second failed.
     assert json.loads((after_demo / "out/demo/survey-again/survey.json").read_text())["recipes"]
+
+
+def test_the_docs_pages_commands_pass_their_parsers():
+    """Every `python jobs/X.py` and `rrt` command in docs/*.md's shell blocks (those without `…`)
+    has flags its parser takes, so an option renamed or removed fails here too."""
+    problems, checked = [], 0
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        for block in shell_blocks(page.read_text(encoding="utf-8")):
+            for command in commands(block.code):
+                runs = re.sub(r"^ray job submit .*? -- ", "", command)
+                if "…" in command or not re.match(r"(python jobs/|rrt )", runs):
+                    continue
+                checked += 1
+                failed = parse_job(command, ROOT)
+                if failed:
+                    problems.append(f"{page.name}:{block.line}: {command[:100]}: {failed}")
+    assert checked > 20, f"only {checked} commands found in docs/"
+    assert not problems, "\n\n".join(problems)

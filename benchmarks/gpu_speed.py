@@ -333,7 +333,7 @@ def engine_step(model, device, micro: int, steps: int, kind: str):
     precision = resolve_precision("auto", cuda, cuda and torch.cuda.is_bf16_supported())
     from rrt.config import load_settings
 
-    ds = {**load_settings(profile="v100x64").train.deepspeed.model_dump(), "micro_batch": micro}
+    ds = load_settings(profile="v100x64").train.deepspeed.model_copy(update={"micro_batch": micro})
     engine, _ = build_engine(model, ds, precision, steps, device, kind)
 
     def step(inputs: dict) -> None:

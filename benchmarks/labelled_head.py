@@ -97,11 +97,12 @@ def engine_of(lm, device, steps: int):
     import torch
 
     from jobs.train_worker import build_engine
+    from rrt.config import DeepSpeedSettings
 
     ds = train_settings()["deepspeed"]
     cuda = device.type == "cuda"
     precision = resolve_precision(ds["precision"], cuda, cuda and torch.cuda.is_bf16_supported())
-    return build_engine(lm, ds, precision, steps, device, "torch")[0]
+    return build_engine(lm, DeepSpeedSettings(**ds), precision, steps, device, "torch")[0]
 
 
 def timed(engine, batches: list, device) -> float:

@@ -279,6 +279,7 @@ def engine_step(model, device, ds: dict, total_steps: int):
     import torch
 
     from jobs.train_worker import build_engine
+    from rrt.config import DeepSpeedSettings
     from rrt.modelling.optim import resolve_precision
 
     for key, value in {
@@ -293,7 +294,7 @@ def engine_step(model, device, ds: dict, total_steps: int):
     if not torch.distributed.is_initialized():
         deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo")
     precision = resolve_precision("auto", cuda, cuda and torch.cuda.is_bf16_supported())
-    engine, _ = build_engine(model, ds, precision, total_steps, device)
+    engine, _ = build_engine(model, DeepSpeedSettings(**ds), precision, total_steps, device)
 
     def step(inputs: dict) -> None:
         """Forward, backward and update through the engine."""

@@ -26,6 +26,7 @@ outputs above (--constraint picks them; default: every constraint with training 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -39,6 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pyarrow as pa
 import pyarrow.dataset as pads
 
+from jobs.train_plan import BatchPlan, TrainRun, WorkerPlan
 from rrt.config import ConfigError, load_settings
 from rrt.corpus.formats import VARIANTS
 from rrt.modelling import finetune
@@ -123,17 +125,11 @@ def _split_dir(data: str, variant: str, split: str) -> str:
     return os.path.join(data, "step_pairs", variant, split)
 
 
-def train_texts(settings: dict, split: str = "train") -> pads.Dataset:
+def train_texts(run: TrainRun, split: str = "train") -> pads.Dataset:
     """A split's Parquet files (the training split's unless told) as one pyarrow dataset, in file
     order (one constraint's pairs when the run has one)."""
-    dataset = pads.dataset(
-        parquet_files(_split_dir(settings["data"], settings["pairs"], split)), format="parquet"
-    )
-    return (
-        dataset.filter(constraint_filter(settings["constraint"]))
-        if settings.get("constraint")
-        else dataset
-    )
+    dataset = pads.dataset(parquet_files(_split_dir(run.data, run.pairs, split)), format="parquet")
+    return dataset.filter(constraint_filter(run.constraint)) if run.constraint else dataset
 
 
 def constraint_filter(constraint: str):
@@ -143,30 +139,26 @@ def constraint_filter(constraint: str):
     return pc.match_substring(pc.field("text"), constraint_tag("tgt", constraint, True))
 
 
-def split_rows(settings: dict, split: str) -> int:
+def split_rows(run: TrainRun, split: str) -> int:
     """Rows of a split the run trains on (one constraint's when it has one)."""
-    folder = _split_dir(settings["data"], settings["pairs"], split)
-    if not settings.get("constraint"):
+    folder = _split_dir(run.data, run.pairs, split)
+    if not run.constraint:
         return count_rows(folder)
     files = parquet_files(folder)
     return (
-        pads.dataset(files, format="parquet").count_rows(
-            filter=constraint_filter(settings["constraint"])
-        )
+        pads.dataset(files, format="parquet").count_rows(filter=constraint_filter(run.constraint))
         if files
         else 0
     )
 
 
-def trained_constraints(settings: dict) -> list[str]:
+def trained_constraints(data: str, pairs: str) -> list[str]:
     """The constraints whose target tag the training pairs hold, in the lexicon's order."""
-    dataset = pads.dataset(
-        parquet_files(_split_dir(settings["data"], settings["pairs"], "train")), format="parquet"
-    )
+    dataset = pads.dataset(parquet_files(_split_dir(data, pairs, "train")), format="parquet")
     return [c for c in CONSTRAINTS if dataset.count_rows(filter=constraint_filter(c))]
 
 
-def settings_from(args: argparse.Namespace) -> dict[str, Any]:
+def settings_from(args: argparse.Namespace) -> TrainRun:
     """Merge config and flags and check every value; problems are JobError lines."""
     flags = {
         key: getattr(args, key, None)
@@ -194,45 +186,45 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         )
     except ConfigError as err:
         raise JobError(str(err)) from None
-    train, ray_cfg = config.train.model_dump(), config.ray.model_dump()
-    ds, tiny = train["deepspeed"], train["tiny"]
-    tiny_lr, seq2seq_lr = tiny.pop("lr"), train["seq2seq"].pop("lr")
-    variant = train["variant"]
+    train = config.train
+    variant = train.variant
+    changes: dict[str, Any] = {}
     if variant in SEQ2SEQ:
         if args.model:
             raise JobError(
                 f"--model does not apply to {variant}: it trains from scratch (shape: train.seq2seq)"
             )
         # Always from scratch, with a tokenizer of its own: no preset applies.
-        train["model"] = f"{variant} (BART from scratch)"
-    if train["model"] == TINY or variant in SEQ2SEQ:
+        changes["model"] = f"{variant} (BART from scratch)"
+    if train.model == TINY or variant in SEQ2SEQ:
         # A model trained from scratch trains every weight, at its own rate.
-        train["finetune"] = "full"
+        changes["finetune"] = "full"
         if args.lr is None:
-            ds["lr"] = seq2seq_lr if variant in SEQ2SEQ else tiny_lr
+            lr = train.seq2seq.lr if variant in SEQ2SEQ else train.tiny.lr
+            changes["deepspeed"] = train.deepspeed.model_copy(update={"lr": lr})
     pairs = PAIRS if variant in SEQ2SEQ else variant
-    block = train["block_size"][pairs]
-    if train["pack_width"] and train["pack_width"] < block:
+    block = train.block_size[pairs]
+    if train.pack_width and train.pack_width < block:
         raise JobError(
-            f"train.pack_width {train['pack_width']} is narrower than the block ({block}): a packed row "
+            f"train.pack_width {train.pack_width} is narrower than the block ({block}): a packed row "
             "must hold the longest example (0: the block)"
         )
-    if train["attention"] == "varlen" and (variant in SEQ2SEQ or train["batching"] != "packed"):
+    if train.attention == "varlen" and (variant in SEQ2SEQ or train.batching != "packed"):
         raise JobError(
             "train.attention varlen is for packed rows of a causal LM: set train.batching: packed "
             "(the seq2seq baselines keep sdpa)"
         )
     constraints = None
-    if variant == COPY and train["constraint"]:
+    if variant == COPY and train.constraint:
         try:
-            constraints = parse_constraints(train["constraint"])
+            constraints = parse_constraints(train.constraint)
         except ValueError as err:
             raise JobError(f"train.constraint: {err}") from None
-    elif train["constraint"]:
+    elif train.constraint:
         raise JobError(
             "train.constraint (--constraint) is for seq2seq_copy, which trains one model per constraint"
         )
-    data, output = train["data"], train["output"]
+    data, output = train.data, train.output
     if not data or not os.path.isdir(data):
         raise JobError(f"data folder not found: {data} (run jobs/prepare_data.py first)")
     if not output:
@@ -243,34 +235,29 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
             raise JobError(f"{folder} not found: {data} holds no {pairs} step pairs")
         if count_rows(folder) == 0:
             raise JobError(f"the {split} split of {pairs} in {data} is empty")
-    settings = {
-        **train,
-        "pairs": pairs,
-        "block": block,
-        "data": os.path.abspath(data),
-        "output": os.path.abspath(output),
-        "ray": ray_cfg,
-        "constraint": None,
-    }
-    if variant == COPY:
-        found = trained_constraints(settings)
-        missing = [c for c in constraints or [] if c not in found]
-        if missing:
-            raise JobError(
-                f"the train split of {pairs} in {data} holds no pairs for {', '.join(missing)}"
-            )
-        settings["constraints"], settings["constraints_given"] = (
-            constraints or found,
-            constraints is not None,
+    # The run's constraint is TrainRun.constraint (one per Seq2seq Copy run), not the flag's list.
+    changes.update(data=os.path.abspath(data), output=os.path.abspath(output), constraint=None)
+    run = TrainRun(train=train.model_copy(update=changes), ray=config.ray, pairs=pairs, block=block)
+    if variant != COPY:
+        return run
+    found = trained_constraints(run.data, pairs)
+    missing = [c for c in constraints or [] if c not in found]
+    if missing:
+        raise JobError(
+            f"the train split of {pairs} in {data} holds no pairs for {', '.join(missing)}"
         )
-        if not settings["constraints"]:
-            raise JobError(f"the train split of {pairs} in {data} holds no constraint tag")
-    return settings
+    chosen = constraints or found
+    if not chosen:
+        raise JobError(f"the train split of {pairs} in {data} holds no constraint tag")
+    return dataclasses.replace(
+        run, constraints=tuple(chosen), constraints_given=constraints is not None
+    )
 
 
-def fingerprint(settings: dict) -> str:
+def fingerprint(run: TrainRun) -> str:
     """Hash of what makes two runs the same run (data folder state, variant, model, shapes)."""
-    stats = os.path.join(settings["data"], "stats.json")
+    settings = run.record()
+    stats = os.path.join(run.data, "stats.json")
     data_id = os.path.getmtime(stats) if os.path.exists(stats) else None
     keep = {
         k: settings[k]
@@ -297,16 +284,17 @@ def fingerprint(settings: dict) -> str:
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
 
-def prepare_tokenizer(settings: dict):
+def prepare_tokenizer(run: TrainRun):
     """The run's tokenizer: the one saved in the run folder, else trained (tiny) or loaded."""
     from transformers import PreTrainedTokenizerFast
 
-    folder = os.path.join(settings["output"], "tokenizer")
+    train = run.train
+    folder = os.path.join(run.output, "tokenizer")
     if os.path.exists(os.path.join(folder, "tokenizer.json")):
         return PreTrainedTokenizerFast.from_pretrained(folder)
     texts = None
-    if settings["model"] == TINY or settings["variant"] in SEQ2SEQ:
-        dataset = train_texts(settings)
+    if train.model == TINY or train.variant in SEQ2SEQ:
+        dataset = train_texts(run)
         # Unthreaded: the threaded scanner reads ahead of a slow consumer (the tokenizer's
         # trainer) without bound, up to the whole split, though only the first texts are used.
         texts = (
@@ -315,14 +303,12 @@ def prepare_tokenizer(settings: dict):
             for t in batch.column(0).to_pylist()
         )
         texts = (t for _, t in zip(range(TOKENIZER_TEXTS), texts))
-    if settings["variant"] in SEQ2SEQ:
-        return train_tiny_tokenizer(texts, settings["seq2seq"]["vocab_size"])
+    if train.variant in SEQ2SEQ:
+        return train_tiny_tokenizer(texts, train.seq2seq.vocab_size)
     try:
-        tokenizer = load_tokenizer(settings["model"], texts, settings["tiny"]["vocab_size"])
+        tokenizer = load_tokenizer(train.model, texts, train.tiny.vocab_size)
     except (OSError, PresetError) as err:
-        raise JobError(
-            f"cannot load model {settings['model']!r}: {str(err).splitlines()[0]}"
-        ) from None
+        raise JobError(f"cannot load model {train.model!r}: {str(err).splitlines()[0]}") from None
     return tokenizer
 
 
@@ -331,11 +317,11 @@ def keep_constraint(batch, constraint: str):
     return batch.filter(constraint_filter(constraint))
 
 
-def first_rows(settings: dict, split: str, limit: int) -> pa.Table:
+def first_rows(run: TrainRun, split: str, limit: int) -> pa.Table:
     """The first `limit` texts of a split in file order (of the run's constraint when it has one)."""
     # The same rows every run, so runs' dev losses compare; a streamed limit keeps whichever blocks
     # finish first.
-    return train_texts(settings, split).head(limit, columns=["text"])
+    return train_texts(run, split).head(limit, columns=["text"])
 
 
 def file_order(files: list[str], seed: int | None) -> list[str]:
@@ -366,27 +352,24 @@ def tokenize_files(
 
 
 def token_dataset(
-    ray_data, settings: dict, split: str, tokenizer_json: str, limit: int | None = None
+    ray_data, run: TrainRun, split: str, tokenizer_json: str, limit: int | None = None
 ):
     """A Ray Dataset of token rows for one split, tokenized by streaming CPU tasks."""
     from rrt.modelling.batching import tokenize_table
 
-    shape = {
-        "tokenizer_json": tokenizer_json,
-        "variant": settings["pairs"],
-        "block": settings["block"],
-    }
+    train = run.train
+    shape = {"tokenizer_json": tokenizer_json, "variant": run.pairs, "block": run.block}
     if limit:
-        return ray_data.from_arrow(first_rows(settings, split, limit)).map_batches(
+        return ray_data.from_arrow(first_rows(run, split, limit)).map_batches(
             tokenize_table,
             batch_format="pyarrow",
             batch_size=TOKENIZE_BATCH,
-            num_cpus=settings["tokenize_cpus"],
+            num_cpus=train.tokenize_cpus,
             fn_kwargs=shape,
         )
     files = file_order(
-        parquet_files(_split_dir(settings["data"], settings["pairs"], split)),
-        settings["seed"] if settings["shuffle_rows"] else None,
+        parquet_files(_split_dir(run.data, run.pairs, split)),
+        train.seed if train.shuffle_rows else None,
     )
     # One task per file, files in a shuffled order, so the first rows stream out of the first file
     # at any size. randomize_block_order waits for the whole split to be read (and spills it)
@@ -399,31 +382,32 @@ def token_dataset(
         tokenize_files,
         batch_format="pyarrow",
         batch_size=1,
-        num_cpus=settings["tokenize_cpus"],
-        fn_kwargs={**shape, "constraint": settings.get("constraint")},
+        num_cpus=train.tokenize_cpus,
+        fn_kwargs={**shape, "constraint": run.constraint},
     )
 
 
-def mean_tokens(settings: dict, tokenizer, sample: int = 2000) -> float:
+def mean_tokens(run: TrainRun, tokenizer, sample: int = 2000) -> float:
     """Mean tokens per training example (capped at the block), from a sample of the split."""
-    texts = train_texts(settings).head(sample, columns=["text"]).column("text").to_pylist()
-    lengths = [min(settings["block"], len(ids)) for ids in tokenizer(texts)["input_ids"]]
+    texts = train_texts(run).head(sample, columns=["text"]).column("text").to_pylist()
+    lengths = [min(run.block, len(ids)) for ids in tokenizer(texts)["input_ids"]]
     return sum(lengths) / max(1, len(lengths))
 
 
 def plan_steps(
-    settings: dict, train_rows: int, tokens_per_row: float | None = None
+    run: TrainRun, train_rows: int, tokens_per_row: float | None = None
 ) -> tuple[int, int]:
     """Optimizer steps per epoch and in all; too little data for one step is an error.
     Token batches hold about micro_batch x block / (tokens per row) rows each, packed ones
     micro_batch x row width / (tokens per row)."""
-    ds = settings["deepspeed"]
-    micro, accum, world = ds["micro_batch"], ds["grad_accum"], settings["num_workers"]
+    train = run.train
+    ds = train.deepspeed
+    micro, accum, world = ds.micro_batch, ds.grad_accum, train.num_workers
     rows_per_batch = micro
-    if settings["batching"] in ("tokens", "packed") and tokens_per_row:
-        width = settings["block"]
-        if settings["batching"] == "packed":
-            width = settings["pack_width"] or width
+    if train.batching in ("tokens", "packed") and tokens_per_row:
+        width = run.block
+        if train.batching == "packed":
+            width = train.pack_width or width
         rows_per_batch = max(micro, micro * width / tokens_per_row)
     per_epoch = int(train_rows // (rows_per_batch * accum * world))
     if per_epoch == 0:
@@ -431,66 +415,47 @@ def plan_steps(
             f"{train_rows} training examples are too few for {world} workers x micro-batch {micro} "
             f"x accumulation {accum}"
         )
-    return per_epoch, settings["max_steps"] or per_epoch * settings["epochs"]
+    return per_epoch, train.max_steps or per_epoch * train.epochs
 
 
-def worker_config(settings: dict, tokenizer, train_rows: int, fingerprint_id: str) -> dict:
-    """Everything a worker needs, as one picklable dict."""
-    ds = settings["deepspeed"]
-    micro, world = ds["micro_batch"], settings["num_workers"]
-    batching = settings["batching"]
-    tokens = batching == "tokens"
+def worker_plan(run: TrainRun, tokenizer, train_rows: int, fingerprint_id: str) -> WorkerPlan:
+    """Everything a worker needs, typed and frozen (it pickles as it is)."""
+    train = run.train
+    batching = train.batching
     per_epoch, total = plan_steps(
-        settings, train_rows, mean_tokens(settings, tokenizer) if batching != "examples" else None
+        run, train_rows, mean_tokens(run, tokenizer) if batching != "examples" else None
     )
-    threads = settings["torch_threads"] or max(1, (os.cpu_count() or 1) // world)
-    return {
-        "model": settings["model"],
-        "tiny": settings["tiny"],
-        "seed": settings["seed"],
-        "variant": settings["variant"],
-        "seq2seq": settings["seq2seq"],
-        "tokenizer_dir": os.path.join(settings["output"], "tokenizer"),
-        "output": settings["output"],
-        "deepspeed": ds,
-        "precision": ds["precision"],
-        "micro_batch": micro,
-        "bucket_window": settings["bucket_window"],
-        "pad_id": tokenizer.pad_token_id,
-        "shuffle_rows": settings["shuffle_rows"],
-        "token_budget": micro * settings["block"] if tokens else None,
-        "batching": batching,
-        "block": settings["block"],
-        "attention": settings["attention"],
-        "pack_width": settings["pack_width"] or settings["block"],
-        "compile": settings["compile"],
-        "engine": settings["engine"],
-        "loss_on": settings["loss_on"],
-        "epochs": settings["epochs"],
-        "max_steps": settings["max_steps"],
-        "total_steps": total,
-        "steps_per_epoch": per_epoch,
-        "torch_threads": threads,
-        "pad_vocab_to": settings["pad_vocab_to"],
-        "finetune": settings["finetune"],
-        "trainable_layers": settings["trainable_layers"],
-        "lora": settings["lora"],
-        "log_interval": settings["log_interval"],
-        "eval_interval": settings["eval_interval"],
-        "checkpoint_interval": settings["checkpoint_interval"],
-        "meta": {
-            "variant": settings["variant"],
-            "block_size": settings["block"],
-            "model": settings["model"],
-            "constraint": settings["constraint"],
-            "loss_on": settings["loss_on"],
-            "data": settings["data"],
+    batches = BatchPlan(
+        variant=train.variant,
+        micro_batch=train.deepspeed.micro_batch,
+        bucket_window=train.bucket_window,
+        batching=batching,
+        pad_id=tokenizer.pad_token_id,
+        loss_on=train.loss_on,
+        token_budget=train.deepspeed.micro_batch * run.block if batching == "tokens" else None,
+        pack_width=train.pack_width or run.block,
+        varlen=train.attention == "varlen",
+    )
+    return WorkerPlan(
+        run=run,
+        batches=batches,
+        tokenizer_dir=os.path.join(run.output, "tokenizer"),
+        total_steps=total,
+        steps_per_epoch=per_epoch,
+        torch_threads=train.torch_threads or max(1, (os.cpu_count() or 1) // train.num_workers),
+        meta={
+            "variant": train.variant,
+            "block_size": run.block,
+            "model": train.model,
+            "constraint": run.constraint,
+            "loss_on": train.loss_on,
+            "data": run.data,
             "data_fingerprint": fingerprint_id,
             "constraint_tokens": [
                 t for t in tokenizer.all_special_tokens if t.startswith(("<src:", "<tgt:"))
             ],
         },
-    }
+    )
 
 
 def plot_loss(output: str) -> None:
@@ -523,14 +488,13 @@ def steady_mean(values: list[float]) -> float | None:
     return sum(kept) / len(kept) if kept else None
 
 
-def write_stats(
-    settings: dict, config: dict, seconds: float, train_rows: int, removed: list[str]
-) -> dict:
+def write_stats(plan: WorkerPlan, seconds: float, train_rows: int, removed: list[str]) -> dict:
     """train_stats.json: steps, examples kept/cut/too long, speed, padding and MFU of this run, and the
     unregistered checkpoint folders it removed."""
     from rrt.modelling.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops
 
-    output = settings["output"]
+    run, train = plan.run, plan.run.train
+    output = run.output
     with open(os.path.join(output, "worker_stats.json"), encoding="utf-8") as handle:
         worker = json.load(handle)
     rows = read_jsonl(os.path.join(output, "metrics.jsonl"))
@@ -540,21 +504,21 @@ def write_stats(
     evals = [r["eval_loss"] for r in rows if r["eval_loss"] is not None]
     speed = steady_mean(speeds) or 0.0
     if worker["device"] == "cpu":
-        peak = measure_cpu_peak_flops(config["torch_threads"]) * worker["world_size"]
+        peak = measure_cpu_peak_flops(plan.torch_threads) * worker["world_size"]
     else:
         peak = (gpu_peak_flops(worker["device"]) or 0.0) * worker["world_size"]
     stats = {
         **worker,
-        "variant": settings["variant"],
-        "model": settings["model"],
-        "constraint": settings["constraint"],
+        "variant": train.variant,
+        "model": train.model,
+        "constraint": run.constraint,
         "train_rows": train_rows,
-        "batching": settings["batching"],
-        "attention": settings["attention"],
-        "engine": settings["engine"],
-        "compile": config["compile"],
-        "row_width": config["pack_width"] if settings["batching"] == "packed" else None,
-        "planned_steps": config["total_steps"],
+        "batching": train.batching,
+        "attention": train.attention,
+        "engine": train.engine,
+        "compile": train.compile,
+        "row_width": plan.batches.pack_width if train.batching == "packed" else None,
+        "planned_steps": plan.total_steps,
         "wall_s": round(seconds, 1),
         "tokens_per_s": round(speed, 1),
         "padding_fraction": round(sum(padding) / len(padding), 4) if padding else None,
@@ -590,37 +554,38 @@ def worker_env(allocator: str) -> dict | None:
     return {"env_vars": env} if env else None
 
 
-def run(settings: dict, resume: bool, overwrite: bool) -> dict:
+def run(one: TrainRun, resume: bool, overwrite: bool) -> dict:
     """Claim the run folder, start or join Ray, fit, then report."""
     import ray
 
-    run_id = fingerprint(settings)
-    train_rows = split_rows(settings, "train")
-    plan_steps(settings, train_rows)
+    train = one.train
+    run_id = fingerprint(one)
+    train_rows = split_rows(one, "train")
+    plan_steps(one, train_rows)
     # A bad model name is reported before the run folder is claimed.
-    tokenizer = prepare_tokenizer(settings) if not overwrite else None
+    tokenizer = prepare_tokenizer(one) if not overwrite else None
     # A folder that would be refused is told before Ray starts (claim_output judges again below).
-    check_claim(settings["output"], "train", run_id, overwrite, resume)
-    started_ray = start_ray(settings["ray"])
+    check_claim(one.output, "train", run_id, overwrite, resume)
+    started_ray = start_ray(one.ray.model_dump())
     try:
         # Ray Train starts only with every worker placed; a shortfall is told before the folder is claimed.
         ensure_room(
             "training worker",
             "train.num_workers, train.cpus_per_worker, train.use_gpu",
-            settings["num_workers"],
-            bundle(settings["cpus_per_worker"], settings["use_gpu"]),
+            train.num_workers,
+            bundle(train.cpus_per_worker, train.use_gpu),
         )
-        claim_output(settings["output"], "train", run_id, settings, overwrite, resume)
-        tokenizer = tokenizer or prepare_tokenizer(settings)
-        tokenizer.save_pretrained(os.path.join(settings["output"], "tokenizer"))
-        config = worker_config(settings, tokenizer, train_rows, run_id)
-        return fit(settings, config, train_rows, tokenizer.backend_tokenizer.to_str())
+        claim_output(one.output, "train", run_id, one.record(), overwrite, resume)
+        tokenizer = tokenizer or prepare_tokenizer(one)
+        tokenizer.save_pretrained(os.path.join(one.output, "tokenizer"))
+        plan = worker_plan(one, tokenizer, train_rows, run_id)
+        return fit(plan, train_rows, tokenizer.backend_tokenizer.to_str())
     finally:
         if started_ray:
             ray.shutdown()
 
 
-def fit(settings: dict, config: dict, train_rows: int, tokenizer_json: str) -> dict:
+def fit(plan: WorkerPlan, train_rows: int, tokenizer_json: str) -> dict:
     """Build the datasets and the trainer on a running Ray, fit, then plot and write the stats."""
     import ray.data
     from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
@@ -630,48 +595,49 @@ def fit(settings: dict, config: dict, train_rows: int, tokenizer_json: str) -> d
 
     # Workers show one step bar of their own; Ray Data's per-dataset bars would drown it.
     ray.data.DataContext.get_current().enable_progress_bars = False
+    run, train = plan.run, plan.run.train
     datasets = {
-        "train": token_dataset(ray.data, settings, "train", tokenizer_json),
+        "train": token_dataset(ray.data, run, "train", tokenizer_json),
         # Every worker reads the whole (small, capped) dev set; evaluation splits the work.
         "dev": token_dataset(
-            ray.data, settings, "dev", tokenizer_json, settings["eval_examples"]
+            ray.data, run, "dev", tokenizer_json, train.eval_examples
         ).materialize(),
     }
     trainer = TorchTrainer(
         train_func,
-        train_loop_config=config,
+        train_loop_config=plan,
         datasets=datasets,
         dataset_config=DataConfig(datasets_to_split=["train"]),
         scaling_config=ScalingConfig(
-            num_workers=settings["num_workers"],
-            use_gpu=settings["use_gpu"],
-            resources_per_worker={"CPU": settings["cpus_per_worker"]},
+            num_workers=train.num_workers,
+            use_gpu=train.use_gpu,
+            resources_per_worker={"CPU": train.cpus_per_worker},
         ),
         run_config=RunConfig(
             name="ray",
-            storage_path=settings["output"],
-            failure_config=FailureConfig(max_failures=settings["max_failures"]),
-            checkpoint_config=CheckpointConfig(num_to_keep=settings["keep_checkpoints"]),
-            worker_runtime_env=worker_env(settings["allocator"]),
+            storage_path=run.output,
+            failure_config=FailureConfig(max_failures=train.max_failures),
+            checkpoint_config=CheckpointConfig(num_to_keep=train.keep_checkpoints),
+            worker_runtime_env=worker_env(train.allocator),
         ),
     )
     started = time.perf_counter()
     trainer.fit()
     seconds = time.perf_counter() - started
-    removed = remove_unregistered(os.path.join(settings["output"], "ray"))
+    removed = remove_unregistered(os.path.join(run.output, "ray"))
     if removed:
         print(
             f"train: removed {len(removed)} checkpoint folder(s) that no checkpoint list holds (written as a worker "
             f"failed, so no resume could use them): {', '.join(removed)}",
             flush=True,
         )
-    plot_loss(settings["output"])
-    return write_stats(settings, config, seconds, train_rows, removed)
+    plot_loss(run.output)
+    return write_stats(plan, seconds, train_rows, removed)
 
 
-def constraint_runs(settings: dict) -> list[dict]:
+def constraint_runs(job: TrainRun) -> list[TrainRun]:
     """Seq2seq Copy's runs, one per constraint, each in <output>/<constraint>/."""
-    out = settings["output"]
+    out = job.output
     if os.path.isfile(out):
         raise JobError(f"{out} is a file, not a folder")
     strangers = [
@@ -685,8 +651,8 @@ def constraint_runs(settings: dict) -> list[dict]:
             "choose an empty or new folder"
         )
     runs = []
-    for constraint in settings["constraints"]:
-        one = {**settings, "constraint": constraint, "output": os.path.join(out, constraint)}
+    for constraint in job.constraints:
+        one = job.for_constraint(constraint)
         if not split_rows(one, "dev"):
             print(
                 f"train: note: the dev split holds no {constraint} pairs: its model trains without a dev loss",
@@ -697,14 +663,15 @@ def constraint_runs(settings: dict) -> list[dict]:
     return runs
 
 
-def run_all(settings: dict, resume: bool, overwrite: bool) -> dict:
+def run_all(job: TrainRun, resume: bool, overwrite: bool) -> dict:
     """Train the run, or Seq2seq Copy's model of each constraint one after another; a resumed
     job skips the constraints already finished. Returns the (last) run's stats."""
     import ray
 
-    if settings["variant"] != COPY:
-        return run(settings, resume, overwrite)
-    runs = constraint_runs(settings)
+    variant = job.train.variant
+    if variant != COPY:
+        return run(job, resume, overwrite)
+    runs = constraint_runs(job)
     kept, skipped = [], {}
     for one in runs:
         # Checked before any training, so a bad later constraint does not stop the job half-way.
@@ -712,49 +679,47 @@ def run_all(settings: dict, resume: bool, overwrite: bool) -> dict:
             plan_steps(one, split_rows(one, "train"))
             kept.append(one)
         except JobError as err:
-            if settings["constraints_given"]:
-                raise JobError(f"{one['constraint']}: {err}") from None
+            if job.constraints_given:
+                raise JobError(f"{one.constraint}: {err}") from None
             # Asked for every constraint: one with too few pairs is left out, not the whole job.
-            print(f"train: note: {one['constraint']} left out: {err}", file=sys.stderr, flush=True)
-            skipped[one["constraint"]] = str(err)
+            print(f"train: note: {one.constraint} left out: {err}", file=sys.stderr, flush=True)
+            skipped[one.constraint] = str(err)
     if not kept:
         raise JobError(f"no constraint has pairs enough to train: {'; '.join(skipped.values())}")
     runs = kept
     summary = {}
     # One Ray for every constraint's run.
-    started_ray = start_ray(settings["ray"])
+    started_ray = start_ray(job.ray.model_dump())
     try:
         for one in runs:
-            summary[one["constraint"]] = train_constraint(
-                one, resume, overwrite, settings["variant"]
-            )
+            summary[one.constraint] = train_constraint(one, resume, overwrite)
     finally:
         if started_ray:
             ray.shutdown()
     write_json_atomic(
-        os.path.join(settings["output"], "train_stats.json"),
-        {"variant": settings["variant"], "constraints": summary, "skipped": skipped},
+        os.path.join(job.output, "train_stats.json"),
+        {"variant": variant, "constraints": summary, "skipped": skipped},
     )
-    last = summary[runs[-1]["constraint"]]
+    last = summary[runs[-1].constraint]
     return {
         **last,
         "steps": sum(s["steps"] for s in summary.values()),
         "wall_s": round(sum(s["wall_s"] for s in summary.values()), 1),
-        "variant": f"{settings['variant']} ({len(summary)} constraint{'s' if len(summary) != 1 else ''})",
+        "variant": f"{variant} ({len(summary)} constraint{'s' if len(summary) != 1 else ''})",
     }
 
 
-def train_constraint(one: dict, resume: bool, overwrite: bool, variant: str) -> dict:
+def train_constraint(one: TrainRun, resume: bool, overwrite: bool) -> dict:
     """One constraint's run: skipped when a resumed job finds it finished; its stats."""
-    finished = os.path.exists(os.path.join(one["output"], "model", "rrt_meta.json"))
-    stats_path = os.path.join(one["output"], "train_stats.json")
+    finished = os.path.exists(os.path.join(one.output, "model", "rrt_meta.json"))
+    stats_path = os.path.join(one.output, "train_stats.json")
     if resume and finished and os.path.exists(stats_path):
-        print(f"train: {one['constraint']}: finished earlier, skipped", flush=True)
+        print(f"train: {one.constraint}: finished earlier, skipped", flush=True)
         with open(stats_path, encoding="utf-8") as handle:
             return json.load(handle)
     # A constraint not begun yet starts fresh in a resumed job.
-    again = resume and os.path.exists(os.path.join(one["output"], "run.json"))
-    print(f"train: {variant} for {one['constraint']} -> {one['output']}", flush=True)
+    again = resume and os.path.exists(os.path.join(one.output, "run.json"))
+    print(f"train: {one.train.variant} for {one.constraint} -> {one.output}", flush=True)
     return run(one, again, overwrite)
 
 
@@ -766,8 +731,8 @@ def main(
     """Parse flags, check settings before any worker starts, train, print a summary."""
     args = (parser or build_parser()).parse_args(argv)
     try:
-        settings = settings_from(args)
-        stats = run_all(settings, args.resume, args.overwrite)
+        job = settings_from(args)
+        stats = run_all(job, args.resume, args.overwrite)
     except JobError as err:
         print(f"{name}: error: {err}", file=sys.stderr)
         return 2
@@ -783,8 +748,8 @@ def main(
     print(
         f"{name}: {stats['steps']} steps of {stats['variant']} in {stats['wall_s']}s; eval loss "
         f"{first} -> {last}; {stats['tokens_per_s']} tokens/s, "
-        f"padding {stats['padding_fraction']}, MFU {stats['mfu']}; model in {settings['output']}/"
-        f"{'<constraint>/' if settings['variant'] == COPY else ''}model"
+        f"padding {stats['padding_fraction']}, MFU {stats['mfu']}; model in {job.output}/"
+        f"{'<constraint>/' if job.train.variant == COPY else ''}model"
     )
     return 0
 

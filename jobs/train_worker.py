@@ -16,6 +16,8 @@ import time
 
 import numpy as np
 
+from jobs.train_plan import BatchPlan, WorkerPlan
+from rrt.config import DeepSpeedSettings
 from rrt.modelling import finetune
 from rrt.modelling.batching import bucket_batches
 from rrt.modelling.engine import TorchEngine
@@ -24,7 +26,7 @@ from rrt.modelling.labelled_head import head_on_labels, labelled_head
 from rrt.modelling.models import build_model, export_model, pad_vocabulary, trim_vocabulary
 from rrt.modelling.optim import deepspeed_config, lr_factor, resolve_precision
 from rrt.modelling.packing import packed_batches
-from rrt.modelling.seq2seq import SEQ2SEQ, build_seq2seq, seq2seq_batches
+from rrt.modelling.seq2seq import build_seq2seq, seq2seq_batches
 from rrt.modelling.speed import loaded_allocator
 from rrt.modelling.step_window import StepWindow
 from runtime.cluster import own_tools_first
@@ -50,44 +52,40 @@ def _rows(
                 yield np.asarray(ids), int(start)
 
 
-def _window_batches(window: list, cfg: dict, rng: random.Random):
+def _window_batches(window: list, plan: BatchPlan, rng: random.Random):
     """One window's micro-batches: packed rows, or length-sorted padded batches (an encoder-decoder's
     split at the target tag into source and target)."""
-    if cfg["variant"] in SEQ2SEQ:
-        return seq2seq_batches(window, cfg["micro_batch"], cfg["pad_id"], rng, cfg["token_budget"])
-    if cfg["batching"] == "packed":
+    if plan.seq2seq:
+        return seq2seq_batches(window, plan.micro_batch, plan.pad_id, rng, plan.token_budget)
+    if plan.batching == "packed":
         return packed_batches(
             window,
-            cfg["micro_batch"],
-            cfg["pack_width"],
-            cfg["pad_id"],
-            cfg["loss_on"],
+            plan.micro_batch,
+            plan.pack_width,
+            plan.pad_id,
+            plan.loss_on,
             rng,
-            boundaries=cfg["attention"] == "varlen",
+            boundaries=plan.varlen,
         )
     return bucket_batches(
-        window, cfg["micro_batch"], cfg["pad_id"], cfg["loss_on"], rng, cfg["token_budget"]
+        window, plan.micro_batch, plan.pad_id, plan.loss_on, rng, plan.token_budget
     )
 
 
-def micro_batches(shard, cfg: dict, seed: int, counts: dict | None, shuffle: int = 0):
+def micro_batches(shard, plan: BatchPlan, seed: int, counts: dict | None, shuffle: int = 0):
     """Low-padding micro-batches from a shard: windows of rows sorted by length (or packed), shuffled."""
     rng = random.Random(seed)
-    size = cfg["micro_batch"] * cfg["bucket_window"]
+    size = plan.micro_batch * plan.bucket_window
     window: list = []
     # An encoder-decoder splits its rows at the target tag, whatever the loss covers.
-    starts = (
-        "step_start"
-        if cfg["loss_on"] == "step" and cfg["variant"] not in SEQ2SEQ
-        else "target_start"
-    )
+    starts = "step_start" if plan.loss_on == "step" and not plan.seq2seq else "target_start"
     for row in _rows(shard, counts, shuffle, seed, starts):
         window.append(row)
         if len(window) == size:
-            yield from _window_batches(window, cfg, rng)
+            yield from _window_batches(window, plan, rng)
             window = []
     if window:
-        yield from _window_batches(window, cfg, rng)
+        yield from _window_batches(window, plan, rng)
 
 
 def _sum(values: list[float], device) -> list[float]:
@@ -129,7 +127,7 @@ def _timed_next(batches, window: StepWindow):
     return batch
 
 
-def evaluate(engine, dev_shard, cfg: dict, rank: int, world: int, device) -> float | None:
+def evaluate(engine, dev_shard, plan: BatchPlan, rank: int, world: int, device) -> float | None:
     """Token-weighted mean loss on the dev rows; workers take turns over micro-batches. None when
     the dev rows are none (a constraint of Seq2seq Copy without dev pairs)."""
     import torch
@@ -137,7 +135,7 @@ def evaluate(engine, dev_shard, cfg: dict, rank: int, world: int, device) -> flo
     engine.module.eval()
     loss_sum, tokens = 0.0, 0
     with torch.no_grad():
-        for index, batch in enumerate(micro_batches(dev_shard, cfg, 0, None)):
+        for index, batch in enumerate(micro_batches(dev_shard, plan, 0, None)):
             if index % world != rank:
                 continue
             counted = batch.predicted_tokens
@@ -197,23 +195,25 @@ def _checkpoint(engine, state: dict, metrics: dict, rank: int) -> None:
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(folder))
 
 
-def build_engine(lm, ds: dict, precision: str, total_steps: int, device, kind: str = "deepspeed"):
+def build_engine(
+    lm, ds: DeepSpeedSettings, precision: str, total_steps: int, device, kind: str = "deepspeed"
+):
     """The engine and LR schedule of a run: AdamW (no decay on biases and norms) with warmup and
     decay, wrapped by `deepspeed.initialize` with the config block's ZeRO settings, or by our
     plain PyTorch engine (`kind` torch)."""
     import torch
 
-    groups = finetune.optimizer_groups(lm, ds["weight_decay"])
+    groups = finetune.optimizer_groups(lm, ds.weight_decay)
     optimizer = torch.optim.AdamW(
         groups,
-        lr=float(ds["lr"]),
+        lr=ds.lr,
         # torch's fused AdamW runs on CPU too, faster there than the per-tensor loop.
         betas=(0.9, 0.95),
         fused=device.type in ("cuda", "cpu"),
     )
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer,
-        lambda s: lr_factor(s, ds["warmup_steps"], total_steps, ds["schedule"], ds["min_lr_ratio"]),
+        lambda s: lr_factor(s, ds.warmup_steps, total_steps, ds.schedule, ds.min_lr_ratio),
     )
     if kind == "torch":
         return TorchEngine(
@@ -221,8 +221,8 @@ def build_engine(lm, ds: dict, precision: str, total_steps: int, device, kind: s
             optimizer,
             schedule,
             precision,
-            ds["grad_accum"],
-            ds["gradient_clipping"],
+            ds.grad_accum,
+            ds.gradient_clipping,
             device,
         ), schedule
     own_tools_first()  # DeepSpeed JIT-builds its CPU comm op with the first ninja on PATH
@@ -232,12 +232,12 @@ def build_engine(lm, ds: dict, precision: str, total_steps: int, device, kind: s
         model=lm.to(device),
         optimizer=optimizer,
         lr_scheduler=schedule,
-        config=deepspeed_config(ds, precision),
+        config=deepspeed_config(ds.model_dump(), precision),
     )
     return engine, schedule
 
 
-def train_func(cfg: dict) -> None:
+def train_func(plan: WorkerPlan) -> None:
     """One worker's training run (the `train_loop_per_worker` of the TorchTrainer)."""
     import ray.train
     import ray.train.torch
@@ -246,48 +246,56 @@ def train_func(cfg: dict) -> None:
 
     context = ray.train.get_context()
     rank, world = context.get_world_rank(), context.get_world_size()
-    torch.set_num_threads(cfg["torch_threads"])
+    run, train, batching = plan.run, plan.run.train, plan.batches
+    torch.set_num_threads(plan.torch_threads)
     device = ray.train.torch.get_device()
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(cfg["tokenizer_dir"])
-    if cfg["variant"] in SEQ2SEQ:
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(plan.tokenizer_dir)
+    if batching.seq2seq:
         lm = build_seq2seq(
-            cfg["variant"], len(tokenizer), cfg["seq2seq"], cfg["block"], tokenizer, cfg["seed"]
+            train.variant,
+            len(tokenizer),
+            train.seq2seq.model_dump(),
+            run.block,
+            tokenizer,
+            train.seed,
         )
     else:
         lm = build_model(
-            cfg["model"],
+            train.model,
             len(tokenizer),
-            cfg["tiny"],
-            cfg["seed"],
+            train.tiny.model_dump(),
+            train.seed,
             tokenizer.pad_token_id,
             tokenizer,
-            cfg["attention"],
+            train.attention,
         )
-    live_vocab = pad_vocabulary(lm, cfg["pad_vocab_to"])
+    live_vocab = pad_vocabulary(lm, train.pad_vocab_to)
     padded_vocab = lm.get_input_embeddings().weight.shape[0]
     lm = finetune.prepare(
         lm,
-        cfg["finetune"],
+        train.finetune,
         range(finetune.new_tokens_from(tokenizer), live_vocab),
-        cfg["trainable_layers"],
-        cfg["lora"],
+        train.trainable_layers,
+        train.lora.model_dump(),
     )
     sizes = finetune.parameter_counts(lm)
     parameters = sizes["parameters"]
     cuda = device.type == "cuda"
-    precision = resolve_precision(cfg["precision"], cuda, cuda and torch.cuda.is_bf16_supported())
-    total = cfg["total_steps"]
-    if cfg["loss_on"] != "all":
+    precision = resolve_precision(
+        train.deepspeed.precision, cuda, cuda and torch.cuda.is_bf16_supported()
+    )
+    total = plan.total_steps
+    if train.loss_on != "all":
         head_on_labels(lm)
-    if resolve_compile(cfg["compile"], device.type):
+    if resolve_compile(train.compile, device.type):
         compile_model(lm)
-    engine, schedule = build_engine(lm, cfg["deepspeed"], precision, total, device, cfg["engine"])
-    state = _restore(engine, cfg["output"], rank)
+    engine, schedule = build_engine(lm, train.deepspeed, precision, total, device, train.engine)
+    state = _restore(engine, run.output, rank)
     train_shard, dev_shard = (
         ray.train.get_dataset_shard("train"),
         ray.train.get_dataset_shard("dev"),
     )
-    metrics_path = os.path.join(cfg["output"], "metrics.jsonl")
+    metrics_path = os.path.join(run.output, "metrics.jsonl")
 
     def log(entry: dict) -> None:
         """One metrics.jsonl line, written by rank 0 only."""
@@ -301,7 +309,7 @@ def train_func(cfg: dict) -> None:
                 "step": 0,
                 "epoch": 0,
                 "train_loss": None,
-                "eval_loss": evaluate(engine, dev_shard, cfg, rank, world, device),
+                "eval_loss": evaluate(engine, dev_shard, batching, rank, world, device),
                 "lr": schedule.get_last_lr()[0],
                 "tokens_per_s": None,
                 "padding_fraction": None,
@@ -316,14 +324,14 @@ def train_func(cfg: dict) -> None:
         progress = tqdm(
             total=total, initial=state["step"], desc="train steps", unit="step", mininterval=5
         )
-    while state["step"] < total and (cfg["max_steps"] or state["epoch"] < cfg["epochs"]):
+    while state["step"] < total and (train.max_steps or state["epoch"] < train.epochs):
         counts = state["counts"] if state["epoch"] == 0 else None
         batches = micro_batches(
             train_shard,
-            cfg,
-            cfg["seed"] + 1000 * state["epoch"] + rank,
+            batching,
+            train.seed + 1000 * state["epoch"] + rank,
             counts,
-            cfg["shuffle_rows"],
+            train.shuffle_rows,
         )
         for _ in range(state["micro_in_epoch"]):
             next(batches, None)
@@ -352,11 +360,11 @@ def train_func(cfg: dict) -> None:
             if progress:
                 progress.update(1)
             step, last = state["step"], state["step"] >= total
-            if step % cfg["log_interval"] == 0 or last or step % cfg["eval_interval"] == 0:
+            if step % train.log_interval == 0 or last or step % train.eval_interval == 0:
                 loss_sum, micro, real, padded, seconds, wait = _sum(window.totals(device), device)
                 eval_loss = None
-                if step % cfg["eval_interval"] == 0 or last:
-                    eval_loss = evaluate(engine, dev_shard, cfg, rank, world, device)
+                if step % train.eval_interval == 0 or last:
+                    eval_loss = evaluate(engine, dev_shard, batching, rank, world, device)
                 speed = real / (seconds / world) if seconds else 0.0
                 entry = {
                     "step": step,
@@ -373,7 +381,7 @@ def train_func(cfg: dict) -> None:
                 }
                 log(entry)
                 window = StepWindow()
-            if step % cfg["checkpoint_interval"] == 0 and not last:
+            if step % train.checkpoint_interval == 0 and not last:
                 _checkpoint(engine, state, {"step": step}, rank)
         if ran == 0:
             raise RuntimeError(f"worker {rank} got no training batch in epoch {state['epoch']}")
@@ -394,24 +402,24 @@ def train_func(cfg: dict) -> None:
         export_model(
             plain,
             tokenizer,
-            os.path.join(cfg["output"], "model"),
+            os.path.join(run.output, "model"),
             {
-                **cfg["meta"],
+                **plan.meta,
                 "steps": state["step"],
                 "precision": precision,
                 "parameters": parameters,
-                "finetune": cfg["finetune"],
+                "finetune": train.finetune,
             },
         )
         write_json_atomic(
-            os.path.join(cfg["output"], "worker_stats.json"),
+            os.path.join(run.output, "worker_stats.json"),
             {
                 "steps": state["step"],
                 "epochs_started": state["epoch"] + 1,
                 "examples": state["counts"],
                 "first_step_at": first_step_at,
                 **sizes,
-                "finetune": cfg["finetune"],
+                "finetune": train.finetune,
                 "precision": precision,
                 "world_size": world,
                 "torch_threads": torch.get_num_threads(),

@@ -53,9 +53,10 @@ class ConfigError(ValueError):
 
 
 class Section(BaseModel):
-    """A block of settings: strict types, no unknown keys, no defaults of its own."""
+    """A block of settings: strict types, no unknown keys, no defaults of its own; frozen, so
+    what a job checked is what its workers read."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 class Split(Section):

@@ -256,22 +256,22 @@ class _Shard:
 
 @pytest.mark.parametrize("loss_on", ["step", "target", "all"])
 def test_the_worker_labels_what_train_loss_on_names(tokenizer, loss_on):
+    from jobs.train_plan import BatchPlan
     from jobs.train_worker import micro_batches
 
     text = contextual_ing(TITLE, INGS, SOURCE, TARGET, "vegan", ["cocoa", "sugar"])
     rows = tokenize_table(
         pa.table({"text": [text]}), tokenizer.backend_tokenizer.to_str(), "contextual_ing", 1024
     )
-    cfg = {
-        "variant": "contextual_ing",
-        "micro_batch": 1,
-        "bucket_window": 1,
-        "batching": "tokens",
-        "pad_id": 0,
-        "loss_on": loss_on,
-        "token_budget": None,
-    }
-    (batch,) = micro_batches(_Shard(rows), cfg, seed=0, counts=None)
+    plan = BatchPlan(
+        variant="contextual_ing",
+        micro_batch=1,
+        bucket_window=1,
+        batching="tokens",
+        pad_id=0,
+        loss_on=loss_on,
+    )
+    (batch,) = micro_batches(_Shard(rows), plan, seed=0, counts=None)
     learned = [t for t in batch.labels[0].tolist() if t != -100]
     expected = {"step": TARGET[-1:], "target": TARGET, "all": [TITLE, *SOURCE, *TARGET]}
     words = tokenizer.decode(learned, skip_special_tokens=True).replace(" ", "")

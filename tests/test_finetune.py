@@ -293,15 +293,16 @@ def test_the_training_engine_steps_and_keeps_the_pretrained_rows(bases, world_of
     tok, lm, new = fine_tunable(bases["llama"], pad_to=1 if method == "lora" else 64)
     before = lm.get_input_embeddings().weight.detach().clone()
     lm = finetune.prepare(lm, method, new, trainable_layers=1, lora=LORA)
-    ds = {
-        **load_settings().train.deepspeed.model_dump(),
-        "zero_stage": 2,
-        "lr": 1e-2,
-        "weight_decay": 0.1,
-        "micro_batch": 2,
-        "warmup_steps": 0,
-        "bucket_size": 5e6,
-    }
+    ds = load_settings().train.deepspeed.model_copy(
+        update={
+            "zero_stage": 2,
+            "lr": 1e-2,
+            "weight_decay": 0.1,
+            "micro_batch": 2,
+            "warmup_steps": 0,
+            "bucket_size": 5e6,
+        }
+    )
     engine, schedule = build_engine(lm, ds, "fp32", 4, torch.device("cpu"))
     ids = torch.tensor([tok.encode(LINE, add_special_tokens=False)] * 2)
     for _ in range(2):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -246,6 +247,8 @@ def test_the_dev_rows_are_the_first_in_file_order_so_every_run_scores_the_same(t
     import pyarrow.parquet as pq
 
     from jobs.train import first_rows
+    from jobs.train_plan import TrainRun
+    from rrt.config import load_settings
     from rrt.recipes.paper_format import constraint_tag
 
     folder = tmp_path / "step_pairs" / "contextual" / "dev"
@@ -257,9 +260,16 @@ def test_the_dev_rows_are_the_first_in_file_order_so_every_run_scores_the_same(t
             pa.table({"text": texts[part * 10 : (part + 1) * 10]}),
             folder / f"part-{2 - part}.parquet",
         )
-    settings = {"data": str(tmp_path), "pairs": "contextual"}
-    first = first_rows(settings, "dev", 12).column("text").to_pylist()
+    config = load_settings()
+    run = TrainRun(
+        train=config.train.model_copy(update={"data": str(tmp_path)}),
+        ray=config.ray,
+        pairs="contextual",
+        block=256,
+    )
+    first = first_rows(run, "dev", 12).column("text").to_pylist()
     assert first == texts[20:30] + texts[10:12]
-    assert first_rows(settings, "dev", 12).column("text").to_pylist() == first
-    tagged = first_rows({**settings, "constraint": "vegan"}, "dev", 4).column("text").to_pylist()
+    assert first_rows(run, "dev", 12).column("text").to_pylist() == first
+    vegan_run = dataclasses.replace(run, constraint="vegan")
+    tagged = first_rows(vegan_run, "dev", 4).column("text").to_pylist()
     assert tagged == [t for t in texts[20:30] + texts[10:20] if vegan in t][:4]

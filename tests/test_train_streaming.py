@@ -6,6 +6,8 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 
 from jobs import train
+from jobs.train_plan import TrainRun
+from rrt.config import load_settings
 from rrt.modelling.models import train_tiny_tokenizer
 from runtime.parquet import parquet_files
 from testing.synthetic_prepared import write_prepared
@@ -25,16 +27,15 @@ class _Recorder:
         return call
 
 
-def _settings(data: str, shuffle_rows: int = 4096) -> dict:
-    return {
-        "data": data,
-        "pairs": "contextual",
-        "block": 256,
-        "seed": 13,
-        "shuffle_rows": shuffle_rows,
-        "tokenize_cpus": 0.25,
-        "constraint": None,
-    }
+def _settings(data: str, shuffle_rows: int = 4096) -> TrainRun:
+    config = load_settings()
+    changes = {"data": data, "seed": 13, "shuffle_rows": shuffle_rows, "tokenize_cpus": 0.25}
+    return TrainRun(
+        train=config.train.model_copy(update=changes),
+        ray=config.ray,
+        pairs="contextual",
+        block=256,
+    )
 
 
 def test_the_training_split_is_read_a_file_per_task_in_a_seeded_order(tmp_path):

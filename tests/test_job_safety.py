@@ -326,7 +326,7 @@ def test_the_rewrite_run_reports_and_records_dropped_tasks(tmp_path, monkeypatch
     (tmp_path / "run" / rewrite.REWRITES).write_text(
         json.dumps({"id": "a", "constraint": "vegan"}) + "\n"
     )
-    monkeypatch.setattr(rewrite, "start_ray", lambda _: False)
+    monkeypatch.setattr(rewrite, "start_ray", lambda *_: False)
     monkeypatch.setattr(
         rewrite, "plan_tasks", lambda _settings: ([task], ["gone1", "gone2", "gone3"])
     )

@@ -118,6 +118,9 @@ def build_parser(description: str = __doc__) -> argparse.ArgumentParser:
         action="store_true",
         help="replace an earlier run of this job in --output (any other folder is refused)",
     )
+    parser.add_argument(
+        "--verbose", action="store_true", help="Ray's own INFO lines on the console too"
+    )
     return parser
 
 
@@ -554,7 +557,7 @@ def worker_env(allocator: str) -> dict | None:
     return {"env_vars": env} if env else None
 
 
-def run(one: TrainRun, resume: bool, overwrite: bool) -> dict:
+def run(one: TrainRun, resume: bool, overwrite: bool, verbose: bool = False) -> dict:
     """Claim the run folder, start or join Ray, fit, then report."""
     import ray
 
@@ -566,7 +569,7 @@ def run(one: TrainRun, resume: bool, overwrite: bool) -> dict:
     tokenizer = prepare_tokenizer(one) if not overwrite else None
     # A folder that would be refused is told before Ray starts (claim_output judges again below).
     check_claim(one.output, "train", run_id, overwrite, resume)
-    started_ray = start_ray(one.ray.model_dump())
+    started_ray = start_ray(one.ray.model_dump(), verbose)
     try:
         # Ray Train starts only with every worker placed; a shortfall is told before the folder is claimed.
         ensure_room(
@@ -663,14 +666,14 @@ def constraint_runs(job: TrainRun) -> list[TrainRun]:
     return runs
 
 
-def run_all(job: TrainRun, resume: bool, overwrite: bool) -> dict:
+def run_all(job: TrainRun, resume: bool, overwrite: bool, verbose: bool = False) -> dict:
     """Train the run, or Seq2seq Copy's model of each constraint one after another; a resumed
     job skips the constraints already finished. Returns the (last) run's stats."""
     import ray
 
     variant = job.train.variant
     if variant != COPY:
-        return run(job, resume, overwrite)
+        return run(job, resume, overwrite, verbose)
     runs = constraint_runs(job)
     kept, skipped = [], {}
     for one in runs:
@@ -689,7 +692,7 @@ def run_all(job: TrainRun, resume: bool, overwrite: bool) -> dict:
     runs = kept
     summary = {}
     # One Ray for every constraint's run.
-    started_ray = start_ray(job.ray.model_dump())
+    started_ray = start_ray(job.ray.model_dump(), verbose)
     try:
         for one in runs:
             summary[one.constraint] = train_constraint(one, resume, overwrite)
@@ -732,7 +735,7 @@ def main(
     args = (parser or build_parser()).parse_args(argv)
     try:
         job = settings_from(args)
-        stats = run_all(job, args.resume, args.overwrite)
+        stats = run_all(job, args.resume, args.overwrite, args.verbose)
     except JobError as err:
         print(f"{name}: error: {err}", file=sys.stderr)
         return 2

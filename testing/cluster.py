@@ -115,13 +115,22 @@ class LocalCluster:
         self.cluster.remove_node(node, allow_graceful=False)
         return time.perf_counter() - started
 
+    def index_of(self, node_id: str) -> int:
+        """The index (for kill) of the live worker node with this Ray node id."""
+        return [node.node_id for node in self.nodes].index(node_id)
+
     def alive(self) -> int:
         """How many worker nodes are alive."""
         return len(self.nodes)
 
     def stop(self) -> None:
         """Stop every node of this cluster (and nothing else on the machine)."""
+        import ray
+
         if self.cluster is not None:
+            # A driver of this process connected to the head would be cut off (Ray refuses).
+            if ray.is_initialized() and ray.get_runtime_context().gcs_address == self.address:
+                ray.shutdown()
             self.cluster.shutdown()
             self.cluster = None
             self.nodes = []

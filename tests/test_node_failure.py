@@ -8,16 +8,19 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
 import time
 
 import pytest
-from conftest import ROOT, SAMPLE
+from conftest import ROOT, SAMPLE, quick_train_config
 
+from runtime.checkpoints import registered
 from testing.cluster import LocalCluster
-from testing.local_service import tiny_model
+from testing.cluster_service import ClusterService, Load, serve_config
+from testing.local_service import tiny_model, write_config
 
 # Figures a run measures about itself, which differ between any two runs.
 TIMINGS = ("seconds_per_stage", "recipes_per_second", "resumed")
@@ -150,3 +153,108 @@ def test_a_job_naming_no_cluster_starts_its_own_ray_beside_a_running_one(cluster
         check=False,
     )
     assert done.returncode == 0 and done.stdout.split() == ["True", "1"], done.stderr[-2000:]
+
+
+def rewrite_bodies(count: int) -> list[dict]:
+    """Requests for the service: the sample's recipes in turn, two candidates a step."""
+    from rrt.recipes.loaders import read_recipes
+
+    recipes = [r for r in read_recipes([str(SAMPLE)]) if r.steps][:count]
+    return [
+        {
+            "recipe": {"title": r.title, "ingredients": r.ingredients, "steps": r.steps},
+            "constraint": "vegan",
+            "candidates": 2,
+            "seed": i,
+        }
+        for i, r in enumerate(recipes)
+    ]
+
+
+def test_serving_answers_every_request_when_a_replica_node_dies(cluster, tmp_path):
+    # Two replicas, one a node; the HTTP proxy and the Gateway run on the head (testing.cluster_service).
+    # Clients retry a 503 after its Retry-After, as the README recommends.
+    two = {"min_replicas": 2, "max_replicas": 2, "target_ongoing_requests": 8}
+    model = tiny_model(str(tmp_path / "model"))
+    app_config = write_config(str(tmp_path), max_step_tokens=12, autoscaling=two)
+    service = ClusterService(
+        cluster, serve_config(str(tmp_path), model, app_config, {"autoscaling_config": two})
+    )
+    try:
+        service.deploy(replicas=2)
+        before = service.running()
+        assert len(set(before.values())) == 2  # a replica on each worker node
+        load = Load(service.url, rewrite_bodies(8), clients=2).start()
+        wait_for(lambda: len(load.answers) >= 4, "no answers before the kill")
+        cluster.kill(cluster.index_of(min(before.values())))
+        cluster.add()
+        service.wait(2, new_since=before)
+        served = len(load.answers)
+        wait_for(lambda: len(load.answers) >= served + 4, "no answers after the new replica")
+        answers = load.stop()
+    finally:
+        service.shutdown()
+    assert {a.status for a in answers} == {200}, answers
+    assert cluster.alive() == 2
+
+
+def wait_for(done, what: str, timeout: float = 180) -> None:
+    """Wait until done() holds; fail with `what` after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def train_steps(folder) -> list[int]:
+    """The steps metrics.jsonl logs so far."""
+    path = os.path.join(folder, "metrics.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line)["step"] for line in handle if line.strip()]
+
+
+def last_dev_losses(folder) -> list[float]:
+    """The dev losses metrics.jsonl logs, in order."""
+    with open(os.path.join(folder, "metrics.jsonl"), encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    return [r["eval_loss"] for r in rows if r.get("eval_loss") is not None]
+
+
+def test_training_continues_from_its_checkpoint_when_a_worker_node_dies(
+    cluster, prepared_here, tmp_path
+):
+    # One worker a node: 0.75 CPU of each one-CPU node, the rest for the tokenizing tasks.
+    config = quick_train_config(
+        tmp_path,
+        tiny={"n_layer": 1, "n_head": 2, "n_embd": 64, "vocab_size": 4000, "lr": 1.0e-3},
+        cpus_per_worker=0.75,
+        checkpoint_interval=3,
+        eval_interval=3,
+        eval_examples=16,
+        log_interval=1,
+    )
+    train = ["--variant", "contextual", "--data", prepared_here, "--config", config]
+    train += ["--num-workers", "2", "--max-steps", "9", "--output"]
+    clean, killed = str(tmp_path / "clean"), str(tmp_path / "killed")
+    Job(cluster, "train.py", *train, clean).finished()
+    job = Job(cluster, "train.py", *train, killed)
+    # Killed past a checkpoint Ray Train has registered (listed in its snapshot), with work since.
+    kill_when(
+        cluster,
+        lambda: (
+            max(train_steps(killed), default=0) >= 4
+            and bool(registered(os.path.join(killed, "ray")))
+        ),
+        job,
+        timeout=300,
+    )
+    out = job.finished()
+    resumed = [int(s) for s in re.findall(r"resumed from the checkpoint of step (\d+)", out)]
+    assert resumed and resumed[0] >= 3, out[-3000:]
+    assert train_steps(killed) == list(range(10))  # every step once, none doubled
+    ends, done = last_dev_losses(clean), last_dev_losses(killed)
+    # Within what one evaluation interval of the uninterrupted run moves the dev loss (1% at least).
+    assert abs(done[-1] - ends[-1]) <= max(abs(ends[-2] - ends[-1]), 0.01 * ends[-1])
+    assert cluster.alive() == 2

@@ -14,6 +14,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from runtime.checkpoints import registered
 from testing.cluster import LocalCluster
 from testing.local_service import SAMPLE, tiny_model
 
@@ -116,9 +118,9 @@ def metrics(folder: str) -> list[dict]:
 
 
 def checkpoints(folder: str) -> int:
-    """Checkpoint folders a training run has written so far."""
-    ray_dir = os.path.join(folder, "ray")
-    return sum(name.startswith("checkpoint") for _, dirs, _ in os.walk(ray_dir) for name in dirs)
+    """Checkpoints of a training run that Ray Train has registered so far (a folder on disk that
+    its snapshot does not list yet is no checkpoint a restart resumes from)."""
+    return len(registered(os.path.join(folder, "ray")) or ())
 
 
 def training_row(cluster: LocalCluster, work: str, steps: int) -> dict:
@@ -139,16 +141,19 @@ def training_row(cluster: LocalCluster, work: str, steps: int) -> dict:
         "--output",
     ]
     clean, _, _ = run_job(cluster, [*train, f"{work}/train"])
-    hit, at, out = run_job(
-        cluster,
-        [*train, f"{work}/train-killed"],
-        lambda lines: checkpoints(f"{work}/train-killed") >= 2,
-    )
-    restarts = sum(
-        "restart" in line.lower() or "failure" in line.lower() for line in out.splitlines()
-    )
+    reached = []  # the last step logged when the node was killed
+
+    def past_two_checkpoints(lines) -> bool:
+        if checkpoints(f"{work}/train-killed") < 2:
+            return False
+        reached.append(max(r["step"] for r in metrics(f"{work}/train-killed")))
+        return True
+
+    hit, at, out = run_job(cluster, [*train, f"{work}/train-killed"], past_two_checkpoints)
+    resumed = [int(n) for n in re.findall(r"resumed from the checkpoint of step (\d+)", out)]
+    # Steps run again: those between the checkpoint it resumed from and the step it had reached.
+    redone = reached[0] - resumed[0] if resumed else None
     logged = [r["step"] for r in metrics(f"{work}/train-killed") if r.get("train_loss") is not None]
-    redone = len(logged) - len(set(logged))
     last = {
         name: [r["eval_loss"] for r in metrics(f"{work}/{name}") if r.get("eval_loss") is not None][
             -1
@@ -157,15 +162,16 @@ def training_row(cluster: LocalCluster, work: str, steps: int) -> dict:
     }
     print(
         f"training: dev loss uninterrupted {last['train']:.3f}, with a node killed {last['train-killed']:.3f}; "
-        f"{redone} logged steps run twice (the work since the last checkpoint); {restarts} lines of the job "
-        "name a failure or restart"
+        f"killed at step {reached[0]}, resumed from the checkpoint of step "
+        f"{resumed[0] if resumed else None}: {redone} steps run again; metrics.jsonl logs each step "
+        f"{'once' if len(logged) == len(set(logged)) else 'more than once'}"
     )
     return {
         "job": "train",
         "uninterrupted_s": clean,
         "killed_s": hit,
         "killed_at_s": at,
-        "output_equal": max(logged) == steps,
+        "output_equal": max(logged) == steps and len(logged) == len(set(logged)) and bool(resumed),
         "dev_loss": last,
         "steps_redone": redone,
     }

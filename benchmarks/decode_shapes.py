@@ -8,17 +8,17 @@ holds at most `rrt.modelling.static_decode.COLUMN_REUSE` times as many (ours).
 
 A random-weight GPT-2 (gpu_speed.py's tiny shape, a BPE trained on the recipes' Contextual
 texts) rewrites the recipes with the Contextual system at --block: ten candidates of 64 tokens,
-every candidate run to the limit, through continuous batching of --slots recipes, with the graph
-step (rewrite.decode_step: graph). On a CPU a stand-in takes the place of the CUDA capture: it
-records nothing and each replay runs the step eagerly, so the caches, captures and evictions
-counted are those of a GPU, and the seconds are not. With --device cuda (and --model-shape
-gpt2-medium) the model is in fp16 on the GPU and the captures are real, their time counted with
-the rest. Each way starts without kept caches and keeps as many as a GPU does. The ways draw the same numbers;
-attention over masked columns adds nothing but may round differently, which moves a draw where
-a random model's next-token distribution is nearly flat, so each line counts the rewritten steps
-and sampled candidates unlike the baseline's (and, with --dynamic, unlike the growing cache's). Prints a JSON line per
-way: caches made, graph captures, evictions, the columns held against those needed, steps/s;
-and the ratio of captures last.
+every candidate run to the limit, through continuous batching of --slots recipes, by the CUDA
+decoding plan (graph: the static cache). On a CPU its steps run eagerly and nothing is captured,
+so the caches made and evicted are those of a GPU (where each cache made brings a capture per
+row bucket it runs), and the seconds are not. With --device cuda (and --model-shape gpt2-medium)
+the model is in fp16 on the GPU and the captures are real, their time counted with the rest.
+Each way starts without kept caches and keeps as many as a GPU does. The ways draw the same
+numbers; attention over masked columns adds nothing but may round differently, which moves a
+draw where a random model's next-token distribution is nearly flat, so each line counts the
+rewritten steps and sampled candidates unlike the baseline's (and, with --dynamic, unlike the
+CPU plan's). Prints a JSON line per way: caches made, graph captures, evictions, the columns
+held against those needed, steps/s; and the ratio of caches made last.
 """
 
 from __future__ import annotations
@@ -91,12 +91,6 @@ def main() -> None:
     )
     parser.add_argument("--slots", type=int, default=8, help="recipes in the continuous batch")
     parser.add_argument(
-        "--prompt-cache",
-        choices=["copied", "shared"],
-        default="shared",
-        help="rewrite.prompt_cache of the static step",
-    )
-    parser.add_argument(
         "--reuse",
         type=parse_reuse,
         default=[1.0, static_decode.COLUMN_REUSE],
@@ -106,7 +100,7 @@ def main() -> None:
     parser.add_argument(
         "--dynamic",
         action="store_true",
-        help="also rewrite with the growing cache (rewrite.decode_step: dynamic), whose records "
+        help="also rewrite by the CPU's plan (the plain loop on a growing cache), whose records "
         "each way's are compared with too",
     )
     parser.add_argument(
@@ -152,40 +146,29 @@ def main() -> None:
         top_k=40, top_p=1.0, temperature=1.0, candidates=10, max_new_tokens=64
     )
     if not cuda:
-        # As many caches kept as on a GPU, and a capture that replays the step eagerly: the counts a GPU's.
-        static_decode.CPU_DECODERS = static_decode.GPU_DECODERS
-        static_decode._capture = lambda step, device: step
+        static_decode.CPU_DECODERS = static_decode.GPU_DECODERS  # as many caches kept as on a GPU
 
-    def run(reuse: float, step: str = "graph") -> dict:
+    def run(reuse: float, plan: str = "graph") -> dict:
         """One rewrite of every task with this reuse factor: its counts, records and seconds."""
         static_decode.COLUMN_REUSE = reuse
-        lm.__dict__.pop("rrt_static_decoders", None)
         rewriter = Rewriter(
             "contextual",
             lm,
             tokenizer,
             args.block,
             settings,
-            batch_prompts=64,
             recipe_tokens=384,
-            reuse_prefix=False,
-            decode="host",
-            decode_step="static",
-            prompt_cache=args.prompt_cache,
             device=args.device,
+            plan=plan,  # the CUDA plan on a CPU too
         )
-        rewriter.decode_step = (
-            step  # graph, which the settings allow on CUDA only, with the stand-in on a CPU
-        )
-        rewriter._stop_ids = lambda variant, tok: (
-            set()
-        )  # random weights: every candidate runs to the limit
-        before = dict(static_decode.STATS)
+        # Random weights: every candidate runs to the limit.
+        rewriter._stop_ids = lambda variant, tok: set()
         started = time.perf_counter()
         with torch.no_grad():
             records = rewrite_all(rewriter, tasks, args.slots)
         seconds = time.perf_counter() - started
-        counts = {k: static_decode.STATS[k] - before[k] for k in COUNTS}
+        made = rewriter.samplers[id(lm)].counts
+        counts = {k: made[k] for k in COUNTS}
         steps = sum(len(r["rewrite"]["steps"]) for r in records)
         return {
             "reuse": reuse,
@@ -203,7 +186,7 @@ def main() -> None:
     results = [run(reuse) for reuse in args.reuse]
     references = {"baseline": results[0]["records"]}
     if args.dynamic:
-        references["dynamic"] = run(1.0, "dynamic")["records"]
+        references["loop"] = run(1.0, "loop")["records"]
     for result in results:
         records = result.pop("records")
         # The ways draw the same numbers; a step differs where float rounding moved a draw.
@@ -218,7 +201,6 @@ def main() -> None:
                     "recipes": len(tasks),
                     "block": args.block,
                     "slots": args.slots,
-                    "prompt_cache": args.prompt_cache,
                     "device": args.device,
                     "model_shape": args.model_shape,
                     "recipes_file": args.recipes_file or "data/sample",
@@ -227,8 +209,8 @@ def main() -> None:
             flush=True,
         )
     base, ours = results[0], results[-1]
-    ratio = base["captures"] / max(1, ours["captures"])
-    print(f"ratio graph captures, reuse {base['reuse']} / {ours['reuse']}: {ratio:.2f}")
+    ratio = base["decoders"] / max(1, ours["decoders"])
+    print(f"ratio caches made, reuse {base['reuse']} / {ours['reuse']}: {ratio:.2f}")
 
 
 if __name__ == "__main__":

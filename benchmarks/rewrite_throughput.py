@@ -8,9 +8,9 @@ ten candidates per step) and selection rules. The straightforward loop is the pa
 one `generate(num_return_sequences=10)` call per recipe step, recipe after recipe (HF copies
 the prompt ten times before its prefill). Ours prefills each prompt once and shares its
 cache across the ten candidates, drops each candidate from the batch when its step ends,
-and advances many recipes at once; in the contextual formats the source context a step's
-prompt shares with the next step's can be prefilled once (`reuse_prefix`, off by default; timed
-here as a third run).
+and advances many recipes at once, decoding by the plan of the device (the plain loop on a CPU,
+the graph-captured static cache on CUDA). The fair library baseline (batched `generate` with a
+static cache) is benchmarks/decode_baseline.py.
 Prints rewritten steps per second of each, the ratio ours / straightforward last.
 """
 
@@ -29,7 +29,6 @@ from rrt.config import load_settings
 from rrt.modelling.loading import build_rewriter, load_model
 from rrt.modelling.prompts import step_prompt
 from rrt.modelling.rewriter import Rewriter, RewriteTask, step_context
-from rrt.modelling.sampling import SamplingSettings
 from rrt.modelling.selection import select_best
 
 
@@ -152,46 +151,20 @@ def main() -> None:
     parser.add_argument(
         "--use-gpu", action="store_true", help="both engines on the GPU (--device cuda)"
     )
-    parser.add_argument(
-        "--decode",
-        choices=("host", "device"),
-        help="ours: where tokens are drawn (default: rewrite.decode)",
-    )
-    parser.add_argument(
-        "--batch-prompts", type=int, default=64, help="prompts per forward pass (ours)"
-    )
-    parser.add_argument(
-        "--decode-step",
-        choices=("auto", "dynamic", "static", "graph"),
-        help="ours: how a decode step runs (default: rewrite.decode_step; auto: graph on CUDA)",
-    )
-    parser.add_argument(
-        "--prompt-cache",
-        choices=("auto", "copied", "shared"),
-        help="ours, static and graph steps: each prompt's cache copied per candidate or held once "
-        "(default: rewrite.prompt_cache)",
-    )
     args = parser.parse_args()
     if args.use_gpu:
         args.device = "cuda"
     model, tasks = load_inputs(args)
     # The rewrite job's decoding (the paper's: top-k 40, ten candidates).
-    settings = {**load_settings().rewrite.model_dump(), "batch_prompts": args.batch_prompts}
-    settings["decode"] = args.decode or settings["decode"]
-    settings["decode_step"] = args.decode_step or settings["decode_step"]
-    settings["prompt_cache"] = args.prompt_cache or settings["prompt_cache"]
-    paper = SamplingSettings.from_config(settings)
-    engines = {
-        reuse: build_rewriter(model, {**settings, "reuse_prefix": reuse}, paper.candidates, False)
-        for reuse in (False, True)
-    }
+    settings = load_settings().rewrite.model_dump()
+    rewriter = build_rewriter(model, settings, settings["candidates"], False)
     results = {}
-    for name in ("straightforward", "ours_with_prefix_reuse", "ours"):
+    for name in ("straightforward", "ours"):
         started = time.perf_counter()
         if name == "straightforward":
-            steps = straightforward(engines[False], tasks)
+            steps = straightforward(rewriter, tasks)
         else:
-            steps = sum(len(r["rewrite"]["steps"]) for r in engines[name != "ours"].rewrite(tasks))
+            steps = sum(len(r["rewrite"]["steps"]) for r in rewriter.rewrite(tasks))
         seconds = time.perf_counter() - started
         results[name] = steps / seconds
         print(
@@ -203,9 +176,7 @@ def main() -> None:
                     "seconds": round(seconds, 2),
                     "steps_per_s": round(steps / seconds, 3),
                     "device": args.device,
-                    "decode": engines[False].decode_on,
-                    "decode_step": engines[False].decode_step,
-                    "prompt_cache": engines[False].prompt_cache,
+                    "plan": rewriter.plan,
                 }
             ),
             flush=True,

@@ -122,19 +122,6 @@ def main() -> None:
     parser.add_argument(
         "--use-gpu", action="store_true", help="one GPU per replica (serve.num_gpus: 1); target 5x"
     )
-    parser.add_argument(
-        "--prompt-cache", choices=["auto", "copied", "shared"], help="override serve.prompt_cache"
-    )
-    parser.add_argument(
-        "--decode-step",
-        choices=["auto", "dynamic", "static", "graph"],
-        help="override serve.decode_step",
-    )
-    parser.add_argument(
-        "--schedule",
-        choices=["round", "step"],
-        help="override serve.schedule (step: on the static and graph decode steps)",
-    )
     args = parser.parse_args()
 
     serve = load_settings(args.config).serve.model_dump()
@@ -144,9 +131,6 @@ def main() -> None:
         "autoscaling": {"min_replicas": 1, "max_replicas": 1},
         "max_step_tokens": args.max_step_tokens or serve["max_step_tokens"],
         "num_gpus": 1 if args.use_gpu else serve["num_gpus"],
-        "prompt_cache": args.prompt_cache or serve["prompt_cache"],
-        "decode_step": args.decode_step or serve["decode_step"],
-        "schedule": args.schedule or serve["schedule"],
     }
     settings = {"batched": batch["max_batch_size"], "unbatched": 1}
     bodies = sample_requests(args.requests, args.candidates, args.recipes)

@@ -1,14 +1,14 @@
-"""The static-cache and graph-captured decode steps against the growing-cache one, per precision.
+"""The CUDA decoding plan (static cache, graph-captured) against the plain loop, per precision.
 
-    python benchmarks/static_decode_check.py            # on a GPU: dynamic, static and graph
+    python benchmarks/static_decode_check.py            # on a GPU: the loop and the graph plan
     python benchmarks/static_decode_check.py --device cpu --layers 2 --width 128
     python benchmarks/static_decode_check.py --family llama   # a Llama: rotary positions, grouped heads
 
 A gpt2-medium-shaped model (or, with --family llama, a Llama of the same width with four query
 heads per key-value head) with random weights samples ten candidates for each of 16 random
-prompts; each row prints the share of candidates whose tokens are the same under two decode
-steps (the static step also with `rewrite.prompt_cache: shared`), and the mean index of the
-first token where they part. `--peaky` scales the embedding (tied to the LM head), so the
+prompts; each row prints the share of candidates whose tokens are the same under the two plans
+(off CUDA the graph plan's steps run eagerly), and the mean index of the first token where they
+part. `--peaky` scales the embedding (tied to the LM head), so the
 next-token distributions are as sharp as a trained model's instead of nearly flat; rounding then
 rarely changes a draw. TF32 is off, so fp32 rows compare exact arithmetic orders only.
 """
@@ -27,7 +27,7 @@ sys.path.insert(0, ROOT)
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="cuda", help="cuda or cpu (graph rows need cuda)")
+    parser.add_argument("--device", default="cuda", help="cuda or cpu (captures need cuda)")
     parser.add_argument("--family", choices=("gpt2", "llama"), default="gpt2")
     parser.add_argument("--layers", type=int, default=24)
     parser.add_argument("--width", type=int, default=1024, help="hidden size (heads: width / 64)")
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
 
-    from rrt.modelling.sampling import SamplingSettings, sample_candidates
+    from rrt.modelling.sampling import PLANS, CandidateSampler, SamplingSettings
 
     args = build_parser().parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -92,14 +92,6 @@ def main(argv: list[str] | None = None) -> int:
         ).tolist()
         for _ in range(16)
     ]
-    # (decode step, prompt cache) of each way compared; "shared" holds each prompt's cache once.
-    ways = {
-        "dynamic": ("dynamic", "copied"),
-        "static": ("static", "copied"),
-        "shared": ("static", "shared"),
-    }
-    if args.device == "cuda":
-        ways["graph"] = ("graph", "copied")
     for dtype in args.dtypes.split(","):
         for peaky in (float(p) for p in args.peaky.split(",")):
             for top_k in (40, 1):
@@ -117,34 +109,22 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 with torch.no_grad():
                     out = {
-                        name: sample_candidates(
-                            lm,
-                            prompts,
-                            list(range(len(prompts))),
-                            set(),
-                            0,
-                            settings,
-                            device=args.device,
-                            step=step,
-                            prompt_cache=cache,
+                        plan: CandidateSampler(lm, args.device, plan).sample(
+                            prompts, list(range(len(prompts))), set(), 0, settings
                         )
-                        for name, (step, cache) in ways.items()
+                        for plan in PLANS
                     }
                 row = {
                     "family": args.family,
                     "dtype": dtype,
                     "peaky": peaky,
                     "top_k": top_k,
-                    "static = dynamic": agreement(out, "static", "dynamic"),
-                    "static = dynamic, first 8": agreement(out, "static", "dynamic", 8),
+                    "graph = loop": agreement(out, "graph", "loop"),
+                    "graph = loop, first 8": agreement(out, "graph", "loop", 8),
                     "first differing token": first_difference(
-                        out, "static", "dynamic", args.new_tokens
+                        out, "graph", "loop", args.new_tokens
                     ),
-                    "shared = dynamic": agreement(out, "shared", "dynamic"),
-                    "shared = static": agreement(out, "shared", "static"),
                 }
-                if "graph" in out:
-                    row["graph = static"] = agreement(out, "graph", "static")
                 print(json.dumps(row), flush=True)
                 del lm
     return 0

@@ -290,14 +290,8 @@ def fingerprint(settings: dict) -> str:
             "use_gpu",
             "batch_recipes",
             "call_batches",
-            "batch_prompts",
             "cpus_per_actor",
             "torch_threads",
-            "reuse_prefix",
-            "decode",
-            "decode_step",
-            "prompt_cache",
-            "schedule",
         )
     }
     stats = os.path.join(settings["data"], "stats.json")

@@ -201,12 +201,6 @@ class Decoding(Section):
     temperature: Positive
     max_step_tokens: Count
     recipe_tokens: Count
-    batch_prompts: Count
-    reuse_prefix: bool
-    decode: Literal["host", "device"]
-    decode_step: Literal["auto", "dynamic", "static", "graph"]
-    prompt_cache: Literal["auto", "copied", "shared"]
-    schedule: Literal["round", "step"]
     selection: Literal["grounded", "paper"]
     closed_foods: bool
 

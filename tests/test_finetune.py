@@ -380,26 +380,6 @@ def test_shared_prefill_greedy_candidates_match_generate_on_each_prompt(models, 
     assert max(lengths) > 0  # something was decoded to compare
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_a_kept_prefix_changes_nothing(models, family):
-    from rrt.modelling.sampling import sample_candidates
-
-    lm, tok = models[family]
-    stops = {tok.convert_tokens_to_ids(t) for t in (INST, END_INST, EOS)}
-    end = tok.convert_tokens_to_ids(END_INST)
-    first, second = _prompts(tok)[1:]
-    greedy = sampling(top_k=1, candidates=2, max_new_tokens=8)
-    kept = sample_candidates(
-        lm, [first], [1], stops, tok.pad_token_id, greedy, keep=[first.index(end)]
-    )[0].prefix
-    assert second[: len(kept.ids)] == kept.ids
-    fresh = sample_candidates(lm, [second, first], [2, 1], stops, tok.pad_token_id, greedy)
-    reused = sample_candidates(
-        lm, [second, first], [2, 1], stops, tok.pad_token_id, greedy, prefixes=[kept, None]
-    )
-    assert reused[0].tokens == fresh[0].tokens and reused[1].tokens == fresh[1].tokens
-
-
 @needs_dictionary
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_the_rewriter_rewrites_every_step(models, family):

@@ -1,6 +1,6 @@
 """The GPU paths compute the same function as the plain model, proved on CPU with tiny models:
 packed rows against padded batches (GPT-2 and Llama), fused against plain attention, the
-compiled model against the eager one, and device decoding against host decoding."""
+compiled model against the eager one, and the CUDA decoding plan against the CPU's."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 import torch
 
+from rrt.modelling import static_decode
 from rrt.modelling.batching import pad_batch
 from rrt.modelling.kernels import resolve_compile
 from rrt.modelling.models import build_model, pad_vocabulary
 from rrt.modelling.packing import pack_rows, packed_batch, packed_batches
-from rrt.modelling.sampling import SamplingSettings, sample_candidates
+from rrt.modelling.sampling import CandidateSampler, SamplingSettings, decode_plan
 
 VOCAB, PAD = 300, 0
 GPT2_SHAPE = {"n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 128}
@@ -200,151 +201,81 @@ def _decoding_case(top_p: float, family: str = "gpt2"):
     return lm, prompts, stops, settings, [11, 12, 13, 14, 15]
 
 
-@pytest.mark.parametrize("top_p", [1.0, 0.9])
-def test_device_decoding_draws_the_tokens_host_decoding_does(top_p):
-    lm, prompts, stops, settings, seeds = _decoding_case(top_p)
-    host = sample_candidates(lm, prompts, seeds, stops, PAD, settings, decode="host")
-    device = sample_candidates(lm, prompts, seeds, stops, PAD, settings, decode="device")
-    assert [s.tokens for s in host] == [s.tokens for s in device]
-    assert [s.ended for s in host] == [s.ended for s in device]
-    assert {e for s in host for e in s.ended} == {
-        "stop",
-        "length",
-    }  # both ways of ending were exercised
-
-
-def _fake_capture(step, device):
-    """The CPU's stand-in for a CUDA graph: capturing runs nothing, each replay runs the step."""
-    return step
-
-
-def _failed_capture(step, device):
-    """A capture that fails as CUDA's does when a step syncs with the host."""
-    raise RuntimeError("operation not permitted when stream is capturing")
+def _both_plans(lm, prompts, seeds, stops, settings, **sampler):
+    """The candidates of the CPU's plan (loop) and of the CUDA plan (graph: the static cache, whose
+    steps run eagerly off CUDA), and the graph sampler."""
+    graph = CandidateSampler(lm, "cpu", plan="graph", **sampler)
+    loop = CandidateSampler(lm, "cpu", plan="loop").sample(prompts, seeds, stops, PAD, settings)
+    return loop, graph.sample(prompts, seeds, stops, PAD, settings), graph
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
 @pytest.mark.parametrize("top_p", [1.0, 0.9])
-def test_static_and_graph_decoding_draw_the_tokens_host_decoding_does(top_p, family, monkeypatch):
-    from rrt.modelling import static_decode
-
+def test_the_cuda_plan_draws_the_tokens_the_cpu_plan_does(top_p, family, monkeypatch):
     lm, prompts, stops, settings, seeds = _decoding_case(top_p, family)
-    host = sample_candidates(lm, prompts, seeds, stops, PAD, settings, decode="host")
-    assert {e for s in host for e in s.ended} == {"stop", "length"}
-    stats = dict(static_decode.STATS)
-    runs = {
-        "static": sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="static"),
-        # Each prompt's cache held once, its candidates attending to it together.
-        "static, shared prompt cache": sample_candidates(
-            lm, prompts, seeds, stops, PAD, settings, step="static", prompt_cache="shared"
-        ),
-    }
-    # The graph path with a capture that replays the step: everything but the CUDA capture itself.
-    monkeypatch.setattr(static_decode, "_capture", _fake_capture)
-    runs["graph, shared prompt cache"] = sample_candidates(
-        lm, prompts, seeds, stops, PAD, settings, step="graph", prompt_cache="shared"
+    loop, graph, sampler = _both_plans(lm, prompts, seeds, stops, settings)
+    assert {e for s in loop for e in s.ended} == {"stop", "length"}  # both ways of ending
+    assert [s.tokens for s in graph] == [s.tokens for s in loop]
+    assert [s.ended for s in graph] == [s.ended for s in loop]
+    # 5 prompts run as 8 (32 rows); finished candidates move the batch down to smaller buckets.
+    assert sampler.counts["decoders"] == 1 and sampler.counts["eager_steps"] > 0
+    again = sampler.sample(prompts, seeds, stops, PAD, settings)  # its kept cache
+    assert [s.tokens for s in again] == [s.tokens for s in loop]
+    # A candidate's tokens depend on its seed, not on the batch it runs in; 8 rows of the 32 kept.
+    alone = sampler.sample(prompts[3:], seeds[3:], stops, PAD, settings)
+    assert [s.tokens for s in alone] == [s.tokens for s in loop[3:]]
+    assert sampler.counts["decoders"] == 1
+    # A batch whose static cache would not fit decodes the plain way, the same tokens.
+    monkeypatch.setattr(
+        sampler.static, "decode", lambda *a: (_ for _ in ()).throw(static_decode.NoRoom("full"))
     )
-    runs["graph"] = sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="graph")
-    # 5 prompts run as 8 (32 rows); finished candidates move the batch down to 16 and 8 rows.
-    assert static_decode.STATS["captures"] - stats["captures"] >= 2
-    assert static_decode.STATS["replays"] > stats["replays"]
-    runs["graph again"] = sample_candidates(
-        lm, prompts, seeds, stops, PAD, settings, step="graph"
-    )  # kept graphs
-    monkeypatch.setattr(static_decode, "_capture", _failed_capture)
-    del (
-        lm.rrt_static_decoders
-    )  # new buffers, so the failing capture is tried: the step runs eagerly instead
-    with pytest.warns(UserWarning, match="capture failed"):
-        runs["failed capture"] = sample_candidates(
-            lm, prompts, seeds, stops, PAD, settings, step="graph"
-        )
-    for name, run in runs.items():
-        assert [s.tokens for s in run] == [s.tokens for s in host], name
-        assert [s.ended for s in run] == [s.ended for s in host], name
-    # A candidate's tokens depend on its seed, not on the batch it runs in.
-    alone = sample_candidates(lm, prompts[1:2], seeds[1:2], stops, PAD, settings, step="static")
-    assert alone[0].tokens == host[1].tokens
-    # A batch whose static cache would not fit decodes the dynamic way, the same tokens.
-    with monkeypatch.context() as patch:
-        patch.setattr(
-            static_decode,
-            "_decoder",
-            lambda *a: (_ for _ in ()).throw(static_decode.NoRoom("full")),
-        )
-        assert [
-            s.tokens
-            for s in sample_candidates(lm, prompts, seeds, stops, PAD, settings, step="static")
-        ] == [s.tokens for s in host]
-    made = static_decode.STATS["decoders"]
-    pair = sample_candidates(
-        lm, prompts[3:], seeds[3:], stops, PAD, settings, step="graph"
-    )  # 8 rows of the 32
-    assert [s.tokens for s in pair] == [s.tokens for s in host[3:]] and static_decode.STATS[
-        "decoders"
-    ] == made
+    full = sampler.sample(prompts, seeds, stops, PAD, settings)
+    assert [s.tokens for s in full] == [s.tokens for s in loop] and sampler.counts["no_room"] == 1
 
 
-@pytest.mark.parametrize("prompt_cache", ["copied", "shared"])
-def test_a_kept_graph_cache_with_more_columns_serves_shorter_prompts(prompt_cache, monkeypatch):
-    from rrt.modelling import static_decode
-
+def test_a_kept_static_cache_with_more_columns_serves_shorter_prompts(monkeypatch):
     lm, prompts, stops, settings, seeds = _decoding_case(1.0)
     rng = np.random.default_rng(4)
     long = [list(rng.integers(3, VOCAB, size=int(rng.integers(66, 90)))) for _ in prompts]
-    host = sample_candidates(lm, prompts, seeds, stops, PAD, settings, decode="host")
-    monkeypatch.setattr(static_decode, "_capture", _fake_capture)
+    sampler = CandidateSampler(lm, "cpu", plan="graph")
+    loop = CandidateSampler(lm, "cpu", plan="loop").sample(prompts, seeds, stops, PAD, settings)
 
-    def graph(batch, step="graph"):
+    def run(batch):
         """The batch's candidates, and the caches made and columns held for it."""
-        made, held = static_decode.STATS["decoders"], static_decode.STATS["columns_held"]
-        out = sample_candidates(
-            lm, batch, seeds, stops, PAD, settings, step=step, prompt_cache=prompt_cache
-        )
-        return (
-            out,
-            static_decode.STATS["decoders"] - made,
-            static_decode.STATS["columns_held"] - held,
-        )
+        made, held = sampler.counts["decoders"], sampler.counts["columns_held"]
+        out = sampler.sample(batch, seeds, stops, PAD, settings)
+        return out, sampler.counts["decoders"] - made, sampler.counts["columns_held"] - held
 
     # Columns round up to 64: the long prompts' cache has 128, the short ones need 64.
     monkeypatch.setattr(static_decode, "COLUMN_REUSE", 2.0)
-    assert graph(long)[1:] == (1, 128)
-    captures = static_decode.STATS["captures"]
-    reused, made, held = graph(prompts)
-    assert (made, held) == (0, 128) and static_decode.STATS[
-        "captures"
-    ] == captures  # its graphs replayed
-    assert [s.tokens for s in reused] == [s.tokens for s in host]
-    assert [s.ended for s in reused] == [s.ended for s in host]
-    # Past the factor, and eagerly (no capture to save), the short prompts get a cache of their own columns.
+    assert run(long)[1:] == (1, 128)
+    reused, made, held = run(prompts)
+    assert (made, held) == (0, 128)
+    assert [s.tokens for s in reused] == [s.tokens for s in loop]
+    assert [s.ended for s in reused] == [s.ended for s in loop]
+    # Past the factor the short prompts get a cache of their own columns.
     monkeypatch.setattr(static_decode, "COLUMN_REUSE", 1.9)
-    own, made, held = graph(prompts)
-    assert (made, held) == (1, 64) and [s.tokens for s in own] == [s.tokens for s in host]
+    sampler.static.kept.clear()
+    assert run(long)[1:] == (1, 128)
+    own, made, held = run(prompts)
+    assert (made, held) == (1, 64) and [s.tokens for s in own] == [s.tokens for s in loop]
     # A cache of fewer columns never serves a longer prompt.
-    assert graph(long)[1:] == (0, 128)
-    monkeypatch.setattr(static_decode, "COLUMN_REUSE", 2.0)
-    graph(long, "static")
-    assert graph(prompts, "static")[1:] == (1, 64)
+    assert run(long)[1:] == (0, 128)
 
 
-def test_decode_step_auto_is_graph_on_cuda_for_gpt2_and_llama():
+def test_the_decoding_plan_is_graph_on_cuda_for_gpt2_and_llama():
     from transformers import AutoModelForCausalLM, GPTNeoXConfig
 
-    from rrt.modelling.static_decode import resolve_decode_step, supports
-
-    gpt2, llama = _gpt2(), _llama()
-    for lm in (gpt2, llama):
-        assert (
-            resolve_decode_step("auto", lm, "cuda") == "graph"
-            and resolve_decode_step("auto", lm, "cuda:0") == "graph"
-        )
-        assert (
-            resolve_decode_step("auto", lm, "cpu") == "dynamic"
-            and resolve_decode_step("static", lm, "cpu") == "static"
-        )
-    # Frequencies rescaled from the positions seen (on the host, each step), a sliding window and other
-    # families: dynamic.
+    for lm in (
+        _gpt2(),
+        _llama(),
+        _llama(family="qwen2"),
+        _llama(family="mistral", sliding_window=None),
+    ):
+        assert decode_plan(lm, "cuda") == decode_plan(lm, "cuda:0") == "graph"
+        assert decode_plan(lm, "cpu") == "loop"
+    # Frequencies rescaled from the positions seen (on the host, each step), a sliding window and
+    # other families: the plain loop everywhere.
     stretched = _llama()
     stretched.model.rotary_emb.rope_type = "dynamic"
     windowed = _llama(family="mistral", sliding_window=16)
@@ -357,25 +288,9 @@ def test_decode_step_auto_is_graph_on_cuda_for_gpt2_and_llama():
             intermediate_size=128,
         )
     )
-    assert supports(_llama(family="mistral", sliding_window=None)) and supports(
-        _llama(family="qwen2")
-    )
     for lm in (stretched, windowed, neox):
-        assert not supports(lm) and resolve_decode_step("auto", lm, "cuda") == "dynamic"
+        assert decode_plan(lm, "cuda") == "loop"
         with pytest.raises(ValueError, match="GPT-2 or Llama family"):
-            resolve_decode_step("static", lm, "cpu")
-    with pytest.raises(ValueError, match="needs a CUDA device"):
-        resolve_decode_step("graph", gpt2, "cpu")
-
-
-def test_prompt_cache_auto_is_shared_for_gpt2_and_copied_for_the_llama_family():
-    from rrt.modelling.static_decode import resolve_prompt_cache
-
-    gpt2, llamas = (
-        _gpt2(),
-        (_llama(), _llama(family="qwen2"), _llama(family="mistral", sliding_window=None)),
-    )
-    assert resolve_prompt_cache("auto", gpt2) == "shared"
-    assert [resolve_prompt_cache("auto", lm) for lm in llamas] == ["copied"] * 3
-    for value in ("copied", "shared"):  # a setting named is kept
-        assert {resolve_prompt_cache(value, lm) for lm in (gpt2, *llamas)} == {value}
+            CandidateSampler(lm, "cpu", plan="graph")
+    with pytest.raises(ValueError, match="unknown decoding plan"):
+        CandidateSampler(_gpt2(), "cpu", plan="static")

@@ -15,7 +15,6 @@ SETTINGS = {
     "top_p": 0.9,
     "temperature": 0.7,
     "max_step_tokens": 12,
-    "batch_prompts": 3,
 }
 
 
@@ -37,7 +36,7 @@ def test_a_model_loads_with_its_meta_block_size_and_system(exported):
 def test_the_rewriter_samples_as_the_settings_say(exported):
     model = load_model(exported)
     rewriter = build_rewriter(model, SETTINGS, candidates=4, constrained=True)
-    assert rewriter.system == "contextual" and rewriter.constrained and rewriter.batch_prompts == 3
+    assert rewriter.system == "contextual" and rewriter.constrained and rewriter.plan == "loop"
     s = rewriter.settings
     assert (s.top_k, s.top_p, s.temperature, s.candidates, s.max_new_tokens) == (5, 0.9, 0.7, 4, 12)
     # A system named by the caller wins over the model's own (an ablation on the same weights).

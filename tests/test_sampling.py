@@ -14,7 +14,7 @@ from rrt.modelling.prompts import (
     protected_span,
     step_prompt,
 )
-from rrt.modelling.sampling import sample_candidates
+from rrt.modelling.sampling import PLANS, CandidateSampler, sample_candidates
 from rrt.recipes.paper_format import END_INST, EOS, INST
 
 SOURCE = {
@@ -248,8 +248,7 @@ def test_the_guard_keeps_every_candidate_free_of_violations(tiny):
     )
 
 
-def test_static_decoding_of_guarded_prompts_draws_the_host_tokens(tiny):
-    from rrt.modelling import static_decode
+def test_the_cuda_plan_draws_the_cpu_plans_tokens_for_guarded_prompts(tiny):
     from rrt.modelling.constrained import ViolationGuard
 
     lm, tok = tiny
@@ -265,44 +264,30 @@ def test_static_decoding_of_guarded_prompts_draws_the_host_tokens(tiny):
         logits[..., stop] += 3.0
 
     hook = lm.get_output_embeddings().register_forward_hook(biased)
+    guard = ViolationGuard(tok, ["vegan"], stops)
+    settings = sampling(candidates=5, max_new_tokens=20)
+    samplers = [CandidateSampler(lm, "cpu", plan) for plan in ("loop", "graph")]
     try:
         first, second, third = _prompts(tok)
-        kept = sample_candidates(
-            lm,
-            [first],
-            [1],
-            stops,
-            tok.pad_token_id,
-            sampling(candidates=1, max_new_tokens=2),
-            keep=[first.index(stop)],
-        )[0].prefix
-        guard = ViolationGuard(tok, ["vegan"], stops)
-        settings = sampling(candidates=5, max_new_tokens=20)
-        before = static_decode.STATS["guard_redraws"]
         runs = [
-            sample_candidates(
-                lm,
+            sampler.sample(
                 [second, third, first],
                 [2, 3, 1],
                 stops,
                 tok.pad_token_id,
                 settings,
                 guards=[guard, None, guard],
-                prefixes=[kept, None, None],
-                step=step,
-                prompt_cache=cache,
             )
-            for step, cache in (("dynamic", "copied"), ("static", "copied"), ("static", "shared"))
+            for sampler in samplers
         ]
     finally:
         hook.remove()
-    for run in runs[1:]:
-        assert [r.tokens for r in runs[0]] == [r.tokens for r in run]
-        assert [r.ended for r in runs[0]] == [r.ended for r in run]
-        assert [r.taken_back for r in runs[0]] == [r.taken_back for r in run]
+    assert [r.tokens for r in runs[0]] == [r.tokens for r in runs[1]]
+    assert [r.ended for r in runs[0]] == [r.ended for r in runs[1]]
+    assert [r.taken_back for r in runs[0]] == [r.taken_back for r in runs[1]]
     assert {e for r in runs[0] for e in r.ended} >= {"stop", "length"}
     assert sum(r.taken_back for r in runs[0]) > 10
-    assert static_decode.STATS["guard_redraws"] - before > 10
+    assert samplers[1].counts["guard_redraws"] > 10
 
 
 def test_a_refused_word_is_taken_back_instead_of_glued_to_letters(tiny, monkeypatch):
@@ -328,17 +313,10 @@ def test_a_refused_word_is_taken_back_instead_of_glued_to_letters(tiny, monkeypa
     hook = lm.get_output_embeddings().register_forward_hook(biased)
     try:
 
-        def run(take_backs: int, step: str):
+        def run(take_backs: int, plan: str):
             monkeypatch.setattr(guarded_row, "TAKE_BACKS", take_backs)
-            results = sample_candidates(
-                lm,
-                _prompts(tok),
-                [1, 2, 3],
-                stops,
-                tok.pad_token_id,
-                settings,
-                guards=[guard] * 3,
-                step=step,
+            results = CandidateSampler(lm, "cpu", plan).sample(
+                _prompts(tok), [1, 2, 3], stops, tok.pad_token_id, settings, guards=[guard] * 3
             )
             texts = [tok.decode(t) for r in results for t in r.tokens]
             return (
@@ -348,8 +326,8 @@ def test_a_refused_word_is_taken_back_instead_of_glued_to_letters(tiny, monkeypa
             )
 
         limit = guarded_row.TAKE_BACKS
-        _, glued_before, _ = run(0, "dynamic")
-        runs = [run(limit, step) for step in ("dynamic", "static")]
+        _, glued_before, _ = run(0, "loop")
+        runs = [run(limit, plan) for plan in ("loop", "graph")]
     finally:
         hook.remove()
     assert glued_before > 5
@@ -417,68 +395,6 @@ def test_every_model_system_rewrites_a_batch_into_whole_records(tiny, system):
     )  # seeded: the same recipe gives the same rewrite
 
 
-def test_a_kept_prefix_skips_its_prefill_and_changes_nothing(tiny):
-    from rrt.modelling.sampling import Prefix
-
-    lm, tok = tiny
-    stops = {tok.convert_tokens_to_ids(t) for t in (INST, END_INST, EOS)}
-    end = tok.convert_tokens_to_ids(END_INST)
-    first, second = _prompts(tok)[
-        :2
-    ]  # steps 1 and 2 of the same recipe: the second repeats the source
-    keep = first.index(end)
-    greedy = sampling(top_k=1, candidates=2, max_new_tokens=10)
-    # The first prompt runs alone and hands back its source part, to be reused by the second.
-    kept = sample_candidates(lm, [first], [1], stops, tok.pad_token_id, greedy, keep=[keep])[
-        0
-    ].prefix
-    assert isinstance(kept, Prefix) and kept.ids == first[:keep] and second[:keep] == kept.ids
-    fresh = sample_candidates(
-        lm, [second, first], [2, 1], stops, tok.pad_token_id, greedy, keep=[second.index(end), 0]
-    )
-    reused = sample_candidates(
-        lm,
-        [second, first],
-        [2, 1],
-        stops,
-        tok.pad_token_id,
-        greedy,
-        prefixes=[kept, None],
-        keep=[second.index(end), 0],
-    )
-    assert reused[0].tokens == fresh[0].tokens and reused[1].tokens == fresh[1].tokens
-    for (k1, v1), (k2, v2) in zip(reused[0].prefix.layers, fresh[0].prefix.layers):
-        assert torch.allclose(k1, k2, atol=1e-4) and torch.allclose(v1, v2, atol=1e-4)
-    # A prefix the prompt does not start with is ignored rather than misused.
-    other = sample_candidates(
-        lm, [first], [1], stops, tok.pad_token_id, greedy, prefixes=[Prefix([0, 1, 2], [])]
-    )
-    assert other[0].tokens == fresh[1].tokens
-
-
-@needs_dictionary
-def test_the_rewriter_gives_the_same_rewrite_with_and_without_prefix_reuse(tiny):
-    from rrt.modelling.rewriter import RewriteTask
-
-    lm, tok = tiny
-    tasks = [
-        RewriteTask("a", ["vegan"], SOURCE, 5),
-        RewriteTask("b", ["vegan"], {**SOURCE, "title": "Crepes"}, 5),
-    ]
-    runs = [
-        make_rewriter(
-            "contextual",
-            lm,
-            tok,
-            256,
-            sampling(top_k=1, candidates=2, max_new_tokens=8),
-            reuse_prefix=reuse,
-        ).rewrite(tasks)
-        for reuse in (True, False)
-    ]
-    assert [r["rewrite"] for r in runs[0]] == [r["rewrite"] for r in runs[1]]
-
-
 def test_a_round_of_prompts_tokenized_together_gives_each_prompt_its_own_ids(tiny, tmp_path):
     from rrt.modelling.models import load_tokenizer
     from testing.local_service import tiny_pretrained
@@ -504,10 +420,9 @@ def test_a_round_of_prompts_tokenized_together_gives_each_prompt_its_own_ids(tin
 
 
 @needs_dictionary
-def test_a_banned_token_is_never_drawn_on_any_decoding_path(tiny, monkeypatch):
+def test_a_banned_token_is_never_drawn_by_either_plan(tiny):
     from dataclasses import replace
 
-    from rrt.modelling import static_decode
     from rrt.modelling.constrained import ViolationGuard
     from rrt.modelling.rewriter import RewriteTask
 
@@ -521,43 +436,21 @@ def test_a_banned_token_is_never_drawn_on_any_decoding_path(tiny, monkeypatch):
         logits[..., pad] += 20.0
 
     hook = lm.get_output_embeddings().register_forward_hook(padding_first)
-    monkeypatch.setattr(
-        static_decode, "_capture", lambda step, device: step
-    )  # the CPU's stand-in for a graph
     settings = sampling(candidates=3, max_new_tokens=6)
-    ways = [
-        ("host", "dynamic", "copied"),
-        ("device", "dynamic", "copied"),
-        ("device", "static", "copied"),
-        ("device", "static", "shared"),
-        ("device", "graph", "shared"),
-    ]
     try:
-        for decode, step, cache in ways:
+        for plan in PLANS:
+            sampler = CandidateSampler(lm, "cpu", plan)
 
-            def run(banned, guards=None, decode=decode, step=step, cache=cache):
-                runs = sample_candidates(
-                    lm,
-                    _prompts(tok),
-                    [1, 2, 3],
-                    stops,
-                    pad,
-                    replace(settings, banned=banned),
-                    guards=guards,
-                    decode=decode,
-                    step=step,
-                    prompt_cache=cache,
+            def run(banned, guards=None, sampler=sampler):
+                runs = sampler.sample(
+                    _prompts(tok), [1, 2, 3], stops, pad, replace(settings, banned=banned), guards
                 )
                 return [t for r in runs for t in r.tokens]
 
-            assert all(t == [pad] * 6 for t in run(())), (decode, step)
+            assert all(t == [pad] * 6 for t in run(())), plan
             for guards in (None, [guard, None, guard]):
                 drawn = run((pad,), guards)
-                assert len(drawn) == 9 and pad not in {i for t in drawn for i in t}, (
-                    decode,
-                    step,
-                    guards,
-                )
+                assert len(drawn) == 9 and pad not in {i for t in drawn for i in t}, (plan, guards)
                 assert sum(map(len, drawn)) > 9
         # The rewriter bans padding, which would otherwise end every step at once (it is a special token).
         rewriter = make_rewriter(
@@ -572,9 +465,7 @@ def test_a_banned_token_is_never_drawn_on_any_decoding_path(tiny, monkeypatch):
 
 
 @needs_dictionary
-def test_the_rewriter_gives_the_same_rewrite_decoding_on_the_host_the_device_or_the_static_cache(
-    tiny,
-):
+def test_the_rewriter_gives_the_same_rewrite_by_the_cuda_plan_and_the_cpu_plan(tiny):
     from rrt.modelling.rewriter import RewriteTask
 
     lm, tok = tiny
@@ -583,21 +474,13 @@ def test_the_rewriter_gives_the_same_rewrite_decoding_on_the_host_the_device_or_
         RewriteTask("b", ["vegan"], {**SOURCE, "title": "Crepes"}, 5),
     ]
     settings = sampling(top_k=40, candidates=4, max_new_tokens=12)
-    rewriters = [
-        make_rewriter("contextual", lm, tok, 256, settings, decode=decode, decode_step=step)
-        for decode, step in (("host", "dynamic"), ("device", "dynamic"), ("host", "static"))
-    ]
+    rewriters = [make_rewriter("contextual", lm, tok, 256, settings, plan=p) for p in PLANS]
     runs = [rewriter.rewrite(tasks) for rewriter in rewriters]
-    assert (
-        [r["steps"] for r in runs[0]]
-        == [r["steps"] for r in runs[1]]
-        == [r["steps"] for r in runs[2]]
-    )
-    # Only the static step makes caches, and its counts say so (no graph off CUDA).
-    assert [r.stats["static_caches"] for r in rewriters[:2]] == [0, 0] and rewriters[2].stats[
-        "static_caches"
-    ] >= 1
-    assert rewriters[2].stats["graph_captures"] == rewriters[2].stats["no_room"] == 0
-    # Constrained, every prompt has a guard, which checks each token's text on the host.
-    guarded = make_rewriter("contextual", lm, tok, 256, settings, constrained=True, decode="device")
-    assert guarded.decode_on == "device" and guarded.rewrite(tasks[:1])[0]["rewrite"]["steps"]
+    assert [r["steps"] for r in runs[0]] == [r["steps"] for r in runs[1]]
+    # Only the static cache's plan makes caches, and its counts say so (no graph off CUDA).
+    graph, loop = (rewriters[PLANS.index(p)] for p in ("graph", "loop"))
+    assert loop.stats["static_caches"] == 0 and graph.stats["static_caches"] >= 1
+    assert graph.stats["graph_captures"] == graph.stats["no_room"] == 0
+    # On a CPU the rewriter decodes by the loop; constrained, every prompt has a guard.
+    guarded = make_rewriter("contextual", lm, tok, 256, settings, constrained=True)
+    assert guarded.plan == "loop" and guarded.rewrite(tasks[:1])[0]["rewrite"]["steps"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from rrt.recipes.ingredients import _singular, content_words, ingredient_name
+from rrt.recipes.ingredients import content_words, ingredient_name, singular
 from rrt.recipes.lexicon import CATEGORIES, CONSTRAINT_CATEGORIES, DIET_WORDS
 
 PUFFERY = {
@@ -181,7 +181,7 @@ def normalise_title(title: str) -> str:
         text = re.sub(rf"\b{re.escape(phrase)}\b", " ", text)
     words = [w.strip(".,!?:;'\"") for w in text.split()]
     words = [w.replace(" ", "-") for w in words if w and w not in PUFFERY]
-    return " ".join(_singular(w) for w in words)
+    return " ".join(singular(w) for w in words)
 
 
 def dish_key(title: str, level: str = "title") -> str:

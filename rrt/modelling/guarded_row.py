@@ -15,6 +15,10 @@ the same tokens from the same numbers.
 
 from __future__ import annotations
 
+import numpy as np
+
+from rrt.modelling.drawing import Sampled, draw, filtered_probs
+
 GUARD_TRIES = 24  # draws of one token before the row gives up (ended "guard")
 TAKE_BACKS = 8  # words a row may take back
 TAKEN_BACK = -1  # what `draw` returns when the row took its last word back
@@ -25,11 +29,8 @@ class GuardedRow:
     and the tokens banned at an index where a word was taken back."""
 
     def __init__(self, guard, prompt_token: int, prompt_column: int, position: int):
-        self.guard, self.prompt_token, self.position = (
-            guard,
-            prompt_token,
-            position,
-        )  # position: token 0's
+        self.guard, self.prompt_token = guard, prompt_token
+        self.position = position  # token 0's
         self.tokens: list[int] = []
         self.starts: list[int] = []  # where token i's text starts
         self.text = ""
@@ -51,21 +52,18 @@ class GuardedRow:
     def draw(self, row_logits, settings, rng) -> int | None:
         """A token the guard accepts, TAKEN_BACK when the row took its last word back, or None when
         no token is found; `rng` gives one number a draw."""
-        import numpy as np
         import torch
-
-        from rrt.modelling.sampling import _draw, _filtered_probs
 
         logits = row_logits.clone()
         banned = self.bans.get(len(self.tokens))
         if banned:
             logits[torch.as_tensor(sorted(banned), dtype=torch.long)] = float("-inf")
         for _ in range(GUARD_TRIES):
-            ids, probs = _filtered_probs(logits[None], settings)
+            ids, probs = filtered_probs(logits[None], settings)
             ids, probs = ids[0].numpy(), probs[0].numpy()
             if not np.isfinite(probs).all() or probs.sum() <= 0:
                 return None
-            token = _draw(ids, probs, rng.random())
+            token = draw(ids, probs, rng.random())
             verdict = self.guard.check(self.text, token)
             if verdict == "ok":
                 return token
@@ -99,3 +97,22 @@ class GuardedRow:
         self.text = self.text[: self.starts[cut]]
         del self.tokens[cut:], self.starts[cut:]
         self.taken_back += 1
+
+
+def guarded_rows(
+    guards: list, n: int, last_tokens: list[int], prompt_column: int, first_positions
+) -> dict[int, GuardedRow]:
+    """A GuardedRow for each candidate (flat index) whose prompt has a guard."""
+    first = first_positions.tolist()
+    return {
+        f: GuardedRow(guards[f // n], last_tokens[f // n], prompt_column, first[f // n])
+        for f in range(len(guards) * n)
+        if guards[f // n] is not None
+    }
+
+
+def finish_guarded(rows: dict[int, GuardedRow], results: list[Sampled], n: int) -> None:
+    """Each guarded candidate's tokens, as its row holds them, and the words taken back."""
+    for f, row in rows.items():
+        results[f // n].tokens[f % n] = list(row.tokens)
+        results[f // n].taken_back += row.taken_back

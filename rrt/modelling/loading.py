@@ -19,17 +19,7 @@ for _system, _variant in SYSTEMS.items():
         VARIANT_SYSTEMS.setdefault(_variant, _system)
 
 # Rewriter settings that a config section may carry; absent ones keep the Rewriter's defaults.
-ENGINE_KEYS = (
-    "batch_prompts",
-    "recipe_tokens",
-    "reuse_prefix",
-    "decode",
-    "decode_step",
-    "prompt_cache",
-    "schedule",
-    "selection",
-    "closed_foods",
-)
+ENGINE_KEYS = ("recipe_tokens", "selection", "closed_foods")
 
 
 @dataclass
@@ -66,8 +56,8 @@ def build_rewriter(
     ing_model: LoadedModel | None = None,
 ) -> Rewriter:
     """The rewriter of `system` (default: the model's own) on a loaded model, sampling as the
-    settings say (top_k, top_p, temperature, max_step_tokens; batch_prompts, recipe_tokens,
-    reuse_prefix, decode, decode_step, prompt_cache, schedule, selection and closed_foods)."""
+    settings say (top_k, top_p, temperature, max_step_tokens, recipe_tokens, selection and
+    closed_foods); how it decodes follows the model's device (rrt.modelling.sampling.decode_plan)."""
     system = system or model.system
     if system is None:
         raise ValueError(

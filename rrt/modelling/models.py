@@ -14,50 +14,17 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from rrt.recipes.lexicon import CONSTRAINTS
-from rrt.recipes.paper_format import (
-    BOS,
-    END_INGS,
-    END_INST,
-    END_PROMPT,
-    END_TITLE,
-    EOS,
-    ING,
-    INST,
-    NO_INGS,
-    STRUCTURE_TOKENS,
-    TAG_PATTERN,
-    constraint_tokens,
+from rrt.modelling.special_tokens import (
+    PAD,
+    add_special_tokens,
+    added_token,
+    init_added_embeddings,
+    special_tokens,
 )
+from rrt.recipes.paper_format import BOS, EOS
 
-PAD = "<pad>"
 TINY = "tiny"
 META_FILE = "rrt_meta.json"
-# What each marker of the paper's format stands for, in words a pretrained model has read.
-_MEANINGS = {
-    BOS: "Recipe:\n",
-    EOS: "\n\nThe end.\n",
-    END_TITLE: "\n\nIngredients:\n",
-    ING: "\n-",
-    END_INGS: "\n\nInstructions:\n",
-    INST: "\n",
-    END_INST: "\n\n",
-    END_PROMPT: "\nStep:",
-    NO_INGS: "none",
-    PAD: " ",
-}
-
-
-def special_tokens() -> list[str]:
-    """Every special token the formats use: structure tokens, padding, both tags per constraint."""
-    return [PAD] + STRUCTURE_TOKENS + constraint_tokens(list(CONSTRAINTS))
-
-
-def _added(token: str):
-    from tokenizers import AddedToken
-
-    # Absorbing the spaces around a tag keeps " <inst> " one token instead of three.
-    return AddedToken(token, lstrip=True, rstrip=True, special=True, normalized=False)
 
 
 def _wrap(backend, name_or_path: str | None = None):
@@ -84,37 +51,12 @@ def train_tiny_tokenizer(texts: Iterable[str], vocab_size: int):
     backend.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=[_added(t) for t in special_tokens()],
+        special_tokens=[added_token(t) for t in special_tokens()],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     backend.train_from_iterator(texts, trainer)
     return _wrap(backend)
-
-
-def add_special_tokens(tokenizer):
-    """Give a pretrained tokenizer the paper's tokens as BOS, EOS, padding and extra specials."""
-    extras = [_added(t) for t in special_tokens() if t not in (BOS, EOS, PAD)]
-    tokenizer.add_special_tokens(
-        {
-            "bos_token": _added(BOS),
-            "eos_token": _added(EOS),
-            "pad_token": _added(PAD),
-            "extra_special_tokens": extras,
-        }
-    )
-    # The formats write BOS themselves; a tokenizer that also prepends one (Llama's) would double
-    # it. Transformers 5 keeps that BOS in the backend's post-processor, not only in a flag.
-    for flag in ("add_bos_token", "add_eos_token"):
-        if getattr(tokenizer, flag, False):
-            setattr(tokenizer, flag, False)
-    if tokenizer("x")["input_ids"] != tokenizer("x", add_special_tokens=False)["input_ids"]:
-        from tokenizers.processors import TemplateProcessing
-
-        tokenizer.backend_tokenizer.post_processor = TemplateProcessing(
-            single="$A:0", pair="$A:0 $B:1"
-        )
-    return tokenizer
 
 
 def load_tokenizer(model: str, texts: Iterable[str] | None = None, vocab_size: int = 4000):
@@ -128,51 +70,6 @@ def load_tokenizer(model: str, texts: Iterable[str] | None = None, vocab_size: i
     from rrt.modelling.pretrained import resolve
 
     return add_special_tokens(AutoTokenizer.from_pretrained(resolve(model)))
-
-
-def token_meaning(token: str) -> str:
-    """Plain words for what one of our added tokens marks: a tag reads as a heading."""
-    if token in _MEANINGS:
-        return _MEANINGS[token]
-    match = TAG_PATTERN.fullmatch(token)
-    if match is None:
-        return token
-    role, non, constraint = match.groups()
-    diet = constraint.replace("-", " ")
-    if role in ("src", "source"):
-        return f"\n\nRecipe{' (not ' + diet + ')' if non else ' (' + diet + ')'}:\n"
-    return f"\n\n{'Not ' + diet if non else diet.capitalize()} version:\n"
-
-
-def init_added_embeddings(lm, tokenizer, first_added: int) -> int:
-    """Start each token from `first_added` on at the mean embedding of the words that say what it
-    marks (`token_meaning`), in the input and (when untied) the output embeddings.
-
-    A new row at the mean of all embeddings (the library's default) means nothing to the
-    pretrained model: it cannot tell a step boundary from the source/target switch and almost
-    never predicts a stop. Words it already knows give every marker its role from step 0, so a
-    short fine-tuning learns the task instead of the markers. Returns the rows set."""
-    import torch
-
-    tables = [lm.get_input_embeddings().weight]
-    output = lm.get_output_embeddings()
-    if output is not None and output.weight.data_ptr() != tables[0].data_ptr():
-        tables.append(output.weight)
-    done = 0
-    with torch.no_grad():
-        for row in range(first_added, min(len(tokenizer), tables[0].shape[0])):
-            words = token_meaning(tokenizer.convert_ids_to_tokens(row))
-            pieces = [
-                i
-                for i in tokenizer(words, add_special_tokens=False)["input_ids"]
-                if i < first_added
-            ]
-            if not pieces:
-                continue
-            for table in tables:
-                table[row] = table[pieces].mean(dim=0)
-            done += 1
-    return done
 
 
 def fused_gelu(config):

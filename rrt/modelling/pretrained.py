@@ -17,6 +17,8 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 
+from rrt.modelling.special_tokens import add_special_tokens, init_added_embeddings
+
 
 @dataclass(frozen=True)
 class Preset:
@@ -70,8 +72,6 @@ def convert(name: str, folder: str) -> None:
     """Dequantize a preset's GGUF into a float Hugging Face folder with the paper's special tokens."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    from rrt.modelling.models import add_special_tokens, init_added_embeddings
 
     path = gguf_path(PRESETS[name])
     source, file = os.path.dirname(path), os.path.basename(path)

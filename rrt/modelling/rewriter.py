@@ -24,18 +24,16 @@ from rrt.modelling.prompts import (
     recipe_prompt,
     step_prompt,
 )
-from rrt.modelling.sampling import Prefix, SamplingSettings, sample_candidates
+from rrt.modelling.sampling import CandidateSampler, SamplingSettings
 from rrt.modelling.selection import StepContext, score_candidate, select_best, source_word_set
-from rrt.modelling.static_decode import STATS as STATIC_STATS
-from rrt.modelling.static_decode import resolve_decode_step, resolve_prompt_cache
 from rrt.recipes.foods import held_words
 from rrt.recipes.ingredients import ingredient_name, step_ingredients
-from rrt.recipes.paper_format import END_INST, INST
+from rrt.recipes.paper_format import INST
 from rrt.recipes.recipe import Recipe
 from rrt.recipes.substitutions import substitute_recipe
 
 # The rewriter's counts of where a round's time goes, as jobs and benchmarks report them.
-# The static decode step's counts a rewriter reports, each read from rrt.modelling.static_decode.STATS:
+# The static decode step's counts a rewriter reports, each read from its CandidateSampler's counts:
 # caches made (on a GPU, each with its graph captures), captures, kept caches evicted, batches too big for one.
 STATIC_COUNTS = {
     "static_caches": "decoders",
@@ -43,11 +41,9 @@ STATIC_COUNTS = {
     "cache_evictions": "evictions",
     "no_room": "no_room",
 }
-# step_rounds: rounds run step-level (rewrite.schedule: step; 0 where it fell back to round-level).
 # words_taken_back: forbidden words the guard took back while sampling (rrt.modelling.guarded_row).
 ENGINE_COUNTS = (
     "rounds",
-    "step_rounds",
     "prompting_s",
     "sampling_s",
     "selection_s",
@@ -71,6 +67,8 @@ SYSTEMS = {
 # The variants whose prompt carries the next step's ingredients, and the systems that name them by rule.
 PROMPTED = ("contextual_ing", "grounded_ing")
 RULE_PROMPT = ("contextual_rule", "grounded_rule")
+# Prompts per forward pass (each with its candidates): a round's prompts, chunked by length.
+BATCH_PROMPTS = 64
 
 
 def stable_seed(*keys) -> int:
@@ -105,7 +103,6 @@ class RecipeState:
     notes: list[str] = field(default_factory=list)
     step: int = 0
     guide_steps: list[str] = field(default_factory=list)
-    prefix: Prefix | None = None  # the source context so far, prefilled once (contextual formats)
     held: frozenset = (
         frozenset()
     )  # the words a food in a rewritten step may use (rrt.recipes.foods)
@@ -215,20 +212,17 @@ class Rewriter:
         block_size: int,
         settings: SamplingSettings,
         *,
-        batch_prompts: int,
         recipe_tokens: int,
-        reuse_prefix: bool,
-        decode: str,
-        decode_step: str,
-        prompt_cache: str = "copied",
-        schedule: str = "round",
         constrained: bool = False,
         selection: str = "paper",
         closed_foods: bool = False,
         ing_lm=None,
         ing_tokenizer=None,
         device: str = "cpu",
+        plan: str | None = None,
     ):
+        """`plan` is how candidates are decoded (rrt.modelling.sampling.decode_plan; default: the
+        device's), named only to compare the plans on one device."""
         if SYSTEMS.get(system) is None:
             raise ValueError(
                 f"{system!r} is not a model system; choose from "
@@ -241,24 +235,12 @@ class Rewriter:
         self.settings, self.constrained = settings, constrained
         self.selection, self.closed_foods = selection, closed_foods
         self.ing_lm, self.ing_tokenizer = ing_lm, ing_tokenizer
-        self.batch_prompts, self.recipe_tokens, self.device = batch_prompts, recipe_tokens, device
-        self.reuse_prefix = reuse_prefix
-        self.decode_on = decode
-        # static / graph where the model allows it (the next-ingredient model may fall back to dynamic).
-        self.decode_step = resolve_decode_step(decode_step, lm, device)
-        self.prompt_cache = resolve_prompt_cache(prompt_cache, lm)
-        # Step-level batching needs the static step and no guard (which checks each token on the host);
-        # contextual_gpt2's next-ingredient model is sampled for a whole round's recipes at once.
-        self.schedule = (
-            "step"
-            if schedule == "step"
-            and self.decode_step in ("static", "graph")
-            and not constrained
-            and self.variant in STEP_VARIANTS
-            and system != "contextual_gpt2"
-            else "round"
-        )
-        self._slot_samplers: dict[int, object] = {}
+        self.recipe_tokens, self.device = recipe_tokens, device
+        # One sampler per model, each decoding by its device's plan and keeping its caches.
+        self.samplers = {id(lm): CandidateSampler(lm, device, plan)}
+        if ing_lm is not None and id(ing_lm) not in self.samplers:
+            self.samplers[id(ing_lm)] = CandidateSampler(ing_lm, device, plan)
+        self.plan = self.samplers[id(lm)].plan
         self.special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}
         self.stats = {
             "steps_sampled": 0,
@@ -269,7 +251,6 @@ class Rewriter:
             "words_taken_back": 0,
             "candidates": 0,
             "rounds": 0,
-            "step_rounds": 0,
             "prompting_s": 0.0,
             "sampling_s": 0.0,
             "selection_s": 0.0,
@@ -321,38 +302,29 @@ class Rewriter:
         variant: str | None = None,
         tokenizer=None,
     ) -> list:
-        """Sample every (prompt ids, seed, guard[, prefix, keep]) job, in length-sorted chunks."""
+        """Sample every (prompt ids, seed, guard) job, in length-sorted chunks."""
         lm, tokenizer = lm or self.lm, tokenizer or self.tokenizer
+        sampler = self.samplers[id(lm)]
         stops = self._stop_ids(variant or self.variant, tokenizer)
         settings = replace(settings, banned=self._banned_ids(tokenizer))
         order = sorted(range(len(jobs)), key=lambda i: len(jobs[i][0]))
         out: list = [None] * len(jobs)
-        started, static_before = time.perf_counter(), dict(STATIC_STATS)
-        for lo in range(0, len(order), self.batch_prompts):
-            chunk = order[lo : lo + self.batch_prompts]
-            guards = [jobs[i][2] for i in chunk]
-            prefixes = [jobs[i][3] if len(jobs[i]) > 3 else None for i in chunk]
-            keep = [jobs[i][4] if len(jobs[i]) > 4 else 0 for i in chunk]
-            results = sample_candidates(
-                lm,
+        started, before = time.perf_counter(), dict(sampler.counts)
+        for lo in range(0, len(order), BATCH_PROMPTS):
+            chunk = order[lo : lo + BATCH_PROMPTS]
+            results = sampler.sample(
                 [jobs[i][0] for i in chunk],
                 [jobs[i][1] for i in chunk],
                 stops,
                 tokenizer.pad_token_id,
                 settings,
-                guards=guards,
-                device=self.device,
-                prefixes=prefixes,
-                keep=keep,
-                decode=self.decode_on,
-                step=self.decode_step,
-                prompt_cache=self.prompt_cache,
+                guards=[jobs[i][2] for i in chunk],
             )
             for i, result in zip(chunk, results):
                 out[i] = result
         self.stats["sampling_s"] += time.perf_counter() - started
         for ours, theirs in STATIC_COUNTS.items():
-            self.stats[ours] += STATIC_STATS[theirs] - static_before[theirs]
+            self.stats[ours] += sampler.counts[theirs] - before.get(theirs, 0)
         return out
 
     def prompt_ids(self, text: str, variant: str, tokenizer=None) -> list[int] | None:
@@ -377,16 +349,6 @@ class Rewriter:
                 fit_prompt(ids, head, tail, self.block - max_new, steps_from, {special[INST]})
             )
         return fitted
-
-    def _prefix_end(self, ids: list[int]) -> int:
-        """Where the part of a prompt the next step's prompt starts with ends (0: none).
-
-        In the contextual formats the next prompt repeats the source up to this step's end,
-        then adds the next source step; that much is prefilled once and reused."""
-        if self.variant not in ("contextual", "contextual_ing") or not self.reuse_prefix:
-            return 0
-        end = self.special[END_INST]
-        return next((i for i, t in enumerate(ids) if t == end), 0)
 
     def _finish(self, text: str, state: RecipeState) -> str:
         """A candidate's final text; constrained, a word left open at the end is checked too."""
@@ -472,8 +434,8 @@ class Rewriter:
         )
 
     def _step_job(self, state: RecipeState, ids: list[int] | None) -> tuple | None:
-        """The (prompt ids, seed, guard, prefix, keep) job of a recipe's next step; None when its
-        prompt cannot fit the block (the guide's rewrite recorded)."""
+        """The (prompt ids, seed, guard) job of a recipe's next step; None when its prompt cannot
+        fit the block (the guide's rewrite recorded)."""
         n = state.step
         if ids is None:
             state.entries.append(
@@ -487,11 +449,10 @@ class Rewriter:
             self.stats["steps_fallback"] += 1
             return None
         seed = stable_seed(state.task.seed, state.task.id, ",".join(state.task.constraints), n)
-        return ids, seed, state.guard, state.prefix, self._prefix_end(ids)
+        return ids, seed, state.guard
 
     def _choose(self, state: RecipeState, result) -> None:
         """A sampled step's candidates scored and the best chosen (its entry recorded)."""
-        state.prefix = result.prefix
         texts = [self._finish(self.decode(t), state) for t in result.tokens]
         chosen, scores = select_best(texts, step_context(state, state.step))
         state.entries.append(
@@ -541,66 +502,6 @@ class Rewriter:
             self._choose(state, result)
         for state in live:
             self._close_step(state)
-        self.stats["selection_s"] += time.perf_counter() - started
-
-    def next_job(self, state: RecipeState) -> tuple | None:
-        """Step-level batching: the job of a recipe's next step to sample, the steps before it that
-        need no sampling (empty, too long) recorded; None once the recipe is finished."""
-        while not state.finished:
-            ingredients = (
-                self._ingredient_prompts([state]).get(0) if self.variant in PROMPTED else None
-            )
-            started = time.perf_counter()
-            text = self._step_prompt(state, ingredients)
-            job = (
-                None
-                if text is None
-                else self._step_job(state, self.prompts_ids([text], self.variant)[0])
-            )
-            self.stats["prompting_s"] += time.perf_counter() - started
-            if job is not None:
-                return job
-            self._close_step(state)
-        return None
-
-    def slot_sampler(self, slots: int):
-        """Step-level batching: this rewriter's SlotSampler of `slots` recipes (made once)."""
-        if slots not in self._slot_samplers:
-            from rrt.modelling.step_decode import SlotSampler
-
-            settings = replace(self.settings, banned=self._banned_ids(self.tokenizer))
-            self._slot_samplers[slots] = SlotSampler(
-                self.lm,
-                slots,
-                self.block - self.settings.max_new_tokens,
-                self._stop_ids(self.variant, self.tokenizer),
-                self.tokenizer.pad_token_id,
-                settings,
-                self.device,
-                graph=self.decode_step == "graph",
-            )
-        return self._slot_samplers[slots]
-
-    def sample_steps(self, sampler, jobs: list[tuple]) -> list[tuple]:
-        """Step-level batching: start (key, next_job's job) steps in free slots, then decode until one
-        or more steps end; theirs as (key, Sampled)."""
-        started, static_before = time.perf_counter(), dict(STATIC_STATS)
-        sampler.start(
-            [(key, ids, seed, prefix, keep) for key, (ids, seed, _, prefix, keep) in jobs]
-        )
-        out = sampler.run()
-        self.stats["rounds"] += 1
-        self.stats["step_rounds"] += 1
-        self.stats["sampling_s"] += time.perf_counter() - started
-        for ours, theirs in STATIC_COUNTS.items():
-            self.stats[ours] += STATIC_STATS[theirs] - static_before[theirs]
-        return out
-
-    def accept(self, state: RecipeState, result) -> None:
-        """Step-level batching: a sampled step's best candidate chosen, and the recipe moved on."""
-        started = time.perf_counter()
-        self._choose(state, result)
-        self._close_step(state)
         self.stats["selection_s"] += time.perf_counter() - started
 
     def _end_to_end(self, states: list[RecipeState]) -> None:

@@ -11,12 +11,6 @@ and go (the service's engine; `Rewriter.rewrite` instead holds a batch until its
 A recipe's samples depend on its own seeds only (rrt.modelling.sampling), so it gets the same
 rewrite whichever recipes share its rounds. A round that fails is rolled back and each of its
 recipes retried alone, so a recipe that breaks the engine fails only itself.
-
-With a rewriter of `rewrite.schedule: step` (rrt.modelling.step_decode) a round is a stretch of
-decode steps instead: each recipe's step runs on its own clock, a recipe starts its next step as
-soon as its last one ends, and the round returns once some step has ended. If that engine fails,
-the steps in flight are dropped (no recipe's state has changed) and the scheduler goes on with
-round-level batching.
 """
 
 from __future__ import annotations
@@ -24,7 +18,6 @@ from __future__ import annotations
 import copy
 import threading
 import time
-import warnings
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -81,7 +74,6 @@ class StepScheduler:
         self._pending: deque = deque()
         self._live: list[_Live] = []
         self._lock = threading.Lock()
-        self._step_level = getattr(rewriter, "schedule", "round") == "step"
 
     @property
     def busy(self) -> bool:
@@ -108,8 +100,6 @@ class StepScheduler:
             self._pending = deque((key, task) for key, task in self._pending if keep(key))
             gone = [live for live in self._live if not keep(live.key)]
             self._live = [live for live in self._live if keep(live.key)]
-        if self._step_level and gone:
-            self.rewriter.slot_sampler(self.slots).drop([id(live) for live in gone])
         return dropped + [live.key for live in gone]
 
     def _admit(self) -> list[Outcome]:
@@ -144,50 +134,10 @@ class StepScheduler:
                 return [batch[0].outcome]
         return [outcome for live in batch for outcome in self._advance([live])]
 
-    def _steps(self, batch: list[_Live]) -> list[Outcome]:
-        """Step-level: every recipe not in flight starts its next step, then decoding runs until some
-        step ends; the recipes that finished or failed. An engine failure drops the steps in flight
-        and turns the scheduler to round-level batching."""
-        failed = []
-        jobs = []
-        sampler = self.rewriter.slot_sampler(self.slots)
-        in_flight = sampler.keys
-        for live in batch:
-            if id(live) in in_flight:
-                continue
-            live.outcome.rounds += 1
-            live.outcome.batch_sizes.append(len(batch))
-            try:
-                job = self.rewriter.next_job(live.state)
-            except Exception as err:  # noqa: BLE001 - this recipe fails alone
-                live.outcome.error = err
-                failed.append(live)
-                continue
-            if job is not None:
-                jobs.append((id(live), job))
-        by_id = {id(live): live for live in batch}
-        try:
-            ended = self.rewriter.sample_steps(sampler, jobs)
-        except Exception as err:  # noqa: BLE001 - no state has changed: round-level batching from here on
-            warnings.warn(
-                f"step-level batching failed, going on round by round: {type(err).__name__}: {err}"
-            )
-            sampler.clear()
-            self._step_level = False
-            ended = []
-        for key, sampled in ended:
-            try:
-                self.rewriter.accept(by_id[key].state, sampled)
-            except Exception as err:  # noqa: BLE001 - this recipe fails alone
-                by_id[key].outcome.error = err
-                failed.append(by_id[key])
-        return self._leave(batch, failed)
-
     def _leave(self, batch: list[_Live], failed: list[_Live]) -> list[Outcome]:
         """The failed recipes and those finished (their records made) leave the batch; their outcomes."""
         out = [live.outcome for live in failed]
         broken = {id(live) for live in failed}
-        # A recipe whose step is in flight has not reached its end: its step moves on when accepted.
         finished = [live for live in batch if id(live) not in broken and live.state.finished]
         for live in finished:
             try:
@@ -206,8 +156,6 @@ class StepScheduler:
         out = self._admit()
         with self._lock:
             batch = list(self._live)
-        if batch and self._step_level:
-            return out + self._steps(batch)
         if batch:
             for live in batch:
                 live.outcome.rounds += 1

@@ -284,7 +284,8 @@ _IE_PLURALS = (
 )
 
 
-def _singular(word: str) -> str:
+def singular(word: str) -> str:
+    """A word's singular from its English plural ending (cookies -> cookie, berries -> berry)."""
     if word.endswith(_IE_PLURALS):
         return word[:-1]
     if len(word) > 4 and word.endswith("ies"):
@@ -329,7 +330,7 @@ def _content_word(token: str) -> str:
         or not any(c.isalpha() for c in token)
     ):
         return ""
-    return _singular(token)
+    return singular(token)
 
 
 def content_words(text: str) -> list[str]:

@@ -15,13 +15,15 @@ from conftest import make_rewriter, needs_dictionary, sampling
 from rrt.config import load_settings
 from rrt.modelling import finetune
 from rrt.modelling.models import (
-    PAD,
     build_model,
     export_model,
-    init_added_embeddings,
     load_exported,
     load_tokenizer,
     pad_vocabulary,
+)
+from rrt.modelling.special_tokens import (
+    PAD,
+    init_added_embeddings,
     special_tokens,
     token_meaning,
 )

@@ -21,14 +21,12 @@ from rrt.config import DeepSpeedSettings
 from rrt.modelling import finetune
 from rrt.modelling.batching import bucket_batches
 from rrt.modelling.engine import TorchEngine
-from rrt.modelling.kernels import compile_model, resolve_compile
-from rrt.modelling.labelled_head import head_on_labels, labelled_head
-from rrt.modelling.models import build_model, export_model, pad_vocabulary, trim_vocabulary
 from rrt.modelling.optim import deepspeed_config, lr_factor, resolve_precision
 from rrt.modelling.packing import packed_batches
-from rrt.modelling.seq2seq import build_seq2seq, seq2seq_batches
+from rrt.modelling.seq2seq import seq2seq_batches
 from rrt.modelling.speed import loaded_allocator
 from rrt.modelling.step_window import StepWindow
+from rrt.modelling.training_model import export, prepare_for_training
 from runtime.cluster import own_tools_first
 from runtime.runs import read_jsonl, write_atomic, write_json_atomic
 
@@ -250,46 +248,15 @@ def train_func(plan: WorkerPlan) -> None:
     torch.set_num_threads(plan.torch_threads)
     device = ray.train.torch.get_device()
     tokenizer = PreTrainedTokenizerFast.from_pretrained(plan.tokenizer_dir)
-    if batching.seq2seq:
-        lm = build_seq2seq(
-            train.variant,
-            len(tokenizer),
-            train.seq2seq.model_dump(),
-            run.block,
-            tokenizer,
-            train.seed,
-        )
-    else:
-        lm = build_model(
-            train.model,
-            len(tokenizer),
-            train.tiny.model_dump(),
-            train.seed,
-            tokenizer.pad_token_id,
-            tokenizer,
-            train.attention,
-        )
-    live_vocab = pad_vocabulary(lm, train.pad_vocab_to)
-    padded_vocab = lm.get_input_embeddings().weight.shape[0]
-    lm = finetune.prepare(
-        lm,
-        train.finetune,
-        range(finetune.new_tokens_from(tokenizer), live_vocab),
-        train.trainable_layers,
-        train.lora.model_dump(),
-    )
-    sizes = finetune.parameter_counts(lm)
-    parameters = sizes["parameters"]
+    model = prepare_for_training(train, tokenizer, run.block, device.type)
     cuda = device.type == "cuda"
     precision = resolve_precision(
         train.deepspeed.precision, cuda, cuda and torch.cuda.is_bf16_supported()
     )
     total = plan.total_steps
-    if train.loss_on != "all":
-        head_on_labels(lm)
-    if resolve_compile(train.compile, device.type):
-        compile_model(lm)
-    engine, schedule = build_engine(lm, train.deepspeed, precision, total, device, train.engine)
+    engine, schedule = build_engine(
+        model.lm, train.deepspeed, precision, total, device, train.engine
+    )
     state = _restore(engine, run.output, rank)
     train_shard, dev_shard = (
         ray.train.get_dataset_shard("train"),
@@ -397,17 +364,16 @@ def train_func(plan: WorkerPlan) -> None:
     _checkpoint(engine, state, {"step": state["step"], "done": True}, rank)
     if rank == 0:
         # After the last checkpoint, so casting the weights to fp32 cannot disturb the engine.
-        plain = finetune.plain_model(engine.module.to(torch.float32))
-        trim_vocabulary(plain, live_vocab)
-        export_model(
-            plain,
+        export(
+            engine.module,
+            model,
             tokenizer,
             os.path.join(run.output, "model"),
             {
                 **plan.meta,
                 "steps": state["step"],
                 "precision": precision,
-                "parameters": parameters,
+                "parameters": model.sizes["parameters"],
                 "finetune": train.finetune,
             },
         )
@@ -418,15 +384,15 @@ def train_func(plan: WorkerPlan) -> None:
                 "epochs_started": state["epoch"] + 1,
                 "examples": state["counts"],
                 "first_step_at": first_step_at,
-                **sizes,
+                **model.sizes,
                 "finetune": train.finetune,
                 "precision": precision,
                 "world_size": world,
                 "torch_threads": torch.get_num_threads(),
                 "allocator": loaded_allocator(),
-                "vocab": live_vocab,
-                "vocab_padded_to": padded_vocab,
-                "lm_head": "labelled positions" if labelled_head(lm) else "every position",
+                "vocab": model.live_vocab,
+                "vocab_padded_to": model.padded_vocab,
+                "lm_head": model.head,
                 "device": torch.cuda.get_device_name() if cuda else "cpu",
             },
         )

@@ -78,6 +78,9 @@ class ClusterService:
         )
         if done.returncode != 0:
             raise RuntimeError(f"serve run failed:\n{(done.stdout + done.stderr)[-3000:]}")
+        # A Ray this process joined earlier (another test's) is not the one to read Serve from.
+        if ray.is_initialized() and ray.get_runtime_context().gcs_address != self.cluster.address:
+            ray.shutdown()
         if not ray.is_initialized():
             ray.init(address=self.cluster.address, log_to_driver=False, logging_level="WARNING")
         self.wait(replicas, timeout)

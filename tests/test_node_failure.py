@@ -1,6 +1,8 @@
 """A worker node dies mid-job on a multi-node Ray on this machine (testing.cluster): the job still
-completes, and nothing it writes is lost or doubled. The jobs join the cluster through RAY_ADDRESS,
-as on a real one. benchmarks/node_failure.py measures the same at a larger size.
+completes, and nothing it writes is lost or doubled; training continues from its last checkpoint;
+the service (testing.cluster_service) answers every request its clients retry. The jobs join the
+cluster through RAY_ADDRESS, as on a real one. benchmarks/node_failure.py and
+benchmarks/serve_node_failure.py measure the same at a larger size.
 """
 
 from __future__ import annotations

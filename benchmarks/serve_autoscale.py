@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -181,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             samples = replicas.stop()
             service.shutdown()
+    shutil.rmtree(work, ignore_errors=True)  # the model and configs made for this run
     print(
         f"{'level':>5} {'clients':>7} {'requests':>8} {'req/s':>6} {'p50 s':>6} {'p95 s':>6} "
         f"{'not 200':>7} {'replicas start/end/max':>22}"

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -131,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             answers = load.stop()
             service.shutdown()
+    shutil.rmtree(work, ignore_errors=True)  # the model and configs made for this run
     table = [round_row(number, answers, start, kill, end) for number, start, kill, end in rows]
     for row in table:
         print(json.dumps(row), flush=True)

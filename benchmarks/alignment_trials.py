@@ -4,7 +4,8 @@ link model stays in rrt.corpus.alignment.
 
     python benchmarks/alignment_trials.py                          # every trial, pretrained smollm2-135m
     python benchmarks/alignment_trials.py --model out/demo/grounded_rule/model --trials hidden
-    python benchmarks/alignment_trials.py --trials prompt --json out/align_trials.json
+    python benchmarks/alignment_trials.py --trials gain --json out/align_trials.json
+    python benchmarks/alignment_trials.py --trials prompt --sample 160
 
 Same labelled pairs, same-dish recipe pairs and whole-dish cross-validation as
 benchmarks/alignment_quality.py (5 folds by head-noun dish x 5 fold seeds). Each trial adds
@@ -18,9 +19,12 @@ whole-dish cross-validation, the lowest threshold whose inner precision is >= 0.
           step alone or after its recipe's title (the paper format's "title <endoftitle>"),
           less the mean over all labelled steps (raw states share one large direction); the
           cosine, its best-match flags, its HMM and the HMM's diagonal neighbours as five features
+  gain    how much likelier the LM finds target step B after source step A than after no step
+          (per token of B), for each step pair a cheap first pass leaves in doubt (the top
+          `--top` of its row or column by either HMM); the rest score 0
   prompt  the instruct model asked "Step A: ... Step B: ... Does step B do the job of step A,
-          or part of it?": log p(yes) - log p(no) of its answer, for each source x target step
-          pair that a cheap first pass leaves in doubt (the rest get the lowest score)
+          or part of it?": log p(yes) - log p(no) of its answer, for the same pairs; with
+          `--sample N`, only N of them, ranked against the labels (AUC) without a refit
 
 LM outputs are cached under /tmp/rrt_align_trials, so reruns only refit the link model.
 """
@@ -441,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the chosen trials and print a row each."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2-135m", help="preset name or model folder")
-    parser.add_argument("--trials", nargs="+", default=["base", "hidden", "prompt"])
+    parser.add_argument("--trials", nargs="+", default=["base", "hidden", "gain", "prompt"])
     parser.add_argument("--layers", nargs="+", type=int, default=[15, 30])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument(

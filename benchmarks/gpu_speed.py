@@ -32,30 +32,30 @@ Training rows, each a fresh model, fused AdamW, clipping 1.0, loss on every toke
                micro-batch 64 and 8 (timed after the rewrite rows; --sections engine runs them alone)
 Rewrite rows (fp16, top-k 40, ten candidates, every candidate runs to max_step_tokens but in batching):
   generate loop   one generate(num_return_sequences=10) per recipe step (the paper's way)
-  ours, host / device decode   rrt.modelling.rewriter.Rewriter on the growing cache
-                  (rewrite.decode_step: dynamic) with rewrite.decode host / device
-  ours, static cache (eager)   rewrite.decode_step: static (rrt.modelling.static_decode)
-  ours, static cache + CUDA graph   rewrite.decode_step: graph, a first run (its captures
-                  included) and a second; the rows carry static_decode.STATS (captures, replays)
-  ..., shared prompt cache   the static and graph steps with rewrite.prompt_cache: shared (each
-                  prompt's cache held once, its ten candidates attending to it together)
-  check           the first step of every recipe sampled each way: the share of identical candidates
-  batching        the service's engine in-process, our fastest way: one recipe at a time, 8 at once
-                  (held until the longest ends) and continuous batching (rrt.modelling.scheduler:
-                  --serve-recipes recipes through the first --slots count, as many per slot through the
-                  others, joining and leaving between steps),
-                  then, on the static step, step-level batching through each --slots count (each recipe's
-                  step on its own clock: rrt.modelling.step_decode), each run once untimed first; a
-                  candidate ends at a seeded --stop-share of the vocabulary, so steps vary in length
-                  about as real ones do (a round lasts as long as its longest step); rows carry
-                  where the time went, in ms a rewritten step (prompts, engine, selection rules), the
-                  decode steps a rewritten step, and the ratios against one at a time (Ray Serve's
-                  own batching is measured by serve_throughput.py)
-  ratio           our fastest way against the generate loop, printed last (target 10)
+  ours, <plan> plan   rrt.modelling.rewriter.Rewriter, decoding by the device's one plan
+                  (rrt.modelling.sampling.decode_plan: graph on CUDA, the graph-captured static cache;
+                  loop elsewhere, the growing cache); the graph plan's first run (its captures
+                  included) is a row of its own before the timed one, and its rows carry the
+                  CandidateSampler's counts (captures, replays, eager steps) and its decode steps a
+                  rewritten step
+  check           the first step of every recipe sampled by both plans (the graph plan runs its static
+                  step eagerly off CUDA): the share of identical candidates
+  batching        the service's engine in-process, by the same plan: one recipe at a time, whole batches
+                  of the first --slots count (held until the longest ends) and continuous batching
+                  (rrt.modelling.scheduler: --serve-recipes recipes through the first --slots count, as
+                  many per slot through the others, joining and leaving between steps), each run once
+                  untimed first; a candidate ends at a seeded --stop-share of the vocabulary, so steps
+                  vary in length about as real ones do (a round lasts as long as its longest step);
+                  rows carry where the time went, in ms a rewritten step (prompts, engine, selection
+                  rules), on the graph plan the decode steps a rewritten step, and the ratios against
+                  one at a time (Ray Serve's own batching is measured by serve_throughput.py)
+  ratio           ours against the generate loop, printed last (target 10)
+The fair library baseline, batched generate with a static cache on a trained model, is
+benchmarks/decode_baseline.py (gpu_next.sh runs it when a model folder is there).
 Llama rows (--sections llama): a Llama of SmolLM2-135M's shape (random weights) rewriting
-  --generate-recipes recipes through our engine with the growing cache and with the graph-captured
-  static step (eager static off CUDA), which rewrite.decode_step auto picks on CUDA for the Llama
-  family, and their ratio.
+  --generate-recipes recipes through our engine by the loop plan and by the graph plan, which
+  decode_plan picks on CUDA for the Llama family, and their ratio (CUDA only: off CUDA the loop
+  plan's row alone).
 Every result is appended to --out as a JSON line when measured, so a timeout keeps what ran;
 the Markdown table is printed at the end. Warm-up steps are not timed; the clock reads after
 torch.cuda.synchronize().
@@ -70,6 +70,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -104,16 +105,7 @@ COMPILE_RESERVE_S = {
     "cuda": 100,
     "cpu": 60,
 }  # time a compiled row needs at least, compilation included
-# rewrite rows: the least time left to start each (keys: the generate loop, decode steps, other rows)
-# --rewrite-modes: (rewrite.decode, rewrite.decode_step, rewrite.prompt_cache) of each engine row of ours
-REWRITE_MODES = {
-    "host": ("host", "dynamic", "copied"),
-    "device": ("device", "dynamic", "copied"),
-    "static": ("host", "static", "copied"),
-    "static-shared": ("host", "static", "shared"),
-    "graph": ("host", "graph", "copied"),
-    "graph-shared": ("host", "graph", "shared"),
-}
+# rewrite rows: the least time left to start each (keys: the generate loop, each plan, other rows)
 TRAIN_ROWS = (
     "padded",
     "packed",
@@ -146,9 +138,9 @@ NEED_S = {
     "section": 60,
     "generate": 45,
     "ours": 20,
-    "dynamic": 20,
-    "static": 15,
-    "graph": 10,
+    "loop": 20,
+    "graph": 15,
+    "first run": 10,
     "one": 25,
     "check": 10,
 }
@@ -787,18 +779,23 @@ def train_rows(args, device, config, rows, pad_id, results: Results):
     return timed_later
 
 
+def decode_counts(rewriter) -> Counter:
+    """The decoding counts of the rewriter's model so far: its CandidateSampler's own (the graph
+    plan's caches made, captures, replays, eager steps; batches too big for a static cache)."""
+    return Counter(rewriter.samplers[id(rewriter.lm)].counts)
+
+
 def rewrite_rows(
     args, device, config, tokenizer, recipes, results: Results, sections: set[str]
 ) -> None:
-    """The generate loop against our engine (growing cache: host and device draws; static cache:
-    eager and graph-captured), a token check of the static paths, the service's batching, and the
-    ratio against the generate loop last. With the llama section alone (a Llama `config`): our
-    growing cache against the graph-captured static step (eager off CUDA), and their ratio."""
+    """The generate loop against our engine by the device's decoding plan, a token check of the two
+    plans, the service's batching by that plan, and the ratio against the generate loop last. With
+    the llama section alone (a Llama `config`): the loop plan against the graph plan (CUDA only),
+    and their ratio."""
     import torch
 
-    from rrt.modelling import static_decode
     from rrt.modelling.rewriter import ENGINE_COUNTS, Rewriter, RewriteTask
-    from rrt.modelling.sampling import SamplingSettings
+    from rrt.modelling.sampling import SamplingSettings, decode_plan
     from rrt.modelling.scheduler import rewrite_all
 
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -830,56 +827,32 @@ def rewrite_rows(
         serve_tasks = tasks_of(read_recipes(args.serve_recipes_file))
     tasks = tasks[
         : args.generate_recipes if llama else args.recipes
-    ]  # llama: the growing cache is slow
+    ]  # llama: the loop plan is slow
     settings = SamplingSettings(
         top_k=40, top_p=1.0, temperature=1.0, candidates=10, max_new_tokens=64
     )
-    # Each engine row of ours (REWRITE_MODES), graph only where CUDA is.
-    labels = {
-        REWRITE_MODES["host"]: "ours, host decode",
-        REWRITE_MODES["device"]: "ours, device decode",
-        REWRITE_MODES["static"]: "ours, static cache (eager)",
-        REWRITE_MODES["static-shared"]: "ours, static cache (eager), shared prompt cache",
-        REWRITE_MODES["graph"]: "ours, static cache + CUDA graph",
-        REWRITE_MODES["graph-shared"]: "ours, static cache + CUDA graph, shared prompt cache",
-    }
-    labels = {mode: prefix + label for mode, label in labels.items()}
-    # The llama rows: the growing cache against what `auto` picks for the family (graph on CUDA).
-    names = (
-        ["host", *(("graph", "graph-shared") if cuda else ("static", "static-shared"))]
-        if llama
-        else args.rewrite_modes.split(",")
-    )
-    chosen = [REWRITE_MODES[name] for name in names]
-    modes = [m for m in labels if m in chosen and (m[1] != "graph" or cuda)]
-    if not cuda:
-        for mode in labels:
-            if mode[1] == "graph" and mode in chosen:
-                results.skip(section, labels[mode], "needs CUDA")
+    # Ours is one row, the device's plan; the llama rows time the loop plan against the graph plan
+    # that decode_plan picks on CUDA for the family.
+    plan = decode_plan(lm, device)
+    labels = {name: f"{prefix}ours, {name} plan" for name in ("loop", "graph")}
+    plans = [plan]
+    if llama:
+        plans = ["loop", "graph"] if cuda else ["loop"]
+        if not cuda:
+            results.skip(section, labels["graph"], "needs CUDA (the loop plan is the CPU's)")
 
-    def engine(
-        decode: str,
-        step: str = "dynamic",
-        cache: str = "copied",
-        stops: frozenset = frozenset(),
-        schedule: str = "round",
-    ) -> Rewriter:
-        """Our rewriter with this draw, decode step, prompt cache and schedule; a candidate ends at one
-        of `stops` (none: every candidate runs to the limit)."""
+    def engine(name: str, stops: frozenset = frozenset()) -> Rewriter:
+        """Our rewriter decoding by this plan; a candidate ends at one of `stops` (none: every
+        candidate runs to the limit)."""
         rewriter = Rewriter(
             "contextual",
             lm,
             tokenizer,
             BLOCK,
             settings,
-            batch_prompts=64,
             recipe_tokens=384,
-            reuse_prefix=False,
-            decode=decode,
-            decode_step=step,
-            prompt_cache=cache,
-            schedule=schedule,
             device=str(device),
+            plan=name,
         )
         rewriter._stop_ids = lambda variant, tok: set(
             stops
@@ -888,31 +861,30 @@ def rewrite_rows(
 
     kept: dict[tuple, Rewriter] = {}
 
-    def steps_of(
-        mode, batch, slots: int = 0, stops: frozenset = frozenset(), schedule: str = "round"
-    ):
-        """Rewritten steps of one rewrite of `batch` with this mode, and the engine's counts; with
-        `slots`, through continuous batching, as the job's actors and the service run it. One rewriter
-        per way, kept as a job's actor or a replica keeps it, so an untimed first run builds (and on a
-        GPU captures) what a timed one uses, step-level batching's slot cache too; its counts start
-        at zero each run."""
-        rewriter = kept.get((mode, stops, schedule))
+    def steps_of(name: str, batch, slots: int = 0, stops: frozenset = frozenset()):
+        """Rewritten steps of one rewrite of `batch` by this plan, the engine's counts and the
+        decoding counts of this run; with `slots`, through continuous batching, as the job's actors
+        and the service run it. One rewriter per way, kept as a job's actor or a replica keeps it,
+        so an untimed first run builds (and on a GPU captures) what a timed one uses; its counts
+        start at zero each run."""
+        rewriter = kept.get((name, stops))
         if rewriter is None:
-            rewriter = kept[(mode, stops, schedule)] = engine(*mode, stops=stops, schedule=schedule)
+            rewriter = kept[(name, stops)] = engine(name, stops)
         rewriter.stats = {k: 0.0 if isinstance(v, float) else 0 for k, v in rewriter.stats.items()}
+        before = decode_counts(rewriter)
         records = rewrite_all(rewriter, batch, slots) if slots else rewriter.rewrite(batch)
-        return sum(len(r["rewrite"]["steps"]) for r in records), rewriter.stats
+        steps = sum(len(r["rewrite"]["steps"]) for r in records)
+        return steps, rewriter.stats, decode_counts(rewriter) - before
 
-    def timed(label: str, work, recipes_used: int, need_s: float, extra=None) -> float | None:
+    def timed(label: str, work, recipes_used: int, need_s: float) -> float | None:
         """Rewritten steps/s of one run of `work`, or None when skipped or failed."""
         if results.left() < need_s + args.reserve_s:
             results.skip(section, label, f"budget: {results.left():.0f}s left")
             return None
-        counts = dict(static_decode.STATS)
         sync(device)
         started = time.perf_counter()
         try:
-            steps = work()
+            out = work()
             sync(device)
         except Exception as err:  # noqa: BLE001 - recorded, the other rows still run
             results.add(
@@ -924,7 +896,7 @@ def rewrite_rows(
             )
             return None
         seconds = time.perf_counter() - started
-        steps, counts_of_engine = steps if isinstance(steps, tuple) else (steps, None)
+        steps, counts_of_engine, decoded = out if isinstance(out, tuple) else (out, None, None)
         row = {
             "section": section,
             "row": label,
@@ -941,136 +913,109 @@ def rewrite_rows(
                 if k in ENGINE_COUNTS
             }
             row["ms_a_step"] = ms_a_step(counts_of_engine, steps)
-        if extra == "static":
-            row["static_decode"] = {
-                k: v - counts[k] for k, v in static_decode.STATS.items() if v != counts[k]
-            }
-            # A round's decode steps are what a GPU pays for, at nearly the same cost for 10 rows as for 80.
-            decode_steps = row["static_decode"].get("replays", 0) + row["static_decode"].get(
-                "eager_steps", 0
-            )
-            row["decode_steps_a_step"] = round(decode_steps / max(1, steps), 2)
-            if row["static_decode"].get("capture_failures"):
+        if decoded:
+            row["decode_counts"] = dict(decoded)
+            # The graph plan's decode steps are what a GPU pays for, at nearly the same cost for
+            # 10 rows as for 80.
+            decoded_steps = decoded["replays"] + decoded["eager_steps"]
+            if decoded_steps:
+                row["steps_decoded_a_step"] = round(decoded_steps / max(1, steps), 2)
+            if decoded["capture_failures"]:
                 row["note"] = "a capture failed: those steps ran eagerly"
         results.add(row)
         return steps / seconds
 
-    if (
-        "rewrite" not in sections and not llama
-    ):  # the batching rows alone, with --serve-prompt-cache's cache
-        modes = [("host", "graph" if cuda else "static", args.serve_prompt_cache)]
     # Warm-up: the kernels' first launches and the allocator's first blocks are not timed.
-    for mode in list(modes):
+    for name in list(plans):
         try:
-            engine(*mode).rewrite(tasks[:1])
+            engine(name).rewrite(tasks[:1])
         except Exception as err:  # noqa: BLE001 - that row is dropped, the others still run
             results.add(
                 {
                     "section": section,
-                    "row": labels[mode],
+                    "row": labels[name],
                     "failed": f"warm-up: {type(err).__name__}: {str(err)[:300]}",
                 }
             )
-            modes.remove(mode)
+            plans.remove(name)
+    if llama:
+        return llama_ratio(plans, labels, timed, steps_of, tasks, results)
+    if not plans:
+        return results.skip(section, "the batching rows", f"the {plan} plan's warm-up failed")
     speeds: dict = {}
     loop = None
-    if llama:
-        return llama_ratio(modes, labels, timed, steps_of, tasks, results)
     if "rewrite" in sections:
         loop_tasks = tasks[: args.generate_recipes]
         with torch.no_grad():
             loop = timed(
                 "generate loop",
-                lambda: straightforward(engine("host"), loop_tasks, stops=[]),
+                lambda: straightforward(engine(plan), loop_tasks, stops=[]),
                 len(loop_tasks),
                 NEED_S["generate"],
             )
-        for mode in modes:
-            if mode[1] == "graph":
-                # The first run captures a graph for each new shape; the second replays them.
-                timed(
-                    labels[mode] + " (first run: captures)",
-                    lambda m=mode: steps_of(m, tasks),
-                    len(tasks),
-                    NEED_S["graph"],
-                    "static",
-                )
-            speeds[mode] = timed(
-                labels[mode],
-                lambda m=mode: steps_of(m, tasks),
+        if plan == "graph":
+            # The first run captures a graph for each new shape; the second replays them.
+            timed(
+                labels[plan] + " (first run: captures)",
+                lambda: steps_of(plan, tasks),
                 len(tasks),
-                NEED_S[mode[1]],
-                "static" if mode[1] != "dynamic" else None,
+                NEED_S["first run"],
             )
+        speeds[plan] = timed(labels[plan], lambda: steps_of(plan, tasks), len(tasks), NEED_S[plan])
         if results.left() >= NEED_S["check"] + args.reserve_s:
             try:
-                token_check(lm, tokenizer, settings, tasks, engine("host"), device, results)
+                token_check(lm, tokenizer, settings, tasks, engine(plan), device, results)
             except Exception as err:  # noqa: BLE001 - recorded, the other rows still run
                 results.add(
                     {
                         "section": "check",
-                        "row": "static decode tokens",
+                        "row": "decoding plans' tokens",
                         "failed": f"{type(err).__name__}: {str(err)[:300]}",
                     }
                 )
-    best = (
-        max(speeds, key=lambda m: speeds[m] or 0)
-        if any(speeds.values())
-        else (modes or [("host", "dynamic")])[-1]
-    )
     stops = stop_tokens(tokenizer, args.stop_share)
     serve_rows(
         args,
-        best,
-        labels[best],
-        lambda mode, batch, slots=0, schedule="round": steps_of(
-            mode, batch, slots, stops, schedule
-        ),
+        plan,
+        labels[plan],
+        lambda name, batch, slots=0: steps_of(name, batch, slots, stops),
         timed,
         serve_tasks,
         results,
     )
-    if loop and speeds.get(best):
+    if loop and speeds.get(plan):
         results.add(
             {
                 "section": "rewrite",
-                "row": f"ratio {labels[best]} / generate loop",
-                "ratio": round(speeds[best] / loop, 2),
+                "row": f"ratio {labels[plan]} / generate loop",
+                "ratio": round(speeds[plan] / loop, 2),
                 "target": 10.0,
             }
         )
 
 
-def llama_ratio(modes, labels, timed, steps_of, tasks, results: Results) -> None:
-    """Each llama row (a graph's first run, its captures included, a row of its own), then the
-    fastest static way against the growing cache."""
+def llama_ratio(plans, labels, timed, steps_of, tasks, results: Results) -> None:
+    """Each llama row (the graph plan's first run, its captures included, a row of its own), then
+    the graph plan against the loop plan."""
     speeds = {}
-    for mode in modes:
-        if mode[1] == "graph":
+    for name in plans:
+        if name == "graph":
             timed(
-                labels[mode] + " (first run: captures)",
-                lambda mode=mode: steps_of(mode, tasks),
+                labels[name] + " (first run: captures)",
+                lambda name=name: steps_of(name, tasks),
                 len(tasks),
-                NEED_S["graph"],
-                "static",
+                NEED_S["first run"],
             )
-        speeds[mode] = timed(
-            labels[mode],
-            lambda mode=mode: steps_of(mode, tasks),
-            len(tasks),
-            NEED_S[mode[1]],
-            "static" if mode[1] != "dynamic" else None,
+        speeds[name] = timed(
+            labels[name], lambda name=name: steps_of(name, tasks), len(tasks), NEED_S[name]
         )
-    host = speeds.get(REWRITE_MODES["host"])
-    static = {m: v for m, v in speeds.items() if m[1] != "dynamic" and v}
-    if host and static:
-        best = max(static, key=static.get)
+    if speeds.get("loop") and speeds.get("graph"):
         results.add(
             {
                 "section": "llama",
-                "row": f"ratio {labels[best]} / {labels[REWRITE_MODES['host']]}",
-                "ratio": round(static[best] / host, 2),
-                "note": "rewrite.decode_step auto picks graph on CUDA for Llama family models",
+                "row": f"ratio {labels['graph']} / {labels['loop']}",
+                "ratio": round(speeds["graph"] / speeds["loop"], 2),
+                "note": "decode_plan picks graph on CUDA for Llama family models",
             }
         )
 
@@ -1081,15 +1026,14 @@ def stop_tokens(tokenizer, share: float) -> frozenset:
     return frozenset(int(i) for i in ids[: round(share * len(tokenizer))])
 
 
-def serve_rows(args, best, label: str, steps_of, timed, tasks: list, results: Results) -> None:
-    """The service's engine in-process: one recipe at a time, whole batches of the first `--slots`
-    (each held until its longest recipe ends) and continuous batching through each `--slots`
-    count (recipes join and leave between steps, longest first) over the first `--serve-recipes`
-    recipes, or as many per slot as the first count has (`through`); each way runs once untimed
-    first, so every shape it meets is built (and on a GPU captured) before the clock starts.
-    Candidates end at `--stop-share`'s tokens. With a static decode step, each slot count again
-    with step-level batching (`rewrite.schedule: step`). The ratios against one at a time
-    (target 5), continuous against whole batches, and step-level against round-level."""
+def serve_rows(args, plan: str, label: str, steps_of, timed, tasks: list, results: Results) -> None:
+    """The service's engine in-process, by the device's decoding plan: one recipe at a time, whole
+    batches of the first `--slots` (each held until its longest recipe ends) and continuous
+    batching through each `--slots` count (recipes join and leave between steps, longest first)
+    over the first `--serve-recipes` recipes, or as many per slot as the first count has
+    (`through`); each way runs once untimed first, so every shape it meets is built (and on a GPU
+    captured) before the clock starts. Candidates end at `--stop-share`'s tokens. The ratios
+    against one at a time (target 5), and continuous against whole batches."""
     sizes, used = [int(s) for s in args.slots.split(",")], tasks[: args.serve_recipes]
     slots = sizes[0]
 
@@ -1101,31 +1045,21 @@ def serve_rows(args, best, label: str, steps_of, timed, tasks: list, results: Re
     # One at a time costs the most time a step: four recipes spread over the same ones stand for them.
     alone = used[:: max(1, len(used) // 4)][:4]
     ways = [
-        ("1 recipe at a time", alone, lambda: [steps_of(best, [t]) for t in alone]),
+        ("1 recipe at a time", alone, lambda: [steps_of(plan, [t]) for t in alone]),
         (
             f"whole batches of {slots}",
             used,
-            lambda: [steps_of(best, used[i : i + slots]) for i in range(0, len(used), slots)],
+            lambda: [steps_of(plan, used[i : i + slots]) for i in range(0, len(used), slots)],
         ),
     ]
     ways += [
         (
             f"continuous, {size} slots",
             through(size),
-            lambda size=size: steps_of(best, through(size), size),
+            lambda size=size: steps_of(plan, through(size), size),
         )
         for size in sizes
     ]
-    stepped = best[1] in ("static", "graph")  # step-level batching runs on the static step
-    if stepped:
-        ways += [
-            (
-                f"continuous, {size} slots, step-level",
-                through(size),
-                lambda size=size: steps_of(best, through(size), size, schedule="step"),
-            )
-            for size in sizes
-        ]
     speeds = {}
     for name, recipes, work in ways:
         if results.left() < 2 * NEED_S["ours"] + args.reserve_s:
@@ -1146,15 +1080,15 @@ def serve_rows(args, best, label: str, steps_of, timed, tasks: list, results: Re
         def summed(work=work):
             out = work()
             if isinstance(out, list):  # several rewrites: their steps and counts added up
-                return sum(o[0] for o in out), {k: sum(o[1][k] for o in out) for k in out[0][1]}
+                return (
+                    sum(o[0] for o in out),
+                    {k: sum(o[1][k] for o in out) for k in out[0][1]},
+                    sum((o[2] for o in out), Counter()),
+                )
             return out
 
         speeds[name] = timed(
-            f"{label}, {name}, {len(recipes)} recipes",
-            summed,
-            len(recipes),
-            NEED_S["ours"],
-            "static",
+            f"{label}, {name}, {len(recipes)} recipes", summed, len(recipes), NEED_S["ours"]
         )
     names = [name for name, _, _ in ways]
     pairs = (
@@ -1162,8 +1096,6 @@ def serve_rows(args, best, label: str, steps_of, timed, tasks: list, results: Re
         + [(name, names[0], 5.0) for name in names[2:]]
         + [(names[2], names[1], None)]
     )
-    if stepped:  # step-level against round-level batching through the same slots
-        pairs += [(names[2 + len(sizes) + i], names[2 + i], None) for i in range(len(sizes))]
     for better, base, target in pairs:
         if speeds.get(better) and speeds.get(base):
             results.add(
@@ -1178,12 +1110,18 @@ def serve_rows(args, best, label: str, steps_of, timed, tasks: list, results: Re
 
 
 def token_check(lm, tokenizer, settings, tasks, rewriter, device, results: Results) -> None:
-    """The first step of every task sampled by each decode step: how many candidates are the
-    same, token for token (on a GPU, fp16 rounding may part them after a while; the graph
-    replays the eager static step's kernels)."""
+    """The first step of every task sampled by both decoding plans on this device (off CUDA the graph
+    plan's static step runs eagerly): how many candidates are the same, token for token. Both draw
+    the same numbers in the same order; in fp32 they give the same tokens, on a GPU fp16 rounding
+    may part them after a while (on random weights, whose distributions are nearly flat, soon)."""
     from rrt.modelling.prompts import step_prompt
-    from rrt.modelling.sampling import sample_candidates
+    from rrt.modelling.sampling import CandidateSampler
+    from rrt.modelling.static_decode import supports
 
+    if not supports(lm):
+        return results.skip(
+            "check", "decoding plans' tokens", "the graph plan cannot run this model"
+        )
     prompts = []
     for task in tasks:
         state = rewriter.start(task)
@@ -1193,60 +1131,34 @@ def token_check(lm, tokenizer, settings, tasks, rewriter, device, results: Resul
         )
         if ids:
             prompts.append(ids)
-    # Every host-drawn way, whichever rows were timed (one step of each prompt costs little).
-    ways = {
-        "dynamic": REWRITE_MODES["host"],
-        "static": REWRITE_MODES["static"],
-        "shared": REWRITE_MODES["static-shared"],
-    }
-    if device.type == "cuda":
-        ways.update(
-            {"graph": REWRITE_MODES["graph"], "graph shared": REWRITE_MODES["graph-shared"]}
-        )
     out = {
-        name: sample_candidates(
-            lm,
-            prompts,
-            list(range(len(prompts))),
-            set(),
-            tokenizer.pad_token_id,
-            settings,
-            device=str(device),
-            decode="host",
-            step=m[1],
-            prompt_cache=m[2],
+        name: CandidateSampler(lm, str(device), name).sample(
+            prompts, list(range(len(prompts))), set(), tokenizer.pad_token_id, settings
         )
-        for name, m in ways.items()
+        for name in ("loop", "graph")
     }
 
-    def same(a: str, b: str, first: int | None = None) -> float:
-        """Share of candidates whose tokens (the first `first`) agree between two decode steps."""
+    def same(first: int | None = None) -> float:
+        """Share of candidates whose tokens (the first `first`) agree between the two plans."""
         pairs = [
             (x[:first], y[:first])
-            for ra, rb in zip(out[a], out[b])
+            for ra, rb in zip(out["graph"], out["loop"])
             for x, y in zip(ra.tokens, rb.tokens)
         ]
         return round(sum(x == y for x, y in pairs) / len(pairs), 3)
 
     row = {
         "section": "check",
-        "row": "static decode tokens",
+        "row": "decoding plans' tokens",
         "candidates": len(prompts) * settings.candidates,
-        "static = dynamic": same("static", "dynamic"),
-        "static = dynamic, first 8": same("static", "dynamic", 8),
+        "graph = loop": same(),
+        "graph = loop, first 8": same(8),
     }
-    row["shared = static"] = same("shared", "static")
-    note = (
-        f"identical to the growing-cache path: {row['static = dynamic']}; shared prompt cache = copied: "
-        f"{row['shared = static']}"
-    )
-    if "graph" in out:
-        row["graph = static"], row["graph shared = shared"] = (
-            same("graph", "static"),
-            same("graph shared", "shared"),
-        )
-        row["ok"] = min(row["graph = static"], row["graph shared = shared"]) >= 0.9
-        note += f"; graph = eager static: {row['graph = static']}, shared: {row['graph shared = shared']}"
+    note = f"the graph plan's candidates identical to the loop plan's: {row['graph = loop']}"
+    if device.type != "cuda":  # fp32, eager: token for token
+        row["ok"] = row["graph = loop"] == 1.0
+    else:
+        note += " (fp16: rounding may part them)"
     results.add({**row, "note": note})
 
 
@@ -1319,8 +1231,8 @@ def table(results: Results) -> str:
             note = (
                 note + " ms a step: " + ", ".join(f"{k} {v}" for k, v in r["ms_a_step"].items())
             ).strip()
-        if "decode_steps_a_step" in r:
-            note = f"{note}; decode steps a step {r['decode_steps_a_step']}".strip("; ")
+        if "steps_decoded_a_step" in r:
+            note = f"{note}; decode steps a step {r['steps_decoded_a_step']}".strip("; ")
         if "max_abs_diff" in r:
             note = f"max diff {r['max_abs_diff']:.2e} ({'ok' if r['ok'] else 'NOT EQUAL'})"
         if "lm_head_rows" in r:
@@ -1372,13 +1284,6 @@ def main() -> None:
         "rewrites as many per slot)",
     )
     parser.add_argument(
-        "--serve-prompt-cache",
-        choices=["copied", "shared"],
-        default="shared",
-        help="the batching rows' rewrite.prompt_cache with --sections serve alone (else the "
-        "fastest way measured)",
-    )
-    parser.add_argument(
         "--serve-recipes-file",
         help="JSON-lines recipes for the batching rows (default: the "
         "bundled sample), e.g. ../shared/data/web_recipes/recipes.jsonl",
@@ -1407,18 +1312,11 @@ def main() -> None:
         "--sections",
         default="train,rewrite",
         type=choices(SECTIONS),
-        help="comma list, run in its order: train, rewrite (every rewrite row and the batching "
-        "rows), serve (the batching rows alone), llama (our growing cache against the "
-        "graph-captured step on a Llama of SmolLM2-135M's shape), engine (the training "
-        "engine rows, always last)",
-    )
-    parser.add_argument(
-        "--rewrite-modes",
-        default=",".join(REWRITE_MODES),
-        type=choices(REWRITE_MODES),
-        help="comma list of our engine's rewrite rows: host, device (growing cache), static, "
-        "static-shared (eager static cache, copied or shared prompt cache), graph, "
-        "graph-shared (CUDA only)",
+        help="comma list, run in its order: train, rewrite (the generate loop, ours by the "
+        "device's decoding plan, the plans' token check and the batching rows), serve (the "
+        "batching rows alone), llama (the loop plan against the graph plan on a Llama of "
+        "SmolLM2-135M's shape; CUDA for the graph plan), engine (the training engine rows, "
+        "always last)",
     )
     parser.add_argument(
         "--train-rows",

@@ -151,7 +151,8 @@ class Answer:
 
 def ask(session, url: str, body: dict, give_up_s: float = 180) -> tuple[int, int, float | None]:
     """Send one rewrite until it is answered, retrying each 503 after its Retry-After (the README's
-    advice); any other status ends it. (status, attempts, time.monotonic() of its last 503)."""
+    advice); any other status, or a 503 that does not say when to retry, ends it. (status, attempts,
+    time.monotonic() of its last 503)."""
     import requests
 
     deadline, attempts, last_503 = time.monotonic() + give_up_s, 0, None
@@ -162,10 +163,11 @@ def ask(session, url: str, body: dict, give_up_s: float = 180) -> tuple[int, int
             status = reply.status_code
         except requests.RequestException:
             return 0, attempts, last_503
-        if status != 503 or time.monotonic() > deadline:
+        retry_after = reply.headers.get("Retry-After", "")
+        if status != 503 or not retry_after.isdigit() or time.monotonic() > deadline:
             return status, attempts, last_503
         last_503 = time.monotonic()
-        time.sleep(float(reply.headers.get("Retry-After", "1")))
+        time.sleep(float(retry_after))
 
 
 class Load:

@@ -23,7 +23,6 @@ from rrt.modelling.rewriter import Rewriter
 from rrt.modelling.sampling import SamplingSettings
 from rrt.modelling.selection import dictionary_missing
 from rrt.recipes.recipe import Recipe
-from runtime.checkpoints import SNAPSHOT
 from runtime.cluster import own_tools_first
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,24 +95,6 @@ def make_recipe(
 ) -> Recipe:
     """A small recipe for table-driven tests."""
     return Recipe(rid, title, list(ingredients), list(steps), "test")
-
-
-def kill_tree(process: subprocess.Popen) -> None:
-    """Kill a test's process and everything it started, then reap it."""
-    import psutil
-
-    try:
-        tree = psutil.Process(process.pid).children(recursive=True)[::-1] + [
-            psutil.Process(process.pid)
-        ]
-    except psutil.NoSuchProcess:
-        tree = []
-    for member in tree:
-        try:
-            member.kill()
-        except psutil.NoSuchProcess:
-            pass
-    process.wait()
 
 
 class RayCluster:
@@ -293,24 +274,6 @@ def prepared(request, tmp_path_factory):
     return out, inputs, done
 
 
-def training_workers(job: subprocess.Popen) -> list:
-    """The Ray Train worker processes of a training job a test started: its own Ray's, or the
-    session cluster's (one training runs at a time)."""
-    import psutil
-
-    candidates = psutil.Process(job.pid).children(recursive=True)
-    if _cluster is not None:
-        candidates += [c for proc in _cluster.processes() for c in proc.children(recursive=True)]
-    found = []
-    for proc in candidates:
-        try:
-            if "RayTrainWorker" in " ".join(proc.cmdline()) and proc not in found:
-                found.append(proc)
-        except psutil.NoSuchProcess:
-            pass
-    return found
-
-
 def _steps(out) -> list[int]:
     path = Path(out) / "metrics.jsonl"
     return (
@@ -327,10 +290,10 @@ ORPHAN_CHECKPOINT = (
 
 @pytest.fixture(scope="session")
 def trained_contextual(request, prepared, tmp_path_factory):
-    """One two-worker Contextual Rewriter run on the prepared real data, made the hard way: 20 steps
-    with one worker process killed past the step-10 checkpoint, a rerun refused without --resume,
-    a checkpoint folder no list holds planted, then resumed to 30 steps by `ray job submit`, as the
-    README submits jobs to a cluster.
+    """One two-worker Contextual Rewriter run on the prepared real data, made the hard way: 20 steps,
+    a rerun refused without --resume, a checkpoint folder no list holds planted, then resumed to 30
+    steps by `ray job submit`, as the README submits jobs to a cluster. (A worker lost mid-run:
+    tests/test_node_failure.py kills a worker node past a checkpoint.)
     (folder, the resumed job (its id, status and logs), what happened before it)."""
     folder = tmp_path_factory.mktemp("train")
     out = folder / "run"
@@ -344,34 +307,10 @@ def trained_contextual(request, prepared, tmp_path_factory):
         "--config",
         quick_train_config(folder),
     ]
-    job = subprocess.Popen(
-        [sys.executable, str(ROOT / "jobs" / "train_contextual.py"), *args, "--max-steps", "20"],
-        cwd=ROOT,
-        env=job_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    killed = None
-    try:
-        deadline = time.time() + 600
-        while time.time() < deadline and job.poll() is None and killed is None:
-            # Only once Ray Train has registered the step-10 checkpoint (its snapshot file), so the
-            # restart has one to resume from.
-            steps = _steps(out)
-            if steps and steps[-1] >= 12 and (out / "ray" / SNAPSHOT).exists():
-                workers = training_workers(job)
-                if workers:
-                    killed = workers[-1]
-                    killed.kill()
-            time.sleep(0.2)
-        first_output, _ = job.communicate(timeout=900)
-    finally:
-        kill_tree(job)
+    ran = run_script("train_contextual.py", *args, "--max-steps", "20")
     first = {
-        "killed": killed,
-        "returncode": job.returncode,
-        "output": first_output,
+        "returncode": ran.returncode,
+        "output": ran.stdout + ran.stderr,
         "steps": _steps(out),
         "stats": json.loads((out / "train_stats.json").read_text())
         if (out / "train_stats.json").exists()

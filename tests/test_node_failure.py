@@ -175,7 +175,8 @@ def rewrite_bodies(count: int) -> list[dict]:
 
 def test_serving_answers_every_request_when_a_replica_node_dies(cluster, tmp_path):
     # Two replicas, one a node; the HTTP proxy and the Gateway run on the head (testing.cluster_service).
-    # Clients retry a 503 after its Retry-After, as the README recommends.
+    # Clients retry a 503 after its Retry-After, as the README recommends; a 503 without one, or any
+    # other error, ends a request with that status.
     two = {"min_replicas": 2, "max_replicas": 2, "target_ongoing_requests": 8}
     model = tiny_model(str(tmp_path / "model"))
     app_config = write_config(str(tmp_path), max_step_tokens=12, autoscaling=two)

@@ -43,6 +43,7 @@ from rrt.corpus.pairing import (
     valid_column,
 )
 from rrt.corpus.recipe_table import recipe_row
+from rrt.corpus.step_pair_table import STEP_PAIR_SCHEMA
 from rrt.recipes.loaders import (
     InputError,
     LoadReport,
@@ -99,18 +100,6 @@ WRITE_CPUS = 0.5
 # process at about one task's footprint however many tasks the corpus needs.
 WORKER_TASKS = 8
 GROUP_TASKS = 4  # dish groups are the heaviest tasks
-STEP_PAIR_SCHEMA = pa.schema(
-    [
-        ("source_id", pa.string()),
-        ("target_id", pa.string()),
-        ("constraint", pa.string()),
-        ("split", pa.string()),
-        ("source_step", pa.int64()),
-        ("target_steps", pa.list_(pa.int64())),
-        ("score", pa.float64()),
-        ("text", pa.string()),
-    ]
-)
 RECIPE_ROW_SCHEMA = pa.schema(
     [("id", pa.string()), ("split", pa.string()), ("step", pa.int64()), ("text", pa.string())]
 )

@@ -3,7 +3,7 @@
     python testing/synthetic_prepared.py --rows 2000000 --output /tmp/prepared-2m
 
 Writes <output>/step_pairs/<variant>/{train,dev,test}/part-NNNNN.parquet with the columns
-jobs/prepare_data.py writes (STEP_PAIR_SCHEMA), and a stats.json. Rows are built from the
+jobs/prepare_data.py writes (rrt.corpus.step_pair_table), and a stats.json. Rows are built from the
 bundled sample recipes the way the job builds them: a source recipe's title, ingredients and
 steps up to n, then target steps rewritten by the substitution guide, for one constraint.
 Lengths vary with the step reached. Rows come a dish at a time, as the job's files do, and a
@@ -27,26 +27,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rrt.corpus import formats
+from rrt.corpus.step_pair_table import STEP_PAIR_SCHEMA
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.loaders import read_recipes
 from rrt.recipes.substitutions import substitute_recipe
 
 SAMPLE = os.path.join(ROOT, "data", "sample", "recipes.jsonl")
 SPLITS = ("train", "dev", "test")
-# The columns jobs/prepare_data.py writes to step_pairs/ (its STEP_PAIR_SCHEMA), repeated so
-# this module imports no Ray.
-SCHEMA = pa.schema(
-    [
-        ("source_id", pa.string()),
-        ("target_id", pa.string()),
-        ("constraint", pa.string()),
-        ("split", pa.string()),
-        ("source_step", pa.int64()),
-        ("target_steps", pa.list_(pa.int64())),
-        ("score", pa.float64()),
-        ("text", pa.string()),
-    ]
-)
 # prepare_data's step-pair files hold about a thousand recipe pairs' rows, a few thousand.
 ROWS_PER_FILE = 4000
 VARIANTS = ("contextual", "no_context")
@@ -123,7 +110,7 @@ def write_prepared(
     def flush(split: str) -> None:
         batch = pending[split]
         path = os.path.join(base, split, f"part-{files[split]:05d}.parquet")
-        pq.write_table(pa.Table.from_pylist(batch, schema=SCHEMA), path)
+        pq.write_table(pa.Table.from_pylist(batch, schema=STEP_PAIR_SCHEMA), path)
         files[split] += 1
         counts[split] += len(batch)
         pending[split] = []

@@ -31,7 +31,7 @@ from collections import Counter
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.prepare_scale import WEB, build_corpus, tree_pss
+from benchmarks.prepare_scale import WEB, build_corpus, prepare_command, tree_pss
 from rrt.corpus.dish import dish_key
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.loaders import read_recipes
@@ -125,19 +125,7 @@ def run_prepare(corpus: str, workers: int) -> dict:
         "RAY_TMPDIR": ray_tmp,
         "RAY_DATA_DISABLE_PROGRESS_BARS": "1",
     }
-    command = [
-        sys.executable,
-        os.path.join(ROOT, "jobs", "prepare_data.py"),
-        "--input",
-        corpus,
-        "--output",
-        out,
-        "--dish-key",
-        "title",
-        "--num-cpus",
-        str(workers),
-        "--overwrite",
-    ]
+    command = prepare_command(corpus, out, workers)
     started = time.perf_counter()
     peak = {"total": 0, "largest_worker": 0}
 

@@ -101,11 +101,10 @@ def _shm_used() -> int:
         return 0
 
 
-def run_job(corpus: str, workers: int) -> dict:
-    """Run prepare_data on a corpus; wall time, peak memory and the job's own stats."""
-    out = tempfile.mkdtemp(prefix="rrt-scale-out-")
-    env = {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1"}
-    command = [
+def prepare_command(corpus: str, out: str, workers: int) -> list[str]:
+    """The prepare_data command both benchmarks of data preparation run: title dishes, a local Ray
+    of `workers` CPUs, the output replaced."""
+    return [
         sys.executable,
         os.path.join(ROOT, "jobs", "prepare_data.py"),
         "--input",
@@ -118,6 +117,13 @@ def run_job(corpus: str, workers: int) -> dict:
         str(workers),
         "--overwrite",
     ]
+
+
+def run_job(corpus: str, workers: int) -> dict:
+    """Run prepare_data on a corpus; wall time, peak memory and the job's own stats."""
+    out = tempfile.mkdtemp(prefix="rrt-scale-out-")
+    env = {**os.environ, "RAY_DATA_DISABLE_PROGRESS_BARS": "1"}
+    command = prepare_command(corpus, out, workers)
     started = time.perf_counter()
     peak = {"total": 0, "roles": {}, "workers": [], "shm": 0, "at": 0.0}
 

@@ -312,12 +312,10 @@ def main(argv: list[str] | None = None) -> int:
     files = {path: load_labels(path, corpus) for path in args.labels}
     pairs = [pair for labelled in files.values() for pair in labelled]
     config = load_settings()
-    new_align = AlignSettings.from_config(config.alignment.model_dump())
+    new_align = AlignSettings.from_config(config.alignment)
     # The old pipeline: the HMM posterior alone, no bound on a source step's links.
-    old_align = AlignSettings.from_config(
-        config.alignment.model_dump(), calibrated=False, max_fanout=0
-    )
-    dishes = PairSettings.from_config(config.data.model_dump())
+    old_align = AlignSettings.from_config(config.alignment, calibrated=False, max_fanout=0)
+    dishes = PairSettings.from_config(config.data)
     result = {
         "pairs": len(pairs),
         "same_dish_pairs": sum(p.same_dish for p in pairs),

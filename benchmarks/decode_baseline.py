@@ -133,10 +133,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2, help="timed runs of each, in turns")
     args = parser.parse_args()
     model, tasks = load_inputs(args)
-    settings = load_settings().rewrite.model_dump()
+    settings = load_settings().rewrite
     engines = {}
     for name in ("ours", "baseline"):
-        engines[name] = build_rewriter(model, settings, settings["candidates"], args.constrained)
+        engines[name] = build_rewriter(model, settings, settings.candidates, args.constrained)
     # Prompts are fitted to leave max_step_tokens free in the block: one cache length fits all.
     engines["baseline"]._sample = library_sample(engines["baseline"], model.block_size, args.device)
     for rewriter in engines.values():

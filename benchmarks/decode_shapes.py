@@ -158,6 +158,8 @@ def main() -> None:
             args.block,
             settings,
             recipe_tokens=384,
+            selection="paper",
+            closed_foods=False,
             device=args.device,
             plan=plan,  # the CUDA plan on a CPU too
         )

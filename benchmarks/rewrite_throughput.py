@@ -156,8 +156,8 @@ def main() -> None:
         args.device = "cuda"
     model, tasks = load_inputs(args)
     # The rewrite job's decoding (the paper's: top-k 40, ten candidates).
-    settings = load_settings().rewrite.model_dump()
-    rewriter = build_rewriter(model, settings, settings["candidates"], False)
+    settings = load_settings().rewrite
+    rewriter = build_rewriter(model, settings, settings.candidates, False)
     results = {}
     for name in ("straightforward", "ours"):
         started = time.perf_counter()

@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from jobs.rewrite import build_parser, plan_tasks, settings_from
 from jobs.rewrite_actor import _seeded_tasks, task_table
+from rrt.config import RewriteSettings
 from rrt.evaluation.rewrite_records import sampled_steps
 from rrt.modelling import guarded_row
 from rrt.modelling.loading import build_rewriter, load_model
@@ -53,13 +54,13 @@ def measure(records: list[dict]) -> Counter:
     return counts
 
 
-def arm(model, settings: dict, tasks: list, take_backs: int) -> dict:
+def arm(model, settings: RewriteSettings, tasks: list, take_backs: int) -> dict:
     """One rewrite of every task with this many take-backs a candidate; its counts and seconds."""
     guarded_row.TAKE_BACKS = take_backs
-    rewriter = build_rewriter(model, settings, settings["candidates"], True, settings["system"])
+    rewriter = build_rewriter(model, settings, settings.candidates, True, settings.system)
     started = time.perf_counter()
     records = rewrite_all(
-        rewriter, _seeded_tasks(task_table(tasks), int(settings["seed"])), settings["batch_recipes"]
+        rewriter, _seeded_tasks(task_table(tasks), settings.seed), settings.batch_recipes
     )
     counts = measure(records)
     counts["taken_back"] = rewriter.stats["words_taken_back"]
@@ -77,10 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     except JobError as err:
         print(f"take_backs: error: {err}", file=sys.stderr)
         return 2
-    model = load_model(settings["model"])
+    model = load_model(settings.model)
     print(
-        f"take_backs: {len(tasks)} recipes of {settings['data']} ({settings['split']}), "
-        f"{settings['system']} from {settings['model']}, {settings['candidates']} candidates a step",
+        f"take_backs: {len(tasks)} recipes of {settings.data} ({settings.split}), "
+        f"{settings.system} from {settings.model}, {settings.candidates} candidates a step",
         flush=True,
     )
     results = {}

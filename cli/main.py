@@ -211,9 +211,7 @@ def cmd_align(args: argparse.Namespace) -> None:
 
     # The pipeline's own scoring (ray_config.yaml alignment), so what this shows is what it keeps.
     settings = AlignSettings.from_config(
-        load_settings(
-            overrides={"alignment": {"link_threshold": args.threshold}}
-        ).alignment.model_dump()
+        load_settings(overrides={"alignment": {"link_threshold": args.threshold}}).alignment
     )
     scores, loglik = link_scores({"steps": source.steps}, {"steps": target.steps}, table, settings)
     print(f"{source.title}  ->  {target.title}   (per-word log-likelihood {loglik:.3f})")

@@ -32,13 +32,13 @@ import math
 import os
 import sys
 import time
-from typing import Any
+from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pyarrow as pa
 
-from rrt.config import ConfigError, load_settings
+from rrt.config import ConfigError, EvaluateSettings, RaySettings, load_settings
 from rrt.evaluation.metrics import (
     GROUNDING_KEYS,
     names_from_lines,
@@ -75,6 +75,22 @@ SOURCE_KEYS = (
     "source_steps",
     "step_sources",
 )  # what measure_batch reads and drops
+
+
+@dataclass(frozen=True)
+class EvaluateRun:
+    """One evaluation's checked settings and inputs: the `evaluate` and `ray` blocks after the
+    profile and flags, the rewrite runs read, the scoring LM and where the outputs go."""
+
+    evaluate: EvaluateSettings
+    ray: RaySettings
+    systems: dict[str, dict]  # system label: its folder, run.json and records
+    lm: str  # the scoring LM's folder (absolute)
+    block: int  # the scoring LM's context in tokens
+    output: str
+    foods: list[str] | None = None  # FooDB's names, when --foods is given
+    foods_file: str | None = None
+    data: str | None = None  # the prepared folder whose recipes give the food vocabulary
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -173,7 +189,7 @@ def check_lm(folder: str) -> int:
         raise JobError(str(err)) from None
 
 
-def settings_from(args: argparse.Namespace) -> dict[str, Any]:
+def settings_from(args: argparse.Namespace) -> EvaluateRun:
     """Merge config and flags, read every rewrite folder and check the LM and foods file."""
     flags = {
         flag: getattr(args, flag) for flag in ("batch_size", "scorers", "use_gpu", "report_recipes")
@@ -182,7 +198,6 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         config = load_settings(args.config, args.profile, {"evaluate": flags})
     except ConfigError as err:
         raise JobError(str(err)) from None
-    evaluate, ray_cfg = config.evaluate.model_dump(), config.ray.model_dump()
     systems: dict[str, dict] = {}
     for folder in [f.strip() for f in args.rewrites.split(",") if f.strip()]:
         run, records = read_run(folder)
@@ -213,17 +228,17 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         ),
         None,
     )
-    return {
-        **evaluate,
-        "systems": systems,
-        "lm": os.path.abspath(args.lm),
-        "block": block,
-        "foods": foods,
-        "foods_file": args.foods,
-        "data": data,
-        "output": os.path.abspath(args.output),
-        "ray": ray_cfg,
-    }
+    return EvaluateRun(
+        config.evaluate,
+        config.ray,
+        systems,
+        os.path.abspath(args.lm),
+        block,
+        os.path.abspath(args.output),
+        foods,
+        args.foods,
+        data,
+    )
 
 
 def corpus_names(batch: pa.Table) -> pa.Table:
@@ -232,12 +247,12 @@ def corpus_names(batch: pa.Table) -> pa.Table:
     return pa.table({"name": sorted(names_from_lines(lines))})
 
 
-def build_vocabulary(ray_data, settings: dict):
+def build_vocabulary(ray_data, settings: EvaluateRun):
     """(food vocabulary, where it came from): FooDB names, the corpus's names, or the sources'."""
-    if settings["foods"]:
-        return food_vocabulary(settings["foods"]), f"FooDB {settings['foods_file']}"
-    if settings["data"]:
-        recipes = os.path.join(settings["data"], "recipes")
+    if settings.foods:
+        return food_vocabulary(settings.foods), f"FooDB {settings.foods_file}"
+    if settings.data:
+        recipes = os.path.join(settings.data, "recipes")
         names = (
             ray_data.read_parquet(parquet_files(recipes))
             .select_columns(["ingredients"])
@@ -247,7 +262,7 @@ def build_vocabulary(ray_data, settings: dict):
         return food_vocabulary({row["name"] for row in names}), f"corpus {recipes}"
     lines = [
         line
-        for s in settings["systems"].values()
+        for s in settings.systems.values()
         for r in s["records"]
         for line in r["source"].get("ingredients") or []
     ]
@@ -366,12 +381,12 @@ class StepScorer:
 
 
 def score_rewrites(
-    ray_data, settings: dict, vocabulary, count_hidden: bool
+    ray_data, settings: EvaluateRun, vocabulary, count_hidden: bool
 ) -> dict[str, list[dict]]:
     """Per-recipe measures and step NLL of every rewrite, computed on Ray Data; per system, in order."""
-    cpus = settings["cpus_per_scorer"]
+    cpus = settings.evaluate.cpus_per_scorer
     rows = (
-        ray_data.from_items(rewrite_items(settings["systems"]))
+        ray_data.from_items(rewrite_items(settings.systems))
         .map_batches(
             measure_batch,
             batch_format="pyarrow",
@@ -381,39 +396,39 @@ def score_rewrites(
         .map_batches(
             StepScorer,
             batch_format="pyarrow",
-            batch_size=max(16, settings["batch_size"] * 4),
-            compute=ray_data.ActorPoolStrategy(size=settings["scorers"]),
+            batch_size=max(16, settings.evaluate.batch_size * 4),
+            compute=ray_data.ActorPoolStrategy(size=settings.evaluate.scorers),
             num_cpus=cpus,
-            num_gpus=1 if settings["use_gpu"] else 0,
+            num_gpus=1 if settings.evaluate.use_gpu else 0,
             fn_constructor_kwargs={
-                "lm_dir": settings["lm"],
-                "block": settings["block"],
-                "batch_size": settings["batch_size"],
-                "use_gpu": bool(settings["use_gpu"]),
+                "lm_dir": settings.lm,
+                "block": settings.block,
+                "batch_size": settings.evaluate.batch_size,
+                "use_gpu": settings.evaluate.use_gpu,
                 "threads": int(max(1, cpus)),
             },
         )
         .take_all()
     )
     out: dict[str, list[dict]] = {
-        label: [None] * len(s["records"]) for label, s in settings["systems"].items()
+        label: [None] * len(s["records"]) for label, s in settings.systems.items()
     }
     for row in rows:
         out[row["system"]][row["position"]] = row_measures(row)
     return out
 
 
-def write_outputs(settings: dict, measures: dict[str, list[dict]], stats: dict) -> dict:
+def write_outputs(settings: EvaluateRun, measures: dict[str, list[dict]], stats: dict) -> dict:
     """metrics.json, table.md, per_constraint.md, metrics.png and report.html; adds counts to stats."""
     metrics: dict = {"systems": {}, "per_constraint": {}, "grounding_per_constraint": {}}
     stats["systems"] = {}
-    for label, system in settings["systems"].items():
+    for label, system in settings.systems.items():
         summary, per_constraint, grounding, counts = summarise(system["records"], measures[label])
         metrics["systems"][label] = summary
         metrics["per_constraint"][label] = per_constraint
         metrics["grounding_per_constraint"][label] = grounding
         stats["systems"][label] = {"folder": system["folder"], **counts}
-    out = settings["output"]
+    out = settings.output
     os.makedirs(out, exist_ok=True)
     write_json_atomic(os.path.join(out, "metrics.json"), metrics)
     with open(os.path.join(out, "table.md"), "w", encoding="utf-8") as handle:
@@ -422,9 +437,9 @@ def write_outputs(settings: dict, measures: dict[str, list[dict]], stats: dict) 
         handle.write(per_constraint_markdown(metrics))
     plot_metrics(metrics, os.path.join(out, "metrics.png"))
     page = render_report(
-        {label: s["records"] for label, s in settings["systems"].items()},
+        {label: s["records"] for label, s in settings.systems.items()},
         metrics,
-        settings["report_recipes"],
+        settings.evaluate.report_recipes,
     )
     with open(os.path.join(out, "report.html"), "w", encoding="utf-8") as handle:
         handle.write(page)
@@ -442,10 +457,10 @@ def main(argv: list[str] | None = None) -> int:
     import ray.data
 
     started = time.perf_counter()
-    count = sum(len(s["records"]) for s in settings["systems"].values())
-    log(f"{len(settings['systems'])} system(s), {count} rewrites: {', '.join(settings['systems'])}")
+    count = sum(len(s["records"]) for s in settings.systems.values())
+    log(f"{len(settings.systems)} system(s), {count} rewrites: {', '.join(settings.systems)}")
     try:
-        start_ray(settings["ray"], args.verbose)
+        start_ray(settings.ray, args.verbose)
     except Exception as err:  # noqa: BLE001 - Ray's own start-up failures (e.g. timeouts) as one line
         print(
             f"evaluate: error: could not start or join Ray: {str(err).splitlines()[0]}",
@@ -457,8 +472,8 @@ def main(argv: list[str] | None = None) -> int:
         ensure_room(
             "scoring actor",
             "evaluate.scorers, evaluate.cpus_per_scorer, evaluate.use_gpu",
-            settings["scorers"],
-            bundle(settings["cpus_per_scorer"], settings["use_gpu"]),
+            settings.evaluate.scorers,
+            bundle(settings.evaluate.cpus_per_scorer, settings.evaluate.use_gpu),
             needed=1,
         )
     except JobError as err:
@@ -469,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     vocab_s = time.perf_counter() - started - ray_s
     log(f"food vocabulary: {len(vocabulary)} names from {origin}")
     log(
-        f"scoring with {settings['scorers']} LM actor(s), block {settings['block']}, batch {settings['batch_size']}"
+        f"scoring with {settings.evaluate.scorers} LM actor(s), block {settings.block}, batch {settings.evaluate.batch_size}"
     )
     missing = dictionary_missing()
     if missing:
@@ -483,8 +498,8 @@ def main(argv: list[str] | None = None) -> int:
         raise
     score_s = time.perf_counter() - started - ray_s - vocab_s
     stats = {
-        "lm": settings["lm"],
-        "block_size": settings["block"],
+        "lm": settings.lm,
+        "block_size": settings.block,
         "vocabulary": origin,
         "vocabulary_names": len(vocabulary),
         "rewrites": count,
@@ -495,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     metrics = write_outputs(settings, measures, stats)
     stats["total_s"] = round(time.perf_counter() - started, 2)
-    write_json_atomic(os.path.join(settings["output"], "eval_stats.json"), stats)
+    write_json_atomic(os.path.join(settings.output, "eval_stats.json"), stats)
     print(metrics_markdown(metrics).split("\n## Paper")[0].rstrip())
     print()
     print(per_constraint_markdown(metrics).rstrip())
@@ -507,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
                 for label, s in stats["systems"].items()
             )
         )
-    report = os.path.join(settings["output"], "report.html")
+    report = os.path.join(settings.output, "report.html")
     print(f"\nevaluate: {count} rewrites in {stats['total_s']}s; report: {report}")
     return 0
 

@@ -22,7 +22,7 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -31,7 +31,13 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-from rrt.config import ConfigError, load_settings
+from rrt.config import (
+    AlignmentSettings,
+    ConfigError,
+    DataSettings,
+    RaySettings,
+    load_settings,
+)
 from rrt.corpus.alignment import AlignSettings, TranslationTable, train_translation_table
 from rrt.corpus.formats import PAIR_VARIANTS
 from rrt.corpus.pairing import (
@@ -113,6 +119,49 @@ RECORD_BITS = 40  # records per input below 2**40; inputs above it
 # ---------------------------------------------------------------- settings and resume
 
 
+@dataclass(frozen=True)
+class PrepareRun:
+    """One run's checked settings: the `data`, `alignment` and `ray` blocks after the profile and
+    flags, with the input files found, the output made absolute and the constraints parsed. Frozen
+    and typed, the same object reaches the Ray tasks."""
+
+    data: DataSettings
+    alignment: AlignmentSettings
+    ray: RaySettings
+    inputs: tuple[str, ...]
+    output: str
+    constraints: tuple[str, ...]
+    translation_table: str | None = None  # a table to reuse instead of learning one
+
+    def record(self) -> dict[str, object]:
+        """The settings as run.json keeps them (and the fingerprint reads them)."""
+        data = self.data
+        return {
+            "inputs": list(self.inputs),
+            "output": self.output,
+            "constraints": list(self.constraints),
+            "limit": data.limit,
+            "variants": list(data.variants),
+            "dish_key": data.dish_key,
+            "train": data.split.train,
+            "dev": data.split.dev,
+            "seed": data.seed,
+            "pairing": {
+                key: getattr(data, key)
+                for key in (
+                    "pairs_per_source",
+                    "candidates_per_source",
+                    "max_dish_recipes",
+                    "min_dish_similarity",
+                    "title_extra_words",
+                )
+            },
+            "alignment": self.alignment.model_dump(),
+            "translation_table": self.translation_table,
+            "ray": self.ray.model_dump(),
+        }
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags; each overrides the matching ray_config.yaml value."""
     parser = argparse.ArgumentParser(
@@ -151,7 +200,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def settings_from(args: argparse.Namespace) -> dict[str, Any]:
+def settings_from(args: argparse.Namespace) -> PrepareRun:
     """Merge config and flags into the settings of this run; errors are JobError lines."""
     flags = {
         "output": args.output,
@@ -166,21 +215,16 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         )
     except ConfigError as err:
         raise JobError(str(err)) from None
-    data, align, ray_cfg = (
-        config.data.model_dump(),
-        config.alignment.model_dump(),
-        config.ray.model_dump(),
-    )
-    inputs = data["inputs"]
+    inputs = config.data.inputs
     if not inputs:
         raise JobError("no input given (--input or data.inputs)")
-    output = data["output"]
+    output = config.data.output
     if not output:
         raise JobError("no output folder given (--output or data.output)")
     if is_remote(output):
         raise JobError("--output must be a local or shared-filesystem folder")
     try:
-        constraints = parse_constraints(data["constraints"])
+        constraints = parse_constraints(config.data.constraints)
         paths = expand_inputs([i.strip() for i in inputs if i.strip()])
     except (ValueError, InputError) as err:
         raise JobError(str(err)) from None
@@ -189,39 +233,24 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     missing = [missing_input(path) for path in paths]
     if all(missing):
         raise JobError("; ".join(missing))  # nothing to read: fail before any work
-    return {
-        "inputs": paths,
-        "output": os.path.abspath(output),
-        "constraints": constraints,
-        "limit": data["limit"],
-        "variants": data["variants"],
-        "dish_key": data["dish_key"],
-        "train": data["split"]["train"],
-        "dev": data["split"]["dev"],
-        "seed": data["seed"],
-        "pairing": {
-            k: data[k]
-            for k in (
-                "pairs_per_source",
-                "candidates_per_source",
-                "max_dish_recipes",
-                "min_dish_similarity",
-                "title_extra_words",
-            )
-        },
-        "alignment": align,
-        "translation_table": args.translation_table,
-        "ray": ray_cfg,
-    }
+    return PrepareRun(
+        config.data,
+        config.alignment,
+        config.ray,
+        tuple(paths),
+        os.path.abspath(output),
+        tuple(constraints),
+        args.translation_table,
+    )
 
 
-def fingerprint(settings: dict) -> str:
+def fingerprint(settings: PrepareRun) -> str:
     """Hash of everything that changes the outputs (inputs by path, size and mtime)."""
     files = []
-    for path in settings["inputs"]:
+    for path in settings.inputs:
         stat = os.stat(path) if os.path.isfile(path) else None  # URIs, missing inputs
         files.append([path, stat.st_size if stat else None, int(stat.st_mtime) if stat else None])
-    keep = {k: v for k, v in settings.items() if k not in ("ray", "output", "inputs")}
+    keep = {k: v for k, v in settings.record().items() if k not in ("ray", "output", "inputs")}
     blob = json.dumps({"files": files, **keep}, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
@@ -256,13 +285,13 @@ def recipe_schema(constraints: list[str]) -> pa.Schema:
     )
 
 
-def load_files(batch: pa.Table, settings: dict) -> Iterator[pa.Table]:
+def load_files(batch: pa.Table, settings: PrepareRun) -> Iterator[pa.Table]:
     """Ray task: input files -> recipe rows in chunks (a huge file never sits in memory whole),
     each with its read order and location; each file's rejects go to _rejects/<index>.jsonl."""
-    schema = pa.schema(list(recipe_schema(settings["constraints"])) + LOADED_COLUMNS)
+    schema = pa.schema(list(recipe_schema(settings.constraints)) + LOADED_COLUMNS)
     for path, index in zip(batch.column("path").to_pylist(), batch.column("index").to_pylist()):
         report = LoadReport()
-        reject_path = os.path.join(settings["output"], "_rejects", f"{index:06d}.jsonl")
+        reject_path = os.path.join(settings.output, "_rejects", f"{index:06d}.jsonl")
         os.makedirs(os.path.dirname(reject_path), exist_ok=True)
         with open(reject_path, "w", encoding="utf-8") as rejects:
             report.on_reject = lambda r: rejects.write(
@@ -272,11 +301,11 @@ def load_files(batch: pa.Table, settings: dict) -> Iterator[pa.Table]:
             for number, (where, recipe) in enumerate(read_located_recipes([path], report)):
                 row = recipe_row(
                     recipe,
-                    settings["constraints"],
-                    settings["dish_key"],
-                    settings["train"],
-                    settings["dev"],
-                    settings["seed"],
+                    list(settings.constraints),
+                    settings.data.dish_key,
+                    settings.data.split.train,
+                    settings.data.split.dev,
+                    settings.data.seed,
                 )
                 rows.append({**row, "_order": (index << RECORD_BITS) + number, "_where": where})
                 if len(rows) == LOAD_CHUNK:
@@ -362,50 +391,51 @@ def _side_file(output: str, folder: str, name: str, rows: list[dict]) -> None:
         handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
 
 
-def em_sample(group: pa.Table, settings: dict) -> pa.Table:
+def em_sample(
+    group: pa.Table, constraints: tuple[str, ...], seed: int, keep: float, per_dish: int
+) -> pa.Table:
     """Ray task: a few (invalid, valid) recipe pairs of one dish for learning the table.
 
-    At most `em_per_dish` per dish, each kept with probability `em_keep`, so the rows
+    At most `per_dish` per dish, each kept with probability `keep`, so the rows
     sorted for the sample stay near a small multiple of `alignment.em_pairs`.
     """
     rows = sorted(group.to_pylist(), key=lambda r: r["id"])
     out = []
-    for constraint in settings["constraints"]:
+    for constraint in constraints:
         column = valid_column(constraint)
         sources = [r for r in rows if not r[column]][:2]
         targets = [r for r in rows if r[column]][:2]
         for s in sources:
             for t in targets:
-                key = hashlib.sha1(f"{settings['seed']}|{s['id']}|{t['id']}".encode()).hexdigest()
-                if int(key[:8], 16) / 16**8 < settings["em_keep"]:
+                key = hashlib.sha1(f"{seed}|{s['id']}|{t['id']}".encode()).hexdigest()
+                if int(key[:8], 16) / 16**8 < keep:
                     out.append({"key": key, "source_steps": s["steps"], "target_steps": t["steps"]})
-    out = sorted(out, key=lambda row: row["key"])[: settings["em_per_dish"]]
+    out = sorted(out, key=lambda row: row["key"])[:per_dish]
     return pa.Table.from_pylist(out, schema=EM_SCHEMA)
 
 
 _TABLES: dict[str, TranslationTable] = {}
 
 
-def pair_group(group: pa.Table, settings: dict) -> pa.Table:
-    """Ray task: recipe pairs with step alignments for one dish."""
-    path = settings["table_path"]
+def pair_group(group: pa.Table, settings: PrepareRun, path: str) -> pa.Table:
+    """Ray task: recipe pairs with step alignments for one dish (`path`: the translation table)."""
     if path not in _TABLES:
         _TABLES[path] = TranslationTable.load(path)
     rows = sorted(group.to_pylist(), key=lambda r: r["id"])
-    pair_settings = PairSettings.from_config(settings["pairing"], seed=settings["seed"])
+    pair_settings = PairSettings.from_config(settings.data)
     kept, capped = cap_dish(rows, pair_settings)
     if capped:
         _side_file(
-            settings["output"],
+            settings.output,
             "_capped",
             rows[0]["dish"],
             [{"id": r["id"], "dish": r["dish"]} for r in capped],
         )
-    align = AlignSettings.from_config(settings["alignment"])
+    align = AlignSettings.from_config(settings.alignment)
     unlike: list[dict] = []
-    pairs = pair_dish(kept, settings["constraints"], _TABLES[path], pair_settings, align, unlike)
+    pairs = pair_dish(kept, list(settings.constraints), _TABLES[path], pair_settings, align, unlike)
     if unlike:
-        _side_file(settings["output"], "_unlike", rows[0]["dish"], unlike)
+        _side_file(settings.output, "_unlike", rows[0]["dish"], unlike)
     return pa.Table.from_pylist(pairs, schema=PAIR_SCHEMA)
 
 
@@ -417,20 +447,20 @@ def log(message: str) -> None:
     print(f"[prepare_data] {message}", file=sys.stderr, flush=True)
 
 
-def group_partitions(settings: dict, folder: str = "recipes") -> int | None:
+def group_partitions(settings: PrepareRun, folder: str = "recipes") -> int | None:
     """Hash-shuffle partitions for grouping a folder's recipes (by dish, by id bucket): enough
     for every CPU, not one per few rows. None for the sort shuffle, which makes one partition
     per input block instead."""
     import ray
 
-    if settings["ray"]["shuffle"] == "sort":
+    if settings.ray.shuffle == "sort":
         return None
     cpus = int(ray.cluster_resources().get("CPU", 1))
-    recipes = count_rows(os.path.join(settings["output"], folder))
+    recipes = count_rows(os.path.join(settings.output, folder))
     return max(cpus, min(1000, recipes // 2000))
 
 
-def configure_data(ray_data, ray_settings: dict) -> None:
+def configure_data(ray_data, ray_settings: RaySettings) -> None:
     """Pick Ray Data's shuffle for the groupby stages (sort: spills, so memory stays bounded)
     and whether each operator keeps a reserved share of the CPUs."""
     strategies = {
@@ -438,26 +468,26 @@ def configure_data(ray_data, ray_settings: dict) -> None:
         "hash": ray_data.context.ShuffleStrategy.HASH_SHUFFLE,
     }
     context = ray_data.DataContext.get_current()
-    context.shuffle_strategy = strategies[ray_settings["shuffle"]]
+    context.shuffle_strategy = strategies[ray_settings.shuffle]
     # With a reserved share per operator, a map stage and its write split a few CPUs so
     # that one map task runs at a time and the other CPUs go unused.
-    context.op_resource_reservation_enabled = bool(ray_settings["operator_reservation"])
+    context.op_resource_reservation_enabled = ray_settings.operator_reservation
 
 
-def stage_recipes(ray_data, settings: dict, timings: dict) -> None:
+def stage_recipes(ray_data, settings: PrepareRun, timings: dict) -> None:
     """Load, clean, tag, key and split every recipe -> _loaded/, then keep each id once ->
     recipes/ (Parquet)."""
-    final = os.path.join(settings["output"], "recipes")
-    loaded = os.path.join(settings["output"], "_loaded")
+    final = os.path.join(settings.output, "recipes")
+    loaded = os.path.join(settings.output, "_loaded")
     if stage_done(final):
         shutil.rmtree(loaded, ignore_errors=True)  # a run stopped just after publishing
         return log("recipes: done earlier, kept")
     started = time.perf_counter()
     if not stage_done(loaded):
-        shutil.rmtree(os.path.join(settings["output"], "_rejects"), ignore_errors=True)
+        shutil.rmtree(os.path.join(settings.output, "_rejects"), ignore_errors=True)
         files = ray_data.from_items(
-            [{"path": p, "index": i} for i, p in enumerate(settings["inputs"])],
-            override_num_blocks=max(1, len(settings["inputs"])),
+            [{"path": p, "index": i} for i, p in enumerate(settings.inputs)],
+            override_num_blocks=max(1, len(settings.inputs)),
         )
         recipes = files.map_batches(
             load_files,
@@ -466,8 +496,8 @@ def stage_recipes(ray_data, settings: dict, timings: dict) -> None:
             fn_kwargs={"settings": settings},
             max_calls=WORKER_TASKS,
         )
-        if settings["limit"]:
-            recipes = recipes.limit(settings["limit"])
+        if settings.data.limit:
+            recipes = recipes.limit(settings.data.limit)
         tmp = loaded + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         # A write fused to its map holds all that task's rows until the task ends; writing as a
@@ -484,7 +514,7 @@ def stage_recipes(ray_data, settings: dict, timings: dict) -> None:
     log(f"recipes: {count_rows(final)} in {timings['recipes']}s")
 
 
-def stage_unique_ids(ray_data, settings: dict, loaded: str, final: str) -> None:
+def stage_unique_ids(ray_data, settings: PrepareRun, loaded: str, final: str) -> None:
     """Keep each recipe id once across every input (the first read): the same recipe in two
     files would otherwise be two recipes in the statistics and twice in the training rows.
     Duplicates meet on a hash bucket of the id, about one file's worth of recipes a bucket, so
@@ -502,7 +532,7 @@ def stage_unique_ids(ray_data, settings: dict, loaded: str, final: str) -> None:
         .groupby("_bucket", num_partitions=group_partitions(settings, "_loaded"))
         .map_groups(
             unique_ids,
-            fn_kwargs={"output": settings["output"]},
+            fn_kwargs={"output": settings.output},
             batch_format="pyarrow",
             max_calls=GROUP_TASKS,
         )
@@ -512,37 +542,36 @@ def stage_unique_ids(ray_data, settings: dict, loaded: str, final: str) -> None:
     publish(tmp, final)
 
 
-def stage_translation_table(ray_data, settings: dict, timings: dict) -> None:
+def stage_translation_table(ray_data, settings: PrepareRun, timings: dict) -> None:
     """Learn (or copy) the word translation table -> translation_table.npz."""
-    final = os.path.join(settings["output"], "translation_table.npz")
+    final = os.path.join(settings.output, "translation_table.npz")
     if stage_done(final):
         return log("translation table: done earlier, kept")
     started = time.perf_counter()
-    if settings["translation_table"]:
-        TranslationTable.load(settings["translation_table"])  # fail early on a bad file
-        shutil.copyfile(settings["translation_table"], final)
-        return log(f"translation table: reused {settings['translation_table']}")
-    align = settings["alignment"]
-    em_pairs = align["em_pairs"]
-    recipes_path = os.path.join(settings["output"], "recipes")
+    if settings.translation_table:
+        TranslationTable.load(settings.translation_table)  # fail early on a bad file
+        shutil.copyfile(settings.translation_table, final)
+        return log(f"translation table: reused {settings.translation_table}")
+    align = settings.alignment
+    em_pairs = align.em_pairs
+    recipes_path = os.path.join(settings.output, "recipes")
     # Keep about 4x what EM needs; small corpora may give many pairs per dish.
     recipes_count = max(1, count_rows(recipes_path))
     task = {
-        **settings,
-        "em_keep": min(1.0, 4 * em_pairs / recipes_count),
-        "em_per_dish": max(EM_PAIRS_PER_DISH, -(-4 * em_pairs // recipes_count)),
+        "constraints": settings.constraints,
+        "seed": settings.data.seed,
+        "keep": min(1.0, 4 * em_pairs / recipes_count),
+        "per_dish": max(EM_PAIRS_PER_DISH, -(-4 * em_pairs // recipes_count)),
     }
     recipes = read_blocks(ray_data, recipes_path)
     sample = (
         recipes.groupby("dish", num_partitions=group_partitions(settings))
-        .map_groups(
-            em_sample, fn_kwargs={"settings": task}, batch_format="pyarrow", max_calls=GROUP_TASKS
-        )
+        .map_groups(em_sample, fn_kwargs=task, batch_format="pyarrow", max_calls=GROUP_TASKS)
         .sort("key")
         .limit(em_pairs)
     )
     pairs = [(row["source_steps"], row["target_steps"]) for row in sample.iter_rows()]
-    table = train_translation_table(pairs, align["vocab_size"], align["em_iterations"])
+    table = train_translation_table(pairs, align.vocab_size, align.em_iterations)
     tmp = final + ".tmp.npz"
     table.save(tmp)
     publish(tmp, final)
@@ -552,18 +581,18 @@ def stage_translation_table(ray_data, settings: dict, timings: dict) -> None:
     )
 
 
-def stage_pairs(ray_data, settings: dict, timings: dict) -> None:
+def stage_pairs(ray_data, settings: PrepareRun, timings: dict) -> None:
     """Pair and align recipes within each dish -> _pairs/ (staging) and recipe_pairs/."""
-    out = settings["output"]
+    out = settings.output
     staging, final = os.path.join(out, "_pairs"), os.path.join(out, "recipe_pairs")
     started = time.perf_counter()
     if not stage_done(staging):
         shutil.rmtree(os.path.join(out, "_capped"), ignore_errors=True)
         shutil.rmtree(os.path.join(out, "_unlike"), ignore_errors=True)
         recipes = read_blocks(ray_data, os.path.join(out, "recipes"))
-        task = {**settings, "table_path": os.path.join(out, "translation_table.npz")}
+        task = {"settings": settings, "path": os.path.join(out, "translation_table.npz")}
         pairs = recipes.groupby("dish", num_partitions=group_partitions(settings)).map_groups(
-            pair_group, fn_kwargs={"settings": task}, batch_format="pyarrow", max_calls=GROUP_TASKS
+            pair_group, fn_kwargs=task, batch_format="pyarrow", max_calls=GROUP_TASKS
         )
         tmp = staging + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -602,10 +631,10 @@ def write_table(ray_data, source: str, dest: str, columns: list[str], schema: pa
     read_blocks(ray_data, source, columns).write_parquet(dest)
 
 
-def stage_step_pairs(ray_data, settings: dict, timings: dict) -> None:
+def stage_step_pairs(ray_data, settings: PrepareRun, timings: dict) -> None:
     """Format every variant, split by split -> step_pairs/<variant>/<split>/."""
-    out = settings["output"]
-    for variant in settings["variants"]:
+    out = settings.output
+    for variant in settings.data.variants:
         final = os.path.join(out, "step_pairs", variant)
         if stage_done(final):
             log(f"step pairs {variant}: done earlier, kept")
@@ -676,10 +705,10 @@ def gather_rejects(output: str) -> Counter:
     return reasons
 
 
-def write_stats(settings: dict, timings: dict, resumed: bool) -> dict:
+def write_stats(settings: PrepareRun, timings: dict, resumed: bool) -> dict:
     """stats.json: the paper's Table 1 per constraint, rejects, timings and throughput."""
-    out = settings["output"]
-    constraints = settings["constraints"]
+    out = settings.output
+    constraints = settings.constraints
     recipes = os.path.join(out, "recipes")
     flags = count_by(recipes, ["split"] + [valid_column(c) for c in constraints])
     per_split = Counter()
@@ -690,7 +719,7 @@ def write_stats(settings: dict, timings: dict, resumed: bool) -> dict:
             validity[c]["valid" if ok else "invalid"] += n
     pairs = count_by(os.path.join(out, "recipe_pairs"), ["constraint", "split"])
     steps = {}
-    for v in settings["variants"]:
+    for v in settings.data.variants:
         steps[v] = Counter()
         for split in SPLITS:
             folder = os.path.join(out, "step_pairs", v, split)
@@ -758,9 +787,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         settings = settings_from(args)
-        settings["fingerprint"] = fingerprint(settings)
+        key = fingerprint(settings)
         resumed = claim_output(
-            settings["output"], "prepare_data", settings["fingerprint"], settings, args.overwrite
+            settings.output,
+            "prepare_data",
+            key,
+            {**settings.record(), "fingerprint": key},
+            args.overwrite,
         )
     except JobError as err:
         print(f"prepare_data: error: {err}", file=sys.stderr)
@@ -768,10 +801,10 @@ def main(argv: list[str] | None = None) -> int:
     import ray
     import ray.data
 
-    start_ray(settings["ray"], args.verbose)
-    configure_data(ray.data, settings["ray"])
-    log(("resuming " if resumed else "writing ") + settings["output"])
-    for path in settings["inputs"]:
+    start_ray(settings.ray, args.verbose)
+    configure_data(ray.data, settings.ray)
+    log(("resuming " if resumed else "writing ") + settings.output)
+    for path in settings.inputs:
         if missing_input(path):  # the others are read; rejects.jsonl counts it as missing_input
             log(f"warning: {missing_input(path)}")
     timings: dict[str, float] = {}
@@ -789,9 +822,7 @@ def main(argv: list[str] | None = None) -> int:
             f"id read before (the first is kept; rejects.jsonl holds each, reason duplicate_id)"
         )
     print(format_table1(stats))
-    print(
-        f"{stats['recipes']} recipes, {stats['rejected']} rejected; outputs in {settings['output']}"
-    )
+    print(f"{stats['recipes']} recipes, {stats['rejected']} rejected; outputs in {settings.output}")
     print(
         "method lines set aside as not instructions: "
         + ", ".join(f"{n} {kind}" for kind, n in stats["non_steps"].items())

@@ -39,13 +39,12 @@ import os
 import random
 import sys
 import time
-from typing import Any
 
 import pyarrow.dataset as pads
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from rrt.config import ConfigError, load_settings
+from rrt.config import ConfigError, RaySettings, RewriteSettings, load_settings
 from rrt.corpus.bow import PAPER, load_bag
 from rrt.modelling.controllable import CONTROLLABLE
 from rrt.modelling.models import META_FILE, read_meta
@@ -59,6 +58,14 @@ from runtime.runs import JobError, claim_output, read_manifest, write_json_atomi
 
 REWRITES = "rewrites.jsonl"
 ALL_SYSTEMS = (*SYSTEMS, *CONTROLLABLE, *SEQ2SEQ)
+
+
+class RewriteRun(RewriteSettings):
+    """One run's checked settings: the `rewrite` block after the profile and flags, with its
+    folders made absolute and its models found, and the `ray` block. Frozen and typed, the same
+    object reaches the model actors."""
+
+    ray: RaySettings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -148,7 +155,7 @@ def _model_folder(path: str | None, what: str, named: bool = False) -> str:
     return os.path.abspath(path)
 
 
-def settings_from(args: argparse.Namespace) -> dict[str, Any]:
+def settings_from(args: argparse.Namespace) -> RewriteRun:
     """Merge config and flags and check every value; problems are JobError lines."""
     flags = {
         key: getattr(args, key, None)
@@ -239,12 +246,14 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         )
     if not rewrite["output"]:
         raise JobError("no output folder given (--output or rewrite.output)")
-    return {
-        **rewrite,
-        "data": os.path.abspath(data),
-        "output": os.path.abspath(rewrite["output"]),
-        "ray": ray_cfg,
-    }
+    return RewriteRun.model_validate(
+        {
+            **rewrite,
+            "data": os.path.abspath(data),
+            "output": os.path.abspath(rewrite["output"]),
+            "ray": ray_cfg,
+        }
+    )
 
 
 def copy_models(path: str | None, constraint: str | None) -> str:
@@ -277,11 +286,11 @@ def check_copy_models(path: str, constraints, found: dict | None = None) -> None
         )
 
 
-def fingerprint(settings: dict) -> str:
+def fingerprint(settings: RewriteRun) -> str:
     """Hash of what makes two runs the same run; a rerun with another one is refused."""
     keep = {
         k: v
-        for k, v in settings.items()
+        for k, v in settings.model_dump().items()
         if k
         not in (
             "output",
@@ -294,7 +303,7 @@ def fingerprint(settings: dict) -> str:
             "torch_threads",
         )
     }
-    stats = os.path.join(settings["data"], "stats.json")
+    stats = os.path.join(settings.data, "stats.json")
     keep["data_id"] = os.path.getmtime(stats) if os.path.exists(stats) else None
     return hashlib.sha1(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -352,23 +361,21 @@ def dropped_warning(missing: list[str], shown: int = 5) -> str | None:
     )
 
 
-def plan_tasks(settings: dict) -> tuple[list[dict], list[str]]:
+def plan_tasks(settings: RewriteSettings) -> tuple[list[dict], list[str]]:
     """The seeded sample of (source recipe, constraints) to rewrite, each with its source recipe
     (and, for Retrieval, the recipe it retrieves), and the sampled ids whose source is missing."""
     from rrt.corpus.pairing import valid_column
 
-    data, split = settings["data"], settings["split"]
+    data, split = settings.data, settings.split
     flags = [valid_column(c) for c in CONSTRAINTS]
     rows = _rows(os.path.join(data, "recipes"), ["id", "dish", "split", *flags], "split", {split})
-    keys = rewrite_keys(rows, settings["constraint"])
+    keys = rewrite_keys(rows, settings.constraint)
     if not keys:
         raise JobError(
             f"the {split} split of {data} holds no recipe that breaks a constraint another version "
             "of its dish obeys"
         )
-    keys = sorted(
-        random.Random(settings["seed"]).sample(keys, min(settings["num_recipes"], len(keys)))
-    )
+    keys = sorted(random.Random(settings.seed).sample(keys, min(settings.num_recipes, len(keys))))
     columns = ["id", "title", "ingredients", "steps", "dish"]
     # Folders prepared before method lines were classified have no non_steps column.
     if (
@@ -381,8 +388,8 @@ def plan_tasks(settings: dict) -> tuple[list[dict], list[str]]:
         for r in _rows(os.path.join(data, "recipes"), columns, "id", {k[0] for k in keys})
     }
     tasks, missing = build_tasks(keys, recipes)
-    if settings["system"] == "retrieval":
-        attach_retrieved(data, tasks, settings["seed"])
+    if settings.system == "retrieval":
+        attach_retrieved(data, tasks, settings.seed)
     return tasks, missing
 
 
@@ -473,7 +480,7 @@ def record_counts(row: dict) -> dict[str, int]:
     }
 
 
-def run(settings: dict, overwrite: bool, verbose: bool = False) -> dict:
+def run(settings: RewriteRun, overwrite: bool, verbose: bool = False) -> dict:
     """Claim the run folder, plan the tasks, rewrite the missing ones, record the run."""
     import ray.data
     from tqdm import tqdm
@@ -487,36 +494,36 @@ def run(settings: dict, overwrite: bool, verbose: bool = False) -> dict:
         task_table,
     )
 
-    start_ray(settings["ray"], verbose)
+    start_ray(settings.ray, verbose)
     ray.data.DataContext.get_current().enable_progress_bars = False
     started = time.perf_counter()
     tasks, missing = plan_tasks(settings)
-    if settings["system"] == COPY:
+    if settings.system == COPY:
         # Before the folder is claimed, so a corrected rerun just works.
-        check_copy_models(settings["model"], [t["constraints"][0] for t in tasks])
+        check_copy_models(settings.model, [t["constraints"][0] for t in tasks])
     # The baselines (SYSTEMS None) rewrite in plain tasks; the rest on a pool of model actors.
-    baseline = SYSTEMS.get(settings["system"], "model") is None
+    baseline = SYSTEMS.get(settings.system, "model") is None
     if not baseline and tasks:
         # The actor pool runs on the actors that fit, so one is enough to start.
         ensure_room(
             "rewriter actor",
             "rewrite.actors, rewrite.cpus_per_actor, rewrite.use_gpu",
-            min(settings["actors"], len(tasks)),
-            bundle(settings["cpus_per_actor"], settings["use_gpu"]),
+            min(settings.actors, len(tasks)),
+            bundle(settings.cpus_per_actor, settings.use_gpu),
             needed=1,
         )
     resumed = claim_output(
-        settings["output"], "rewrite", fingerprint(settings), settings, overwrite
+        settings.output, "rewrite", fingerprint(settings), settings.model_dump(), overwrite
     )
     planned = time.perf_counter()
     warning = dropped_warning(missing)
     if warning:
         print(warning, file=sys.stderr, flush=True)
-    path = os.path.join(settings["output"], REWRITES)
+    path = os.path.join(settings.output, REWRITES)
     done = done_keys(path)
     todo = [t for t in tasks if (t["id"], ",".join(t["constraints"])) not in done]
     print(
-        f"rewrite: {settings['system']}{' (constrained)' if settings['constrained'] else ''}: "
+        f"rewrite: {settings.system}{' (constrained)' if settings.constrained else ''}: "
         f"{len(tasks)} recipes, {len(tasks) - len(todo)} done earlier, {len(todo)} to go",
         flush=True,
     )
@@ -541,8 +548,8 @@ def run(settings: dict, overwrite: bool, verbose: bool = False) -> dict:
         batch = max(
             1,
             min(
-                settings["batch_recipes"] * settings["call_batches"],
-                -(-len(todo) // settings["actors"]),
+                settings.batch_recipes * settings.call_batches,
+                -(-len(todo) // settings.actors),
             ),
         )
         ds = ray.data.from_arrow([table.slice(i, batch) for i in range(0, table.num_rows, batch)])
@@ -551,15 +558,15 @@ def run(settings: dict, overwrite: bool, verbose: bool = False) -> dict:
                 rewrite_baseline,
                 batch_size=batch,
                 batch_format="pyarrow",
-                fn_kwargs={"system": settings["system"]},
+                fn_kwargs={"system": settings.system},
                 udf_modifying_row_count=False,
             )
         else:
             actor = (
                 ControlledBatch
-                if settings["system"] in CONTROLLABLE
+                if settings.system in CONTROLLABLE
                 else Seq2seqBatch
-                if settings["system"] in SEQ2SEQ
+                if settings.system in SEQ2SEQ
                 else RewriteBatch
             )
             ds = ds.map_batches(
@@ -571,10 +578,10 @@ def run(settings: dict, overwrite: bool, verbose: bool = False) -> dict:
                 # One call at a time per actor: with more in flight, the first actor
                 # ready took every block of a small run while the others idled.
                 compute=ray.data.ActorPoolStrategy(
-                    size=min(settings["actors"], len(todo)), max_tasks_in_flight_per_actor=1
+                    size=min(settings.actors, len(todo)), max_tasks_in_flight_per_actor=1
                 ),
-                num_gpus=1 if settings["use_gpu"] else 0,
-                num_cpus=settings["cpus_per_actor"],
+                num_gpus=1 if settings.use_gpu else 0,
+                num_cpus=settings.cpus_per_actor,
             )
         with (
             open(path, "a", encoding="utf-8") as out,
@@ -602,7 +609,7 @@ def run(settings: dict, overwrite: bool, verbose: bool = False) -> dict:
                 out.flush()
                 bar.update(batch.num_rows)
     seconds = time.perf_counter() - started
-    manifest = read_manifest(settings["output"])
+    manifest = read_manifest(settings.output)
     rewriting = time.perf_counter() - planned
     manifest.update(
         {
@@ -620,7 +627,7 @@ def run(settings: dict, overwrite: bool, verbose: bool = False) -> dict:
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
     )
-    write_json_atomic(os.path.join(settings["output"], "run.json"), manifest)
+    write_json_atomic(os.path.join(settings.output, "run.json"), manifest)
     return manifest
 
 
@@ -651,7 +658,7 @@ def main(argv: list[str] | None = None) -> int:
     except JobError as err:
         print(f"rewrite: error: {err}", file=sys.stderr)
         return 2
-    print(summary(manifest, settings["constrained"], settings["output"]))
+    print(summary(manifest, settings.constrained, settings.output))
     return 0
 
 

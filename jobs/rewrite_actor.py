@@ -10,6 +10,7 @@ import json
 
 import pyarrow as pa
 
+from rrt.config import RewriteSettings
 from rrt.modelling.rewriter import ENGINE_COUNTS, RewriteTask
 
 ACTOR_KEY = "actor"  # in a call's engine counts: the Ray actor that made the call (not a count)
@@ -86,12 +87,12 @@ def _seeded_tasks(batch: pa.Table, seed: int) -> list[RewriteTask]:
     return tasks
 
 
-def _actor_device(settings: dict) -> str:
+def _actor_device(settings: RewriteSettings) -> str:
     """An actor's device (a GPU when asked for and present), with torch's threads set for it."""
     import torch
 
-    torch.set_num_threads(settings["torch_threads"] or max(1, int(settings["cpus_per_actor"])))
-    return "cuda" if settings["use_gpu"] and torch.cuda.is_available() else "cpu"
+    torch.set_num_threads(settings.torch_threads or max(1, int(settings.cpus_per_actor)))
+    return "cuda" if settings.use_gpu and torch.cuda.is_available() else "cpu"
 
 
 def _table(records: list[dict], engine: dict | None = None) -> pa.Table:
@@ -123,20 +124,20 @@ class ControlledBatch:
     """Ray Data actor: loads a controllable baseline's LM (CTRL, or the No-Source LM that PPLM
     steers) once, then rewrites batches, one recipe after another."""
 
-    def __init__(self, settings: dict):
+    def __init__(self, settings: RewriteSettings):
         import torch
 
         from rrt.modelling.controllable import ControlSettings, ctrl_writer
         from rrt.modelling.pplm import PplmSettings
 
         self.device = _actor_device(settings)
-        self.system, self.seed, self.writers = settings["system"], int(settings["seed"]), {}
+        self.system, self.seed, self.writers = settings.system, settings.seed, {}
         if self.system == "pplm":
             from rrt.modelling.loading import load_model
 
             # Gradients flow through the key-value history: fp32 on a GPU too.
-            self.model = load_model(settings["model"], self.device, half_on_gpu=False)
-            block = dict(settings["pplm"])
+            self.model = load_model(settings.model, self.device, half_on_gpu=False)
+            block = settings.pplm.model_dump()
             self.bow, length = block.pop("bow"), block.pop("length")
             self.steer = PplmSettings(**block, max_new_tokens=length)
         else:
@@ -144,15 +145,15 @@ class ControlledBatch:
 
             half = torch.float16 if self.device == "cuda" else torch.float32
             lm = (
-                AutoModelForCausalLM.from_pretrained(settings["model"], dtype=half)
+                AutoModelForCausalLM.from_pretrained(settings.model, dtype=half)
                 .to(self.device)
                 .eval()
             )
             control = ControlSettings(
-                **settings["ctrl"], max_new_tokens=settings["max_step_tokens"]
+                **settings.ctrl.model_dump(), max_new_tokens=settings.max_step_tokens
             )
             self.writers[None] = ctrl_writer(
-                lm, AutoTokenizer.from_pretrained(settings["model"]), control, self.device
+                lm, AutoTokenizer.from_pretrained(settings.model), control, self.device
             )
 
     def _writer(self, constraints: list[str]):
@@ -187,22 +188,20 @@ class Seq2seqBatch:
     """Ray Data actor: loads a sentence-level baseline once (Seq2seq Copy: the model of every
     constraint), then rewrites batches, each step of each recipe on its own."""
 
-    def __init__(self, settings: dict):
+    def __init__(self, settings: RewriteSettings):
         from rrt.modelling.sampling import SamplingSettings
         from rrt.modelling.seq2seq import COPY, SentenceRewriter, constraint_models, load_seq2seq
 
         device = _actor_device(settings)
         folders = (
-            constraint_models(settings["model"])
-            if settings["system"] == COPY
-            else {None: settings["model"]}
+            constraint_models(settings.model) if settings.system == COPY else {None: settings.model}
         )
         models = {key: load_seq2seq(folder, device) for key, folder in folders.items()}
-        self.seed = int(settings["seed"])
+        self.seed = settings.seed
         self.rewriter = SentenceRewriter(
-            settings["system"],
+            settings.system,
             models,
-            SamplingSettings.from_config(settings, candidates=int(settings["candidates"])),
+            SamplingSettings.from_config(settings, candidates=settings.candidates),
             device,
         )
 
@@ -214,19 +213,19 @@ class Seq2seqBatch:
 class RewriteBatch:
     """Ray Data actor: loads the system's model(s) once, then rewrites batches of recipes."""
 
-    def __init__(self, settings: dict):
+    def __init__(self, settings: RewriteSettings):
         from rrt.modelling.loading import build_rewriter, load_model
 
         device = _actor_device(settings)
-        model = load_model(settings["model"], device)
-        ing_model = load_model(settings["ing_model"], device) if settings["ing_model"] else None
-        self.seed, self.slots = int(settings["seed"]), int(settings["batch_recipes"])
+        model = load_model(settings.model, device)
+        ing_model = load_model(settings.ing_model, device) if settings.ing_model else None
+        self.seed, self.slots = settings.seed, settings.batch_recipes
         self.rewriter = build_rewriter(
             model,
             settings,
-            settings["candidates"],
-            settings["constrained"],
-            settings["system"],
+            settings.candidates,
+            settings.constrained,
+            settings.system,
             ing_model,
         )
 

@@ -569,7 +569,7 @@ def run(one: TrainRun, resume: bool, overwrite: bool, verbose: bool = False) -> 
     tokenizer = prepare_tokenizer(one) if not overwrite else None
     # A folder that would be refused is told before Ray starts (claim_output judges again below).
     check_claim(one.output, "train", run_id, overwrite, resume)
-    started_ray = start_ray(one.ray.model_dump(), verbose)
+    started_ray = start_ray(one.ray, verbose)
     try:
         # Ray Train starts only with every worker placed; a shortfall is told before the folder is claimed.
         ensure_room(
@@ -692,7 +692,7 @@ def run_all(job: TrainRun, resume: bool, overwrite: bool, verbose: bool = False)
     runs = kept
     summary = {}
     # One Ray for every constraint's run.
-    started_ray = start_ray(job.ray.model_dump(), verbose)
+    started_ray = start_ray(job.ray, verbose)
     try:
         for one in runs:
             summary[one.constraint] = train_constraint(one, resume, overwrite)

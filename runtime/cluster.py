@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 
+from rrt.config import RaySettings
 from runtime.runs import JobError
 
 # Allocators a job can preload into its Ray workers, by the library name the loader looks up.
@@ -20,7 +21,7 @@ CLEANER_THREAD = "PlacementGroupCleanerMonitor"
 JOIN = "ask for less, or join a cluster that has them (RAY_ADDRESS or ray.address)"
 
 
-def start_ray(ray_settings: dict, verbose: bool = False) -> bool:
+def start_ray(ray_settings: RaySettings, verbose: bool = False) -> bool:
     """Join RAY_ADDRESS / ray.address, or start a local Ray with the configured CPUs and memory;
     True when this call started a local Ray. Unless `verbose`, Ray's INFO lines stay off the
     console (its session folder's logs keep them)."""
@@ -30,13 +31,13 @@ def start_ray(ray_settings: dict, verbose: bool = False) -> bool:
         return False
     if not verbose:
         quiet_ray_console()
-    address = ray_settings["address"] or os.environ.get("RAY_ADDRESS")
+    address = ray_settings.address or os.environ.get("RAY_ADDRESS")
     local = (
         {}
         if address
         else {
-            "num_cpus": ray_settings["num_cpus"],
-            "object_store_memory": ray_settings["object_store_memory"],
+            "num_cpus": ray_settings.num_cpus,
+            "object_store_memory": ray_settings.object_store_memory,
         }
     )
     if not address:
@@ -142,7 +143,7 @@ def quiet_ray_console() -> None:
             handler.setLevel(logging.ERROR)
 
 
-def start_local_ray(ray_settings: dict) -> None:
+def start_local_ray(ray_settings: RaySettings) -> None:
     """Start a new local Ray with the configured CPUs and object store, never joining another."""
     import ray
 
@@ -150,8 +151,8 @@ def start_local_ray(ray_settings: dict) -> None:
     ray.init(
         address="local",
         include_dashboard=False,
-        num_cpus=ray_settings["num_cpus"],
-        object_store_memory=ray_settings["object_store_memory"],
+        num_cpus=ray_settings.num_cpus,
+        object_store_memory=ray_settings.object_store_memory,
     )
     _STARTED["local"] = True
 

@@ -18,7 +18,6 @@ import pytest
 import yaml
 
 from rrt.config import load_config, load_settings
-from rrt.modelling.loading import ENGINE_KEYS
 from rrt.modelling.rewriter import Rewriter
 from rrt.modelling.sampling import SamplingSettings
 from rrt.modelling.selection import dictionary_missing
@@ -31,7 +30,7 @@ SHARED_DATA = Path(os.environ.get("RRT_SHARED_DATA", ROOT.parent / "shared" / "d
 WEB_RECIPES = SHARED_DATA / "web_recipes" / "recipes.jsonl"
 PAPER_SAMPLE = SHARED_DATA / "paper_sample"
 
-DECODING = load_settings().rewrite.model_dump()
+DECODING = load_settings().rewrite
 
 # Every process of the session (this one, the jobs, the session's Ray) finds the environment's own tools
 # first: `ray job submit -- python ...` runs the `python` it finds on PATH.
@@ -40,7 +39,9 @@ own_tools_first()
 
 def sampling(**changes) -> SamplingSettings:
     """Decoding settings from ray_config.yaml's rewrite block, with a test's changes."""
-    return SamplingSettings.from_config(DECODING, **changes)
+    return SamplingSettings.from_config(
+        DECODING, changes.pop("candidates", DECODING.candidates), **changes
+    )
 
 
 def tiny_random_lm():
@@ -73,7 +74,12 @@ def make_rewriter(
         tokenizer,
         block,
         settings,
-        **{**{k: DECODING[k] for k in ENGINE_KEYS}, **changes},
+        **{
+            "recipe_tokens": DECODING.recipe_tokens,
+            "selection": DECODING.selection,
+            "closed_foods": DECODING.closed_foods,
+            **changes,
+        },
     )
 
 
@@ -101,14 +107,12 @@ class RayCluster:
     """One `ray start --head` for the session on its own ports and temp dir: the jobs under test
     join it (RAY_ADDRESS) instead of each starting a Ray, and `ray job submit` talks to it."""
 
-    PORT, DASHBOARD = (
-        6391,
-        8276,
-    )  # outside the default worker port range and any default Ray's ports
-    AGENT, SPARE_AGENT = (
-        52365,
-        8277,
-    )  # the job agent's HTTP port: Ray's default, or ours when that is taken
+    # Outside the default worker port range and any default Ray's ports; RRT_TEST_PORT_OFFSET
+    # moves them all, so two sessions on one machine do not meet.
+    OFFSET = int(os.environ.get("RRT_TEST_PORT_OFFSET", "0"))
+    PORT, DASHBOARD = 6391 + OFFSET, 8276 + OFFSET
+    # The job agent's HTTP port: Ray's default, or ours when that is taken.
+    AGENT, SPARE_AGENT = 52365 + OFFSET, 8277 + OFFSET
 
     def __init__(self):
         self.temp_dir = tempfile.mkdtemp(

@@ -25,7 +25,7 @@ from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.loaders import read_recipes
 from testing.synthetic_pairs import link_accuracy, perturbed_pair
 
-ALIGNMENT, DATA = load_settings().alignment.model_dump(), load_settings().data.model_dump()
+ALIGNMENT, DATA = load_settings().alignment, load_settings().data
 # The HMM as first built: its posterior alone, no bound on a source step's links.
 OLD = AlignSettings.from_config(ALIGNMENT, calibrated=False, max_fanout=0)
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "hot_cocoa_pair.json").read_text())

@@ -281,7 +281,7 @@ def test_align_sets_section_headers_aside_and_keeps_what_the_pipeline_keeps(tmp_
     assert "[header] before t2: For the sauce:" in aside.split("(target):")[1]
     # The links shown are the pipeline's: its steps, its link model, its threshold and fan-out bound.
     steps = [split_method(recipe["steps"])[0] for recipe in (source, target)]
-    settings = AlignSettings.from_config(load_settings().alignment.model_dump())
+    settings = AlignSettings.from_config(load_settings().alignment)
     scores, _ = link_scores(
         {"steps": steps[0]}, {"steps": steps[1]}, train_translation_table([tuple(steps)]), settings
     )

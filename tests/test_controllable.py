@@ -31,8 +31,8 @@ SOURCE = {
         "Fry in butter until golden.",
     ],
 }
-SETTINGS = ControlSettings(**DECODING["ctrl"], max_new_tokens=12)
-_PPLM = {k: v for k, v in DECODING["pplm"].items() if k not in ("bow", "length")}
+SETTINGS = ControlSettings(**DECODING.ctrl.model_dump(), max_new_tokens=12)
+_PPLM = {k: v for k, v in DECODING.pplm.model_dump().items() if k not in ("bow", "length")}
 STEER = PplmSettings(**_PPLM, max_new_tokens=6)
 
 
@@ -43,7 +43,7 @@ def test_the_prompt_is_the_papers_ctrl_format():
     assert ctrl_prompt(
         "Links", ["dairy-free", "nut-free"], "Pancakes", ["flour"], ["Mix.", "Fry."]
     ) == ("Links Dairy-free, nut-free Pancakes \n flour \n 1. Mix. \n 2. Fry. \n 3. ")
-    assert DECODING["ctrl"] == {
+    assert DECODING.ctrl.model_dump() == {
         "control_code": "Links",
         "temperature": 0.5,
         "top_k": 2,
@@ -285,7 +285,7 @@ def test_rrt_bow_builds_lists_that_the_rewrite_job_takes_for_pplm(prepared, no_s
     config = tmp_path / "pplm.yaml"
     config.write_text(f"rewrite: {{pplm: {{bow: {tmp_path / 'bow'}, length: 6}}}}\n")
     settings = settings_from(build_parser().parse_args([*args, "--config", str(config)]))
-    assert settings["pplm"]["bow"] == str(tmp_path / "bow") and settings["pplm"]["length"] == 6
+    assert settings.pplm.bow == str(tmp_path / "bow") and settings.pplm.length == 6
     # The job's actor, in this process: the No-Source LM steered by the corpus's vegan bag.
     actor = ControlledBatch(settings)
     table = task_table([{"id": "a", "constraints": ["vegan"], "source": SOURCE}])

@@ -8,7 +8,7 @@ from rrt.config import load_settings
 from rrt.corpus.alignment import AlignSettings, train_translation_table
 from rrt.corpus.pairing import PairSettings, cap_dish, pair_dish
 
-DATA, ALIGNMENT = load_settings().data.model_dump(), load_settings().alignment.model_dump()
+DATA, ALIGNMENT = load_settings().data, load_settings().alignment
 STEPS = [
     "Cream the butter and sugar.",
     "Beat in the egg and vanilla.",
@@ -48,7 +48,7 @@ def _dish(size: int) -> list[dict]:
 def test_the_cap_is_a_setting_of_the_config():
     settings = PairSettings.from_config(DATA, seed=0)
     assert isinstance(settings.max_dish_recipes, int) and settings.max_dish_recipes >= 1
-    assert settings.max_dish_recipes == DATA["max_dish_recipes"]
+    assert settings.max_dish_recipes == DATA.max_dish_recipes
 
 
 def test_a_huge_dish_is_sampled_to_the_cap_the_same_way_in_any_order():

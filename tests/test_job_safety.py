@@ -309,18 +309,27 @@ def test_tasks_whose_source_recipe_is_missing_are_counted_and_named():
 
 def test_the_rewrite_run_reports_and_records_dropped_tasks(tmp_path, monkeypatch, capsys):
     from jobs import rewrite
+    from rrt.config import load_settings
 
-    settings = {
-        "output": str(tmp_path / "run"),
-        "data": str(tmp_path / "data"),
-        "system": "rule_based",
-        "constrained": False,
-        "seed": 1,
-        "ray": {},
-    }
+    config = load_settings()
+    settings = rewrite.RewriteRun.model_validate(
+        {
+            **config.rewrite.model_dump(),
+            "output": str(tmp_path / "run"),
+            "data": str(tmp_path / "data"),
+            "system": "rule_based",
+            "constrained": False,
+            "seed": 1,
+            "ray": config.ray.model_dump(),
+        }
+    )
     task = {"id": "a", "constraints": ["vegan"], "source": {"id": "a"}, "retrieved": None}
     claim_output(
-        settings["output"], "rewrite", rewrite.fingerprint(settings), settings, overwrite=False
+        settings.output,
+        "rewrite",
+        rewrite.fingerprint(settings),
+        settings.model_dump(),
+        overwrite=False,
     )
     # The one kept task is already written, so the run needs no Ray work.
     (tmp_path / "run" / rewrite.REWRITES).write_text(

@@ -9,13 +9,9 @@ from rrt.modelling.loading import VARIANT_SYSTEMS, build_rewriter, load_model
 from rrt.modelling.rewriter import SYSTEMS
 from testing.local_service import tiny_model
 
-SETTINGS = {
-    **DECODING,
-    "top_k": 5,
-    "top_p": 0.9,
-    "temperature": 0.7,
-    "max_step_tokens": 12,
-}
+SETTINGS = DECODING.model_copy(
+    update={"top_k": 5, "top_p": 0.9, "temperature": 0.7, "max_step_tokens": 12}
+)
 
 
 @pytest.fixture(scope="module")

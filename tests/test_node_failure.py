@@ -141,8 +141,9 @@ def test_a_job_naming_no_cluster_starts_its_own_ray_beside_a_running_one(cluster
     # local settings with a traceback; a job naming no cluster must start its own.
     env = {k: v for k, v in cluster.env().items() if k != "RAY_ADDRESS"}
     probe = (
-        "import ray; from runtime.cluster import start_ray; "
-        "started = start_ray({'address': None, 'num_cpus': 1, 'object_store_memory': 10**8}); "
+        "import ray; from rrt.config import load_settings; from runtime.cluster import start_ray; "
+        "local = {'address': None, 'num_cpus': 1, 'object_store_memory': 10**8}; "
+        "started = start_ray(load_settings().ray.model_copy(update=local)); "
         "print(started, len(ray.nodes()))"
     )
     done = subprocess.run(

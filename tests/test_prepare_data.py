@@ -190,6 +190,7 @@ def test_dish_grouping_gets_a_partition_per_recipe_file(prepared, tmp_path):
     import ray.data
 
     from jobs.prepare_data import configure_data, read_blocks
+    from rrt.config import load_settings
 
     recipes = pq.read_table(os.path.join(prepared[0], "recipes")).select(["id", "dish"])
     folder = tmp_path / "recipes"
@@ -201,7 +202,12 @@ def test_dish_grouping_gets_a_partition_per_recipe_file(prepared, tmp_path):
     started_here = not ray.is_initialized()
     ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True)
     try:
-        configure_data(ray.data, {"shuffle": "sort", "operator_reservation": False})
+        configure_data(
+            ray.data,
+            load_settings().ray.model_copy(
+                update={"shuffle": "sort", "operator_reservation": False}
+            ),
+        )
         assert not ray.data.DataContext.get_current().op_resource_reservation_enabled
         groups = (
             read_blocks(ray.data, str(folder))

@@ -128,7 +128,7 @@ def _finish(jobs: dict) -> dict:
     return done
 
 
-def _rewrite(settings: dict, tasks: list[dict], out) -> None:
+def _rewrite(settings, tasks: list[dict], out) -> None:
     """The rewrite job's actor in this process, its records written as the job writes them."""
     from jobs.rewrite_actor import Seq2seqBatch, task_table
 
@@ -153,12 +153,12 @@ def _evaluate(args: list[str]) -> dict:
     from rrt.recipes.foods import food_vocabulary
 
     settings = settings_from(parse_args(args))
-    items = rewrite_items(settings["systems"])
-    measured = measure_batch(pa.Table.from_pylist(items), food_vocabulary(settings["foods"]), False)
-    scored = StepScorer(settings["lm"], settings["block"], settings["batch_size"], False, 1)(
+    items = rewrite_items(settings.systems)
+    measured = measure_batch(pa.Table.from_pylist(items), food_vocabulary(settings.foods), False)
+    scored = StepScorer(settings.lm, settings.block, settings.evaluate.batch_size, False, 1)(
         measured
     ).to_pylist()
-    measures = {label: [None] * len(s["records"]) for label, s in settings["systems"].items()}
+    measures = {label: [None] * len(s["records"]) for label, s in settings.systems.items()}
     for row in scored:
         measures[row["system"]][row["position"]] = row_measures(row)
     return write_outputs(settings, measures, {})

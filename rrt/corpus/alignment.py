@@ -23,6 +23,7 @@ from itertools import chain
 
 import numpy as np
 
+from rrt.config import AlignmentSettings
 from rrt.corpus.cooking_actions import action_overlap, step_actions
 from rrt.corpus.step_meaning import meaning_similarity
 from rrt.recipes.ingredients import content_words
@@ -122,10 +123,10 @@ class AlignSettings:
     calibrated: bool  # score links with the link model (rrt/data/link_model.json)
 
     @classmethod
-    def from_config(cls, values: dict, **changes) -> AlignSettings:
-        """The HMM settings among the `alignment` block's keys, with any changes."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in {**values, **changes}.items() if k in names})
+    def from_config(cls, alignment: AlignmentSettings, **changes) -> AlignSettings:
+        """The HMM settings of the `alignment` block, with any changes."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        return cls(**{name: changes.get(name, getattr(alignment, name)) for name in names})
 
 
 def _emissions(

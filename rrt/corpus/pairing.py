@@ -13,6 +13,7 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rrt.config import DataSettings
 from rrt.corpus import formats
 from rrt.corpus.alignment import (
     AlignSettings,
@@ -38,10 +39,10 @@ class PairSettings:
     seed: int
 
     @classmethod
-    def from_config(cls, values: dict, **changes) -> PairSettings:
-        """The pairing settings among the `data` block's keys, with any changes."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in {**values, **changes}.items() if k in names})
+    def from_config(cls, data: DataSettings, **changes) -> PairSettings:
+        """The pairing settings of the `data` block, with any changes."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        return cls(**{name: changes.get(name, getattr(data, name)) for name in names})
 
 
 def valid_column(constraint: str) -> str:

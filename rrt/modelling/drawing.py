@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rrt.config import Decoding
+
 
 @dataclass
 class SamplingSettings:
@@ -28,13 +30,16 @@ class SamplingSettings:
     banned: tuple[int, ...] = ()
 
     @classmethod
-    def from_config(cls, values: dict, **changes) -> SamplingSettings:
-        """Decoding from a `rewrite` or `serve` block (its max_step_tokens), with any changes."""
-        merged = {"max_new_tokens": values.get("max_step_tokens"), **values, **changes}
+    def from_config(cls, decoding: Decoding, candidates: int, **changes) -> SamplingSettings:
+        """Decoding from a `rewrite` or `serve` block, with `candidates` per step and any changes."""
         return cls(
             **{
-                k: merged[k]
-                for k in ("top_k", "top_p", "temperature", "candidates", "max_new_tokens")
+                "top_k": decoding.top_k,
+                "top_p": decoding.top_p,
+                "temperature": decoding.temperature,
+                "candidates": candidates,
+                "max_new_tokens": decoding.max_step_tokens,
+                **changes,
             }
         )
 

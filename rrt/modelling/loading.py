@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from rrt.config import Decoding
 from rrt.modelling.models import META_FILE, lm_block_size, load_exported, read_meta
 from rrt.modelling.rewriter import SYSTEMS, Rewriter
 from rrt.modelling.sampling import SamplingSettings
@@ -17,9 +18,6 @@ VARIANT_SYSTEMS: dict[str, str] = {}
 for _system, _variant in SYSTEMS.items():
     if _variant:
         VARIANT_SYSTEMS.setdefault(_variant, _system)
-
-# Rewriter settings that a config section may carry; absent ones keep the Rewriter's defaults.
-ENGINE_KEYS = ("recipe_tokens", "selection", "closed_foods")
 
 
 @dataclass
@@ -49,29 +47,30 @@ def load_model(folder: str, device: str = "cpu", half_on_gpu: bool = True) -> Lo
 
 def build_rewriter(
     model: LoadedModel,
-    settings: dict,
+    decoding: Decoding,
     candidates: int,
     constrained: bool,
     system: str | None = None,
     ing_model: LoadedModel | None = None,
 ) -> Rewriter:
-    """The rewriter of `system` (default: the model's own) on a loaded model, sampling as the
-    settings say (top_k, top_p, temperature, max_step_tokens, recipe_tokens, selection and
-    closed_foods); how it decodes follows the model's device (rrt.modelling.sampling.decode_plan)."""
+    """The rewriter of `system` (default: the model's own) on a loaded model, sampling and
+    selecting as a `rewrite` or `serve` block says; how it decodes follows the model's device
+    (rrt.modelling.sampling.decode_plan)."""
     system = system or model.system
     if system is None:
         raise ValueError(
             f"{model.folder} holds a {model.meta.get('variant')} model, which does not rewrite recipes"
         )
-    sampling = SamplingSettings.from_config(settings, candidates=int(candidates))
     return Rewriter(
         system,
         model.lm,
         model.tokenizer,
         model.block_size,
-        sampling,
-        **{key: settings[key] for key in ENGINE_KEYS},
-        constrained=bool(constrained),
+        SamplingSettings.from_config(decoding, candidates),
+        recipe_tokens=decoding.recipe_tokens,
+        selection=decoding.selection,
+        closed_foods=decoding.closed_foods,
+        constrained=constrained,
         ing_lm=ing_model.lm if ing_model else None,
         ing_tokenizer=ing_model.tokenizer if ing_model else None,
         device=model.device,

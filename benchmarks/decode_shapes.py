@@ -122,7 +122,7 @@ def main() -> None:
     import torch
     from transformers import GPT2LMHeadModel
 
-    from rrt.modelling.models import mask_padding_rows, train_tiny_tokenizer
+    from rrt.modelling.models import PaddedVocabulary, train_tiny_tokenizer
     from rrt.modelling.rewriter import Rewriter, RewriteTask
     from rrt.modelling.sampling import SamplingSettings
     from rrt.modelling.scheduler import rewrite_all
@@ -137,8 +137,7 @@ def main() -> None:
         lm = GPT2LMHeadModel(model_config(args.model_shape, tokenizer)).eval()
     if cuda:
         lm = lm.half()  # as a model is served on a GPU
-    lm.rrt_live_vocab = len(tokenizer)
-    mask_padding_rows(lm)
+    PaddedVocabulary(len(tokenizer)).mask(lm)
     tasks = [
         RewriteTask(r["id"], broken_constraints(r)[:1] or ["vegan"], r, seed=13) for r in recipes
     ]

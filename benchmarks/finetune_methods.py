@@ -81,7 +81,7 @@ def run_method(
     lm = build_model(
         args.model, len(tokenizer), seed=args.seed, pad_token_id=tokenizer.pad_token_id
     )
-    live = pad_vocabulary(lm, train.pad_vocab_to)
+    live = pad_vocabulary(lm, train.pad_vocab_to).live
     lm = finetune.prepare(
         lm,
         method,

@@ -811,10 +811,9 @@ def rewrite_rows(
     if cuda:
         lm = lm.half()  # as rrt.modelling.models.load_exported serves a model on a GPU
     # Sampling stays inside the tokenizer's vocabulary, over the full-size LM head.
-    from rrt.modelling.models import mask_padding_rows
+    from rrt.modelling.models import PaddedVocabulary
 
-    lm.rrt_live_vocab = len(tokenizer)
-    mask_padding_rows(lm)
+    PaddedVocabulary(len(tokenizer)).mask(lm)
 
     def tasks_of(rows: list[dict]) -> list[RewriteTask]:
         """Each recipe rewritten for the first constraint it breaks (vegan when none)."""

@@ -81,7 +81,7 @@ def new_model(model: str, tokenizer, method: str, device):
     lm = build_model(
         model, len(tokenizer), shape, settings["seed"], tokenizer.pad_token_id, tokenizer
     )
-    live = pad_vocabulary(lm, settings["pad_vocab_to"])
+    live = pad_vocabulary(lm, settings["pad_vocab_to"]).live
     lm = finetune.prepare(
         lm,
         method,

@@ -63,11 +63,12 @@ def bases(tmp_path_factory):
 
 
 def fine_tunable(folder: str, pad_to: int = 1):
-    """(tokenizer, model, new token ids) as a training worker builds them from a pretrained folder."""
+    """(tokenizer, model, new token ids, vocabulary padding) as a training worker builds them from a
+    pretrained folder."""
     tok = load_tokenizer(folder)
     lm = build_model(folder, len(tok), seed=1, pad_token_id=tok.pad_token_id)
-    live = pad_vocabulary(lm, pad_to)
-    return tok, lm, range(finetune.new_tokens_from(tok), live)
+    padding = pad_vocabulary(lm, pad_to)
+    return tok, lm, range(finetune.new_tokens_from(tok), padding.live), padding
 
 
 def optimizer_like_build_engine(lm, lr: float = 1e-2, weight_decay: float = 0.1):
@@ -172,7 +173,7 @@ def test_build_model_keeps_the_pretrained_rows_and_adds_ours(bases, base):
 
 @pytest.mark.parametrize("base", ["llama", "gpt2"])
 def test_freeze_trains_the_top_block_and_only_the_added_rows(bases, base):
-    tok, lm, new = fine_tunable(bases[base], pad_to=64)
+    tok, lm, new, _ = fine_tunable(bases[base], pad_to=64)
     before = {name: p.detach().clone() for name, p in lm.named_parameters()}
     assert finetune.prepare(lm, "freeze", new, trainable_layers=1) is lm
     blocks = finetune.transformer_blocks(lm)
@@ -208,7 +209,7 @@ def test_freeze_trains_the_top_block_and_only_the_added_rows(bases, base):
 def test_lora_merges_into_a_plain_llama_with_the_same_logits(bases, tmp_path):
     from transformers import LlamaForCausalLM
 
-    tok, lm, new = fine_tunable(bases["llama"])
+    tok, lm, new, _ = fine_tunable(bases["llama"])
     before = {name: p.detach().clone() for name, p in lm.named_parameters()}
     peft_lm = finetune.prepare(lm, "lora", new, lora=LORA)
     assert type(peft_lm).__module__.startswith("peft")
@@ -250,9 +251,9 @@ def test_lora_merges_into_a_plain_llama_with_the_same_logits(bases, tmp_path):
 
 @pytest.mark.parametrize("method", ["full", "freeze", "lora"])
 def test_padding_rows_stay_masked_under_every_method(bases, method):
-    tok, lm, new = fine_tunable(bases["llama"], pad_to=64)
+    tok, lm, new, padding = fine_tunable(bases["llama"], pad_to=64)
     assert lm.get_input_embeddings().weight.shape[0] % 64 == 0 and new.stop == len(tok) < 896
-    trained = finetune.prepare(lm, method, new, trainable_layers=1, lora=LORA)
+    trained = finetune.prepare(lm, method, new, trainable_layers=1, lora=LORA, padding=padding)
     with torch.no_grad():
         logits = trained(
             input_ids=torch.tensor([tok.encode(LINE, add_special_tokens=False)])
@@ -289,10 +290,9 @@ def test_the_training_engine_steps_and_keeps_the_pretrained_rows(bases, world_of
     """build_engine itself (AdamW groups, LR schedule, DeepSpeed ZeRO-2); under LoRA every trained
     tensor is 2-D, so one group is empty: DeepSpeed drops it and the schedule must match."""
     from jobs.train_worker import build_engine
-    from rrt.modelling.models import trim_vocabulary
 
     # As train_func pads: LoRA trains on the tokenizer's own rows (see the test above).
-    tok, lm, new = fine_tunable(bases["llama"], pad_to=1 if method == "lora" else 64)
+    tok, lm, new, _ = fine_tunable(bases["llama"], pad_to=1 if method == "lora" else 64)
     before = lm.get_input_embeddings().weight.detach().clone()
     lm = finetune.prepare(lm, method, new, trainable_layers=1, lora=LORA)
     ds = load_settings().train.deepspeed.model_copy(
@@ -313,8 +313,7 @@ def test_the_training_engine_steps_and_keeps_the_pretrained_rows(bases, world_of
         engine.step()
     assert engine.global_steps == 2 and schedule.last_epoch == 2
     plain = finetune.plain_model(engine.module)
-    trim_vocabulary(plain, new.stop)
-    rows = changed_rows(before[: new.stop], plain.get_input_embeddings().weight)
+    rows = changed_rows(before[: new.stop], plain.get_input_embeddings().weight[: new.stop])
     assert not rows[: new.start].any(), (
         f"{int(rows[: new.start].sum())} pretrained embedding rows changed"
     )
@@ -322,7 +321,7 @@ def test_the_training_engine_steps_and_keeps_the_pretrained_rows(bases, world_of
 
 
 def test_unknown_method_is_refused(bases):
-    _, lm, new = fine_tunable(bases["gpt2"])
+    _, lm, new, _ = fine_tunable(bases["gpt2"])
     with pytest.raises(ValueError, match="full, freeze, lora"):
         finetune.prepare(lm, "adapters", new)
 
@@ -335,7 +334,7 @@ def models(bases):
     """Per family, (model, tokenizer) fine-tunable from its tiny pretrained folder, in eval mode."""
     out = {}
     for family in ("gpt2", "llama"):
-        tok, lm, _ = fine_tunable(bases[family])
+        tok, lm, _, _ = fine_tunable(bases[family])
         out[family] = (lm.eval(), tok)
     return out
 

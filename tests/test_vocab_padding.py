@@ -6,7 +6,7 @@ import json
 
 import torch
 
-from rrt.modelling.models import build_model, pad_vocabulary, trim_vocabulary
+from rrt.modelling.models import build_model, pad_vocabulary
 
 SHAPE = {"n_layer": 2, "n_head": 2, "n_embd": 32}
 
@@ -14,7 +14,8 @@ SHAPE = {"n_layer": 2, "n_head": 2, "n_embd": 32}
 def test_a_padded_vocabulary_is_the_same_model_and_exports_unpadded(tmp_path):
     plain = build_model("tiny", 300, SHAPE, seed=5)
     padded = build_model("tiny", 300, SHAPE, seed=5)
-    assert pad_vocabulary(padded, 64) == 300 and padded.config.vocab_size == 320
+    padding = pad_vocabulary(padded, 64)
+    assert padding.live == 300 and padded.config.vocab_size == 320
     plain.eval()
     padded.eval()
     assert padded.lm_head.weight is padded.transformer.wte.weight  # still tied
@@ -29,11 +30,11 @@ def test_a_padded_vocabulary_is_the_same_model_and_exports_unpadded(tmp_path):
     grad = padded.transformer.wte.weight.grad
     assert torch.allclose(grad[:300], plain.transformer.wte.weight.grad, atol=1e-6)
     assert torch.count_nonzero(grad[300:]) == 0  # the padding rows never learn
-    trim_vocabulary(padded, 300)
+    padding.trim(padded)
     assert padded.config.vocab_size == 300 and padded.lm_head.weight.shape[0] == 300
     padded.save_pretrained(tmp_path)
     assert json.loads((tmp_path / "config.json").read_text())["vocab_size"] == 300
     assert torch.allclose(padded(input_ids=ids).logits, want.logits)
     assert (
-        pad_vocabulary(plain, 1) == 300 and pad_vocabulary(plain, 60) == 300
+        pad_vocabulary(plain, 1).live == 300 and pad_vocabulary(plain, 60).live == 300
     )  # off; already a multiple

@@ -10,7 +10,10 @@ extra matrix product per layer.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rrt.modelling.models import PaddedVocabulary
 
 METHODS = ("full", "freeze", "lora")
 SOME_ROWS = (
@@ -78,10 +81,16 @@ def add_lora(lm, lora: dict[str, Any], new_token_ids: list[int]):
 
 
 def prepare(
-    lm, method: str, new_tokens: range, trainable_layers: int = 0, lora: dict | None = None
+    lm,
+    method: str,
+    new_tokens: range,
+    trainable_layers: int = 0,
+    lora: dict | None = None,
+    padding: PaddedVocabulary | None = None,
 ):
     """The model to train under `method` (full | freeze | lora); `new_tokens` are the ids we
-    added to a pretrained vocabulary. lora returns a peft wrapper."""
+    added to a pretrained vocabulary, `padding` the vocabulary's padding when it has any. lora
+    returns a peft wrapper."""
     if method not in METHODS:
         raise ValueError(f"fine-tuning method must be one of {', '.join(METHODS)} (got {method!r})")
     if method == "lora" and not lora:
@@ -93,11 +102,10 @@ def prepare(
             new_tokens.start if len(new_tokens) else lm.get_input_embeddings().weight.shape[0],
         )
     elif method == "lora":
-        from rrt.modelling.models import mask_padding_rows
-
         wrapped = add_lora(lm, lora, list(new_tokens))
-        # peft computes a tied head inside its own wrapper, so a padded vocabulary's mask moves there.
-        mask_padding_rows(lm, wrapped)
+        if padding is not None and padding.hook is not None:
+            # peft computes a tied head inside its own wrapper, so the padding's mask moves there.
+            padding.mask(wrapped)
         return wrapped
     return lm
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from rrt.modelling.special_tokens import (
@@ -133,47 +134,50 @@ def build_model(
     return lm
 
 
-def pad_vocabulary(lm, multiple: int) -> int:
+@dataclass
+class PaddedVocabulary:
+    """A vocabulary grown past the tokenizer's `live` rows, and the -inf mask on the logits of the
+    padding rows (None until hooked, and when nothing was padded)."""
+
+    live: int
+    hook: Any = None
+
+    def mask(self, module) -> None:
+        """(Re)hook the mask onto the module that computes the logits now: the LM, or the wrapper a
+        fine-tuning library put around it (call again after wrapping)."""
+        import torch
+
+        live = self.live
+
+        def mask(head, inputs, logits):
+            """-inf logits for the padding rows: softmax gives them 0, so every gradient there is 0 too."""
+            with torch.no_grad():
+                logits[..., live:] = float("-inf")
+
+        if self.hook is not None:
+            self.hook.remove()
+        self.hook = module.get_output_embeddings().register_forward_hook(mask)
+
+    def trim(self, lm) -> None:
+        """Undo the padding before an export: the saved model has exactly the tokenizer's rows."""
+        if self.hook is None:
+            return
+        self.hook.remove()
+        self.hook = None
+        lm.resize_token_embeddings(self.live, mean_resizing=False)
+
+
+def pad_vocabulary(lm, multiple: int) -> PaddedVocabulary:
     """Grow the embedding and tied LM head to a multiple of `multiple` rows, whose logits are -inf
-    on every forward, so the model computes the same function faster. Returns the live vocabulary."""
-    live = lm.get_input_embeddings().weight.shape[0]
-    if multiple <= 1 or live % multiple == 0:
-        return live
+    on every forward, so the model computes the same function faster."""
+    padding = PaddedVocabulary(lm.get_input_embeddings().weight.shape[0])
+    if multiple <= 1 or padding.live % multiple == 0:
+        return padding
     # An LM head whose row count is no multiple of the SIMD width or tile (e.g. 8,010, or GPT-2's
     # 50,282) writes misaligned logit rows, off the CPU's SIMD width and the GPU's tensor-core tiles.
-    lm.resize_token_embeddings(live, pad_to_multiple_of=multiple, mean_resizing=False)
-    lm.rrt_live_vocab = live
-    mask_padding_rows(lm)
-    return live
-
-
-def mask_padding_rows(lm, wrapper=None) -> None:
-    """(Re)hook the -inf mask of a padded vocabulary onto the module that computes the logits now:
-    the LM head, or the wrapper a fine-tuning library put around it (call again after wrapping)."""
-    import torch
-
-    live = getattr(lm, "rrt_live_vocab", None)
-    if live is None:
-        return
-
-    def mask(module, inputs, logits):
-        """-inf logits for the padding rows: softmax gives them 0, so every gradient there is 0 too."""
-        with torch.no_grad():
-            logits[..., live:] = float("-inf")
-
-    if getattr(lm, "rrt_vocab_mask", None) is not None:
-        lm.rrt_vocab_mask.remove()
-    lm.rrt_vocab_mask = (wrapper or lm).get_output_embeddings().register_forward_hook(mask)
-
-
-def trim_vocabulary(lm, live: int) -> None:
-    """Undo `pad_vocabulary` before an export: the saved model has exactly the tokenizer's rows."""
-    handle = getattr(lm, "rrt_vocab_mask", None)
-    if handle is None:
-        return
-    handle.remove()
-    del lm.rrt_vocab_mask, lm.rrt_live_vocab
-    lm.resize_token_embeddings(live, mean_resizing=False)
+    lm.resize_token_embeddings(padding.live, pad_to_multiple_of=multiple, mean_resizing=False)
+    padding.mask(lm)
+    return padding
 
 
 def export_model(lm, tokenizer, folder: str, meta: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from rrt.config import TrainSettings
 from rrt.modelling import finetune
 from rrt.modelling.kernels import compile_model, resolve_compile
 from rrt.modelling.labelled_head import head_on_labels, labelled_head
-from rrt.modelling.models import build_model, export_model, pad_vocabulary, trim_vocabulary
+from rrt.modelling.models import PaddedVocabulary, build_model, export_model, pad_vocabulary
 from rrt.modelling.seq2seq import SEQ2SEQ, build_seq2seq
 
 
@@ -23,9 +23,14 @@ class TrainingModel:
     """A model ready to train, with what its export and the run's stats need to know of it."""
 
     lm: Any
-    live_vocab: int  # the tokenizer's rows; the export has exactly these
+    padding: PaddedVocabulary  # the tokenizer's rows and the mask on any padding rows
     padded_vocab: int  # rows after padding to train.pad_vocab_to
     sizes: dict[str, int] = field(default_factory=dict)  # parameter counts (finetune)
+
+    @property
+    def live_vocab(self) -> int:
+        """The tokenizer's rows; the export has exactly these."""
+        return self.padding.live
 
     @property
     def head(self) -> str:
@@ -53,21 +58,22 @@ def prepare_for_training(
             tokenizer,
             train.attention,
         )
-    live = pad_vocabulary(lm, train.pad_vocab_to)
+    padding = pad_vocabulary(lm, train.pad_vocab_to)
     padded = lm.get_input_embeddings().weight.shape[0]
     lm = finetune.prepare(
         lm,
         train.finetune,
-        range(finetune.new_tokens_from(tokenizer), live),
+        range(finetune.new_tokens_from(tokenizer), padding.live),
         train.trainable_layers,
         train.lora.model_dump(),
+        padding,
     )
     sizes = finetune.parameter_counts(lm)
     if train.loss_on != "all":
         head_on_labels(lm)
     if resolve_compile(train.compile, device_type):
         compile_model(lm)
-    return TrainingModel(lm=lm, live_vocab=live, padded_vocab=padded, sizes=sizes)
+    return TrainingModel(lm=lm, padding=padding, padded_vocab=padded, sizes=sizes)
 
 
 def export(trained, model: TrainingModel, tokenizer, folder: str, meta: dict[str, Any]) -> None:
@@ -76,5 +82,5 @@ def export(trained, model: TrainingModel, tokenizer, folder: str, meta: dict[str
     import torch
 
     plain = finetune.plain_model(trained.to(torch.float32))
-    trim_vocabulary(plain, model.live_vocab)
+    model.padding.trim(plain)
     export_model(plain, tokenizer, folder, meta)

@@ -24,9 +24,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from rrt.config import load_settings
-from rrt.modelling import finetune
 from rrt.modelling.batching import IGNORED, pad_batch, tokenize_table
 from rrt.modelling.models import build_model, load_tokenizer, pad_vocabulary
+from rrt.training import finetune
 
 
 def rows(data: str, split: str, tokenizer, block: int, count: int, seed: int) -> list:
@@ -73,7 +73,7 @@ def run_method(
     """Fine-tune one method for --steps steps; its speed, size and dev loss."""
     import torch
 
-    from rrt.modelling.optim import lr_factor
+    from rrt.training.optim import lr_factor
 
     train = load_settings(args.config).train
     ds = train.deepspeed

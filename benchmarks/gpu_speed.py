@@ -81,7 +81,7 @@ import numpy as np
 from rrt.modelling.kernels import attention_implementation, compile_model
 from rrt.modelling.labelled_head import head_on_labels
 from rrt.modelling.models import fused_gelu, pad_vocabulary, special_tokens
-from rrt.modelling.speed import attention_flops_per_token, estimate_mfu, gpu_peak_flops
+from rrt.training.speed import attention_flops_per_token, estimate_mfu, gpu_peak_flops
 from testing.timing import autocast_step, example_rows, scheme_batches, sync
 
 TODAY_BEST = (
@@ -307,7 +307,7 @@ def engine_step(model, device, micro: int, steps: int, kind: str):
     import torch
 
     from jobs.train_worker import build_engine
-    from rrt.modelling.optim import resolve_precision
+    from rrt.training.optim import resolve_precision
 
     for key, value in {
         "MASTER_ADDR": "127.0.0.1",
@@ -412,7 +412,7 @@ def time_steps(
 ) -> tuple[float, int]:
     """Useful tokens/s over up to `steps` timed steps (fewer when `cap_s` runs out), after warm-up;
     `wait_each`: the host waits for the device after every step, as the training job's loop did
-    before its losses stayed on the device (rrt.modelling.step_window)."""
+    before its losses stayed on the device (rrt.training.step_window)."""
     for index in range(warmup):
         step(batches[index % len(batches)].inputs(device))
     sync(device)

@@ -36,11 +36,11 @@ import pyarrow.dataset as pads
 from train_throughput import prepared_data
 
 from rrt.config import load_settings
-from rrt.modelling import finetune
 from rrt.modelling.batching import bucket_batches, tokenize_table
 from rrt.modelling.labelled_head import head_on_labels
 from rrt.modelling.models import TINY, build_model, load_tokenizer, pad_vocabulary
-from rrt.modelling.optim import resolve_precision
+from rrt.training import finetune
+from rrt.training.optim import resolve_precision
 from testing.timing import example_rows, sync
 
 WARMUP_STEPS = 2

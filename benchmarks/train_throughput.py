@@ -40,7 +40,6 @@ import pyarrow.dataset as pads
 
 from rrt.config import load_config
 from rrt.modelling.batching import pad_batch, tokenize_table
-from rrt.modelling.finetune import parameter_counts
 from rrt.modelling.models import (
     fused_gelu,
     pad_vocabulary,
@@ -48,7 +47,8 @@ from rrt.modelling.models import (
     tiny_config,
     train_tiny_tokenizer,
 )
-from rrt.modelling.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops
+from rrt.training.finetune import parameter_counts
+from rrt.training.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops
 from testing.timing import autocast_step, example_rows, scheme_batches, sync
 
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
@@ -280,7 +280,7 @@ def engine_step(model, device, ds: dict, total_steps: int):
 
     from jobs.train_worker import build_engine
     from rrt.config import DeepSpeedSettings
-    from rrt.modelling.optim import resolve_precision
+    from rrt.training.optim import resolve_precision
 
     for key, value in {
         "MASTER_ADDR": "127.0.0.1",

@@ -44,12 +44,12 @@ import pyarrow.dataset as pads
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from rrt.baselines.controllable import CONTROLLABLE
+from rrt.baselines.seq2seq import COPY, SEQ2SEQ, constraint_models
 from rrt.config import ConfigError, RaySettings, RewriteSettings, load_settings
 from rrt.corpus.bow import PAPER, load_bag
-from rrt.modelling.controllable import CONTROLLABLE
 from rrt.modelling.models import META_FILE, read_meta
 from rrt.modelling.rewriter import SYSTEMS
-from rrt.modelling.seq2seq import COPY, SEQ2SEQ, constraint_models
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.tagger import parse_constraints
 from runtime.cluster import bundle, ensure_room, start_ray

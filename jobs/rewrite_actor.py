@@ -127,8 +127,8 @@ class ControlledBatch:
     def __init__(self, settings: RewriteSettings):
         import torch
 
-        from rrt.modelling.controllable import ControlSettings, ctrl_writer
-        from rrt.modelling.pplm import PplmSettings
+        from rrt.baselines.controllable import ControlSettings, ctrl_writer
+        from rrt.baselines.pplm import PplmSettings
 
         self.device = _actor_device(settings)
         self.system, self.seed, self.writers = settings.system, settings.seed, {}
@@ -160,8 +160,8 @@ class ControlledBatch:
         """CTRL's writer, or PPLM's steered by the bags of these constraints (made once per set)."""
         key = None if self.system != "pplm" else tuple(constraints)
         if key not in self.writers:
+            from rrt.baselines.controllable import pplm_writer
             from rrt.corpus.bow import load_bag
-            from rrt.modelling.controllable import pplm_writer
 
             self.writers[key] = pplm_writer(
                 self.model.lm,
@@ -174,7 +174,7 @@ class ControlledBatch:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Rewrite every task of the batch."""
-        from rrt.modelling.controllable import ControlledRewriter
+        from rrt.baselines.controllable import ControlledRewriter
 
         records = []
         for task in _seeded_tasks(batch, self.seed):
@@ -189,8 +189,8 @@ class Seq2seqBatch:
     constraint), then rewrites batches, each step of each recipe on its own."""
 
     def __init__(self, settings: RewriteSettings):
+        from rrt.baselines.seq2seq import COPY, SentenceRewriter, constraint_models, load_seq2seq
         from rrt.modelling.sampling import SamplingSettings
-        from rrt.modelling.seq2seq import COPY, SentenceRewriter, constraint_models, load_seq2seq
 
         device = _actor_device(settings)
         folders = (

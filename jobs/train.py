@@ -41,15 +41,15 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 
 from jobs.train_plan import BatchPlan, TrainRun, WorkerPlan
+from rrt.baselines.seq2seq import COPY, PAIRS, SEQ2SEQ
 from rrt.config import ConfigError, load_settings
 from rrt.corpus.formats import VARIANTS
-from rrt.modelling import finetune
 from rrt.modelling.models import TINY, load_tokenizer, train_tiny_tokenizer
 from rrt.modelling.pretrained import PresetError
-from rrt.modelling.seq2seq import COPY, PAIRS, SEQ2SEQ
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.paper_format import constraint_tag
 from rrt.recipes.tagger import parse_constraints
+from rrt.training import finetune
 from runtime.checkpoints import remove_unregistered
 from runtime.cluster import allocator_env, bundle, ensure_room, start_ray
 from runtime.parquet import count_rows, parquet_files
@@ -494,7 +494,7 @@ def steady_mean(values: list[float]) -> float | None:
 def write_stats(plan: WorkerPlan, seconds: float, train_rows: int, removed: list[str]) -> dict:
     """train_stats.json: steps, examples kept/cut/too long, speed, padding and MFU of this run, and the
     unregistered checkpoint folders it removed."""
-    from rrt.modelling.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops
+    from rrt.training.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops
 
     run, train = plan.run, plan.run.train
     output = run.output

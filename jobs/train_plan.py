@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from rrt.baselines.seq2seq import SEQ2SEQ
 from rrt.config import RaySettings, TrainSettings
-from rrt.modelling.seq2seq import SEQ2SEQ
 
 
 @dataclass(frozen=True)

@@ -17,16 +17,16 @@ import time
 import numpy as np
 
 from jobs.train_plan import BatchPlan, WorkerPlan
+from rrt.baselines.seq2seq import seq2seq_batches
 from rrt.config import DeepSpeedSettings
-from rrt.modelling import finetune
 from rrt.modelling.batching import bucket_batches
-from rrt.modelling.engine import TorchEngine
-from rrt.modelling.optim import deepspeed_config, lr_factor, resolve_precision
 from rrt.modelling.packing import packed_batches
-from rrt.modelling.seq2seq import seq2seq_batches
-from rrt.modelling.speed import loaded_allocator
-from rrt.modelling.step_window import StepWindow
-from rrt.modelling.training_model import export, prepare_for_training
+from rrt.training import finetune
+from rrt.training.engine import TorchEngine
+from rrt.training.optim import deepspeed_config, lr_factor, resolve_precision
+from rrt.training.speed import loaded_allocator
+from rrt.training.step_window import StepWindow
+from rrt.training.training_model import export, prepare_for_training
 from runtime.cluster import own_tools_first
 from runtime.runs import read_jsonl, write_atomic, write_json_atomic
 
@@ -317,7 +317,7 @@ def train_func(plan: WorkerPlan) -> None:
             window.add(loss, batch)
             if engine.global_steps < total:
                 # Read and built while the device runs the step just queued: no step waits on the
-                # device between metrics lines (rrt.modelling.step_window).
+                # device between metrics lines (rrt.training.step_window).
                 batch = _timed_next(batches, window)
             if engine.global_steps == state["step"]:
                 continue  # inside a gradient accumulation

@@ -19,8 +19,8 @@ from rrt.modelling.batching import (
     tokenize_table,
 )
 from rrt.modelling.models import build_model, special_tokens, train_tiny_tokenizer
-from rrt.modelling.optim import deepspeed_config, lr_factor, resolve_precision
-from rrt.modelling.speed import attention_flops_per_token, estimate_mfu, gpu_peak_flops
+from rrt.training.optim import deepspeed_config, lr_factor, resolve_precision
+from rrt.training.speed import attention_flops_per_token, estimate_mfu, gpu_peak_flops
 
 TITLE, INGS = "Hot Cocoa", ["2 cups milk", "3 tbsp cocoa", "2 tbsp sugar"]
 SOURCE = ["Warm the milk in a pan.", "Whisk in the cocoa and sugar.", "Pour into mugs and serve."]

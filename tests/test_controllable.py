@@ -1,4 +1,4 @@
-"""The document-level controllable baselines (rrt/modelling/controllable.py): CTRL's prompt and
+"""The document-level controllable baselines (rrt/baselines/controllable.py): CTRL's prompt and
 PPLM's steering, their step-by-step rewrites, the bags of words, and runs through the rewrite and
 evaluation jobs."""
 
@@ -10,15 +10,15 @@ import math
 import pytest
 from conftest import DECODING, needs_dictionary, needs_shared_data, run_script
 
-from rrt.corpus.bow import build_bags, load_bag, recipe_words
-from rrt.modelling.controllable import (
+from rrt.baselines.controllable import (
     ControlledRewriter,
     ControlSettings,
     ctrl_prompt,
     ctrl_writer,
     pplm_writer,
 )
-from rrt.modelling.pplm import PplmSettings, bow_targets, steered_probs, word_token_ids
+from rrt.baselines.pplm import PplmSettings, bow_targets, steered_probs, word_token_ids
+from rrt.corpus.bow import build_bags, load_bag, recipe_words
 from rrt.modelling.rewriter import RewriteTask
 from testing.local_service import tiny_ctrl, tiny_model
 
@@ -119,8 +119,8 @@ def no_source(tmp_path_factory):
 def test_steering_raises_the_bag_of_words_probability_of_the_same_lm(no_source):
     import torch
 
+    from rrt.baselines.pplm import _cache, _layers
     from rrt.modelling.models import build_model
-    from rrt.modelling.pplm import _cache, _layers
     from rrt.modelling.sampling import cache_argument
 
     tok = no_source.tokenizer

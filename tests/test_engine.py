@@ -8,9 +8,9 @@ import contextlib
 import pytest
 import torch
 
-from rrt.modelling.engine import TorchEngine
 from rrt.modelling.models import build_model
-from rrt.modelling.optim import lr_factor
+from rrt.training.engine import TorchEngine
+from rrt.training.optim import lr_factor
 
 # No dropout: runs compared step by step must draw no random masks.
 SHAPE = {
@@ -141,7 +141,7 @@ def test_steps_wait_on_the_device_only_at_the_metrics_line(precision):
     the library's eager forward of packed rows reads one value back to find the examples.)"""
     from rrt.modelling.kernels import compile_model
     from rrt.modelling.packing import pack_rows, packed_batch
-    from rrt.modelling.step_window import StepWindow
+    from rrt.training.step_window import StepWindow
 
     def example(n: int):
         return torch.randint(

@@ -1,5 +1,5 @@
 """Fine-tuning a pretrained model (no Ray): our tokens added to another tokenizer, the freeze and
-LoRA methods of rrt/modelling/finetune.py, the decoding engine and perplexity on a Llama as on GPT-2, and the
+LoRA methods of rrt/training/finetune.py, the decoding engine and perplexity on a Llama as on GPT-2, and the
 smollm2-135m preset. The "pretrained" models are tiny, random and written here (testing/local_service.py)."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import torch
 from conftest import make_rewriter, needs_dictionary, sampling
 
 from rrt.config import load_settings
-from rrt.modelling import finetune
 from rrt.modelling.models import (
     build_model,
     export_model,
@@ -28,6 +27,7 @@ from rrt.modelling.special_tokens import (
     token_meaning,
 )
 from rrt.recipes.paper_format import BOS, END_INST, EOS, INST
+from rrt.training import finetune
 from testing.local_service import PRETRAINED_BOS, PRETRAINED_EOS, tiny_pretrained
 
 LORA = load_settings().train.lora.model_dump()

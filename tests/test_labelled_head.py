@@ -10,12 +10,12 @@ import pytest
 import torch
 from test_gpu_paths import PAD, VOCAB, _examples, _gpt2, _llama
 
-from rrt.modelling import finetune
 from rrt.modelling.batching import pad_batch
 from rrt.modelling.kernels import compile_model
 from rrt.modelling.labelled_head import causal_lm, head_on_labels, labelled_head
 from rrt.modelling.models import pad_vocabulary
 from rrt.modelling.packing import pack_rows, packed_batch
+from rrt.training import finetune
 
 
 def _loss_and_grads(lm, inputs: dict):

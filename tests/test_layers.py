@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT
 
 # rrt's subpackages, lowest first; rrt.config sits under all of them.
-LAYERS = ["recipes", "corpus", "modelling", "evaluation"]
+LAYERS = ["recipes", "corpus", "modelling", "baselines", "training", "evaluation"]
 # The project's top-level packages and what each may import of the others.
 MAY_IMPORT = {
     "rrt": {"rrt"},

@@ -1,4 +1,4 @@
-"""The sentence-level transfer baselines (rrt/modelling/seq2seq.py): the copy head's mixture, a
+"""The sentence-level transfer baselines (rrt/baselines/seq2seq.py): the copy head's mixture, a
 copy of a token only the source holds, and Transformer and Seq2seq Copy trained with Ray Train,
 rewritten by the rewrite job and scored by the evaluation job."""
 
@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 from conftest import ROOT, job_env, needs_dictionary, needs_shared_data, quick_train_config
 
-from rrt.modelling.sampling import SamplingSettings
-from rrt.modelling.seq2seq import (
+from rrt.baselines.seq2seq import (
     COPY,
     TRANSFORMER,
     build_seq2seq,
@@ -22,6 +21,7 @@ from rrt.modelling.seq2seq import (
     sample_steps,
     seq2seq_batch,
 )
+from rrt.modelling.sampling import SamplingSettings
 
 SHAPE = {"d_model": 32, "layers": 1, "heads": 2, "ffn_dim": 64, "dropout": 0.0}
 SOURCE = {
@@ -250,7 +250,7 @@ def pipeline(prepared, tmp_path_factory):
 @needs_shared_data
 @needs_dictionary
 def test_both_systems_train_with_the_outputs_of_every_trained_system(pipeline):
-    from rrt.modelling.seq2seq import load_seq2seq
+    from rrt.baselines.seq2seq import load_seq2seq
 
     folder, models, trained = pipeline[:3]
     for run in (folder / "transformer", folder / "copy" / "vegan"):

@@ -224,7 +224,7 @@ def test_the_allocator_is_preloaded_by_soname_and_keeps_an_earlier_preload(monke
     probe = [
         sys.executable,
         "-c",
-        "from rrt.modelling.speed import loaded_allocator; print(loaded_allocator())",
+        "from rrt.training.speed import loaded_allocator; print(loaded_allocator())",
     ]
     ran = subprocess.run(
         probe, env={**os.environ, **env}, capture_output=True, text=True, check=True

@@ -12,8 +12,8 @@ from transformers import AutoModelForCausalLM
 from rrt.config import load_settings
 from rrt.corpus import formats
 from rrt.modelling.models import train_tiny_tokenizer
-from rrt.modelling.training_model import export, prepare_for_training
 from rrt.recipes.loaders import read_recipes
+from rrt.training.training_model import export, prepare_for_training
 
 TINY_SHAPE = {"n_layer": 1, "n_head": 2, "n_embd": 32, "n_positions": 128}
 

@@ -1,1 +1,1 @@
-"""Models: presets, fine-tuning, batching, sampling, the guard, prompts, selection and the rewriter."""
+"""Models and decoding: presets, tokens, batching, prompts, sampling, the guard, selection and the rewriter."""

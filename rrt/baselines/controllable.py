@@ -6,7 +6,7 @@ every system of ours starts from.
 - CTRL (Keskar et al., 2019) as the paper's repository ran it: the "Links" control code, then the
   constraint, the title and the ingredient lines, then numbered steps:
   `Links <Constraint> <title> \\n <ingredient 1> \\n … \\n 1. `.
-- PPLM (rrt.modelling.pplm): our No-Source recipe LM, prompted in its own format with the title,
+- PPLM (rrt.baselines.pplm): our No-Source recipe LM, prompted in its own format with the title,
   ingredient lines and steps so far, steered by the constraint's bag of words.
 """
 
@@ -89,7 +89,7 @@ def ctrl_writer(lm, tokenizer, settings: ControlSettings, device: str = "cpu"):
 
 def pplm_writer(lm, tokenizer, settings, words: list[str], device: str = "cpu"):
     """PPLM's step writer on a No-Source LM: the next step in the LM's own format, steered by `words`."""
-    from rrt.modelling.pplm import generate, word_token_ids
+    from rrt.baselines.pplm import generate, word_token_ids
     from rrt.modelling.prompts import step_prompt
     from rrt.recipes.paper_format import END_INST, EOS
 

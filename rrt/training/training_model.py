@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rrt.baselines.seq2seq import SEQ2SEQ, build_seq2seq
 from rrt.config import TrainSettings
-from rrt.modelling import finetune
 from rrt.modelling.kernels import compile_model, resolve_compile
 from rrt.modelling.labelled_head import head_on_labels, labelled_head
 from rrt.modelling.models import PaddedVocabulary, build_model, export_model, pad_vocabulary
-from rrt.modelling.seq2seq import SEQ2SEQ, build_seq2seq
+from rrt.training import finetune
 
 
 @dataclass

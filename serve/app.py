@@ -146,6 +146,14 @@ class Rewriter:
             ]
         )
 
+    @classmethod
+    def from_rewriters(cls, make, slots: int, gather_s: float):
+        """The engine alone, no model loaded: recipes run on `make(candidates, constrained)`."""
+        rewriter = cls.__new__(cls)
+        rewriter.model = {}
+        rewriter._setup(make, slots, gather_s)
+        return rewriter
+
     def _setup(self, make, slots: int, gather_s: float) -> None:
         """The engine's state: a scheduler per (candidates, constrained), made by `make` on first use."""
         self._make, self.slots, self.gather_s = make, slots, gather_s

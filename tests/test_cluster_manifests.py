@@ -21,6 +21,15 @@ RAYJOB = CLUSTER / "kuberay-rayjob.yaml"
 README = CLUSTER / "README.md"
 STORAGE = "/mnt/cluster_storage"
 PVC = "rrt-cluster-storage"
+# AWS instance types with V100s: (GPUs, vCPUs, memory GiB), as AWS lists them.
+V100_INSTANCES = {
+    "p3.2xlarge": (1, 8, 61),
+    "p3.8xlarge": (4, 32, 244),
+    "p3.16xlarge": (8, 64, 488),
+    "p3dn.24xlarge": (8, 96, 768),
+}
+# (vCPUs, GiB) of the smallest node with 8 V100s: a whole v100x8 pod must fit on it.
+SMALLEST_V100X8 = min((cpus, memory) for gpus, cpus, memory in V100_INSTANCES.values() if gpus == 8)
 
 
 def load(path: Path) -> dict:
@@ -57,19 +66,37 @@ def k8s_cluster_specs() -> list[tuple[str, dict]]:
 K8S_IDS = ["raycluster", "rayjob"]
 
 
+def training_profile() -> dict:
+    """The train block of ray_config.yaml's v100x64 profile, the run the cluster files are sized for."""
+    return load(ROOT / "ray_config.yaml")["profiles"]["v100x64"]["train"]
+
+
+def gibibytes(quantity: str) -> float:
+    """A Kubernetes memory quantity in Mi, Gi or Ti, in GiB."""
+    number, unit = re.fullmatch(r"(\d+)(Mi|Gi|Ti)", quantity).groups()
+    return int(number) * {"Mi": 1 / 1024, "Gi": 1, "Ti": 1024}[unit]
+
+
 # --- cluster launcher ---------------------------------------------------------------------
 
 
-def test_launcher_v100_worker_type_has_8_gpus_and_scales_to_8_nodes():
-    """The v100x8 node type offers 8 GPUs and 64 CPUs on p3.16xlarge and scales 0..8, as does the cluster."""
+def test_launcher_v100_worker_type_holds_a_v100x64_run():
+    """The v100x8 node type is a V100 instance with the GPUs and vCPUs it declares to the
+    autoscaler, a training worker's CPUs for each GPU, and it scales from 0 to the nodes a
+    v100x64 run needs at once."""
     cfg = load(LAUNCHER)
-    assert cfg["max_workers"] == 8
     assert cfg["provider"]["type"] == "aws"
     worker = cfg["available_node_types"]["v100x8"]
-    assert worker["resources"] == {"CPU": 64, "GPU": 8}
+    instance = worker["node_config"]["InstanceType"]
+    assert instance in V100_INSTANCES, f"{instance} is not an instance type with V100s"
+    gpus, cpus, _memory = V100_INSTANCES[instance]
+    declared = worker["resources"]
+    assert declared["GPU"] == gpus and declared["CPU"] <= cpus, (instance, declared)
+    train = training_profile()
+    assert declared["CPU"] >= declared["GPU"] * train["cpus_per_worker"]
+    nodes = -(-train["num_workers"] // declared["GPU"])
     assert worker["min_workers"] == 0
-    assert worker["max_workers"] == 8
-    assert worker["node_config"]["InstanceType"] == "p3.16xlarge"
+    assert worker["max_workers"] >= nodes and cfg["max_workers"] >= nodes
 
 
 def test_launcher_head_is_cpu_only():
@@ -133,17 +160,22 @@ def test_raycluster_kind_version_and_autoscaling():
 
 @pytest.mark.parametrize("label,spec", k8s_cluster_specs(), ids=K8S_IDS)
 def test_v100_worker_group_resources(label, spec):
-    """The v100x8 group scales 0..8 pods of 8 GPUs each, pinned to V100 nodes and tolerating the GPU taint."""
+    """The v100x8 group scales from 0 to the pods of 8 GPUs a v100x64 run needs, each pod fitting
+    the smallest 8-V100 node with room for the kubelet, pinned to V100 nodes and tolerating the
+    GPU taint."""
     group = worker_group(spec)
+    train = training_profile()
     assert group["minReplicas"] == 0
-    assert group["maxReplicas"] == 8
-    assert 0 <= group["replicas"] <= 8
+    assert group["maxReplicas"] * 8 >= train["num_workers"]
+    assert 0 <= group["replicas"] <= group["maxReplicas"]
     pod = group["template"]["spec"]
     (container,) = pod["containers"]
     limits = container["resources"]["limits"]
     assert int(limits["nvidia.com/gpu"]) == 8
-    assert int(limits["cpu"]) == 60
-    assert limits["memory"] == "440Gi"
+    cpus, memory = int(limits["cpu"]), gibibytes(limits["memory"])
+    node_cpus, node_memory = SMALLEST_V100X8
+    assert 8 * train["cpus_per_worker"] <= cpus < node_cpus
+    assert memory < node_memory
     assert "V100" in pod["nodeSelector"]["nvidia.com/gpu.product"]
     assert any(t["key"] == "nvidia.com/gpu" for t in pod["tolerations"])
 

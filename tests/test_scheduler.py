@@ -62,20 +62,30 @@ def test_recipes_join_a_running_batch_and_get_the_rewrite_they_get_alone(tiny):
     assert rewrite_all(_rewriter(tiny), tasks, 2) == [alone[t.id] for t in tasks]
 
 
+class BreaksAt:
+    """A rewriter whose round fails once `broken` reaches its second step, after advancing every
+    recipe of the round (so only an undo gets the others back)."""
+
+    def __init__(self, rewriter, broken: str):
+        self.rewriter, self.broken = rewriter, broken
+
+    def start(self, task):
+        return self.rewriter.start(task)
+
+    def advance(self, states):
+        self.rewriter.advance(states)
+        if any(s.task.id == self.broken and s.step == 2 for s in states):
+            raise RuntimeError("engine failure")
+
+    def result(self, state):
+        return self.rewriter.result(state)
+
+
 def test_a_recipe_that_breaks_the_engine_fails_alone_and_the_round_is_undone(tiny):
     tasks = tiny[2][:3]
     alone = {t.id: _rewriter(tiny).rewrite([t])[0] for t in tasks}
-    rewriter = _rewriter(tiny)
-    real = rewriter._round
     broken = tasks[1].id
-
-    def round_(states):
-        real(states)  # every state is advanced, then the error: only an undo gets the others back
-        if any(s.task.id == broken and s.step == 2 for s in states):
-            raise RuntimeError("engine failure")
-
-    rewriter._round = round_
-    scheduler = StepScheduler(rewriter, slots=3)
+    scheduler = StepScheduler(BreaksAt(_rewriter(tiny), broken), slots=3)
     for task in tasks:
         scheduler.submit(task.id, task)
     outcomes = {o.key: o for o in scheduler.drain()}

@@ -3,7 +3,11 @@ and that `rrt serve` runs on a Ray of its own."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import queue
+import threading
+import time
 
 import pytest
 
@@ -66,21 +70,25 @@ def test_a_service_beyond_loopback_needs_a_key_or_an_explicit_choice(host, key, 
         check_exposure(host, key, allowed)
 
 
-def test_the_key_is_checked_where_the_app_is_built_and_its_source_handed_to_the_gateway(
+def test_the_key_is_checked_where_the_app_is_built_and_only_its_source_handed_on(
     monkeypatch, tmp_path
 ):
+    import cloudpickle
+
     from serve import app
 
     monkeypatch.delenv("RRT_API_KEY_FILE", raising=False)
-    monkeypatch.setenv("RRT_API_KEY", "k-123")
-    (tmp_path / "config.json").write_text("{}")
-    built = app.build_app({"model": str(tmp_path)})
-    # The Gateway's own argument names where the key is; the replica reads it (tests/test_serve_access.py).
-    assert built._bound_deployment.init_args[-1] == {"env": "RRT_API_KEY"}
-    monkeypatch.delenv("RRT_API_KEY")
+    monkeypatch.delenv("RRT_API_KEY", raising=False)
     monkeypatch.setattr("serve.access.proxy_bind", lambda: ("0.0.0.0", 8000))
+    (tmp_path / "config.json").write_text("{}")
     with pytest.raises(app.ServeConfigError, match="without an API key"):
         app.build_app({"model": str(tmp_path)})
+    monkeypatch.setenv("RRT_API_KEY", "k-123")
+    built = app.build_app({"model": str(tmp_path)})
+    # What Serve stores and hands the replicas names where the key is, never the key: the
+    # Gateway reads it at its start (tests/test_serve_access.py).
+    handed_on = cloudpickle.dumps(built)
+    assert b"RRT_API_KEY" in handed_on and b"k-123" not in handed_on
 
 
 def test_rrt_serve_starts_a_ray_of_its_own_and_never_joins_one(monkeypatch, tmp_path, capsys):
@@ -108,47 +116,61 @@ def test_rrt_serve_starts_a_ray_of_its_own_and_never_joins_one(monkeypatch, tmp_
     assert "never joins" in capsys.readouterr().err
 
 
-class _Steps:
-    """The library rewriter's three calls, one step per round, recording each round's recipes
-    (the scheduling alone, without a model: the HTTP tests run the real one)."""
+class Steps:
+    """The library rewriter's three calls without a model (the scheduling alone: the HTTP tests
+    run the real one): each round advances every recipe one step and records their seeds, and
+    waits for a permit first, so a test decides when a round ends."""
 
-    def __init__(self):
-        self.rounds = []
+    def __init__(self, permits: int = 1000):
+        self.rounds: list[list[int]] = []
+        self.began: queue.Queue = queue.Queue()
+        self.permits = threading.Semaphore(permits)
 
     def start(self, task):
         from rrt.modelling.rewriter import RecipeState
 
-        return RecipeState(task, {}, [], [], frozenset())
+        kept = {k: task.source[k] for k in ("title", "ingredients")}
+        return RecipeState(task, kept, [], [], frozenset())
 
     def advance(self, states):
-        self.rounds.append(sorted(s.task.seed for s in states if not s.finished))
+        seeds = sorted(s.task.seed for s in states if not s.finished)
+        self.rounds.append(seeds)
+        self.began.put(seeds)
+        if not self.permits.acquire(timeout=30):
+            raise RuntimeError("no permit for this round")
         for state in states:
+            text = state.task.source["steps"][state.step]
+            candidate = {"text": text, "scores": {}}
+            state.entries.append(
+                {"source_step": state.step, "chosen": 0, "candidates": [candidate]}
+            )
+            state.done.append(text)
             state.step += 1
 
     def result(self, state):
-        return {"seed": state.task.seed}
+        from rrt.modelling.rewriter import record
+
+        rewrite = {**state.rewritten, "steps": list(state.done)}
+        return record(state.task, "steps", False, rewrite, state.entries, [], [])
+
+    def next_round(self) -> list[int]:
+        """The seeds of the next round to begin (waits for it)."""
+        return self.began.get(timeout=30)
 
 
-def _engine(steps: _Steps, slots: int = 8, gather_s: float = 0.0):
+def engine(steps: Steps, slots: int, gather_s: float = 0.0):
+    """A replica's rewriter whose engine runs `steps` (no model loaded)."""
     from serve.app import Rewriter
 
-    rewriter = Rewriter.__new__(Rewriter)  # the engine's scheduling, around _Steps
-    rewriter._setup(lambda candidates, constrained: steps, slots, gather_s)
-    rewriter._answer = lambda outcome: {
-        "seed": outcome.key.request.seed,
-        "batches": outcome.batch_sizes,
-    }
-    return rewriter
+    return Rewriter.from_rewriters(lambda candidates, constrained: steps, slots, gather_s)
 
 
-def _request(seed: int, steps: int = 2, deadline_s: float = 60):
-    import time
-
+def request(seed: int, steps: int = 2, deadline_s: float = 60):
     from serve.schema import RewriteRequest
 
     now = time.time()
     return RewriteRequest(
-        {"title": "T", "ingredients": [], "steps": ["Mix."] * steps},
+        {"title": "T", "ingredients": ["1 cup milk"], "steps": [f"Mix {n}." for n in range(steps)]},
         ["vegan"],
         seed=seed,
         received=now,
@@ -157,50 +179,35 @@ def _request(seed: int, steps: int = 2, deadline_s: float = 60):
 
 
 def test_work_nobody_waits_for_never_reaches_the_engine():
-    import asyncio
-
-    steps = _Steps()
-    rewriter = _engine(steps)
+    """Requests past their deadline, or whose caller cancelled (the gateway does when its client
+    leaves or its time runs out), leave before the next step, waiting or part-way."""
+    steps = Steps(permits=0)
+    rewriter = engine(steps, slots=3, gather_s=30)  # the three below fill it: no wait
+    live, late, leaves, gone = (
+        request(1),
+        request(3, deadline_s=-1),
+        request(4, steps=3),
+        request(2),
+    )
 
     async def main():
-        loop = asyncio.get_running_loop()
-        live, gone, late, leaves = (
-            _request(1),
-            _request(2),
-            _request(3, deadline_s=-1),
-            _request(4, steps=3),
-        )
-        gone.abandoned = True
-        tickets = [rewriter._submit(r) for r in (gone, live, late, leaves)]
-        await loop.run_in_executor(None, rewriter._serve_round)
-        leaves.abandoned = True  # its client leaves after its first step
-        while rewriter._busy():
-            await loop.run_in_executor(None, rewriter._serve_round)
-        return [await t.future for t in tickets]
-
-    answers = asyncio.run(main())
-    assert steps.rounds == [[1, 4], [1]]
-    assert answers[1] == {"seed": 1, "batches": [2, 1]}
-    assert all(answers[i] == {"failed": True, "abandoned": True} for i in (0, 2, 3))
-
-    async def cancelled_while_waiting():
-        async def forever():
-            await asyncio.sleep(3600)
-
-        waiting = _request(5)
-        rewriter._submit = lambda request: type(
-            "T", (), {"future": asyncio.ensure_future(forever())}
-        )()
-        rewriter._thread = object()
-        task = asyncio.ensure_future(rewriter.rewrite(waiting))
+        calls = [asyncio.ensure_future(rewriter.rewrite(r)) for r in (live, late, leaves)]
+        assert await asyncio.to_thread(steps.next_round) == [1, 4]
+        gone_call = asyncio.ensure_future(rewriter.rewrite(gone))  # waits for the next round
         await asyncio.sleep(0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        return waiting
+        for call in (gone_call, calls[2]):  # one waiting, one part-way
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+        steps.permits.release(100)
+        return await asyncio.wait_for(asyncio.gather(*calls[:2]), 30)
 
-    # The gateway cancels the call when its client leaves or its time runs out.
-    assert asyncio.run(cancelled_while_waiting()).abandoned
+    answered, timed_out = asyncio.run(main())
+    assert steps.rounds == [[1, 4], [1]]
+    assert timed_out == {"failed": True, "abandoned": True}
+    assert gone.abandoned and leaves.abandoned
+    assert answered["recipe"]["steps"] == live.recipe["steps"]
+    assert answered["timings"]["rounds"] == 2 and answered["timings"]["batch_size"] == 1.5
 
 
 def test_any_body_is_a_request_or_a_client_error():
@@ -254,33 +261,38 @@ def test_any_body_is_a_request_or_a_client_error():
 def test_requests_join_the_running_batch_at_its_next_step():
     """Continuous batching: a request that arrives while others are part-way joins their next
     round instead of waiting for the whole batch to end; the engine thread answers everyone."""
-    import asyncio
-
-    steps = _Steps()
-    rewriter = _engine(steps, slots=3)
+    steps = Steps(permits=0)
+    rewriter = engine(steps, slots=3)
 
     async def stepwise():
-        loop = asyncio.get_running_loop()
-        first = rewriter._submit(_request(1, steps=3))
-        await loop.run_in_executor(None, rewriter._serve_round)
-        later = [rewriter._submit(_request(n, steps=1)) for n in (2, 3, 4)]
-        while rewriter._busy():
-            await loop.run_in_executor(None, rewriter._serve_round)
-        return await first.future, [await t.future for t in later]
+        first = asyncio.ensure_future(rewriter.rewrite(request(1, steps=3)))
+        assert await asyncio.to_thread(steps.next_round) == [1]
+        later = [asyncio.ensure_future(rewriter.rewrite(request(n, steps=1))) for n in (2, 3, 4)]
+        await asyncio.sleep(0)
+        steps.permits.release(100)
+        return await asyncio.wait_for(asyncio.gather(first, *later), 30)
 
-    first, later = asyncio.run(stepwise())
+    answers = asyncio.run(stepwise())
     # Three slots: request 4 waits one round for a slot, then joins request 1's last step.
     assert steps.rounds == [[1], [1, 2, 3], [1, 4]]
-    assert first == {"seed": 1, "batches": [1, 3, 2]}
-    assert [a["batches"] for a in later] == [[3], [3], [2]]
+    assert [(a["timings"]["rounds"], a["timings"]["batch_size"]) for a in answers] == [
+        (3, 2.0),
+        (1, 3.0),
+        (1, 3.0),
+        (1, 2.0),
+    ]
 
-    steps.rounds.clear()
-    threaded = _engine(steps, slots=8, gather_s=0.2)
+    burst = Steps()
+    gathering = engine(burst, slots=8, gather_s=0.2)
 
-    async def through_the_thread():
-        return await asyncio.gather(*(threaded.rewrite(_request(n, steps=2)) for n in range(5)))
+    async def spread_out():
+        calls = []
+        for n in range(5):
+            calls.append(asyncio.ensure_future(gathering.rewrite(request(n))))
+            await asyncio.sleep(0.01)
+        return await asyncio.wait_for(asyncio.gather(*calls), 30)
 
-    answers = asyncio.run(through_the_thread())
-    assert [a["seed"] for a in answers] == list(range(5))
-    # The idle engine waited for the burst, so all five ran together.
-    assert steps.rounds == [[0, 1, 2, 3, 4]] * 2
+    answers = asyncio.run(spread_out())
+    assert [a["timings"]["rounds"] for a in answers] == [2] * 5
+    # The idle engine waited for the batch to fill (up to gather_s), so all five ran together.
+    assert burst.rounds == [[0, 1, 2, 3, 4]] * 2

@@ -850,6 +850,8 @@ def rewrite_rows(
             BLOCK,
             settings,
             recipe_tokens=384,
+            selection="paper",
+            closed_foods=False,
             device=str(device),
             plan=name,
         )

@@ -30,7 +30,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from ray import serve
 from starlette.exceptions import HTTPException
 
-from rrt.config import ConfigError, Settings, load_settings
+from rrt.config import ConfigError, ServeSettings, Settings, load_settings
 from rrt.recipes.lexicon import CONSTRAINTS
 from runtime.cluster import bundle, ensure_room, start_local_ray
 from runtime.http_body import BodyError, read_body
@@ -44,7 +44,7 @@ from serve.access import (
     load_key,
 )
 from serve.openapi import constraints_responses, page_responses, rewrite_openapi, rewrite_responses
-from serve.schema import ApiError, Limits, RewriteRequest, parse_request, response
+from serve.schema import ApiError, RewriteRequest, parse_request, response
 
 PAGE = Path(__file__).with_name("page.html")
 # The schema is served (and fuzzed by tests/test_serve_fuzz.py); the docs pages would load scripts from a CDN.
@@ -76,9 +76,9 @@ def checked_settings(config_path: str | None = None, overrides: dict | None = No
         raise ServeConfigError(str(err)) from None
 
 
-def serve_settings(config_path: str | None = None, overrides: dict | None = None) -> dict:
+def serve_settings(config_path: str | None = None, overrides: dict | None = None) -> ServeSettings:
     """The `serve` block of the checked config, overrides applied."""
-    return checked_settings(config_path, overrides).serve.model_dump()
+    return checked_settings(config_path, overrides).serve
 
 
 @dataclass
@@ -107,14 +107,14 @@ class Rewriter:
     each request's recipe joins the running batch at its next step and leaves it the step it
     finishes (rrt.modelling.scheduler), one engine thread per replica."""
 
-    def __init__(self, model: str, settings: dict):
+    def __init__(self, model: str, settings: ServeSettings):
         import torch
 
         from rrt.modelling.loading import build_rewriter, load_model
         from rrt.modelling.rewriter import RewriteTask
 
-        self.device = "cuda" if settings["num_gpus"] and torch.cuda.is_available() else "cpu"
-        torch.set_num_threads(max(1, int(settings["cpus_per_replica"])))
+        self.device = "cuda" if settings.num_gpus and torch.cuda.is_available() else "cpu"
+        torch.set_num_threads(max(1, int(settings.cpus_per_replica)))
         loaded = load_model(model, self.device)
         self.model = {
             "path": os.path.basename(os.path.dirname(os.path.abspath(model))) or model,
@@ -122,14 +122,14 @@ class Rewriter:
             "base": loaded.meta.get("model"),
             "steps": loaded.meta.get("steps"),
         }
-        batch = settings["batch"]
+        batch = settings.batch
         # A model whose variant does not rewrite fails in build_rewriter, at the warm-up below.
         self._setup(
             lambda candidates, constrained: build_rewriter(
                 loaded, settings, candidates, constrained
             ),
-            int(batch["max_batch_size"]),
-            float(batch["batch_wait_timeout_s"]),
+            batch.max_batch_size,
+            batch.batch_wait_timeout_s,
         )
         # The first rewrite loads the dictionary and lexicons (seconds): pay it before taking traffic.
         self._scheduler((1, False)).rewriter.rewrite(
@@ -268,18 +268,18 @@ class Rewriter:
 class Gateway:
     """The HTTP front: auth, limits, parsing and error mapping around the rewriter."""
 
-    def __init__(self, rewriter, settings: dict, key_from: dict | None = None):
+    def __init__(self, rewriter, settings: ServeSettings, key_from: dict | None = None):
         self.rewriter = rewriter
-        self.limits = Limits(**settings["limits"])
-        self.timeout = float(settings["request_timeout_s"])
-        self.body_timeout = float(settings["body_timeout_s"])
+        self.limits = settings.limits
+        self.timeout = settings.request_timeout_s
+        self.body_timeout = settings.body_timeout_s
         # Read here, at the replica's start: the app Serve stores and shows holds only its source.
         self.key = load_key(key_from)
         # settings host and port are where the HTTP proxy listens (build_app), never a request's claim.
-        host, port = str(settings["host"]), int(settings["port"])
+        host, port = settings.host, settings.port
         # Keyless only because it listens on loopback: a client from elsewhere got here some other
         # way (a proxy bind this app could not see), so it is refused.
-        self.local_clients_only = not self.key and not settings["allow_no_key"]
+        self.local_clients_only = not self.key and not settings.allow_no_key
         # A loopback service answers only to its own names: a web page the operator visits can
         # reach 127.0.0.1 through a DNS name it controls (rebinding), which the Host header shows.
         names = {
@@ -417,36 +417,36 @@ def _build(args: dict, bind: tuple[str, int]):
     settings = serve_settings(
         args.get("config"), {"model": args.get("model"), "host": host, "port": port}
     )
-    model = settings["model"]
+    model = settings.model
     if not model or not os.path.exists(os.path.join(model, "config.json")):
         raise ServeConfigError(
             f"model folder not found or not an exported model: {model!r} (pass model=DIR)"
         )
     key_from = key_source(args)
-    check_exposure(host, key_from, bool(settings["allow_no_key"]))
+    check_exposure(host, key_from, settings.allow_no_key)
     if not key_from:
         log.warning(
             "rrt serve: no API key (RRT_API_KEY_FILE): anyone who can reach %s may use the service",
             host,
         )
-    scaling = settings["autoscaling"]
-    ongoing, queued = int(settings["max_ongoing_requests"]), int(settings["max_queued_requests"])
+    scaling = settings.autoscaling
+    ongoing, queued = settings.max_ongoing_requests, settings.max_queued_requests
     rewriter = serve.deployment(
         Rewriter,
         name="Rewriter",
-        autoscaling_config=scaling,
+        autoscaling_config=scaling.model_dump(),
         max_ongoing_requests=ongoing,
         max_queued_requests=queued,
         ray_actor_options={
-            "num_cpus": float(settings["cpus_per_replica"]),
-            "num_gpus": float(settings["num_gpus"]),
+            "num_cpus": settings.cpus_per_replica,
+            "num_gpus": settings.num_gpus,
         },
     ).bind(os.path.abspath(model), settings)
     # The gateway only waits on the rewriter: it must admit more than every replica plus the
     # queue holds, or the proxy queues requests in front of it (no batching, no 503 from us).
     # Requests still sending their body take slots of their own (`reading_slots`), each for at
     # most body_timeout_s, so clients that trickle a body cannot crowd out /healthz or the API.
-    admitted = ongoing * int(scaling["max_replicas"]) + queued + int(settings["reading_slots"])
+    admitted = ongoing * scaling.max_replicas + queued + settings.reading_slots
     gateway = serve.deployment(
         Gateway,
         name="Gateway",
@@ -470,15 +470,15 @@ def run(
 
     try:
         checked = checked_settings(config, {"model": model, "port": port, "host": host})
-        settings, ray_settings = checked.serve.model_dump(), checked.ray.model_dump()
+        settings, ray_settings = checked.serve, checked.ray
         # On exit the service stops every Serve app of its Ray, so that Ray must be its own.
-        if ray_settings["address"] or os.environ.get("RAY_ADDRESS"):
+        if ray_settings.address or os.environ.get("RAY_ADDRESS"):
             raise ServeConfigError(
                 "rrt serve starts a Ray of its own and never joins another (RAY_ADDRESS or "
                 "ray.address is set); to serve on a cluster, `serve deploy serve/config.yaml`"
             )
         # The proxy binds where these settings say (serve.start below): the app decides from the same address.
-        app = _build({"model": model, "config": config}, (settings["host"], int(settings["port"])))
+        app = _build({"model": model, "config": config}, (settings.host, settings.port))
     except ServeConfigError as err:
         print(f"rrt serve: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -488,8 +488,8 @@ def run(
         ensure_room(
             "rewriter replica",
             "serve.autoscaling.min_replicas, serve.cpus_per_replica, serve.num_gpus",
-            int(settings["autoscaling"]["min_replicas"]),
-            bundle(settings["cpus_per_replica"], settings["num_gpus"]),
+            settings.autoscaling.min_replicas,
+            bundle(settings.cpus_per_replica, settings.num_gpus),
             remedy="ask for less, or deploy on a cluster that has them (serve deploy serve/config.yaml)",
         )
     except JobError as err:
@@ -501,14 +501,14 @@ def run(
     # `kill -INT` must still stop the service.
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    where = f"{settings['host']}:{settings['port']}"
+    where = f"{settings.host}:{settings.port}"
     try:
         # The proxy's own limit covers a whole request: its body, then the rewrite.
-        limit = float(settings["request_timeout_s"]) + float(settings["body_timeout_s"]) + 5
+        limit = settings.request_timeout_s + settings.body_timeout_s + 5
         serve.start(
             http_options={
-                "host": settings["host"],
-                "port": int(settings["port"]),
+                "host": settings.host,
+                "port": settings.port,
                 "request_timeout_s": limit,
             }
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from rrt.config import load_settings
+from rrt.config import ServeSettings, load_settings
 
 
 class DirectHandle:
@@ -22,13 +22,13 @@ class DirectHandle:
         )
 
 
-def settings(bind: tuple[str, int] = ("127.0.0.1", 8000), **serve) -> dict:
+def settings(bind: tuple[str, int] = ("127.0.0.1", 8000), **serve) -> ServeSettings:
     """The checked `serve` settings with these changes, host and port as the proxy's bind."""
     changes = {**serve, "host": bind[0], "port": bind[1]}
-    return load_settings(None, None, {"serve": changes}).serve.model_dump()
+    return load_settings(None, None, {"serve": changes}).serve
 
 
-def gateway(rewriter, serve_settings: dict, key_from: dict | None = None):
+def gateway(rewriter, serve_settings: ServeSettings, key_from: dict | None = None):
     """A Gateway as its replica starts it: its own constructor, without Serve's ASGI wrapper."""
     from serve.app import Gateway
 

@@ -184,16 +184,21 @@ def settings_from(args: argparse.Namespace) -> RewriteRun:
         config = load_settings(args.config, args.profile, {"rewrite": flags})
     except ConfigError as err:
         raise JobError(str(err)) from None
-    rewrite, ray_cfg = config.rewrite.model_dump(), config.ray.model_dump()
-    system = rewrite["system"]
+    rewrite = config.rewrite
+    system, constraint, model, ing_model = (
+        rewrite.system,
+        rewrite.constraint,
+        rewrite.model,
+        rewrite.ing_model,
+    )
     if system not in ALL_SYSTEMS:
         raise JobError(f"rewrite.system must be one of {', '.join(ALL_SYSTEMS)} (got {system!r})")
-    if rewrite["constraint"]:
+    if constraint:
         try:
-            rewrite["constraint"] = ",".join(parse_constraints(rewrite["constraint"]))
+            constraint = ",".join(parse_constraints(constraint))
         except ValueError as err:
             raise JobError(str(err)) from None
-    data = rewrite["data"]
+    data = rewrite.data
     for folder in ("recipe_pairs", "recipes"):
         if not data or not os.path.isdir(os.path.join(data, folder)):
             raise JobError(
@@ -201,59 +206,52 @@ def settings_from(args: argparse.Namespace) -> RewriteRun:
             )
     if count_rows(os.path.join(data, "recipe_pairs")) == 0:
         raise JobError(f"{data} holds no recipe pairs to rewrite")
+    pplm = rewrite.pplm
     if system == "ctrl":
-        rewrite["model"] = _model_folder(
-            rewrite["model"], "--model (a CTRL folder or name)", named=True
-        )
+        model = _model_folder(model, "--model (a CTRL folder or name)", named=True)
     elif system == "pplm":
-        rewrite["model"] = _model_folder(
-            rewrite["model"], "--model (the No-Source LM folder PPLM steers)"
-        )
-        bow = rewrite["pplm"]["bow"]
+        model = _model_folder(model, "--model (the No-Source LM folder PPLM steers)")
+        bow = pplm.bow
         try:
             load_bag(bow, list(CONSTRAINTS))
         except FileNotFoundError as err:
             raise JobError(
                 f"rewrite.pplm.bow: {err} (paper, or a folder written by `rrt bow`)"
             ) from None
-        rewrite["pplm"]["bow"] = bow if bow == PAPER else os.path.abspath(bow)
+        pplm = pplm.model_copy(update={"bow": bow if bow == PAPER else os.path.abspath(bow)})
     elif system == COPY:
-        rewrite["model"] = copy_models(rewrite["model"], rewrite["constraint"])
+        model = copy_models(model, constraint)
     elif system in SEQ2SEQ or SYSTEMS[system]:
-        rewrite["model"] = _model_folder(rewrite["model"], "--model (a trained model folder)")
-        meta = os.path.join(rewrite["model"], META_FILE)
-        variant = (
-            (read_meta(rewrite["model"]).get("variant") if os.path.exists(meta) else None)
-            if system in SEQ2SEQ
-            else system
-        )
+        model = _model_folder(model, "--model (a trained model folder)")
+        meta = os.path.join(model, META_FILE)
+        trained = read_meta(model).get("variant") if os.path.exists(meta) else None
+        variant = trained if system in SEQ2SEQ else system
         if variant != system:
-            raise JobError(f"{rewrite['model']} holds a {variant} model, not a {system} one")
-        trained = read_meta(rewrite["model"]).get("variant") if os.path.exists(meta) else None
+            raise JobError(f"{model} holds a {variant} model, not a {system} one")
         if system not in SEQ2SEQ and trained and trained != SYSTEMS[system]:
             # Its prompts would be in another format than the model learned (grounded against the paper's).
             raise JobError(
-                f"{rewrite['model']} holds a {trained} model; {system} rewrites with a "
-                f"{SYSTEMS[system]} one"
+                f"{model} holds a {trained} model; {system} rewrites with a {SYSTEMS[system]} one"
             )
         if system == "contextual_gpt2":
-            rewrite["ing_model"] = _model_folder(
-                rewrite["ing_model"], "--ing-model (the next-ingredient model)"
-            )
+            ing_model = _model_folder(ing_model, "--ing-model (the next-ingredient model)")
     if count_rows(os.path.join(data, "recipes")) == 0:
         raise JobError(
             f"{data}/recipes holds no recipes: rerun jobs/prepare_data.py into that folder"
         )
-    if not rewrite["output"]:
+    if not rewrite.output:
         raise JobError("no output folder given (--output or rewrite.output)")
-    return RewriteRun.model_validate(
-        {
-            **rewrite,
+    checked = rewrite.model_copy(
+        update={
+            "constraint": constraint,
+            "model": model,
+            "ing_model": ing_model,
+            "pplm": pplm,
             "data": os.path.abspath(data),
-            "output": os.path.abspath(rewrite["output"]),
-            "ray": ray_cfg,
+            "output": os.path.abspath(rewrite.output),
         }
     )
+    return RewriteRun(**dict(checked), ray=config.ray)
 
 
 def copy_models(path: str | None, constraint: str | None) -> str:

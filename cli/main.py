@@ -17,6 +17,9 @@ was (every input missing, unreadable or rejected), 2 for a bad argument.
 
 from __future__ import annotations
 
+# Imported where a command uses them, so `rrt --help` and `rrt tag` start in a tenth of a second:
+# rrt.config, alignment and pairing (pydantic, numpy), pyarrow and runtime.parquet, the judge
+# modules (a tenth more; fastapi and uvicorn for the site) and the service (serve.app, ray).
 import argparse
 import json
 import os
@@ -26,6 +29,8 @@ from collections.abc import Callable, Iterator
 from tqdm import tqdm
 
 from rrt import __version__
+from rrt.corpus.bow import build_bags, recipe_words, write_bags
+from rrt.evaluation.side_by_side import read_rewrites, side_by_side
 from rrt.recipes.ingredients import recipe_ingredients
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.loaders import (
@@ -260,8 +265,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Print rewritten recipes, source beside rewrite."""
-    from rrt.evaluation.side_by_side import read_rewrites, side_by_side
-
     try:
         records = read_rewrites(args.rewrites)
         shown = [
@@ -279,7 +282,6 @@ def cmd_bow(args: argparse.Namespace) -> int:
     """Write PPLM's bags of words, one per constraint, from a prepared corpus's recipes."""
     import pyarrow.parquet as pq
 
-    from rrt.corpus.bow import build_bags, recipe_words, write_bags
     from rrt.corpus.pairing import valid_column
     from runtime.parquet import parquet_files
 

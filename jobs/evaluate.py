@@ -26,6 +26,8 @@ metrics.json, eval_stats.json, table.md, per_constraint.md, metrics.png and repo
 
 from __future__ import annotations
 
+# transformers, torch, ray and rrt.modelling.loading (the rewriter, a tenth of --help's time) are
+# imported where used: --help, and a bad argument, answer without them.
 import argparse
 import json
 import math
@@ -44,6 +46,7 @@ from rrt.evaluation.metrics import (
     names_from_lines,
     read_foods,
     recipe_measures,
+    step_nll,
     summarise,
 )
 from rrt.evaluation.report import (
@@ -53,7 +56,7 @@ from rrt.evaluation.report import (
     render_report,
 )
 from rrt.evaluation.rewrite_records import read_records, system_label
-from rrt.modelling.models import META_FILE, read_meta
+from rrt.modelling.models import META_FILE, lm_block_size, read_meta
 from rrt.modelling.selection import dictionary_missing
 from rrt.recipes.foods import food_vocabulary
 from rrt.recipes.paper_format import END_INGS
@@ -166,8 +169,6 @@ def read_run(folder: str) -> tuple[dict, list[dict]]:
 def check_lm(folder: str) -> int:
     """The LM's block size; a folder that is not an exported causal LM is a JobError."""
     from transformers import AutoConfig, AutoTokenizer
-
-    from rrt.modelling.models import lm_block_size
 
     if not os.path.isdir(folder) or not os.path.isfile(os.path.join(folder, "config.json")):
         raise JobError(f"LM folder not found or not a model export (no config.json): {folder}")
@@ -364,8 +365,6 @@ class StepScorer:
         self.block, self.batch_size = block, batch_size
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        from rrt.evaluation.metrics import step_nll
-
         rows = batch.to_pylist()
         scores = step_nll(self.lm, self.tokenizer, rows, self.block, self.batch_size, self.device)
         return pa.table(

@@ -12,6 +12,7 @@ settings is refused, so two runs never mix.
 
 from __future__ import annotations
 
+# ray is imported where used: --help, and a bad argument, answer without it.
 import argparse
 import hashlib
 import json

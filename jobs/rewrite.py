@@ -32,6 +32,7 @@ folder finishes the missing recipes only.
 
 from __future__ import annotations
 
+# ray is imported where used: --help, and a bad argument, answer without it.
 import argparse
 import hashlib
 import json
@@ -40,14 +41,26 @@ import random
 import sys
 import time
 
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
+from tqdm import tqdm
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from jobs.rewrite_actor import (
+    ACTOR_KEY,
+    ControlledBatch,
+    RewriteBatch,
+    Seq2seqBatch,
+    rewrite_baseline,
+    task_table,
+)
 from rrt.baselines.controllable import CONTROLLABLE
 from rrt.baselines.seq2seq import COPY, SEQ2SEQ, constraint_models
 from rrt.config import ConfigError, RaySettings, RewriteSettings, load_settings
 from rrt.corpus.bow import PAPER, load_bag
+from rrt.corpus.pairing import valid_column
+from rrt.evaluation.baselines import pick_retrieval
 from rrt.modelling.models import META_FILE, read_meta
 from rrt.modelling.rewriter import SYSTEMS
 from rrt.recipes.lexicon import CONSTRAINTS
@@ -309,8 +322,6 @@ def fingerprint(settings: RewriteRun) -> str:
 def _rows(folder: str, columns: list[str], key: str, values: set) -> list:
     """Rows of a Parquet folder whose `key` is in `values`: a filtered read on the driver, which
     skips the row groups the files' statistics rule out (every row ends on the driver anyway)."""
-    import pyarrow.compute as pc
-
     wanted = pc.field(key).isin(sorted(values))
     return (
         pads.dataset(parquet_files(folder), format="parquet")
@@ -323,8 +334,6 @@ def rewrite_keys(rows: list[dict], forced: str | None = None) -> list[tuple[str,
     """(recipe id, constraint) for every recipe that breaks a constraint which another recipe of
     its dish obeys (a version of the dish exists, so Retrieval has one to find). With `forced`
     ("vegan" or "vegan,nut-free"), only that constraint: recipes breaking any part of it."""
-    from rrt.corpus.pairing import valid_column
-
     obeyed: dict[str, set[str]] = {}
     for row in rows:
         obeyed.setdefault(row["dish"], set()).update(c for c in CONSTRAINTS if row[valid_column(c)])
@@ -362,8 +371,6 @@ def dropped_warning(missing: list[str], shown: int = 5) -> str | None:
 def plan_tasks(settings: RewriteSettings) -> tuple[list[dict], list[str]]:
     """The seeded sample of (source recipe, constraints) to rewrite, each with its source recipe
     (and, for Retrieval, the recipe it retrieves), and the sampled ids whose source is missing."""
-    from rrt.corpus.pairing import valid_column
-
     data, split = settings.data, settings.split
     flags = [valid_column(c) for c in CONSTRAINTS]
     rows = _rows(os.path.join(data, "recipes"), ["id", "dish", "split", *flags], "split", {split})
@@ -393,9 +400,6 @@ def plan_tasks(settings: RewriteSettings) -> tuple[list[dict], list[str]]:
 
 def attach_retrieved(data: str, tasks: list[dict], seed: int) -> None:
     """Give each task a recipe of its dish that obeys all its constraints (any split)."""
-    from rrt.corpus.pairing import valid_column
-    from rrt.evaluation.baselines import pick_retrieval
-
     flags = [valid_column(c) for c in CONSTRAINTS]
     pool = _rows(
         os.path.join(data, "recipes"),
@@ -481,16 +485,6 @@ def record_counts(row: dict) -> dict[str, int]:
 def run(settings: RewriteRun, overwrite: bool, verbose: bool = False) -> dict:
     """Claim the run folder, plan the tasks, rewrite the missing ones, record the run."""
     import ray.data
-    from tqdm import tqdm
-
-    from jobs.rewrite_actor import (
-        ACTOR_KEY,
-        ControlledBatch,
-        RewriteBatch,
-        Seq2seqBatch,
-        rewrite_baseline,
-        task_table,
-    )
 
     start_ray(settings.ray, verbose)
     ray.data.DataContext.get_current().enable_progress_bars = False

@@ -6,12 +6,27 @@ JSON records, one per task, which the driver appends to rewrites.jsonl as they a
 
 from __future__ import annotations
 
+# torch, transformers and ray are imported where used: jobs/rewrite.py imports this module, and its
+# --help, its driver and the Rule-Based and Retrieval tasks run without torch.
 import json
 
 import pyarrow as pa
 
+from rrt.baselines.controllable import (
+    ControlledRewriter,
+    ControlSettings,
+    ctrl_writer,
+    pplm_writer,
+)
+from rrt.baselines.pplm import PplmSettings
+from rrt.baselines.seq2seq import COPY, SentenceRewriter, constraint_models, load_seq2seq
 from rrt.config import RewriteSettings
+from rrt.corpus.bow import load_bag
+from rrt.evaluation.baselines import retrieval, rule_based
+from rrt.modelling.loading import build_rewriter, load_model
 from rrt.modelling.rewriter import ENGINE_COUNTS, RewriteTask
+from rrt.modelling.sampling import SamplingSettings
+from rrt.modelling.scheduler import rewrite_all
 
 ACTOR_KEY = "actor"  # in a call's engine counts: the Ray actor that made the call (not a count)
 
@@ -114,8 +129,6 @@ def _actor_table(records: list[dict], engine: dict | None = None) -> pa.Table:
 
 def rewrite_baseline(batch: pa.Table, system: str) -> pa.Table:
     """Ray Data task: Rule-Based or Retrieval rewrites of a batch of tasks."""
-    from rrt.evaluation.baselines import retrieval, rule_based
-
     rewrite = rule_based if system == "rule_based" else retrieval
     return _table([rewrite(task) for task in _tasks(batch)])
 
@@ -127,14 +140,9 @@ class ControlledBatch:
     def __init__(self, settings: RewriteSettings):
         import torch
 
-        from rrt.baselines.controllable import ControlSettings, ctrl_writer
-        from rrt.baselines.pplm import PplmSettings
-
         self.device = _actor_device(settings)
         self.system, self.seed, self.writers = settings.system, settings.seed, {}
         if self.system == "pplm":
-            from rrt.modelling.loading import load_model
-
             # Gradients flow through the key-value history: fp32 on a GPU too.
             self.model = load_model(settings.model, self.device, half_on_gpu=False)
             block = settings.pplm.model_dump()
@@ -160,9 +168,6 @@ class ControlledBatch:
         """CTRL's writer, or PPLM's steered by the bags of these constraints (made once per set)."""
         key = None if self.system != "pplm" else tuple(constraints)
         if key not in self.writers:
-            from rrt.baselines.controllable import pplm_writer
-            from rrt.corpus.bow import load_bag
-
             self.writers[key] = pplm_writer(
                 self.model.lm,
                 self.model.tokenizer,
@@ -174,8 +179,6 @@ class ControlledBatch:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         """Rewrite every task of the batch."""
-        from rrt.baselines.controllable import ControlledRewriter
-
         records = []
         for task in _seeded_tasks(batch, self.seed):
             records += ControlledRewriter(self.system, self._writer(task.constraints)).rewrite(
@@ -189,9 +192,6 @@ class Seq2seqBatch:
     constraint), then rewrites batches, each step of each recipe on its own."""
 
     def __init__(self, settings: RewriteSettings):
-        from rrt.baselines.seq2seq import COPY, SentenceRewriter, constraint_models, load_seq2seq
-        from rrt.modelling.sampling import SamplingSettings
-
         device = _actor_device(settings)
         folders = (
             constraint_models(settings.model) if settings.system == COPY else {None: settings.model}
@@ -214,8 +214,6 @@ class RewriteBatch:
     """Ray Data actor: loads the system's model(s) once, then rewrites batches of recipes."""
 
     def __init__(self, settings: RewriteSettings):
-        from rrt.modelling.loading import build_rewriter, load_model
-
         device = _actor_device(settings)
         model = load_model(settings.model, device)
         ing_model = load_model(settings.ing_model, device) if settings.ing_model else None
@@ -233,8 +231,6 @@ class RewriteBatch:
         """Rewrite every task of the batch, batch_recipes at a time, the next joining as one finishes
         (continuous batching, longest first so no long recipe is left to run its last steps alone);
         records in the batch's order. A recipe's rewrite does not depend on which share its rounds."""
-        from rrt.modelling.scheduler import rewrite_all
-
         before = {key: self.rewriter.stats[key] for key in ENGINE_COUNTS}
         records = rewrite_all(self.rewriter, _seeded_tasks(batch, self.seed), self.slots)
         return _actor_table(

@@ -25,6 +25,8 @@ outputs above (--constraint picks them; default: every constraint with training 
 
 from __future__ import annotations
 
+# transformers, matplotlib, ray and the training worker (torch) are imported where used: --help, and
+# a bad argument, answer without them.
 import argparse
 import dataclasses
 import hashlib
@@ -38,18 +40,22 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 
 from jobs.train_plan import BatchPlan, TrainRun, WorkerPlan
 from rrt.baselines.seq2seq import COPY, PAIRS, SEQ2SEQ
 from rrt.config import ConfigError, load_settings
 from rrt.corpus.formats import VARIANTS
+from rrt.modelling.batching import tokenize_table
 from rrt.modelling.models import TINY, load_tokenizer, train_tiny_tokenizer
 from rrt.modelling.pretrained import PresetError
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.paper_format import constraint_tag
 from rrt.recipes.tagger import parse_constraints
 from rrt.training import finetune
+from rrt.training.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops
 from runtime.checkpoints import remove_unregistered
 from runtime.cluster import allocator_env, bundle, ensure_room, start_ray
 from runtime.parquet import count_rows, parquet_files
@@ -137,8 +143,6 @@ def train_texts(run: TrainRun, split: str = "train") -> pads.Dataset:
 
 def constraint_filter(constraint: str):
     """A pyarrow expression keeping the step pairs whose target obeys `constraint` (its tag)."""
-    import pyarrow.compute as pc
-
     return pc.match_substring(pc.field("text"), constraint_tag("tgt", constraint, True))
 
 
@@ -339,10 +343,6 @@ def tokenize_files(
     batch: pa.Table, tokenizer_json: str, variant: str, block: int, constraint: str | None = None
 ):
     """Ray Data task: token rows of Parquet files of training texts (one constraint's pairs when given)."""
-    import pyarrow.parquet as pq
-
-    from rrt.modelling.batching import tokenize_table
-
     for path in batch.column("path").to_pylist():
         for part in pq.ParquetFile(path).iter_batches(batch_size=TOKENIZE_BATCH, columns=["text"]):
             texts = pa.Table.from_batches([part])
@@ -358,8 +358,6 @@ def token_dataset(
     ray_data, run: TrainRun, split: str, tokenizer_json: str, limit: int | None = None
 ):
     """A Ray Dataset of token rows for one split, tokenized by streaming CPU tasks."""
-    from rrt.modelling.batching import tokenize_table
-
     train = run.train
     shape = {"tokenizer_json": tokenizer_json, "variant": run.pairs, "block": run.block}
     if limit:
@@ -494,8 +492,6 @@ def steady_mean(values: list[float]) -> float | None:
 def write_stats(plan: WorkerPlan, seconds: float, train_rows: int, removed: list[str]) -> dict:
     """train_stats.json: steps, examples kept/cut/too long, speed, padding and MFU of this run, and the
     unregistered checkpoint folders it removed."""
-    from rrt.training.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops
-
     run, train = plan.run, plan.run.train
     output = run.output
     with open(os.path.join(output, "worker_stats.json"), encoding="utf-8") as handle:

@@ -8,6 +8,8 @@ dev set at an interval, and reports a checkpoint of its own ZeRO shard with
 
 from __future__ import annotations
 
+# deepspeed is imported where used: only the DeepSpeed engine needs it (a second to import), and
+# only after own_tools_first() has put our ninja first on PATH.
 import json
 import os
 import random
@@ -15,6 +17,12 @@ import tempfile
 import time
 
 import numpy as np
+import ray.train
+import ray.train.torch
+import torch
+import torch.distributed as dist
+from tqdm import tqdm
+from transformers import PreTrainedTokenizerFast
 
 from jobs.train_plan import BatchPlan, WorkerPlan
 from rrt.baselines.seq2seq import seq2seq_batches
@@ -88,9 +96,6 @@ def micro_batches(shard, plan: BatchPlan, seed: int, counts: dict | None, shuffl
 
 def _sum(values: list[float], device) -> list[float]:
     """Element-wise sum over all workers."""
-    import torch
-    import torch.distributed as dist
-
     tensor = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(tensor)
     return tensor.tolist()
@@ -100,9 +105,6 @@ def _agreement(world: int):
     """A function of a worker's flag that is true when every worker still has a batch, so no worker
     waits on a collective alone. Asked over the host (gloo), so reading it waits for no GPU work;
     one worker asks no one."""
-    import torch
-    import torch.distributed as dist
-
     if world == 1:
         return lambda flag: flag
     group = dist.new_group(
@@ -128,8 +130,6 @@ def _timed_next(batches, window: StepWindow):
 def evaluate(engine, dev_shard, plan: BatchPlan, rank: int, world: int, device) -> float | None:
     """Token-weighted mean loss on the dev rows; workers take turns over micro-batches. None when
     the dev rows are none (a constraint of Seq2seq Copy without dev pairs)."""
-    import torch
-
     engine.module.eval()
     loss_sum, tokens = 0.0, 0
     with torch.no_grad():
@@ -156,8 +156,6 @@ def trim_metrics(output: str, step: int) -> None:
 
 def _restore(engine, output: str, rank: int) -> dict:
     """Load the last reported checkpoint, if any, and cut metrics.jsonl back to its step."""
-    import ray.train
-
     checkpoint = ray.train.get_checkpoint()
     state = {
         "step": 0,
@@ -182,8 +180,6 @@ def _restore(engine, output: str, rank: int) -> dict:
 
 def _checkpoint(engine, state: dict, metrics: dict, rank: int) -> None:
     """Every worker saves its ZeRO shard; Ray merges the folders into one checkpoint."""
-    import ray.train
-
     with tempfile.TemporaryDirectory() as folder:
         engine.save_checkpoint(folder, tag="ds")
         with open(
@@ -199,8 +195,6 @@ def build_engine(
     """The engine and LR schedule of a run: AdamW (no decay on biases and norms) with warmup and
     decay, wrapped by `deepspeed.initialize` with the config block's ZeRO settings, or by our
     plain PyTorch engine (`kind` torch)."""
-    import torch
-
     groups = finetune.optimizer_groups(lm, ds.weight_decay)
     optimizer = torch.optim.AdamW(
         groups,
@@ -237,11 +231,6 @@ def build_engine(
 
 def train_func(plan: WorkerPlan) -> None:
     """One worker's training run (the `train_loop_per_worker` of the TorchTrainer)."""
-    import ray.train
-    import ray.train.torch
-    import torch
-    from transformers import PreTrainedTokenizerFast
-
     context = ray.train.get_context()
     rank, world = context.get_world_rank(), context.get_world_size()
     run, train, batching = plan.run, plan.run.train, plan.batches
@@ -286,8 +275,6 @@ def train_func(plan: WorkerPlan) -> None:
     window, all_have = StepWindow(), _agreement(world)
     progress, first_step_at = None, None
     if rank == 0:
-        from tqdm import tqdm
-
         progress = tqdm(
             total=total, initial=state["step"], desc="train steps", unit="step", mininterval=5
         )

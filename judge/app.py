@@ -28,6 +28,8 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from judge.store import BUSY_S, AnswerError, Study, StudyBusy, is_handle
+from judge.study import build_report
+from rrt.config import load_settings
 from rrt.evaluation.human import CHOICES, COMPARE_QUESTION, QUESTIONS, RATING_RANGE
 from rrt.recipes.tagger import parse_constraints, text_violations
 from runtime.http_body import BodyError, read_body
@@ -302,8 +304,6 @@ def build_app(folder: str, max_chars: int, body_timeout: float, busy_s: float = 
     @app.get("/api/admin/report", dependencies=[Depends(admin)], responses=ERRORS)
     def report() -> dict:
         """The study's report as JSON, computed now (admin)."""
-        from judge.study import build_report
-
         return build_report(study)
 
     return app
@@ -311,7 +311,5 @@ def build_app(folder: str, max_chars: int, body_timeout: float, busy_s: float = 
 
 def app_from_env() -> FastAPI:
     """The app for `uvicorn --factory`: the study folder in RRT_STUDY, limits from ray_config.yaml."""
-    from rrt.config import load_settings
-
     judge = load_settings(os.environ.get("RRT_CONFIG")).judge
     return build_app(os.environ["RRT_STUDY"], judge.max_chars, judge.body_timeout_s)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 
+import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from judge.app import build_app
@@ -95,8 +96,6 @@ def check_bind(host: str, port: int, tls_cert: str | None, tls_key: str | None) 
 
 def run(folder: str, settings: dict) -> None:
     """Serve the study in `folder` with the judge settings until Ctrl-C (links are printed when made)."""
-    import uvicorn
-
     host, port = settings["host"], int(settings["port"])
     check_bind(host, port, settings["tls_cert"], settings["tls_key"])
     app = build_app(folder, settings["max_chars"], settings["body_timeout_s"])

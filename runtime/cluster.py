@@ -3,10 +3,12 @@ environment (allocator preload) that jobs hand their Ray workers."""
 
 from __future__ import annotations
 
+# ray is imported where used: the jobs import this module, and their --help starts without ray.
 import ctypes.util
 import logging
 import os
 import sys
+import threading
 
 from rrt.config import RaySettings
 from runtime.runs import JobError
@@ -162,9 +164,6 @@ def quiet_local_ray() -> None:
     read actor state without a dashboard and would warn every second, and whose monitor thread dies
     with a traceback when another Ray runs on the same machine (it cannot tell which is its own);
     a local Ray ends with its job, so nothing is left for it to clean."""
-    import logging
-    import threading
-
     logging.getLogger(
         "ray.train.v2._internal.execution.controller.placement_group_cleaner"
     ).setLevel(logging.ERROR)

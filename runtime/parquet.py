@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# pyarrow.parquet is imported where used: parquet_files needs none of it, and jobs/evaluate.py,
+# which imports only that, starts without it.
 import os
 
 

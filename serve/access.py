@@ -12,6 +12,9 @@ import ipaddress
 import os
 import stat
 
+import ray
+from ray.serve.config import HTTPOptions
+from ray.serve.context import _get_global_client
 from ray.serve.exceptions import RayServeException
 
 KEY_ENV = "RRT_API_KEY"
@@ -41,12 +44,8 @@ def is_loopback(host: str | None) -> bool:
 def proxy_bind() -> tuple[str, int] | None:
     """Where the running Serve's HTTP proxies listen (its `http_options`); None when this process
     sees no Serve (`serve run <import path>` builds the app before it starts one)."""
-    import ray
-
     if not ray.is_initialized():
         return None
-    from ray.serve.context import _get_global_client
-
     client = _get_global_client(raise_if_no_controller_running=False)
     if client is None:
         return None
@@ -56,8 +55,6 @@ def proxy_bind() -> tuple[str, int] | None:
 
 def bind_address(args: dict) -> tuple[str, int]:
     """The HTTP proxy's real address; an app argument `host` or `port` naming another is refused."""
-    from ray.serve.config import HTTPOptions
-
     bound = proxy_bind()
     if bound is None:  # the Serve that `serve run` is about to start listens on its default
         default = HTTPOptions()
@@ -76,8 +73,6 @@ def bind_address(args: dict) -> tuple[str, int]:
 
 
 def _runtime_env_vars() -> dict:
-    import ray
-
     if not ray.is_initialized():
         return {}
     return dict((ray.get_runtime_context().runtime_env or {}).get("env_vars") or {})

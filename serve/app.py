@@ -14,6 +14,8 @@ api_key_file; RRT_API_KEY in the shell of `rrt serve`) the API routes need
 `serve.allow_no_key` says so.
 """
 
+# torch is imported where used, in the Rewriter: the Gateway replicas and the `rrt serve` driver run
+# without it.
 import asyncio
 import hmac
 import logging
@@ -25,12 +27,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import ray
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from ray import serve
+from ray.serve.exceptions import BackPressureError
 from starlette.exceptions import HTTPException
 
 from rrt.config import ConfigError, ServeSettings, Settings, load_settings
+from rrt.modelling.loading import build_rewriter, load_model
+from rrt.modelling.rewriter import RewriteTask
+from rrt.modelling.scheduler import StepScheduler
 from rrt.recipes.lexicon import CONSTRAINTS
 from runtime.cluster import bundle, ensure_room, start_local_ray
 from runtime.http_body import BodyError, read_body
@@ -110,9 +117,6 @@ class Rewriter:
     def __init__(self, model: str, settings: ServeSettings):
         import torch
 
-        from rrt.modelling.loading import build_rewriter, load_model
-        from rrt.modelling.rewriter import RewriteTask
-
         self.device = "cuda" if settings.num_gpus and torch.cuda.is_available() else "cpu"
         torch.set_num_threads(max(1, int(settings.cpus_per_replica)))
         loaded = load_model(model, self.device)
@@ -162,8 +166,6 @@ class Rewriter:
         self._thread: threading.Thread | None = None
 
     def _scheduler(self, key: tuple):
-        from rrt.modelling.scheduler import StepScheduler
-
         with self._work:
             if key not in self._schedulers:
                 self._schedulers[key] = StepScheduler(self._make(*key), self.slots)
@@ -171,8 +173,6 @@ class Rewriter:
 
     def _submit(self, request: RewriteRequest) -> _Ticket:
         """Queue a request's recipe for the engine thread."""
-        from rrt.modelling.rewriter import RewriteTask
-
         loop = asyncio.get_running_loop()
         ticket = _Ticket(request, loop.create_future(), loop)
         # One task id for all: a request's samples depend on its seed, not on its batch position.
@@ -374,8 +374,6 @@ class Gateway:
         return answer
 
     async def _call(self, parsed: RewriteRequest) -> dict:
-        from ray.serve.exceptions import BackPressureError
-
         call = self.rewriter.rewrite.remote(parsed)
         try:
             return await asyncio.wait_for(call, timeout=self.timeout)
@@ -466,8 +464,6 @@ def run(
 ) -> None:
     """Start a Ray of its own, deploy the app on it and block until Ctrl-C or SIGTERM; a
     configuration that must not start is one `rrt serve: error:` line and exit status 2."""
-    import ray
-
     try:
         checked = checked_settings(config, {"model": model, "port": port, "host": host})
         settings, ray_settings = checked.serve, checked.ray

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rrt.config import Limits
@@ -42,8 +43,6 @@ class ApiError(Exception):
 
     def response(self):
         """The error as a FastAPI JSON response."""
-        from fastapi.responses import JSONResponse
-
         return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
 
 

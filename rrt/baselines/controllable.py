@@ -12,11 +12,16 @@ every system of ours starts from.
 
 from __future__ import annotations
 
+# torch is imported where used: jobs/rewrite.py imports this module, and its --help and driver
+# start without torch.
 from dataclasses import dataclass
 
+from rrt.baselines.pplm import generate, word_token_ids
+from rrt.modelling.prompts import step_prompt
 from rrt.modelling.rewriter import RewriteTask, guide_rewrite, record, scored_entry, stable_seed
 from rrt.modelling.selection import StepContext, source_word_set
 from rrt.recipes.ingredients import ingredient_name
+from rrt.recipes.paper_format import END_INST, EOS
 
 CONTROLLABLE = ("ctrl", "pplm")
 
@@ -89,10 +94,6 @@ def ctrl_writer(lm, tokenizer, settings: ControlSettings, device: str = "cpu"):
 
 def pplm_writer(lm, tokenizer, settings, words: list[str], device: str = "cpu"):
     """PPLM's step writer on a No-Source LM: the next step in the LM's own format, steered by `words`."""
-    from rrt.baselines.pplm import generate, word_token_ids
-    from rrt.modelling.prompts import step_prompt
-    from rrt.recipes.paper_format import END_INST, EOS
-
     bag = word_token_ids(tokenizer, words)
     stops = {tokenizer.convert_tokens_to_ids(t) for t in (END_INST, EOS)}
 

@@ -9,7 +9,11 @@ token is a target, and once the text ends in a word's first tokens, its next tok
 
 from __future__ import annotations
 
+# torch and transformers are imported where used: jobs/rewrite.py imports this module (through
+# rrt.baselines.controllable), and its --help and driver start without them.
 from dataclasses import dataclass
+
+from rrt.modelling.sampling import cache_argument
 
 
 @dataclass
@@ -130,8 +134,6 @@ def generate(
     """New tokens after `prompt`, steered towards the bag of words, sampled top-k from a seeded
     generator; ends at a stop token (not returned) or after max_new_tokens."""
     import torch
-
-    from rrt.modelling.sampling import cache_argument
 
     cache_kw = cache_argument(lm)
     generator = torch.Generator(device="cpu").manual_seed(seed)

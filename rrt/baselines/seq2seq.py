@@ -17,6 +17,8 @@ guide. Seq2seq Copy keeps one model per constraint, as the paper did: `<folder>/
 
 from __future__ import annotations
 
+# torch and transformers are imported where used: jobs/train.py and jobs/rewrite.py import this
+# module, and their --help and drivers start without them.
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from rrt.corpus.formats import no_context
-from rrt.modelling.batching import IGNORED
+from rrt.modelling.batching import IGNORED, token_budget_chunks
 from rrt.modelling.models import META_FILE, read_meta
 from rrt.modelling.rewriter import RewriteTask, guide_rewrite, record, scored_entry, stable_seed
 from rrt.modelling.sampling import SamplingSettings
@@ -239,8 +241,6 @@ def seq2seq_batch(
 
 def seq2seq_batches(window, micro_batch: int, pad_id: int, rng, token_budget: int | None = None):
     """A window of examples sorted by length, cut into batches (by token budget when given), shuffled."""
-    from rrt.modelling.batching import token_budget_chunks
-
     examples = sorted(window, key=lambda example: len(example[0]))
     if token_budget:
         chunks = token_budget_chunks(examples, token_budget)

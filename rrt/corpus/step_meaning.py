@@ -13,6 +13,8 @@ import functools
 from importlib import resources
 
 import numpy as np
+from safetensors.numpy import load_file
+from tokenizers import Tokenizer
 
 _WEIGHTS = ("weights", "l2_supercat_256.safetensors")
 _TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
@@ -21,9 +23,6 @@ _TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
 @functools.cache
 def _model():
     """The wheel's tokenizer and embedding matrix (read once per process)."""
-    from safetensors.numpy import load_file
-    from tokenizers import Tokenizer
-
     # Read the shipped files directly: wordllama's own loader looks for the tokenizer in another
     # folder than the one the wheel fills, and falls back to a download.
     root = resources.files("wordllama")

@@ -10,6 +10,8 @@ app (`judge/`) stores what this plans and hands the judgments back for the repor
 
 from __future__ import annotations
 
+# krippendorff, numpy and matplotlib are imported where used: only the report needs them, and `rrt
+# judge create` and `rrt judge serve` start without them.
 import math
 import random
 import statistics

@@ -14,6 +14,8 @@ Every function here is pure (the LM is an argument), so each number can be check
 
 from __future__ import annotations
 
+# rouge_score (a second to import) and torch are imported where used: jobs/evaluate.py imports this
+# module, and its --help starts without them.
 import csv
 import functools
 import math
@@ -22,6 +24,7 @@ from collections.abc import Iterable
 
 from rrt.corpus.formats import no_source
 from rrt.evaluation.grounding import grounding_counts
+from rrt.modelling.selection import StepContext, disguised_foods, source_word_set
 from rrt.recipes.foods import FoodVocabulary, food_mentions
 from rrt.recipes.ingredients import ingredient_name
 from rrt.recipes.paper_format import END_INGS
@@ -208,8 +211,6 @@ def perplexity(nll: float, tokens: int) -> float | None:
 def hidden_food_steps(steps: list[str], source: dict, constraint: str) -> int:
     """Rewritten steps with a forbidden food inside a word outside the dictionary and the source
     recipe ("chickenocks"; rrt.modelling.selection.disguised_foods); needs the dictionary."""
-    from rrt.modelling.selection import StepContext, disguised_foods, source_word_set
-
     if not constraint:
         return 0
     names = [ingredient_name(line) for line in source.get("ingredients") or []]

@@ -8,6 +8,8 @@ step's candidates and their rule scores sit behind a `<details>` toggle, the cho
 
 from __future__ import annotations
 
+# matplotlib is imported where used: jobs/evaluate.py imports this module, and its --help starts
+# without it.
 import html
 import re
 

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
 
+from rrt.modelling.selection import StepContext, disguised_foods, step_context
 from rrt.recipes.tagger import parse_constraints
-
-if TYPE_CHECKING:
-    from rrt.modelling.selection import StepContext
 
 
 def read_records(path: str) -> list[dict]:
@@ -55,8 +52,6 @@ def sampled_steps(
 ) -> Iterator[tuple[dict, dict, StepContext, list[list[str]]]]:
     """Each step the records chose among sampled candidates: (record, its step entry, the step's
     selection context, each candidate's forbidden foods hidden in non-words); needs the dictionary."""
-    from rrt.modelling.selection import disguised_foods, step_context
-
     for record in records:
         for entry in record["steps"]:
             candidates = entry["candidates"]

@@ -8,6 +8,8 @@ workers can count it instead of losing it silently.
 
 from __future__ import annotations
 
+# torch is imported where used: jobs/train.py and jobs/rewrite.py import this module, and their
+# --help and drivers start without it.
 import hashlib
 import random
 from collections.abc import Iterable, Iterator
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+from tokenizers import Tokenizer
 
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.paper_format import END_INST, END_PROMPT, INST, constraint_tokens
@@ -53,8 +56,6 @@ _BACKENDS: dict[str, object] = {}
 
 def _backend(tokenizer_json: str):
     """A `tokenizers.Tokenizer`, built once per process for each tokenizer."""
-    from tokenizers import Tokenizer
-
     key = hashlib.sha1(tokenizer_json.encode()).hexdigest()
     if key not in _BACKENDS:
         _BACKENDS[key] = Tokenizer.from_str(tokenizer_json)

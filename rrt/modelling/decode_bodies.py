@@ -10,6 +10,9 @@ embeddings of the last tokens, each layer's query, key and value and its output,
 
 from __future__ import annotations
 
+# transformers is imported where used: jobs/rewrite.py imports this module (through the rewriter),
+# and its --help and driver start without it.
+
 # Families whose layers are Llama's (rotary positions, grouped key-value heads, the same module names).
 LLAMA_LIKE = ("llama", "mistral", "qwen2")
 

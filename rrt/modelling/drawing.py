@@ -10,6 +10,8 @@ rrt.modelling.static_decode).
 
 from __future__ import annotations
 
+# torch is imported where used: jobs/rewrite.py imports this module (through the rewriter), and its
+# --help and driver start without it.
 from dataclasses import dataclass, field
 
 import numpy as np

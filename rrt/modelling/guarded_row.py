@@ -15,6 +15,8 @@ the same tokens from the same numbers.
 
 from __future__ import annotations
 
+# torch is imported where used: jobs/rewrite.py imports this module (through the rewriter), and its
+# --help and driver start without it.
 import numpy as np
 
 from rrt.modelling.drawing import Sampled, draw, filtered_probs

@@ -4,6 +4,9 @@ where the rewriter's decode loop samples; every choice computes the same functio
 
 from __future__ import annotations
 
+from rrt.modelling import varlen
+from rrt.modelling.labelled_head import causal_lm, labelled_head
+
 # The choices (rrt.config): train.attention is PyTorch's fused scaled-dot-product kernels (sdpa:
 # flash or memory-efficient on a GPU), the library's plain matrix products (eager) or, for packed
 # rows, flash attention by example (varlen: rrt.modelling.varlen); rewrite.decode
@@ -16,9 +19,7 @@ def attention_implementation(setting: str) -> str:
     """The attn_implementation a model is built with for train.attention (varlen is registered
     with transformers first, under its own name)."""
     if setting == "varlen":
-        from rrt.modelling.varlen import register
-
-        return register()
+        return varlen.register()
     return setting
 
 
@@ -35,8 +36,6 @@ def compile_model(lm, **options) -> None:
     and the export are unchanged); with the head on the labelled positions
     (rrt.modelling.labelled_head), its body only: how many positions the head takes is known only
     from the labels, a shape a compiled graph would break at. `options` go to torch.compile."""
-    from rrt.modelling.labelled_head import causal_lm, labelled_head
-
     if labelled_head(lm):
         causal_lm(lm).base_model.compile(**options)
     else:

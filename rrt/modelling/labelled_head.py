@@ -15,6 +15,8 @@ labelled tokens), so the model computes the same function with the same gradient
 
 from __future__ import annotations
 
+# torch and transformers are imported where used: jobs/train.py imports this module (through
+# rrt.modelling.models), and its --help and driver start without them.
 import types
 
 from rrt.modelling.batching import IGNORED

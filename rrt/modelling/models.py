@@ -9,12 +9,19 @@ and the export (`save_pretrained` plus `rrt_meta.json`) at the end of a run.
 
 from __future__ import annotations
 
+# torch and transformers are imported where used: the jobs import this module, and their --help and
+# drivers start without them.
 import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
+from tokenizers import models as token_models
+
+from rrt.modelling.kernels import attention_implementation
+from rrt.modelling.pretrained import resolve
 from rrt.modelling.special_tokens import (
     PAD,
     add_special_tokens,
@@ -45,9 +52,7 @@ def _wrap(backend, name_or_path: str | None = None):
 
 def train_tiny_tokenizer(texts: Iterable[str], vocab_size: int):
     """A byte-level BPE tokenizer trained on these texts (no download), as a HF fast tokenizer."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    backend = Tokenizer(models.BPE())
+    backend = Tokenizer(token_models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
@@ -67,8 +72,6 @@ def load_tokenizer(model: str, texts: Iterable[str] | None = None, vocab_size: i
             raise ValueError("the tiny preset trains its tokenizer and needs training texts")
         return train_tiny_tokenizer(texts, vocab_size)
     from transformers import AutoTokenizer
-
-    from rrt.modelling.pretrained import resolve
 
     return add_special_tokens(AutoTokenizer.from_pretrained(resolve(model)))
 
@@ -107,9 +110,6 @@ def build_model(
     (train.attention)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
-
-    from rrt.modelling.kernels import attention_implementation
-    from rrt.modelling.pretrained import resolve
 
     torch.manual_seed(seed)
     attention = attention_implementation(attention)

@@ -10,6 +10,8 @@ with the embeddings resized for them. The cache lives in `$RRT_MODEL_CACHE` (def
 
 from __future__ import annotations
 
+# torch and transformers are imported where used: jobs/train.py imports this module, and its --help
+# and driver start without them.
 import fcntl
 import importlib.util
 import os

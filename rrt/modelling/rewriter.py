@@ -13,6 +13,7 @@ import hashlib
 import time
 from dataclasses import dataclass, field, replace
 
+from rrt.modelling.constrained import ViolationGuard, guard_text
 from rrt.modelling.prompts import (
     SPECIAL_NAMES,
     STEP_VARIANTS,
@@ -280,8 +281,6 @@ class Rewriter:
             return None
         key = tuple(constraints)
         if key not in self._guards:
-            from rrt.modelling.constrained import ViolationGuard
-
             self._guards[key] = ViolationGuard(
                 self.tokenizer, list(constraints), self._stop_ids(self.variant, self.tokenizer)
             )
@@ -354,8 +353,6 @@ class Rewriter:
         """A candidate's final text; constrained, a word left open at the end is checked too."""
         if not self.constrained:
             return text
-        from rrt.modelling.constrained import guard_text
-
         return guard_text(text, state.task.constraints, state.held if self.closed_foods else None)
 
     def start(self, task: RewriteTask) -> RecipeState:

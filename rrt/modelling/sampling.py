@@ -2,6 +2,8 @@
 
 Every prompt is run through the model once; its key-value cache then serves the N candidates,
 which sample token by token (top-k, top-p, temperature) until a stop token. Each candidate draws
+# torch and transformers are imported where used: jobs/rewrite.py imports this module (through the
+# rewriter), and its --help and driver start without them.
 from its own seeded stream, so a recipe's samples do not depend on which other recipes share its
 batch.
 

@@ -35,6 +35,9 @@ then the paper's form rules and ingredient overlap, weight 1 each.
 
 from __future__ import annotations
 
+# rouge_score (a second to import) is imported where used, so jobs/rewrite.py and jobs/evaluate.py
+# start without it; enchant is imported in _english, which turns a missing enchant C library into
+# DictionaryMissing.
 import functools
 import re
 from collections.abc import Callable, Iterable

@@ -4,6 +4,10 @@ and rrt.modelling.pretrained, which each give a tokenizer these tokens."""
 
 from __future__ import annotations
 
+# torch is imported where used: the jobs import this module, and their --help starts without it.
+from tokenizers import AddedToken
+from tokenizers.processors import TemplateProcessing
+
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.paper_format import (
     BOS,
@@ -42,8 +46,6 @@ def special_tokens() -> list[str]:
 
 
 def added_token(token: str):
-    from tokenizers import AddedToken
-
     # Absorbing the spaces around a tag keeps " <inst> " one token instead of three.
     return AddedToken(token, lstrip=True, rstrip=True, special=True, normalized=False)
 
@@ -65,8 +67,6 @@ def add_special_tokens(tokenizer):
         if getattr(tokenizer, flag, False):
             setattr(tokenizer, flag, False)
     if tokenizer("x")["input_ids"] != tokenizer("x", add_special_tokens=False)["input_ids"]:
-        from tokenizers.processors import TemplateProcessing
-
         tokenizer.backend_tokenizer.post_processor = TemplateProcessing(
             single="$A:0", pair="$A:0 $B:1"
         )

@@ -27,6 +27,9 @@ and the caller decodes it with the plain loop.
 
 from __future__ import annotations
 
+# torch is imported where used: jobs/rewrite.py imports this module (through the rewriter), and its
+# --help and driver start without it.
+import contextlib
 import warnings
 from collections import Counter, OrderedDict
 
@@ -82,8 +85,6 @@ def round_up(value: int, multiple: int) -> int:
 def _attention_kernels(device):
     """On CUDA, attention by the memory-efficient kernel (it takes the mask) or plain matmuls: the
     two whose capture in a graph is long established; elsewhere torch's own choice."""
-    import contextlib
-
     if not str(device).startswith("cuda"):
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel

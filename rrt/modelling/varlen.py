@@ -19,6 +19,8 @@ that are not packed) the same function runs as `sdpa` with the packed mask.
 
 from __future__ import annotations
 
+# torch and transformers are imported where used: jobs/train.py imports this module (through
+# rrt.modelling.models), and its --help and driver start without them.
 from collections.abc import Callable
 from itertools import pairwise
 

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import os
 
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
 CHECKPOINT = "engine.pt"
 
 
@@ -21,9 +25,6 @@ class TorchEngine:
     def __init__(
         self, lm, optimizer, schedule, precision: str, grad_accum: int, clipping: float, device
     ):
-        import torch
-        import torch.distributed as dist
-
         self.module, self.optimizer, self.schedule = lm, optimizer, schedule
         self.device, self.grad_accum, self.clipping = device, grad_accum, clipping
         self.dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
@@ -31,8 +32,6 @@ class TorchEngine:
         self.rank = dist.get_rank() if dist.is_initialized() else 0
         wrapped = lm
         if dist.is_initialized() and dist.get_world_size() > 1:
-            from torch.nn.parallel import DistributedDataParallel
-
             wrapped = DistributedDataParallel(
                 lm, device_ids=[device.index] if device.type == "cuda" else None
             )
@@ -41,8 +40,6 @@ class TorchEngine:
 
     def __call__(self, **inputs):
         """The model's output for one micro-batch, under autocast when the precision asks for it."""
-        import torch
-
         with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
             return self.wrapped(**inputs)
 
@@ -53,8 +50,6 @@ class TorchEngine:
 
     def step(self) -> None:
         """Count a micro-batch; after `grad_accum` of them clip, update and advance the schedule."""
-        import torch
-
         self.micro_steps += 1
         if self.micro_steps % self.grad_accum:
             return
@@ -75,8 +70,6 @@ class TorchEngine:
 
     def save_checkpoint(self, folder: str, tag: str) -> None:
         """Weights, optimizer, schedule and counters in `folder/tag` (rank 0 writes; the others hold the same)."""
-        import torch
-
         if self.rank != 0:
             return
         os.makedirs(os.path.join(folder, tag), exist_ok=True)
@@ -94,8 +87,6 @@ class TorchEngine:
 
     def load_checkpoint(self, folder: str, tag: str) -> None:
         """Everything save_checkpoint wrote, onto this worker's device."""
-        import torch
-
         state = torch.load(
             os.path.join(folder, tag, CHECKPOINT), map_location=self.device, weights_only=True
         )

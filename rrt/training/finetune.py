@@ -10,10 +10,11 @@ extra matrix product per layer.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+# torch and peft (seconds to import) are imported where used: jobs/train.py imports this module,
+# and its --help and driver start without them.
+from typing import Any
 
-if TYPE_CHECKING:
-    from rrt.modelling.models import PaddedVocabulary
+from rrt.modelling.models import PaddedVocabulary
 
 METHODS = ("full", "freeze", "lora")
 SOME_ROWS = (

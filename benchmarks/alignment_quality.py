@@ -95,7 +95,8 @@ def learn_table(corpus: dict[str, dict], new: bool):
             pairs += [(steps_of(s, new), steps_of(t, new)) for s in sources for t in targets][
                 :EM_PER_DISH
             ]
-    return train_translation_table(pairs)
+    alignment = load_settings().alignment
+    return train_translation_table(pairs, alignment.vocab_size, alignment.em_iterations)
 
 
 def old_links(pair, table, align: AlignSettings) -> set[tuple[int, int]]:

@@ -34,6 +34,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from rrt.config import load_settings
 from rrt.modelling import selection
 from rrt.modelling.models import TINY, load_tokenizer
 from rrt.modelling.prompts import step_prompt
@@ -153,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         for n in range(len(source["steps"]))
     ]
     try:
-        tokenizer = load_tokenizer(args.tokenizer, prompts[::10])
+        tokenizer = load_tokenizer(
+            args.tokenizer, prompts[::10], load_settings().train.tiny.vocab_size
+        )
     except (OSError, ValueError) as err:
         parser.error(f"no tokenizer at {args.tokenizer}: {err}")
     chosen = choose_all(jobs, constraints)  # also fills the dictionary's and the matchers' caches

@@ -208,16 +208,17 @@ def cmd_align(args: argparse.Namespace) -> None:
             table = TranslationTable.load(args.table)
         except (OSError, ValueError, KeyError) as err:
             raise CliError(f"cannot read translation table {args.table}: {err}") from None
-    else:
-        # No corpus table: learn one from this pair alone (identity-biased EM).
-        table = train_translation_table([(source.steps, target.steps)])
     from rrt.config import load_settings
     from rrt.corpus.pairing import link_scores
 
     # The pipeline's own scoring (ray_config.yaml alignment), so what this shows is what it keeps.
-    settings = AlignSettings.from_config(
-        load_settings(overrides={"alignment": {"link_threshold": args.threshold}}).alignment
-    )
+    alignment = load_settings(overrides={"alignment": {"link_threshold": args.threshold}}).alignment
+    settings = AlignSettings.from_config(alignment)
+    if not args.table:
+        # No corpus table: learn one from this pair alone (identity-biased EM).
+        table = train_translation_table(
+            [(source.steps, target.steps)], alignment.vocab_size, alignment.em_iterations
+        )
     scores, loglik = link_scores({"steps": source.steps}, {"steps": target.steps}, table, settings)
     print(f"{source.title}  ->  {target.title}   (per-word log-likelihood {loglik:.3f})")
     print(alignment_table(source.steps, target.steps, scores))

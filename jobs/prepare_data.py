@@ -300,14 +300,7 @@ def load_files(batch: pa.Table, settings: PrepareRun) -> Iterator[pa.Table]:
             )
             rows = []
             for number, (where, recipe) in enumerate(read_located_recipes([path], report)):
-                row = recipe_row(
-                    recipe,
-                    list(settings.constraints),
-                    settings.data.dish_key,
-                    settings.data.split.train,
-                    settings.data.split.dev,
-                    settings.data.seed,
-                )
+                row = recipe_row(recipe, list(settings.constraints), settings.data)
                 rows.append({**row, "_order": (index << RECORD_BITS) + number, "_where": where})
                 if len(rows) == LOAD_CHUNK:
                     yield pa.Table.from_pylist(rows, schema=schema)

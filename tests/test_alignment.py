@@ -43,7 +43,9 @@ def corpus():
     synthetic = [
         perturbed_pair(r, CONSTRAINTS[i % len(CONSTRAINTS)], i) for i, r in enumerate(recipes)
     ]
-    table = train_translation_table(pairs + [(s, t) for s, t, _ in synthetic])
+    table = train_translation_table(
+        pairs + [(s, t) for s, t, _ in synthetic], ALIGNMENT.vocab_size, ALIGNMENT.em_iterations
+    )
     return table, synthetic
 
 
@@ -202,7 +204,9 @@ def test_pairs_only_join_recipes_of_one_dish():
     )
     assert dish_similarity(grilled, vegan_grilled) > 0.4
     assert dish_similarity(grilled, mac) < 0.21
-    table = train_translation_table([(grilled["steps"], vegan_grilled["steps"])])
+    table = train_translation_table(
+        [(grilled["steps"], vegan_grilled["steps"])], ALIGNMENT.vocab_size, ALIGNMENT.em_iterations
+    )
     unlike: list[dict] = []
     pairs = pair_dish(
         [grilled, mac, vegan_grilled],

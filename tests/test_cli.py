@@ -283,7 +283,14 @@ def test_align_sets_section_headers_aside_and_keeps_what_the_pipeline_keeps(tmp_
     steps = [split_method(recipe["steps"])[0] for recipe in (source, target)]
     settings = AlignSettings.from_config(load_settings().alignment)
     scores, _ = link_scores(
-        {"steps": steps[0]}, {"steps": steps[1]}, train_translation_table([tuple(steps)]), settings
+        {"steps": steps[0]},
+        {"steps": steps[1]},
+        train_translation_table(
+            [tuple(steps)],
+            load_settings().alignment.vocab_size,
+            load_settings().alignment.em_iterations,
+        ),
+        settings,
     )
     expected = [
         f"  s{link.source_step} -> "

@@ -19,10 +19,10 @@ def test_dish_key_meets_versions_of_a_dish():
 
 
 def test_split_is_stable_and_roughly_80_10_10():
-    assert split_of("hot cocoa") == split_of("hot cocoa")
+    assert split_of("hot cocoa", 0.8, 0.1, 0) == split_of("hot cocoa", 0.8, 0.1, 0)
     counts = {s: 0 for s in ("train", "dev", "test")}
     for i in range(5000):
-        counts[split_of(f"dish {i}")] += 1
+        counts[split_of(f"dish {i}", 0.8, 0.1, 0)] += 1
     assert 0.77 < counts["train"] / 5000 < 0.83 and 0.08 < counts["dev"] / 5000 < 0.12
 
 

@@ -72,7 +72,7 @@ def test_a_capped_dish_makes_at_most_cap_x_pairs_per_source_x_constraints_pairs(
         seed=7,
     )
     kept, _ = cap_dish(_dish(2000), settings)
-    table = train_translation_table([(STEPS, VEGAN)] * 4, iterations=2)
+    table = train_translation_table([(STEPS, VEGAN)] * 4, ALIGNMENT.vocab_size, iterations=2)
     align = AlignSettings.from_config(ALIGNMENT, calibrated=False)
     pairs = pair_dish(kept, ["vegan", "nut-free"], table, settings, align)
     sources = sum(1 for r in kept if not r["valid_vegan"])

@@ -7,6 +7,7 @@ from conftest import SAMPLE, WEB_RECIPES, make_recipe, needs_shared_data
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rrt.config import load_settings
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.loaders import read_recipes
 from rrt.recipes.recipe import Recipe
@@ -195,10 +196,10 @@ def test_a_training_target_names_no_forbidden_food_even_as_optional():
     ]  # lenient: what a rewrite must remove
     assert not tag_recipe(tacos, ["fish-free"], lenient=False).valid["fish-free"]
     assert (
-        recipe_row(tacos, ["fish-free"])["valid_fish_free"] is False
+        recipe_row(tacos, ["fish-free"], load_settings().data)["valid_fish_free"] is False
     )  # so never a target, only a source
     broth = make_recipe(["1 cup beef broth (or water)", "1 onion"], steps=["Simmer.", "Serve."])
-    assert recipe_row(broth, ["vegetarian"])["valid_vegetarian"] is False
+    assert recipe_row(broth, ["vegetarian"], load_settings().data)["valid_vegetarian"] is False
 
 
 def test_tagging_a_step_of_many_mentions_is_linear(monkeypatch):

@@ -69,8 +69,8 @@ def _step_words(steps: list[str]) -> list[list[str]]:
 
 def train_translation_table(
     pairs: Iterable[tuple[list[str], list[str]]],
-    vocab_size: int = 3000,
-    iterations: int = 5,
+    vocab_size: int,
+    iterations: int,
     identity_prior: float = 5.0,
     add_n: float = 0.05,
 ) -> TranslationTable:

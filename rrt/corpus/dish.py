@@ -340,8 +340,9 @@ def dish_similarity(a: dict, b: dict, steps: str = "steps") -> float:
     ) / 3
 
 
-def split_of(key: str, train: float = 0.8, dev: float = 0.1, seed: int = 0) -> str:
-    """Stable split for a dish: the same key always lands in the same split."""
+def split_of(key: str, train: float, dev: float, seed: int) -> str:
+    """Stable split for a dish: the same key always lands in the same split (`train` and `dev`
+    shares, the rest test)."""
     digest = hashlib.sha1(f"{seed}:{key}".encode()).digest()
     point = int.from_bytes(digest[:8], "big") / 2**64
     return "train" if point < train else "dev" if point < train + dev else "test"

@@ -65,11 +65,14 @@ def train_tiny_tokenizer(texts: Iterable[str], vocab_size: int):
     return _wrap(backend)
 
 
-def load_tokenizer(model: str, texts: Iterable[str] | None = None, vocab_size: int = 4000):
-    """The tokenizer of a preset: trained for `tiny`, else loaded and given the special tokens."""
+def load_tokenizer(model: str, texts: Iterable[str] | None = None, vocab_size: int | None = None):
+    """The tokenizer of a preset: trained for `tiny` (on `texts`, to `vocab_size` tokens, the
+    `train.tiny` block's), else loaded and given the special tokens."""
     if model == TINY:
-        if texts is None:
-            raise ValueError("the tiny preset trains its tokenizer and needs training texts")
+        if texts is None or vocab_size is None:
+            raise ValueError(
+                "the tiny preset trains its tokenizer: it needs texts and a vocab_size"
+            )
         return train_tiny_tokenizer(texts, vocab_size)
     from transformers import AutoTokenizer
 

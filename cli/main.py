@@ -260,7 +260,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     from serve.app import run
 
-    run(args.model, args.port, args.host, args.config)
+    run(args.model, args.port, args.host, args.config, args.verbose)
     return 0
 
 
@@ -604,6 +604,11 @@ def build_parser() -> argparse.ArgumentParser:
     served.add_argument("--port", type=int, help="HTTP port (default: serve.port, 8000)")
     served.add_argument("--host", help="address to bind (default: serve.host, 127.0.0.1)")
     served.add_argument("--config", help="config file (default: ray_config.yaml)")
+    served.add_argument(
+        "--verbose",
+        action="store_true",
+        help="Ray's and Serve's INFO lines on the console too (their logs keep them anyway)",
+    )
     served.set_defaults(func=None)
     show = subs.add_parser(
         "show",

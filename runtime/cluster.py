@@ -145,16 +145,20 @@ def quiet_ray_console() -> None:
             handler.setLevel(logging.ERROR)
 
 
-def start_local_ray(ray_settings: RaySettings) -> None:
-    """Start a new local Ray with the configured CPUs and object store, never joining another."""
+def start_local_ray(ray_settings: RaySettings, verbose: bool = False) -> None:
+    """Start a new local Ray with the configured CPUs and object store, never joining another;
+    unless `verbose`, Ray's INFO lines stay off the console."""
     import ray
 
+    if not verbose:
+        quiet_ray_console()
     # address="local" starts a new Ray: without it, ray.init joins the latest `ray start` cluster.
     ray.init(
         address="local",
         include_dashboard=False,
         num_cpus=ray_settings.num_cpus,
         object_store_memory=ray_settings.object_store_memory,
+        logging_level=logging.INFO if verbose else logging.WARNING,
     )
     _STARTED["local"] = True
 

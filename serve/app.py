@@ -460,10 +460,15 @@ def _stop(signum, frame):
 
 
 def run(
-    model: str, port: int | None = None, host: str | None = None, config: str | None = None
+    model: str,
+    port: int | None = None,
+    host: str | None = None,
+    config: str | None = None,
+    verbose: bool = False,
 ) -> None:
     """Start a Ray of its own, deploy the app on it and block until Ctrl-C or SIGTERM; a
-    configuration that must not start is one `rrt serve: error:` line and exit status 2."""
+    configuration that must not start is one `rrt serve: error:` line and exit status 2. Unless
+    `verbose`, Ray's and Serve's INFO lines stay off the console (the session's logs keep them)."""
     try:
         checked = checked_settings(config, {"model": model, "port": port, "host": host})
         settings, ray_settings = checked.serve, checked.ray
@@ -478,7 +483,7 @@ def run(
     except ServeConfigError as err:
         print(f"rrt serve: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
-    start_local_ray(ray_settings)
+    start_local_ray(ray_settings, verbose)
     try:
         # Serve starts only with its first replicas placed; this Ray is the service's own and never grows.
         ensure_room(
@@ -501,14 +506,19 @@ def run(
     try:
         # The proxy's own limit covers a whole request: its body, then the rewrite.
         limit = settings.request_timeout_s + settings.body_timeout_s + 5
+        # Serve's controller, proxies and replicas log at this level; their log files keep INFO.
+        logs = {"log_level": "INFO" if verbose else "WARNING"}
+        if not verbose:
+            logging.getLogger("ray.serve").setLevel(logging.WARNING)
         serve.start(
             http_options={
                 "host": settings.host,
                 "port": settings.port,
                 "request_timeout_s": limit,
-            }
+            },
+            logging_config=logs,
         )
-        serve.run(app, name="rrt", route_prefix="/")
+        serve.run(app, name="rrt", route_prefix="/", logging_config=logs)
         print(f"rrt serve: http://{where}/ (model {model}); Ctrl-C stops", flush=True)
         while True:
             time.sleep(3600)

@@ -633,6 +633,10 @@ def test_page_in_headless_chromium_renders_rewritten_steps(service):
 
 def test_sigint_stops_the_service_and_its_ray(service):
     assert service.stop(signal.SIGINT) == [] and service.stopped_by == signal.SIGINT
+    # Without --verbose the console holds the service's own lines and warnings, not Ray's and
+    # Serve's INFO lines (their logs keep those).
+    console = Path(service.log).read_text(encoding="utf-8", errors="replace")
+    assert "rrt serve: stopping" in console and " INFO " not in console, console[-2000:]
     with pytest.raises(requests.ConnectionError):
         requests.get(service.url + "/healthz", timeout=5)
 

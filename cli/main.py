@@ -25,6 +25,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
@@ -47,6 +48,9 @@ from rrt.recipes.recipe import Recipe, Reject
 from rrt.recipes.substitutions import substitute_recipe
 from rrt.recipes.survey import format_survey, survey
 from rrt.recipes.tagger import parse_constraints, tag_recipe
+
+if TYPE_CHECKING:
+    from rrt.config import JudgeSettings
 
 INPUTS_HELP = (
     "inputs: files, globs or folders (paper text, JSON, JSONL, CSV; .gz too); '-' reads standard "
@@ -312,7 +316,7 @@ def cmd_bow(args: argparse.Namespace) -> int:
     return 0
 
 
-def _judge_settings(args: argparse.Namespace) -> dict:
+def _judge_settings(args: argparse.Namespace) -> JudgeSettings:
     """The judge block of the config with this command's flags over it."""
     from rrt.config import ConfigError, load_settings
 
@@ -336,7 +340,7 @@ def _judge_settings(args: argparse.Namespace) -> dict:
     if getattr(args, "fish_free", False):
         flags["fish_free"] = True
     try:
-        return load_settings(args.config, overrides={"judge": flags}).judge.model_dump()
+        return load_settings(args.config, overrides={"judge": flags}).judge
     except ConfigError as err:
         raise CliError(str(err)) from None
 
@@ -347,22 +351,22 @@ def cmd_judge(args: argparse.Namespace) -> int:
     from judge.store import Study, StudyError
 
     settings = _judge_settings(args)
-    folder = settings["study"]
+    folder = settings.study
     try:
         if args.action == "create":
             folders = [f.strip() for f in args.rewrites.split(",") if f.strip()]
             if not folders:
                 raise CliError("--rewrites names no folder")
-            out = studies.create_study(folder, folders, settings, settings["best"])
+            out = studies.create_study(folder, folders, settings, settings.best)
             print(
                 f"rrt judge: study in {folder}: {out['recipes']} recipes ({', '.join(f'{c} {n}' for c, n in out['per_constraint'].items())}), "
                 f"systems {', '.join(out['systems'])} (best: {out['best']}), {out['assignments']} assignments "
                 f"to {out['judges']} judges, seed {out['seed']}; {folder}/create.json"
             )
             _print_links(settings, out["tokens"], out["admin_token"])
-            if out["recipes"] < settings["recipes"]:
+            if out["recipes"] < settings.recipes:
                 print(
-                    f"rrt judge: warning: asked for {settings['recipes']} recipes, but the runs share only "
+                    f"rrt judge: warning: asked for {settings.recipes} recipes, but the runs share only "
                     f"{out['recipes']} (recipe, constraint) items to rate",
                     file=sys.stderr,
                 )
@@ -419,12 +423,12 @@ def cmd_judge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_links(settings: dict, tokens: dict[str, str], admin_token: str | None = None) -> None:
+def _print_links(
+    settings: JudgeSettings, tokens: dict[str, str], admin_token: str | None = None
+) -> None:
     """Each new token's link, printed once: the study keeps only their hashes."""
-    scheme = "https" if settings["tls_cert"] else "http"
-    base = (settings["public_url"] or f"{scheme}://{settings['host']}:{settings['port']}").rstrip(
-        "/"
-    )
+    scheme = "https" if settings.tls_cert else "http"
+    base = (settings.public_url or f"{scheme}://{settings.host}:{settings.port}").rstrip("/")
     for name, token in tokens.items():
         print(f"  {name}: {base}/#t={token}")
     if admin_token:
@@ -434,7 +438,7 @@ def _print_links(settings: dict, tokens: dict[str, str], admin_token: str | None
     )
 
 
-def _token(study, args: argparse.Namespace, settings: dict) -> None:
+def _token(study, args: argparse.Namespace, settings: JudgeSettings) -> None:
     """A judge's or the admin's new link, or a judge's revocation."""
     if bool(args.judge) == bool(args.admin):
         raise CliError("give --judge NAME or --admin")

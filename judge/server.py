@@ -17,6 +17,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from judge.app import build_app
+from rrt.config import JudgeSettings
 
 
 class ServeError(ValueError):
@@ -94,30 +95,28 @@ def check_bind(host: str, port: int, tls_cert: str | None, tls_key: str | None) 
             raise ServeError(f"cannot serve on {host}:{port}: {err.strerror}") from None
 
 
-def run(folder: str, settings: dict) -> None:
+def run(folder: str, settings: JudgeSettings) -> None:
     """Serve the study in `folder` with the judge settings until Ctrl-C (links are printed when made)."""
-    host, port = settings["host"], int(settings["port"])
-    check_bind(host, port, settings["tls_cert"], settings["tls_key"])
-    app = build_app(folder, settings["max_chars"], settings["body_timeout_s"])
+    host, port = settings.host, settings.port
+    check_bind(host, port, settings.tls_cert, settings.tls_key)
+    app = build_app(folder, settings.max_chars, settings.body_timeout_s)
     study = app.state.study
-    scheme = "https" if settings["tls_cert"] else "http"
-    base = (settings["public_url"] or f"{scheme}://{host}:{port}").rstrip("/")
+    scheme = "https" if settings.tls_cert else "http"
+    base = (settings.public_url or f"{scheme}://{host}:{port}").rstrip("/")
     print(
         f"study {folder}: {len(study.judges())} judges, systems {', '.join(study.systems())}; serving {base}/ "
         f"(links were printed when made; rrt judge token --judge NAME makes a new one)",
         flush=True,
     )
-    protocol = type(
-        "JudgeH11", (BoundedH11,), {"header_timeout": float(settings["header_timeout_s"])}
-    )
+    protocol = type("JudgeH11", (BoundedH11,), {"header_timeout": settings.header_timeout_s})
     uvicorn.run(
         app,
         host=host,
         port=port,
         log_level="warning",
         http=protocol,
-        limit_concurrency=settings["max_connections"],
+        limit_concurrency=settings.max_connections,
         timeout_keep_alive=5,
-        ssl_certfile=settings["tls_cert"],
-        ssl_keyfile=settings["tls_key"],
+        ssl_certfile=settings.tls_cert,
+        ssl_keyfile=settings.tls_key,
     )

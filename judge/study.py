@@ -18,6 +18,7 @@ import statistics
 import time
 
 from judge.store import Study, StudyError
+from rrt.config import JudgeSettings
 from rrt.evaluation.human import (
     COMPARE_QUESTION,
     QUESTIONS,
@@ -71,7 +72,7 @@ def judge_names(count: int, start: int = 1) -> list[str]:
 
 
 def create_study(
-    folder: str, rewrite_folders: list[str], settings: dict, best: str | None = None
+    folder: str, rewrite_folders: list[str], settings: JudgeSettings, best: str | None = None
 ) -> dict:
     """A new study from rewrite runs: the sample, every task, blind balanced assignments; create.json.
     The summary returned also holds the judges' and the admin's tokens, kept nowhere else."""
@@ -81,8 +82,8 @@ def create_study(
     best = best or next(iter(records))
     if best not in records:
         raise StudyError(f"best system {best!r} is none of the runs given: {', '.join(records)}")
-    constraints = study_constraints(settings["fish_free"])
-    rated = sample_items(records, settings["recipes"], constraints, settings["seed"])
+    constraints = study_constraints(settings.fish_free)
+    rated = sample_items(records, settings.recipes, constraints, settings.seed)
     if not rated:
         raise StudyError("the runs share no (recipe, constraint) among " + ", ".join(constraints))
     pool = sorted(
@@ -90,24 +91,24 @@ def create_study(
             (str(r["id"]), r["constraint"])
             for rows in records.values()
             for r in rows
-            if r["constraint"] == settings["human_constraint"]
+            if r["constraint"] == settings.human_constraint
         }
     )
-    random.Random(settings["seed"]).shuffle(pool)
-    rewritten = pool[: settings["human_rewrites"]]
+    random.Random(settings.seed).shuffle(pool)
+    rewritten = pool[: settings.human_rewrites]
     study = Study(folder, create=True)
     summary = study.populate(
         records,
         origins,
         rated,
         rewritten,
-        judge_names(settings["judges"]),
+        judge_names(settings.judges),
         best=best,
-        judges_per_item=settings["judges_per_item"],
-        rewriters_per_item=settings["rewriters_per_recipe"],
-        majority=settings["majority"],
-        seed=settings["seed"],
-        settings=settings,
+        judges_per_item=settings.judges_per_item,
+        rewriters_per_item=settings.rewriters_per_recipe,
+        majority=settings.majority,
+        seed=settings.seed,
+        settings=settings.model_dump(),
     )
     tokens, admin_token = summary.pop("tokens"), summary.pop("admin_token")
     shares = {c: sum(k[1] == c for k in rated) for c in constraints}
@@ -118,8 +119,8 @@ def create_study(
         "recipes": len(rated),
         "per_constraint": shares,
         "hand_rewrites": len(rewritten),
-        "judges": settings["judges"],
-        "seed": settings["seed"],
+        "judges": settings.judges,
+        "seed": settings.seed,
         "origins": origins,
     }
     write_json_atomic(

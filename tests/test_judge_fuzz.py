@@ -33,7 +33,7 @@ atexit.register(shutil.rmtree, FOLDER, True)  # every process that collects this
 MADE = create_study(
     os.path.join(FOLDER, "study"),
     list(write_runs(str(SAMPLE), os.path.join(FOLDER, "runs"), ("guide", "copy")).values()),
-    {**JUDGE.model_dump(), "recipes": 4, "judges": 5, "human_rewrites": 1},
+    JUDGE.model_copy(update={"recipes": 4, "judges": 5, "human_rewrites": 1}),
 )
 APP = build_app(os.path.join(FOLDER, "study"), JUDGE.max_chars, JUDGE.body_timeout_s)
 schema = schemathesis.openapi.from_asgi("/api/openapi.json", APP)

@@ -28,7 +28,7 @@ from cli.main import main as rrt
 from judge.app import build_app
 from judge.store import MIGRATIONS, POOL_SIZE, Study, StudyBusy, is_handle, token_hash
 from judge.study import create_study, export_study, extend_study, file_label
-from rrt.config import load_settings
+from rrt.config import JudgeSettings, load_settings
 from rrt.evaluation.human import QUESTIONS
 from runtime.runs import JobError, check_replaceable
 from testing.local_service import free_port
@@ -37,9 +37,9 @@ from testing.rewrite_runs import write_runs
 JUDGE = load_settings().judge
 
 
-def small(**over) -> dict:
+def small(**over) -> JudgeSettings:
     """The judge settings for a small study."""
-    return {**JUDGE.model_dump(), "recipes": 6, "judges": 5, "human_rewrites": 2, **over}
+    return JUDGE.model_copy(update={"recipes": 6, "judges": 5, "human_rewrites": 2, **over})
 
 
 @pytest.fixture(scope="module")

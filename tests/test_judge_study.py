@@ -22,7 +22,7 @@ from judge.study import (
     study_constraints,
     write_report,
 )
-from rrt.config import load_settings
+from rrt.config import JudgeSettings, load_settings
 from rrt.evaluation.human import (
     QUESTIONS,
     Z95,
@@ -40,7 +40,7 @@ from rrt.evaluation.human import (
 )
 from testing.rewrite_runs import write_runs
 
-SETTINGS = load_settings().judge.model_dump()
+SETTINGS = load_settings().judge
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +50,9 @@ def runs(tmp_path_factory):
     return write_runs(str(SAMPLE), str(folder), ("guide", "short", "copy", "late"))
 
 
-def small(**changes) -> dict:
+def small(**changes) -> JudgeSettings:
     """ray_config.yaml's judge block, shrunk for a test."""
-    return {**SETTINGS, "recipes": 12, "judges": 7, "human_rewrites": 3, **changes}
+    return SETTINGS.model_copy(update={"recipes": 12, "judges": 7, "human_rewrites": 3, **changes})
 
 
 def test_the_sample_takes_equal_shares_per_constraint_and_leaves_fish_free_out():
@@ -108,9 +108,9 @@ def test_create_answer_extend_export(tmp_path, runs):
         and "fish-free" not in out["per_constraint"]
     )
     assert "fish-free" in study_constraints(True) and "fish-free" not in study_constraints(
-        SETTINGS["fish_free"]
+        SETTINGS.fish_free
     )
-    assert json.loads((tmp_path / "study" / "create.json").read_text())["seed"] == SETTINGS["seed"]
+    assert json.loads((tmp_path / "study" / "create.json").read_text())["seed"] == SETTINGS.seed
     assert out["tasks"] == {"rate": 36, "compare": 24, "rewrite": 3}
     assert out["assignments"] == (36 + 24) * 5 + 3
     study = Study(folder)

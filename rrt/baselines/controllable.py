@@ -18,7 +18,13 @@ from dataclasses import dataclass
 
 from rrt.baselines.pplm import generate, word_token_ids
 from rrt.modelling.prompts import step_prompt
-from rrt.modelling.rewriter import RewriteTask, guide_rewrite, record, scored_entry, stable_seed
+from rrt.modelling.rewriter import (
+    RewriteTask,
+    guide_rewrite,
+    scored_entry,
+    stable_seed,
+    step_record,
+)
 from rrt.modelling.selection import StepContext, source_word_set
 from rrt.recipes.ingredients import ingredient_name
 from rrt.recipes.paper_format import END_INST, EOS
@@ -168,20 +174,5 @@ class ControlledRewriter:
                     source_words=source_word_set(task.source),
                 )
                 entries.append(scored_entry(step, ctx, n))
-            rewrite = {
-                "title": guided["title"],
-                "ingredients": guided["ingredients"],
-                "steps": done,
-            }
-            records.append(
-                record(
-                    task,
-                    self.system,
-                    False,
-                    rewrite,
-                    entries,
-                    subs,
-                    [] if task.source["steps"] else ["the source recipe has no steps"],
-                )
-            )
+            records.append(step_record(task, self.system, guided, done, entries, subs))
         return records

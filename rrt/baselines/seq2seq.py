@@ -28,7 +28,13 @@ import numpy as np
 from rrt.corpus.formats import no_context
 from rrt.modelling.batching import IGNORED, token_budget_chunks
 from rrt.modelling.models import META_FILE, read_meta
-from rrt.modelling.rewriter import RewriteTask, guide_rewrite, record, scored_entry, stable_seed
+from rrt.modelling.rewriter import (
+    RewriteTask,
+    guide_rewrite,
+    scored_entry,
+    stable_seed,
+    step_record,
+)
 from rrt.modelling.sampling import SamplingSettings
 from rrt.modelling.selection import StepContext, select_best, source_word_set
 from rrt.recipes.ingredients import ingredient_name
@@ -470,20 +476,5 @@ class SentenceRewriter:
                 )
                 entries.append(self.rewrite_step(task, n, ctx))
             steps = [e["candidates"][e["chosen"]]["text"] for e in entries]
-            rewrite = {
-                "title": guided["title"],
-                "ingredients": guided["ingredients"],
-                "steps": steps,
-            }
-            records.append(
-                record(
-                    task,
-                    self.system,
-                    False,
-                    rewrite,
-                    entries,
-                    subs,
-                    [] if task.source["steps"] else ["the source recipe has no steps"],
-                )
-            )
+            records.append(step_record(task, self.system, guided, steps, entries, subs))
         return records

@@ -201,6 +201,21 @@ def record(
     }
 
 
+def step_record(
+    task: RewriteTask,
+    system: str,
+    guided: dict,
+    steps: list[str],
+    entries: list[dict],
+    substitutions: list[dict],
+) -> dict:
+    """The record of a baseline that writes only the steps, after the guide's title and ingredient
+    lines, unconstrained."""
+    rewrite = {"title": guided["title"], "ingredients": guided["ingredients"], "steps": steps}
+    notes = [] if task.source["steps"] else ["the source recipe has no steps"]
+    return record(task, system, False, rewrite, entries, substitutions, notes)
+
+
 class Rewriter:
     """A trained model (and, for Contextual + GPT-2 prompt, the next-ingredient model) that
     rewrites batches of recipes with best-of-N selection."""

@@ -147,7 +147,7 @@ def test_rrt_serve_with_gpus_its_ray_lacks_is_one_line(own_ray, tmp_path, monkey
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setattr(
-        app, "start_local_ray", lambda settings: None
+        app, "start_local_ray", lambda settings, verbose=False: None
     )  # the service's own Ray: this one
     capsys.readouterr()
     with pytest.raises(SystemExit) as exited:

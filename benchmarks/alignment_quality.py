@@ -4,8 +4,9 @@
     python benchmarks/alignment_quality.py --labels tests/fixtures/alignment/real_pairs.jsonl --json out/align.json
 
 Reads the labelled pairs (tests/fixtures/alignment/*_pairs.jsonl: real recipes of
-../shared/data/web_recipes by id; fresh_pairs.jsonl holds pairs the current pipeline made,
-labelled blind) and compares two pipelines on them:
+../shared/data/web_recipes, and of the paper's released pairs in ../shared/data/paper_sample, by id;
+fresh_pairs.jsonl and pipeline_pairs.jsonl hold pairs the current pipeline made, labelled blind)
+and compares two pipelines on them:
   old  every cleaned method line is a step, the aligner's links at the default threshold,
        and every pair the head-noun dish key makes is kept;
   new  serving counts, headers, notes and storage tips set aside, links with the fan-out
@@ -16,8 +17,9 @@ The new pipeline's link model is scored by cross-validation that holds out whole
 by head-noun dish key, fitted on the other folds, 5 fold seeds), beside the same model on its
 word features alone, on the whole method (headers included) and at other thresholds.
 Prints link precision, recall and F1 (mean ± sd over seeds) on the same-dish pairs (one recipe
-pair labelled for two constraints counts once), the share of kept pairs that are the same dish,
-and the F1 ratio (new / old) last.
+pair labelled for two constraints counts once), also per labels file, how far independent second
+reads of the first 39 same-dish pairs agree with their first read, the share of kept pairs that
+are the same dish, and the F1 ratio (new / old) last.
 """
 
 from __future__ import annotations
@@ -51,23 +53,47 @@ from rrt.corpus.dish import dish_key
 from rrt.corpus.link_labels import LinkCounts, line_index, load_labels
 from rrt.corpus.pairing import PairSettings, dish_likeness
 from rrt.recipes.clean import clean_lines, clean_text
-from rrt.recipes.recipe import Recipe
+from rrt.recipes.loaders.paper_text import read_paper_pairs
+from rrt.recipes.recipe import Recipe, RecipePair
 from rrt.recipes.step_kinds import split_method
 from rrt.recipes.tagger import parse_constraints, tag_recipe
 from testing.shared_data import SHARED
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "alignment")
-LABELS = [os.path.join(FIXTURES, "real_pairs.jsonl"), os.path.join(FIXTURES, "fresh_pairs.jsonl")]
+LABELS = [
+    os.path.join(FIXTURES, name)
+    for name in (
+        "real_pairs.jsonl",
+        "fresh_pairs.jsonl",
+        "pipeline_pairs.jsonl",
+        "paper_pairs.jsonl",
+    )
+]
+SECOND_READS = os.path.join(FIXTURES, "second_reads.jsonl")
+PAPER_PAIR_FILES = ("full_recipe_train.txt", "full_recipe_test.txt")
 EM_PER_DISH = 4
 FOLDS, SEEDS = 5, 5
 WORD_FEATURES = 13  # the link model's features before the steps' meaning (LINK_FEATURES[:13])
 OTHER_THRESHOLDS = (40, 60)
 
 
-def read_corpus(path: str) -> dict[str, dict]:
-    """Raw recipes by id."""
+def read_corpus(path: str, paper_sample: str | None = None) -> dict[str, dict]:
+    """Raw recipes by id: the web recipes of `path`, and with `paper_sample` (a folder) the
+    recipes of the paper's released recipe pairs, under the ids their reader gives them."""
     with open(path, encoding="utf-8") as handle:
-        return {row["id"]: row for row in map(json.loads, handle)}
+        corpus = {row["id"]: row for row in map(json.loads, handle)}
+    for name in PAPER_PAIR_FILES if paper_sample else ():
+        for pair in read_paper_pairs(os.path.join(paper_sample, name)):
+            if not isinstance(pair, RecipePair):
+                continue  # the released files parse whole; a bad line would name no labelled recipe
+            for recipe in (pair.source, pair.target):
+                corpus[recipe.id] = {
+                    "id": recipe.id,
+                    "title": recipe.title,
+                    "ingredients": list(recipe.ingredients),
+                    "steps": list(recipe.steps),
+                }
+    return corpus
 
 
 def steps_of(raw: dict, new: bool) -> list[str]:
@@ -171,13 +197,14 @@ def dish_folds(pairs, folds: int, seed: int) -> list[int]:
 def cross_validate(
     pairs, parts, align: AlignSettings, columns: int, folds: int, seeds: int, scored_parts=None
 ):
-    """Link counts per seed, and the out-of-fold scores of the first seed: the link model (its first
-    `columns` features) fitted on the other folds' dishes scores each held-out fold (its
-    `scored_parts` when given: other steps of the same pairs)."""
-    per_seed, first = [], []
+    """Link counts per seed, the out-of-fold scores of the first seed, and per seed each pair's
+    counts: the link model (its first `columns` features) fitted on the other folds' dishes scores
+    each held-out fold (its `scored_parts` when given: other steps of the same pairs)."""
+    per_seed, first, per_pair = [], [], []
     for seed in range(seeds):
         fold = dish_folds(pairs, folds, seed)
         counts, scored = LinkCounts(), [None] * len(pairs)
+        pair_counts = [LinkCounts() for _ in pairs]
         for k in range(folds):
             weights = fit_on(
                 [(f[..., :columns], r) for (f, r, *_), q in zip(parts, fold) if q != k]
@@ -187,10 +214,56 @@ def cross_validate(
             ):
                 if fold[n] == k:
                     scored[n] = link_probability(features[..., :columns], weights)
-                    counts.add(new_links(scored[n], at_source, at_target, align), pair.links)
+                    links = new_links(scored[n], at_source, at_target, align)
+                    counts.add(links, pair.links)
+                    pair_counts[n].add(links, pair.links)
         per_seed.append(counts)
+        per_pair.append(pair_counts)
         first = first or scored
-    return per_seed, first
+    return per_seed, first, per_pair
+
+
+def by_file(per_pair: list[list[LinkCounts]], files: list[str]) -> dict:
+    """`spread` of the link counts of each labels file's pairs (`files`: each pair's file)."""
+    out = {}
+    for name in dict.fromkeys(files):
+        per_seed = []
+        for pair_counts in per_pair:
+            total = LinkCounts()
+            for counts, file in zip(pair_counts, files):
+                if file == name:
+                    total.right += counts.right
+                    total.predicted += counts.predicted
+                    total.labelled += counts.labelled
+            per_seed.append(total)
+        out[name] = spread(per_seed)
+    return out
+
+
+def second_read_agreement(pairs, parts, path: str) -> dict:
+    """How well independent second reads of the same-dish pairs agree with their first read, on
+    the steps the pipeline keeps: precision and recall of each second read against the first."""
+    reads = {}
+    with open(path, encoding="utf-8") as handle:
+        for row in map(json.loads, handle):
+            reads[(row["source_id"], row["target_id"])] = [
+                {(int(i), j) for i, js in links.items() for j in js} for links in row["reads"]
+            ]
+    counts = LinkCounts()
+    read_pairs = 0
+    for pair, (_, _, at_source, at_target) in zip(pairs, parts):
+        if (pair.source["id"], pair.target["id"]) not in reads:
+            continue
+        read_pairs += 1
+        cells = {(i, j) for i in at_source for j in at_target}
+        first = pair.links & cells
+        for read in reads[(pair.source["id"], pair.target["id"])]:
+            counts.add(read & cells, first)
+    return {
+        "pairs": read_pairs,
+        "precision": round(counts.precision, 3),
+        "recall": round(counts.recall, 3),
+    }
 
 
 def spread(per_seed: list[LinkCounts]) -> dict:
@@ -215,10 +288,13 @@ def measure(
     fit: str | None = None,
     folds: int = FOLDS,
     seeds: int = SEEDS,
+    label_files: dict[int, str] | None = None,
 ) -> dict:
     """Link scores on the same-dish pairs and the same-dish share of the pairs kept. The new
     pipeline's link model is scored by cross-validation that holds out whole dishes (the figures
-    are for dishes the model has not seen); with `fit`, the model fitted on all pairs is written there."""
+    are for dishes the model has not seen), also per labels file (`label_files`: pair number to
+    file name); with `fit`, the model fitted on all pairs is written there."""
+    label_files = label_files or {}
     table = learn_table(corpus, new)
     same_dish = list(
         {(p.source["id"], p.target["id"]): p for p in reversed(pairs) if p.same_dish}.values()
@@ -230,8 +306,13 @@ def measure(
         result = spread([counts])
     else:
         parts = [new_features(pair, table, align) for pair in same_dish]
-        per_seed, scored = cross_validate(same_dish, parts, align, len(LINK_FEATURES), folds, seeds)
+        per_seed, scored, per_pair = cross_validate(
+            same_dish, parts, align, len(LINK_FEATURES), folds, seeds
+        )
         result = spread(per_seed)
+        result["by_file"] = by_file(per_pair, [label_files.get(p.pair, "") for p in same_dish])
+        if os.path.exists(SECOND_READS):
+            result["second_reads"] = second_read_agreement(same_dish, parts, SECOND_READS)
         result["without_meaning"] = spread(
             cross_validate(same_dish, parts, align, WORD_FEATURES, folds, seeds)[0]
         )
@@ -296,6 +377,11 @@ def main(argv: list[str] | None = None) -> int:
         default=os.path.join(SHARED, "web_recipes", "recipes.jsonl"),
         help="the real recipes the labels name",
     )
+    parser.add_argument(
+        "--paper-sample",
+        default=os.path.join(SHARED, "paper_sample"),
+        help="the paper's released samples, whose recipe pairs paper_pairs.jsonl names",
+    )
     parser.add_argument("--json", help="also write the figures here")
     parser.add_argument(
         "--fit",
@@ -303,15 +389,19 @@ def main(argv: list[str] | None = None) -> int:
         help=f"refit the link model on every labelled pair into {LINK_MODEL}",
     )
     args = parser.parse_args(argv)
-    if not os.path.exists(args.corpus):
-        print(
-            f"alignment_quality: error: {args.corpus} not found (the labels name its recipes)",
-            file=sys.stderr,
-        )
-        return 2
-    corpus = read_corpus(args.corpus)
+    for path in (args.corpus, args.paper_sample):
+        if not os.path.exists(path):
+            print(
+                f"alignment_quality: error: {path} not found (the labels name its recipes)",
+                file=sys.stderr,
+            )
+            return 2
+    corpus = read_corpus(args.corpus, args.paper_sample)
     files = {path: load_labels(path, corpus) for path in args.labels}
     pairs = [pair for labelled in files.values() for pair in labelled]
+    label_files = {
+        pair.pair: os.path.basename(path) for path, labelled in files.items() for pair in labelled
+    }
     config = load_settings()
     new_align = AlignSettings.from_config(config.alignment)
     # The old pipeline: the HMM posterior alone, no bound on a source step's links.
@@ -325,7 +415,15 @@ def main(argv: list[str] | None = None) -> int:
             for path, labelled in files.items()
         },
         "old": measure(pairs, corpus, False, old_align, dishes),
-        "new": measure(pairs, corpus, True, new_align, dishes, LINK_MODEL if args.fit else None),
+        "new": measure(
+            pairs,
+            corpus,
+            True,
+            new_align,
+            dishes,
+            LINK_MODEL if args.fit else None,
+            label_files=label_files,
+        ),
     }
     print(
         f"{len(pairs)} labelled pairs, {result['same_dish_pairs']} of them the same dish; links scored on those"
@@ -352,6 +450,18 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{name:<34} {cells[0]:>13} {cells[1]:>13} {cells[2]:>13} {r['links_predicted']:>6g} "
             f"{kept['pairs_kept']:>10} {kept['same_dish_share']:>9.3f}"
+        )
+    for name, r in new["by_file"].items():
+        print(
+            f"  new (>= {new_align.link_threshold:g}) on {name}: precision {r['precision']:.3f} ± "
+            f"{r['precision_sd']:.3f}, recall {r['recall']:.3f} ± {r['recall_sd']:.3f} "
+            f"({r['links_labelled']} labelled links)"
+        )
+    if "second_reads" in new:
+        agree = new["second_reads"]
+        print(
+            f"second reads of {agree['pairs']} pairs against their first read: precision "
+            f"{agree['precision']:.3f}, recall {agree['recall']:.3f} (how far two labellers agree)"
         )
     print(
         "calibration (new, held-out dishes, seed 0): "

@@ -98,7 +98,7 @@ SYSTEM = "Answer yes or no."  # shorter than the chat template's default system 
 
 def labelled(corpus_path: str):
     """The same-dish labelled pairs, their 18 link features and their steps (as the pipeline keeps them)."""
-    corpus = read_corpus(corpus_path)
+    corpus = read_corpus(corpus_path, os.path.join(SHARED, "paper_sample"))
     pairs = [p for path in LABELS for p in load_labels(path, corpus)]
     same = list(
         {(p.source["id"], p.target["id"]): p for p in reversed(pairs) if p.same_dish}.values()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, SAMPLE, WEB_RECIPES, needs_shared_data
+from conftest import PAPER_SAMPLE, ROOT, SAMPLE, WEB_RECIPES, needs_shared_data
 
 from rrt.config import load_settings
 from rrt.corpus.alignment import (
@@ -231,19 +231,20 @@ def test_links_on_hand_labelled_real_pairs_beat_the_old_aligner():
     )
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    corpus = bench.read_corpus(str(WEB_RECIPES))
+    corpus = bench.read_corpus(str(WEB_RECIPES), str(PAPER_SAMPLE))
     pairs = [pair for path in bench.LABELS for pair in load_labels(path, corpus)]
-    assert len(pairs) >= 60
+    assert len(pairs) >= 120
     align = AlignSettings.from_config(ALIGNMENT, max_fanout=3, calibrated=True)
     dishes = PairSettings.from_config(DATA, min_dish_similarity=0.21, title_extra_words=1)
     old = bench.measure(pairs, corpus, False, OLD, dishes)
-    new = bench.measure(pairs, corpus, True, align, dishes)
+    new = bench.measure(pairs, corpus, True, align, dishes, seeds=2)
     # The new figures come from a link model that never saw the pair it scores.
     assert new["precision"] >= 0.8 and new["precision"] > old["precision"] + 0.2, (old, new)
     assert (
         new["f1"] > old["f1"] + 0.05
-        and new["same_dish_share"] >= 0.9 > old["same_dish_share"] + 0.2
-    )
+        and new["same_dish_share"] >= 0.9
+        and new["same_dish_share"] > old["same_dish_share"] + 0.1
+    ), (old, new)
 
 
 def test_steps_that_do_one_job_in_other_words_are_alike_in_meaning():

@@ -91,7 +91,8 @@ def read_key_file(path: str) -> str:
         if mode & 0o077:
             raise ServeConfigError(
                 f"permissions {stat.S_IMODE(mode):04o} for the API key file {path} are too "
-                f"open: only its owner may read it (chmod 600 {path})"
+                f"open: only its owner may read it (chmod 600 {path}; a Kubernetes secret volume: "
+                f"defaultMode 0400)"
             )
         key = handle.read(4096).decode("utf-8", "replace").strip()
     if not key or not all(33 <= ord(c) < 127 for c in key):

@@ -200,10 +200,10 @@ def cross_validate(
     """Link counts per seed, the out-of-fold scores of the first seed, and per seed each pair's
     counts: the link model (its first `columns` features) fitted on the other folds' dishes scores
     each held-out fold (its `scored_parts` when given: other steps of the same pairs)."""
-    per_seed, first, per_pair = [], [], []
+    first, per_pair = [], []
     for seed in range(seeds):
         fold = dish_folds(pairs, folds, seed)
-        counts, scored = LinkCounts(), [None] * len(pairs)
+        scored = [None] * len(pairs)
         pair_counts = [LinkCounts() for _ in pairs]
         for k in range(folds):
             weights = fit_on(
@@ -214,30 +214,26 @@ def cross_validate(
             ):
                 if fold[n] == k:
                     scored[n] = link_probability(features[..., :columns], weights)
-                    links = new_links(scored[n], at_source, at_target, align)
-                    counts.add(links, pair.links)
-                    pair_counts[n].add(links, pair.links)
-        per_seed.append(counts)
+                    pair_counts[n].add(
+                        new_links(scored[n], at_source, at_target, align), pair.links
+                    )
         per_pair.append(pair_counts)
         first = first or scored
+    per_seed = [sum(pair_counts, LinkCounts()) for pair_counts in per_pair]
     return per_seed, first, per_pair
 
 
 def by_file(per_pair: list[list[LinkCounts]], files: list[str]) -> dict:
     """`spread` of the link counts of each labels file's pairs (`files`: each pair's file)."""
-    out = {}
-    for name in dict.fromkeys(files):
-        per_seed = []
-        for pair_counts in per_pair:
-            total = LinkCounts()
-            for counts, file in zip(pair_counts, files):
-                if file == name:
-                    total.right += counts.right
-                    total.predicted += counts.predicted
-                    total.labelled += counts.labelled
-            per_seed.append(total)
-        out[name] = spread(per_seed)
-    return out
+    return {
+        name: spread(
+            [
+                sum((c for c, file in zip(pair_counts, files) if file == name), LinkCounts())
+                for pair_counts in per_pair
+            ]
+        )
+        for name in dict.fromkeys(files)
+    }
 
 
 def second_read_agreement(pairs, parts, path: str) -> dict:

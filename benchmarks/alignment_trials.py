@@ -729,10 +729,7 @@ def evaluate(pairs, parts, align: AlignSettings, seeds=range(SEEDS), fold_parts=
         counts = LinkCounts()
         for k in range(FOLDS):
             members = [n for n in everyone if fold[n] == k]
-            part = _counts(pairs, scored, members, align, per_fold_threshold[k])
-            counts.right += part.right
-            counts.predicted += part.predicted
-            counts.labelled += part.labelled
+            counts += _counts(pairs, scored, members, align, per_fold_threshold[k])
         honest.append(counts)
         chosen += list(per_fold_threshold.values())
 

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import PAPER_SAMPLE, ROOT, SAMPLE, WEB_RECIPES, needs_shared_data
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rrt.config import load_settings
 from rrt.corpus.alignment import (
@@ -19,7 +21,7 @@ from rrt.corpus.alignment import (
     train_translation_table,
 )
 from rrt.corpus.dish import dish_key
-from rrt.corpus.link_labels import load_labels
+from rrt.corpus.link_labels import LinkCounts, load_labels
 from rrt.corpus.pairing import PairSettings
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.loaders import read_recipes
@@ -255,3 +257,17 @@ def test_steps_that_do_one_job_in_other_words_are_alike_in_meaning():
     similarity = meaning_similarity(source, target)
     assert similarity.shape == (2, 2) and list(similarity.argmax(axis=1)) == [1, 0]
     assert meaning_similarity([], target).shape == (0, 2)
+
+
+LINKS = st.sets(st.tuples(st.integers(0, 6), st.integers(0, 6)), max_size=12)
+
+
+@given(st.lists(st.tuples(LINKS, LINKS), max_size=6), st.integers(0, 6))
+def test_link_counts_of_two_sets_of_pairs_add_up_to_their_counts_together(pairs, cut):
+    def counted(some):
+        counts = LinkCounts()
+        for predicted, labelled in some:
+            counts.add(predicted, labelled)
+        return counts
+
+    assert counted(pairs[:cut]) + counted(pairs[cut:]) == counted(pairs)

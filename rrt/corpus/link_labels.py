@@ -84,6 +84,14 @@ class LinkCounts:
         self.predicted += len(predicted)
         self.labelled += len(labelled)
 
+    def __add__(self, other: LinkCounts) -> LinkCounts:
+        """The counts of both, as of one set of pairs."""
+        return LinkCounts(
+            self.right + other.right,
+            self.predicted + other.predicted,
+            self.labelled + other.labelled,
+        )
+
     @property
     def precision(self) -> float:
         """Share of predicted links that are labelled."""

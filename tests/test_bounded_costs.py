@@ -160,7 +160,7 @@ def test_a_json_record_past_the_limit_is_one_reject_read_in_bounded_memory(tmp_p
         peak, recipes, rejects = _peak_reading(path)
         assert [r.title for r in recipes] == [TITLE, TITLE]
         where = f"{path}[1]" if listed else f"{path}#0"
-        assert [(r.reason, r.location) for r in rejects] == [("unreadable_line", where)]
+        assert [(r.reason, r.location) for r in rejects] == [("record_too_large", where)]
         peaks.append(peak)
     # Built whole, the record takes memory in proportion to its size: 2.5 times as much here.
     assert peaks[1] < 1.2 * peaks[0] + 1_000_000, peaks

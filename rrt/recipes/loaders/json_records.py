@@ -177,10 +177,10 @@ def record_to_recipe(record: dict, fallback_id: str, default_source: str) -> Rec
 
 def read_jsonl(path: str) -> Iterator[Record]:
     """One JSON object per line; a bad line is rejected, the rest still come through."""
-    for number, text, problem in decoded_lines(path):
+    for number, text, reason, detail in decoded_lines(path):
         where = f"{path}:{number}"
         if text is None:
-            yield where, Reject(where, "unreadable_line", problem)
+            yield where, Reject(where, reason, detail)
             continue
         if not text.strip():
             continue
@@ -341,7 +341,7 @@ def read_json_document(path: str) -> Iterator[Record]:
                 yield (
                     where,
                     Reject(
-                        where, "unreadable_line", f"record longer than {MAX_LINE_BYTES} characters"
+                        where, "record_too_large", f"record longer than {MAX_LINE_BYTES} characters"
                     ),
                 )
                 continue

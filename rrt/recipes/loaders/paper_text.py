@@ -56,11 +56,11 @@ class StepPair:
 def read_paper_lines(path: str) -> Iterator[tuple[str, PaperLine | Reject, list[str]]]:
     """Parse each line, pairing it with its row of the ids file (or an empty list)."""
     ids = _ids_file(path)
-    for number, text, problem in decoded_lines(path):
+    for number, text, reason, detail in decoded_lines(path):
         where = f"{path}:{number}"
         row = ids[number - 1] if number - 1 < len(ids) else []
         if text is None:
-            yield where, Reject(where, "unreadable_line", problem), row
+            yield where, Reject(where, reason, detail), row
         elif text.strip():
             try:
                 yield where, parse_line(text), row

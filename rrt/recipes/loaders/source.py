@@ -139,11 +139,12 @@ def _standard_input() -> _StandardInput:
     return _stdin
 
 
-def decoded_lines(path: str) -> Iterator[tuple[int, str | None, str]]:
-    """Yield (line number, text or None, problem) for each line, streaming.
+def decoded_lines(path: str) -> Iterator[tuple[int, str | None, str, str]]:
+    """Yield (line number, text or None, reject reason, detail) for each line, streaming.
 
-    Text is None when the line is not valid UTF-8 or is longer than MAX_LINE_BYTES;
-    the problem string then says which, so the caller can reject just that line.
+    Text is None when the line is longer than MAX_LINE_BYTES (`record_too_large`) or is not
+    valid UTF-8 (`unreadable_line`), so the caller can reject just that line; the reason and
+    detail are empty otherwise.
     """
     with open_binary(path) as handle:
         number = 0
@@ -156,9 +157,10 @@ def decoded_lines(path: str) -> Iterator[tuple[int, str | None, str]]:
                 # Skip the rest of an oversized line without holding it in memory.
                 while raw and not raw.endswith(b"\n"):
                     raw = handle.readline(MAX_LINE_BYTES)
-                yield number, None, f"line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB"
+                detail = f"line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB"
+                yield number, None, "record_too_large", detail
                 continue
             try:
-                yield number, raw.decode("utf-8").lstrip("\ufeff"), ""
+                yield number, raw.decode("utf-8").lstrip("\ufeff"), "", ""
             except UnicodeDecodeError as err:
-                yield number, None, f"not valid UTF-8 (byte {err.start})"
+                yield number, None, "unreadable_line", f"not valid UTF-8 (byte {err.start})"

@@ -73,7 +73,9 @@ SECOND_READS = os.path.join(FIXTURES, "second_reads.jsonl")
 PAPER_PAIR_FILES = ("full_recipe_train.txt", "full_recipe_test.txt")
 EM_PER_DISH = 4
 FOLDS, SEEDS = 5, 5
-WORD_FEATURES = 13  # the link model's features before the steps' meaning (LINK_FEATURES[:13])
+ALL_FEATURES = list(range(len(LINK_FEATURES)))
+# The link model without the five features that read the steps' meaning (rrt.corpus.step_meaning).
+WORD_FEATURES = [k for k, name in enumerate(LINK_FEATURES) if not name.startswith("meaning")]
 OTHER_THRESHOLDS = (40, 60)
 
 
@@ -195,10 +197,16 @@ def dish_folds(pairs, folds: int, seed: int) -> list[int]:
 
 
 def cross_validate(
-    pairs, parts, align: AlignSettings, columns: int, folds: int, seeds: int, scored_parts=None
+    pairs,
+    parts,
+    align: AlignSettings,
+    columns: list[int],
+    folds: int,
+    seeds: int,
+    scored_parts=None,
 ):
     """Link counts per seed, the out-of-fold scores of the first seed, and per seed each pair's
-    counts: the link model (its first `columns` features) fitted on the other folds' dishes scores
+    counts: the link model (its `columns` features) fitted on the other folds' dishes scores
     each held-out fold (its `scored_parts` when given: other steps of the same pairs)."""
     first, per_pair = [], []
     for seed in range(seeds):
@@ -206,14 +214,12 @@ def cross_validate(
         scored = [None] * len(pairs)
         pair_counts = [LinkCounts() for _ in pairs]
         for k in range(folds):
-            weights = fit_on(
-                [(f[..., :columns], r) for (f, r, *_), q in zip(parts, fold) if q != k]
-            )
+            weights = fit_on([(f[..., columns], r) for (f, r, *_), q in zip(parts, fold) if q != k])
             for n, (pair, (features, _, at_source, at_target)) in enumerate(
                 zip(pairs, scored_parts or parts)
             ):
                 if fold[n] == k:
-                    scored[n] = link_probability(features[..., :columns], weights)
+                    scored[n] = link_probability(features[..., columns], weights)
                     pair_counts[n].add(
                         new_links(scored[n], at_source, at_target, align), pair.links
                     )
@@ -303,7 +309,7 @@ def measure(
     else:
         parts = [new_features(pair, table, align) for pair in same_dish]
         per_seed, scored, per_pair = cross_validate(
-            same_dish, parts, align, len(LINK_FEATURES), folds, seeds
+            same_dish, parts, align, ALL_FEATURES, folds, seeds
         )
         result = spread(per_seed)
         result["by_file"] = by_file(per_pair, [label_files.get(p.pair, "") for p in same_dish])
@@ -314,13 +320,13 @@ def measure(
         )
         whole = [whole_method_features(pair, table, align) for pair in same_dish]
         result["whole_method"] = spread(
-            cross_validate(same_dish, parts, align, len(LINK_FEATURES), folds, seeds, whole)[0]
+            cross_validate(same_dish, parts, align, ALL_FEATURES, folds, seeds, whole)[0]
         )
         result["thresholds"] = {}
         for threshold in OTHER_THRESHOLDS:
             other = dataclasses.replace(align, link_threshold=threshold)
             result["thresholds"][threshold] = spread(
-                cross_validate(same_dish, parts, other, len(LINK_FEATURES), folds, seeds)[0]
+                cross_validate(same_dish, parts, other, ALL_FEATURES, folds, seeds)[0]
             )
         calibration = np.zeros((5, 2))
         for scores, (_, right, *_) in zip(scored, parts):

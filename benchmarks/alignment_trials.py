@@ -547,19 +547,19 @@ def domain_features(src: list[str], tgt: list[str]) -> dict[str, np.ndarray]:
     and a duration in both, both first or both last, and each kind of work in both or in one."""
     sides = []
     for steps in (src, tgt):
+        lowered = [step.lower() for step in steps]
         parts, current = [], set()
-        for step in steps:
-            found = {_PART_OF[w] for w in re.findall(r"[a-z]+", step.lower()) if w in _PART_OF}
+        for text in lowered:
+            found = {_PART_OF[w] for w in re.findall(r"[a-z]+", text) if w in _PART_OF}
             current = found or current
             parts.append(set(current))
         sides.append(
             {
                 "parts": parts,
-                "vessels": [{n for n, p in _VESSEL.items() if p.search(s.lower())} for s in steps],
+                "vessels": [{n for n, p in _VESSEL.items() if p.search(t)} for t in lowered],
                 "foods": [{m.words[-1] for m in mentions(s)} for s in steps],
                 "numbers": [
-                    (bool(_TEMPERATURE.search(s.lower())), bool(_DURATION.search(s.lower())))
-                    for s in steps
+                    (bool(_TEMPERATURE.search(t)), bool(_DURATION.search(t))) for t in lowered
                 ],
                 "kinds": [step_actions(s) for s in steps],
             }

@@ -282,11 +282,9 @@ def link_features(
     either = np.maximum(posterior, reverse)
     padded = np.pad(either, 1)
     neighbour = np.maximum(padded[:-2, :-2], padded[2:, 2:])
-    acts = [[step_actions(step) for step in steps] for steps in (src_steps, tgt_steps)]
-    actions = np.array([[action_overlap(a, b) for b in acts[1]] for a in acts[0]]).reshape(n, m)
-    stages = [[step_stages(step) for step in steps] for steps in (src_steps, tgt_steps)]
-    same_stages = np.array([[action_overlap(a, b) for b in stages[1]] for a in stages[0]]).reshape(
-        n, m
+    actions, same_stages = (
+        _overlaps([tags(step) for step in src_steps], [tags(step) for step in tgt_steps])
+        for tags in (step_actions, step_stages)
     )
     meaning = meaning_similarity(src_steps, tgt_steps)
     meaning_row = (meaning >= meaning.max(axis=1, keepdims=True)).astype(float) if m else meaning
@@ -316,6 +314,13 @@ def link_features(
             same_stages,
         ],
         axis=-1,
+    )
+
+
+def _overlaps(src_tags: list[frozenset], tgt_tags: list[frozenset]) -> np.ndarray:
+    """(source steps x target steps) Jaccard overlap of each step pair's tags (`action_overlap`)."""
+    return np.array([[action_overlap(a, b) for b in tgt_tags] for a in src_tags]).reshape(
+        len(src_tags), len(tgt_tags)
     )
 
 

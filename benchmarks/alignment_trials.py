@@ -54,7 +54,7 @@ whole-dish cross-validation, the lowest threshold whose inner precision is >= 0.
   missed  which labelled links the kept model misses at 50 (out of fold, each fold seed): the
           share that are one of several links of their source or target step (the target splits
           or merges the work), not the best link of their row or column, scored under 20, or with
-          no content word in common; then a second pass over the step pairs next to a kept link
+          no content word in common (rrt.recipes.ingredients.content_words); then a second pass over the step pairs next to a kept link
           (the same source step and a neighbouring target step, or the other way): how many are
           labelled links, and precision and recall if those scored at least 20, 30 or 40 were
           kept too
@@ -106,6 +106,7 @@ from rrt.corpus.alignment import LINK_FEATURES, AlignSettings, link_probability,
 from rrt.corpus.cooking_actions import KINDS, action_overlap, step_actions
 from rrt.corpus.link_labels import LinkCounts, load_labels
 from rrt.recipes.foods import mentions
+from rrt.recipes.ingredients import content_words
 from rrt.recipes.step_kinds import split_method
 from testing.shared_data import SHARED
 
@@ -799,41 +800,6 @@ def _oof(pairs, parts, members, folds: int, seed: int) -> dict:
     return scores
 
 
-# Words two steps share that say nothing of their job.
-COMMON_WORDS = frozenset(
-    [
-        "the",
-        "and",
-        "with",
-        "for",
-        "into",
-        "until",
-        "about",
-        "then",
-        "them",
-        "they",
-        "this",
-        "that",
-        "from",
-        "over",
-        "each",
-        "add",
-        "stir",
-        "mix",
-        "minutes",
-        "minute",
-        "min",
-        "well",
-        "all",
-    ]
-)
-
-
-def content_words(step: str) -> set[str]:
-    """A step's words of three letters or more, less COMMON_WORDS."""
-    return set(re.findall(r"[a-z]{3,}", step.lower())) - COMMON_WORDS
-
-
 def missed_links(pairs, parts, align: AlignSettings, seed: int) -> dict:
     """What the labelled links the kept model misses at the pipeline's threshold are, and what a
     second pass over the step pairs next to a kept link would add (out-of-fold scores, one seed)."""
@@ -860,8 +826,8 @@ def missed_links(pairs, parts, align: AlignSettings, seed: int) -> dict:
                     "not the best of its row or column": score[a].argmax() != b
                     and score[:, b].argmax() != a,
                     "scored under 20": score[a, b] < 20,
-                    "no content word in common": not content_words(source_lines[i])
-                    & content_words(target_lines[j]),
+                    "no content word in common": not set(content_words(source_lines[i]))
+                    & set(content_words(target_lines[j])),
                 }
             )
         cells = {(row[i], col[j]) for i, j in kept}

@@ -84,6 +84,7 @@ import random
 import re
 import sys
 import time
+from collections import Counter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -813,8 +814,8 @@ def missed_links(pairs, parts, align: AlignSettings, seed: int) -> dict:
         kept = new_links(score, at_source, at_target, align)
         row = {line: k for k, line in enumerate(at_source)}
         col = {line: k for k, line in enumerate(at_target)}
-        links_of_source = {i: sum(1 for a, _ in pair.links if a == i) for i, _ in pair.links}
-        links_of_target = {j: sum(1 for _, b in pair.links if b == j) for _, j in pair.links}
+        links_of_source = Counter(i for i, _ in pair.links)
+        links_of_target = Counter(j for _, j in pair.links)
         source_lines, target_lines = pair.source["lines"], pair.target["lines"]
         for i, j in pair.links:
             if i not in row or j not in col:

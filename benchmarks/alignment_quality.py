@@ -188,6 +188,13 @@ def fit_on(parts) -> np.ndarray:
     )
 
 
+def distinct_same_dish(pairs) -> list:
+    """The same-dish pairs, each recipe pair once (its first labelling), in label order."""
+    return list(
+        {(p.source["id"], p.target["id"]): p for p in reversed(pairs) if p.same_dish}.values()
+    )[::-1]
+
+
 def shuffled_dishes(pairs, seed: int) -> tuple[list[str], list[str]]:
     """Each pair's dish (head-noun dish key of the source's title), and the distinct dishes
     shuffled by seed."""
@@ -306,9 +313,7 @@ def measure(
     file name); with `fit`, the model fitted on all pairs is written there."""
     label_files = label_files or {}
     table = learn_table(corpus, new)
-    same_dish = list(
-        {(p.source["id"], p.target["id"]): p for p in reversed(pairs) if p.same_dish}.values()
-    )[::-1]
+    same_dish = distinct_same_dish(pairs)
     if not new:
         counts = LinkCounts()
         for pair in same_dish:

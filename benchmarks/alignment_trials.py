@@ -94,6 +94,7 @@ import numpy as np
 from alignment_quality import (
     LABELS,
     dish_folds,
+    distinct_same_dish,
     fit_on,
     learn_table,
     new_features,
@@ -130,9 +131,7 @@ def labelled(corpus_path: str, table_share: float = 1.0, seed: int = 0):
     them); with `table_share`, the translation table learns from that share of the recipes only."""
     corpus = read_corpus(corpus_path, os.path.join(SHARED, "paper_sample"))
     pairs = [p for path in LABELS for p in load_labels(path, corpus)]
-    same = list(
-        {(p.source["id"], p.target["id"]): p for p in reversed(pairs) if p.same_dish}.values()
-    )[::-1]
+    same = distinct_same_dish(pairs)
     align = AlignSettings.from_config(load_settings().alignment)
     ids = sorted(corpus)
     random.Random(seed).shuffle(ids)

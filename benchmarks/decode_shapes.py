@@ -159,6 +159,7 @@ def main() -> None:
             recipe_tokens=384,
             selection="paper",
             closed_foods=False,
+            steps="every",
             device=args.device,
             plan=plan,  # the CUDA plan on a CPU too
         )

@@ -852,6 +852,7 @@ def rewrite_rows(
             recipe_tokens=384,
             selection="paper",
             closed_foods=False,
+            steps="every",
             device=str(device),
             plan=name,
         )

@@ -127,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="best-of-N rules: grounded (beyond the paper) or paper (default: rewrite.selection)",
     )
     parser.add_argument(
+        "--steps",
+        choices=("affected", "every"),
+        help="steps the model rewrites: affected (the product: the others are kept, the guide's "
+        "version is the floor) or every (the paper) (default: rewrite.steps)",
+    )
+    parser.add_argument(
         "--temperature",
         type=float,
         help="sampling temperature (default: rewrite.temperature; the paper's: 1.0)",
@@ -185,6 +191,7 @@ def settings_from(args: argparse.Namespace) -> RewriteRun:
             "constrained",
             "closed_foods",
             "selection",
+            "steps",
             "temperature",
             "seed",
             "actors",

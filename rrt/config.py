@@ -203,6 +203,7 @@ class Decoding(Section):
     recipe_tokens: Count
     selection: Literal["grounded", "paper"]
     closed_foods: bool
+    steps: Literal["affected", "every"]
 
 
 class ControlBlock(Section):

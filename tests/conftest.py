@@ -83,6 +83,7 @@ def make_rewriter(
             "recipe_tokens": DECODING.recipe_tokens,
             "selection": DECODING.selection,
             "closed_foods": DECODING.closed_foods,
+            "steps": DECODING.steps,
             **changes,
         },
     )

@@ -361,6 +361,8 @@ def test_every_model_system_rewrites_a_batch_into_whole_records(tiny, system):
     # The grounded systems choose by the grounded rules, the others by the paper's.
     selection = "grounded" if system.startswith("grounded") else "paper"
     extra["selection"] = selection
+    # Every step sampled, as the paper rewrites (the product's edit: tests/test_editing.py).
+    extra["steps"] = "every"
     rewriter = make_rewriter(
         system, lm, tok, 256, sampling(candidates=3, max_new_tokens=8), recipe_tokens=24, **extra
     )

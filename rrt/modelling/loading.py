@@ -70,6 +70,7 @@ def build_rewriter(
         recipe_tokens=decoding.recipe_tokens,
         selection=decoding.selection,
         closed_foods=decoding.closed_foods,
+        steps=decoding.steps,
         constrained=constrained,
         ing_lm=ing_model.lm if ing_model else None,
         ing_tokenizer=ing_model.tokenizer if ing_model else None,

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from rrt.modelling.constrained import ViolationGuard, guard_text
+from rrt.modelling.editing import STEP_SCOPES, choose_edit, step_affected
 from rrt.modelling.prompts import (
     SPECIAL_NAMES,
     STEP_VARIANTS,
@@ -149,12 +150,16 @@ def step_context(state: RecipeState, n: int) -> StepContext:
     )
 
 
-def scored_entry(text: str, ctx: StepContext, source_step: int | None, note: str = "") -> dict:
-    """A step written without sampling (guide, retrieval, fallback), scored like any candidate."""
+def scored_entry(
+    text: str, ctx: StepContext, source_step: int | None, note: str = "", decision: str = "guide"
+) -> dict:
+    """A step written without sampling (kept, guide, retrieval, fallback), scored like any candidate;
+    `decision` says whose version it is (rrt.modelling.editing.DECISIONS)."""
     entry = {
         "source_step": source_step,
         "candidates": [{"text": text, "scores": score_candidate(text, ctx)}],
         "chosen": 0,
+        "decision": decision,
     }
     return {**entry, "note": note} if note else entry
 
@@ -231,14 +236,17 @@ class Rewriter:
         recipe_tokens: int,
         selection: str,
         closed_foods: bool,
+        steps: str,
         constrained: bool = False,
         ing_lm=None,
         ing_tokenizer=None,
         device: str = "cpu",
         plan: str | None = None,
     ):
-        """`plan` is how candidates are decoded (rrt.modelling.sampling.decode_plan; default: the
-        device's), named only to compare the plans on one device."""
+        """`steps` is which steps the model rewrites (rrt.modelling.editing: affected, the product's
+        edit, or every, the paper's); `plan` is how candidates are decoded
+        (rrt.modelling.sampling.decode_plan; default: the device's), named only to compare the plans
+        on one device."""
         if SYSTEMS.get(system) is None:
             raise ValueError(
                 f"{system!r} is not a model system; choose from "
@@ -249,7 +257,11 @@ class Rewriter:
         self.system, self.variant = system, SYSTEMS[system]
         self.lm, self.tokenizer, self.block = lm, tokenizer, block_size
         self.settings, self.constrained = settings, constrained
+        if steps not in STEP_SCOPES:
+            raise ValueError(f"steps is one of {', '.join(STEP_SCOPES)}, not {steps!r}")
         self.selection, self.closed_foods = selection, closed_foods
+        # End-to-End writes whole recipes, so it has no step to keep.
+        self.edit = steps == "affected" and SYSTEMS[system] != "end_to_end"
         self.ing_lm, self.ing_tokenizer = ing_lm, ing_tokenizer
         self.recipe_tokens, self.device = recipe_tokens, device
         # One sampler per model, each decoding by its device's plan and keeping its caches.
@@ -260,6 +272,9 @@ class Rewriter:
         self.special = {name: tokenizer.convert_tokens_to_ids(name) for name in SPECIAL_NAMES}
         self.stats = {
             "steps_sampled": 0,
+            "steps_kept": 0,
+            "steps_guide": 0,
+            "steps_model": 0,
             "steps_fallback": 0,
             "empty_steps": 0,
             "recipes_without_steps": 0,
@@ -426,11 +441,27 @@ class Rewriter:
             prompts[k] = parse_ingredients(self.decode(result.tokens[0], self.ing_tokenizer))
         return prompts
 
+    def _kept(self, state: RecipeState) -> bool:
+        """Whether the recipe's next step is one the guide leaves alone (kept as it is, its entry
+        recorded): the product rewrites only affected steps."""
+        n = state.step
+        source_step = state.task.source["steps"][n]
+        # An empty source step is recorded as such where prompts are built.
+        if not source_step.strip() or step_affected(source_step, state.guide_steps[n]):
+            return False
+        state.entries.append(
+            scored_entry(state.guide_steps[n], step_context(state, n), n, "", "kept")
+        )
+        self.stats["steps_kept"] += 1
+        return True
+
     def _step_prompt(self, state: RecipeState, ingredients: list[str] | None) -> str | None:
         """The prompt of a recipe's next step; None when its source step is empty (that entry recorded)."""
         n, source = state.step, state.task.source
         if not source["steps"][n].strip():
-            state.entries.append(scored_entry("", step_context(state, n), n, "empty source step"))
+            state.entries.append(
+                scored_entry("", step_context(state, n), n, "empty source step", "kept")
+            )
             self.stats["empty_steps"] += 1
             return None
         # The models learned one tag per example: the first constraint picks it, and the
@@ -466,19 +497,26 @@ class Rewriter:
     def _choose(self, state: RecipeState, result) -> None:
         """A sampled step's candidates scored and the best chosen (its entry recorded)."""
         texts = [self._finish(self.decode(t), state) for t in result.tokens]
-        chosen, scores = select_best(texts, step_context(state, state.step))
+        ctx, ended = step_context(state, state.step), list(result.ended)
+        if self.edit:
+            # The guide's version is candidate 0: the floor a sample must beat.
+            chosen, scores, decision = choose_edit(state.guide_steps[state.step], texts, ctx)
+            texts, ended = [state.guide_steps[state.step], *texts], ["guide", *ended]
+            self.stats[f"steps_{decision}"] += 1
+        else:
+            (chosen, scores), decision = select_best(texts, ctx), "model"
         state.entries.append(
             {
                 "source_step": state.step,
                 "chosen": chosen,
+                "decision": decision,
                 "candidates": [
-                    {"text": t, "scores": s, "ended": e}
-                    for t, s, e in zip(texts, scores, result.ended)
+                    {"text": t, "scores": s, "ended": e} for t, s, e in zip(texts, scores, ended)
                 ],
             }
         )
         self.stats["steps_sampled"] += 1
-        self.stats["candidates"] += len(texts)
+        self.stats["candidates"] += len(result.tokens)
         self.stats["guard_stops"] += result.ended.count("guard")
         self.stats["words_taken_back"] += result.taken_back
 
@@ -493,10 +531,11 @@ class Rewriter:
         """Rewrite the next step of every unfinished recipe."""
         live = [s for s in states if not s.finished]
         self.stats["rounds"] += 1
-        ing_prompts = self._ingredient_prompts(live) if self.variant in PROMPTED else {}
         started = time.perf_counter()
+        changing = [s for s in live if not (self.edit and self._kept(s))]
+        ing_prompts = self._ingredient_prompts(changing) if self.variant in PROMPTED else {}
         texts, writing = [], []
-        for k, state in enumerate(live):
+        for k, state in enumerate(changing):
             text = self._step_prompt(state, ing_prompts.get(k))
             if text is not None:
                 texts.append(text)

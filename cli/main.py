@@ -346,7 +346,8 @@ def _judge_settings(args: argparse.Namespace) -> JudgeSettings:
 
 
 def cmd_judge(args: argparse.Namespace) -> int:
-    """The human study: create, extend, add judges, print links, serve, report, export."""
+    """The human study: create, extend, add judges, print links, serve, report, export, and the
+    offline packets (packet, import)."""
     from judge import study as studies
     from judge.store import Study, StudyError
 
@@ -410,6 +411,36 @@ def cmd_judge(args: argparse.Namespace) -> int:
             print(
                 f"rrt judge: report.md, report.json, report.html{', head_to_head.png' if report['head_to_head'] else ''}"
                 f" in {output}"
+            )
+        elif args.action == "packet":
+            from judge.packet import write_packets
+
+            if args.judge and args.readers:
+                raise CliError("give --judge NAME or --readers N, not both")
+            output = args.output or os.path.join(folder, "packets")
+            for out in write_packets(Study(folder), output, args.judge, args.readers):
+                left = (
+                    f" ({out['hand_rewrites_left']} hand rewrites stay on the site)"
+                    if out["hand_rewrites_left"]
+                    else ""
+                )
+                print(
+                    f"rrt judge: {out['judge']}: {out['tasks']} tasks{left} in {out['folder']} "
+                    "(packet.md, packet.html, tasks.csv, answers.json)"
+                )
+        elif args.action == "import":
+            from judge.imports import import_file
+            from judge.store import ImportRefused
+
+            try:
+                out = import_file(Study(folder), args.answers, args.judge, settings.max_chars)
+            except ImportRefused as err:
+                for row, reason in err.errors:
+                    print(f"rrt judge: {args.answers} row {row}: {reason}", file=sys.stderr)
+                raise CliError(f"{args.answers}: {err}") from None
+            print(
+                f"rrt judge: {args.answers}: {out['stored']} tasks stored, {out['already']} already "
+                f"stored, {out['skipped']} blank rows skipped"
             )
         elif args.action == "export":
             output = args.output or os.path.join(folder, "export")
@@ -560,6 +591,28 @@ def _judge_parser(subs) -> None:
         "judgments.jsonl, and human/rewrites.jsonl + run.json for jobs/evaluate.py.",
     )
     export.add_argument("--output", help="folder (default: <study>/export)")
+    packet = action(
+        "packet",
+        "write judges' tasks as blind reading packets (offline study)",
+        "Each judge's open rating and head-to-head tasks, in their own order under the study's "
+        "random handles: packet.md, packet.html, tasks.csv (crowdsourcing batch layout, Answer.* "
+        "columns to fill) and answers.json (a template) in <output>/<judge>/. No system name, run "
+        "folder or score is shown.",
+    )
+    packet.add_argument("--output", help="folder (default: <study>/packets)")
+    packet.add_argument("--judge", help="one judge's packet (default: every judge)")
+    packet.add_argument("--readers", type=int, help="packets for the study's first N judges")
+    imported = action(
+        "import",
+        "read a packet's answers back into the study",
+        "Store answers from a filled answers.json, a filled tasks.csv or a crowdsourcing results "
+        "CSV (Input.* / Answer.* columns) as if given on the site. All or nothing per file: each bad "
+        "row is listed (row and reason) and nothing is stored. A file imported twice stores nothing twice.",
+    )
+    imported.add_argument("--answers", required=True, help="the answers file (.json or .csv)")
+    imported.add_argument(
+        "--judge", help="the judge who answered (default: the file's judge field or column)"
+    )
 
 
 class OneLineParser(argparse.ArgumentParser):

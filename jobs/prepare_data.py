@@ -5,7 +5,7 @@
     ray job submit --working-dir . -- python jobs/prepare_data.py --input data/sample --output /shared/prepared
 
 Writes into --output: recipes/, recipe_pairs/, step_pairs/<variant>/<split>/ (Parquet),
-translation_table.npz, rejects.jsonl and stats.json. A rerun into the same folder with the
+translation_table.npz, rejects.jsonl, held_out.jsonl and stats.json. A rerun into the same folder with the
 same settings resumes: finished stages are kept, the rest are done. A rerun with other
 settings is refused, so two runs never mix.
 """
@@ -40,7 +40,9 @@ from rrt.config import (
     load_settings,
 )
 from rrt.corpus.alignment import AlignSettings, TranslationTable, train_translation_table
+from rrt.corpus.edit_pairs import EditSettings, edit_pairs
 from rrt.corpus.formats import PAIR_VARIANTS
+from rrt.corpus.held_out import read_held_out
 from rrt.corpus.pairing import (
     PairSettings,
     cap_dish,
@@ -95,6 +97,16 @@ PAIR_SCHEMA = pa.schema(
         ("target_steps", TEXTS),
     ]
 )
+# An edit pair (rrt.corpus.edit_pairs): a recipe pair whose source is its target with the
+# constraint's foods put back, and the steps it learns (the changed ones and a few copies).
+EDIT_SCHEMA = pa.schema(
+    list(PAIR_SCHEMA)
+    + [
+        ("pair_source", pa.string()),
+        ("learned_steps", pa.list_(pa.int64())),
+        ("copied_steps", pa.list_(pa.int64())),
+    ]
+)
 EM_PAIRS_PER_DISH = 4
 # Files are the unit of work of the stages that read them: small files, bounded task memory.
 RECIPES_PER_FILE = 4000
@@ -133,6 +145,7 @@ class PrepareRun:
     output: str
     constraints: tuple[str, ...]
     translation_table: str | None = None  # a table to reuse instead of learning one
+    held_out: frozenset[str] = frozenset()  # recipe ids of the data.held_out lists
 
     def record(self) -> dict[str, object]:
         """The settings as run.json keeps them (and the fingerprint reads them)."""
@@ -157,6 +170,10 @@ class PrepareRun:
                     "title_extra_words",
                 )
             },
+            "pairs": data.pairs,
+            "edit_source": data.edit_source,
+            "copy_share": data.copy_share,
+            "held_out": list(data.held_out),
             "alignment": self.alignment.model_dump(),
             "translation_table": self.translation_table,
             "ray": self.ray.model_dump(),
@@ -187,6 +204,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--dish-key", choices=("title", "head"), help="dish key level (default: data.dish_key)"
     )
     parser.add_argument(
+        "--pairs",
+        choices=("aligned", "edit", "both"),
+        help="step pairs of the pair variants: aligned (the paper's), edit or both (default: data.pairs)",
+    )
+    parser.add_argument(
         "--translation-table", help="reuse this translation_table.npz instead of learning one"
     )
     parser.add_argument(
@@ -208,6 +230,7 @@ def settings_from(args: argparse.Namespace) -> PrepareRun:
         "constraints": args.constraints,
         "limit": args.limit,
         "dish_key": args.dish_key,
+        "pairs": args.pairs,
         "inputs": args.input.split(",") if args.input else None,
     }
     try:
@@ -227,6 +250,7 @@ def settings_from(args: argparse.Namespace) -> PrepareRun:
     try:
         constraints = parse_constraints(config.data.constraints)
         paths = expand_inputs([i.strip() for i in inputs if i.strip()])
+        held_out = read_held_out(list(config.data.held_out))
     except (ValueError, InputError) as err:
         raise JobError(str(err)) from None
     if not paths:
@@ -242,13 +266,14 @@ def settings_from(args: argparse.Namespace) -> PrepareRun:
         os.path.abspath(output),
         tuple(constraints),
         args.translation_table,
+        held_out,
     )
 
 
 def fingerprint(settings: PrepareRun) -> str:
     """Hash of everything that changes the outputs (inputs by path, size and mtime)."""
     files = []
-    for path in settings.inputs:
+    for path in settings.inputs + tuple(settings.data.held_out):
         stat = os.stat(path) if os.path.isfile(path) else None  # URIs, missing inputs
         files.append([path, stat.st_size if stat else None, int(stat.st_mtime) if stat else None])
     keep = {k: v for k, v in settings.record().items() if k not in ("ray", "output", "inputs")}
@@ -288,7 +313,8 @@ def recipe_schema(constraints: list[str]) -> pa.Schema:
 
 def load_files(batch: pa.Table, settings: PrepareRun) -> Iterator[pa.Table]:
     """Ray task: input files -> recipe rows in chunks (a huge file never sits in memory whole),
-    each with its read order and location; each file's rejects go to _rejects/<index>.jsonl."""
+    each with its read order and location; each file's rejects go to _rejects/<index>.jsonl,
+    its held-out recipes (data.held_out) to _held_out/<index>.jsonl."""
     schema = pa.schema(list(recipe_schema(settings.constraints)) + LOADED_COLUMNS)
     for path, index in zip(batch.column("path").to_pylist(), batch.column("index").to_pylist()):
         report = LoadReport()
@@ -298,8 +324,11 @@ def load_files(batch: pa.Table, settings: PrepareRun) -> Iterator[pa.Table]:
             report.on_reject = lambda r: rejects.write(
                 json.dumps(r.to_dict(), ensure_ascii=False) + "\n"
             )
-            rows = []
+            rows, held = [], []
             for number, (where, recipe) in enumerate(read_located_recipes([path], report)):
+                if recipe.id in settings.held_out:
+                    held.append({"id": recipe.id, "location": where})
+                    continue
                 row = recipe_row(recipe, list(settings.constraints), settings.data)
                 rows.append({**row, "_order": (index << RECORD_BITS) + number, "_where": where})
                 if len(rows) == LOAD_CHUNK:
@@ -307,6 +336,8 @@ def load_files(batch: pa.Table, settings: PrepareRun) -> Iterator[pa.Table]:
                     rows = []
             if rows:
                 yield pa.Table.from_pylist(rows, schema=schema)
+        if held:
+            _side_file(settings.output, "_held_out", f"{index:06d}", held)
 
 
 def format_files(batch: pa.Table, variant: str, schema: pa.Schema) -> Iterator[pa.Table]:
@@ -316,6 +347,18 @@ def format_files(batch: pa.Table, variant: str, schema: pa.Schema) -> Iterator[p
         for part in pq.ParquetFile(path).iter_batches(batch_size=FORMAT_BATCH):
             yield pa.Table.from_pylist(
                 [row for item in part.to_pylist() for row in make(item, variant)], schema=schema
+            )
+
+
+def edit_files(batch: pa.Table, settings: PrepareRun) -> Iterator[pa.Table]:
+    """Ray task: Parquet files of recipes -> their edit pairs (rrt.corpus.edit_pairs); each pair
+    stays in its recipe's split."""
+    edit = EditSettings.from_config(settings.data)
+    for path in batch.column("path").to_pylist():
+        for part in pq.ParquetFile(path).iter_batches(batch_size=FORMAT_BATCH):
+            yield pa.Table.from_pylist(
+                [p for row in part.to_pylist() for p in edit_pairs(row, settings.constraints, edit)],
+                schema=EDIT_SCHEMA,
             )
 
 
@@ -479,6 +522,7 @@ def stage_recipes(ray_data, settings: PrepareRun, timings: dict) -> None:
     started = time.perf_counter()
     if not stage_done(loaded):
         shutil.rmtree(os.path.join(settings.output, "_rejects"), ignore_errors=True)
+        shutil.rmtree(os.path.join(settings.output, "_held_out"), ignore_errors=True)
         files = ray_data.from_items(
             [{"path": p, "index": i} for i, p in enumerate(settings.inputs)],
             override_num_blocks=max(1, len(settings.inputs)),
@@ -613,6 +657,39 @@ def stage_pairs(ray_data, settings: PrepareRun, timings: dict) -> None:
         log("recipe pairs: done earlier, kept")
 
 
+def stage_edit_pairs(ray_data, settings: PrepareRun, timings: dict) -> None:
+    """Edit pairs of every recipe that fits a constraint -> _edits/ (data.pairs edit or both)."""
+    final = os.path.join(settings.output, "_edits")
+    if settings.data.pairs == "aligned":
+        return
+    if stage_done(final):
+        return log("edit pairs: done earlier, kept")
+    started = time.perf_counter()
+    recipes = os.path.join(settings.output, "recipes")
+    tmp = final + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    if count_rows(recipes):
+        per_file(ray_data, recipes).map_batches(
+            edit_files,
+            batch_format="pyarrow",
+            batch_size=1,
+            fn_kwargs={"settings": settings},
+            max_calls=WORKER_TASKS,
+        ).write_parquet(tmp, max_rows_per_file=PAIRS_PER_FILE)
+    os.makedirs(tmp, exist_ok=True)
+    publish(tmp, final)
+    timings["edit_pairs"] = round(time.perf_counter() - started, 2)
+    log(f"edit pairs: {count_rows(final)} in {timings['edit_pairs']}s")
+
+
+def pair_folders(settings: PrepareRun) -> list[str]:
+    """The recipe-pair folders the pair variants are formatted from (data.pairs)."""
+    out, pairs = settings.output, settings.data.pairs
+    return [os.path.join(out, "_pairs")] * (pairs != "edit") + [os.path.join(out, "_edits")] * (
+        pairs != "aligned"
+    )
+
+
 def write_table(ray_data, source: str, dest: str, columns: list[str], schema: pa.Schema) -> None:
     """Copy some columns of a Parquet folder (possibly empty) into another."""
     if count_rows(source) == 0:
@@ -635,14 +712,17 @@ def stage_step_pairs(ray_data, settings: PrepareRun, timings: dict) -> None:
             continue
         started = time.perf_counter()
         if variant in PAIR_VARIANTS:
-            source, schema = os.path.join(out, "_pairs"), STEP_PAIR_SCHEMA
+            sources, schema = pair_folders(settings), STEP_PAIR_SCHEMA
         else:
-            source, schema = os.path.join(out, "recipes"), RECIPE_ROW_SCHEMA
+            sources, schema = [os.path.join(out, "recipes")], RECIPE_ROW_SCHEMA
         tmp = final + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
-        if count_rows(source):
-            rows = per_file(ray_data, source).map_batches(
+        files = [f for source in sources if count_rows(source) for f in parquet_files(source)]
+        if files:
+            rows = ray_data.from_items(
+                [{"path": f} for f in files], override_num_blocks=len(files)
+            ).map_batches(
                 format_files,
                 batch_format="pyarrow",
                 batch_size=1,
@@ -806,6 +886,7 @@ def main(argv: list[str] | None = None) -> int:
     stage_recipes(ray.data, settings, timings)
     stage_translation_table(ray.data, settings, timings)
     stage_pairs(ray.data, settings, timings)
+    stage_edit_pairs(ray.data, settings, timings)
     stage_step_pairs(ray.data, settings, timings)
     timings["total"] = round(time.perf_counter() - started, 2)
     stats = write_stats(settings, timings, resumed)

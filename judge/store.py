@@ -26,9 +26,12 @@ from contextlib import contextmanager
 
 from rrt.evaluation.human import (
     CHOICES,
+    COOKABLE,
     KINDS,
     QUESTIONS,
     RATING_RANGE,
+    RUBRIC_VERSION,
+    STEP_MARKS,
     assign,
     judge_order,
     plan_tasks,
@@ -69,6 +72,16 @@ MIGRATIONS = [
         WHERE key = 'admin_token';
     DELETE FROM meta WHERE key = 'admin_token';
     ALTER TABLE answers ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+    """,
+    # 3: step marks and cookable (rubric 1) are answers of a rating task like the ratings; each answer
+    # records where it came from (the site, or an imported answers file) and the rubric it was given
+    # under, and each imported file is listed once it is stored.
+    """
+    ALTER TABLE answers ADD COLUMN origin TEXT NOT NULL DEFAULT 'site';
+    ALTER TABLE answers ADD COLUMN rubric TEXT;
+    CREATE TABLE imports (id INTEGER PRIMARY KEY, sha256 TEXT NOT NULL, name TEXT NOT NULL,
+                          judge TEXT NOT NULL, rows INTEGER NOT NULL, stored INTEGER NOT NULL,
+                          imported_at REAL NOT NULL);
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -201,11 +214,34 @@ def is_empty_rewrite(value: dict) -> bool:
     return not (value.get("title") and value.get("ingredients") and value.get("steps"))
 
 
-def checked_answer(kind: str, question: str, value, max_chars: int):
-    """The value to store for one answer to a task of `kind`, or an AnswerError."""
+def step_marks_value(value, steps: int | None) -> list:
+    """One mark per rewritten step (None: not marked yet), or an AnswerError."""
+    if not isinstance(value, list) or not all(m is None or m in STEP_MARKS for m in value):
+        raise AnswerError(
+            422, f"step_marks is a list with one of {', '.join(STEP_MARKS)} per rewritten step"
+        )
+    if steps is not None and len(value) != steps:
+        raise AnswerError(
+            422, f"step_marks needs one mark per rewritten step: {steps} (got {len(value)})"
+        )
+    return value
+
+
+def checked_answer(kind: str, question: str, value, max_chars: int, steps: int | None = None):
+    """The value to store for one answer to a task of `kind` (`steps`: how many steps the rated
+    rewrite has), or an AnswerError."""
     if kind == "rate":
+        if question == "cookable":
+            if value not in COOKABLE:
+                raise AnswerError(422, f"cookable is yes or no (got {value!r})")
+            return value
+        if question == "step_marks":
+            return step_marks_value(value, steps)
         if question not in QUESTIONS:
-            raise AnswerError(422, f"a rating task asks {', '.join(QUESTIONS)} (got {question!r})")
+            raise AnswerError(
+                422,
+                f"a rating task asks {', '.join(QUESTIONS)}, cookable and step_marks (got {question!r})",
+            )
         return rating_value(value)
     if kind == "compare":
         if question != "choice" or value not in CHOICES:
@@ -219,7 +255,22 @@ def checked_answer(kind: str, question: str, value, max_chars: int):
     return rewrite_value(value, max_chars)
 
 
+# What the site needs before a task can finish: step marks and cookable are asked with the ratings
+# but optional there (studies from before rubric 1 finish without them); an import needs them all.
 REQUIRED = {"rate": list(QUESTIONS), "compare": ["choice"], "rewrite": ["rewrite"]}
+IMPORT_REQUIRED = {**REQUIRED, "rate": [*QUESTIONS, "cookable", "step_marks"]}
+
+
+class _Rollback(Exception):
+    """Raised inside a transaction to undo it (a dry run)."""
+
+
+class ImportRefused(StudyError):
+    """An answers file with bad rows: `errors` holds (row, reason) for each; nothing was stored."""
+
+    def __init__(self, errors: list[tuple[int, str]]):
+        super().__init__(f"{len(errors)} bad row(s); nothing imported")
+        self.errors = errors
 
 
 class Study:
@@ -648,21 +699,7 @@ class Study:
                     "SELECT question, value FROM answers WHERE assignment = ?", (row["assignment"],)
                 )
             }
-            key = (row["recipe"], row["constraint_name"])
-            source = json.loads(
-                conn.execute(
-                    "SELECT source FROM items WHERE recipe = ? AND constraint_name = ?", key
-                ).fetchone()[0]
-            )
-            shown = []
-            for system in (row["system"], row["other"]):
-                if system is not None:
-                    record = conn.execute(
-                        "SELECT record FROM rewrites WHERE recipe = ? AND constraint_name = ? "
-                        "AND system = ?",
-                        (*key, system),
-                    ).fetchone()[0]
-                    shown.append(json.loads(record)["rewrite"])
+            source, shown = self._recipes(conn, row)
         return {
             "id": row["handle"],
             "kind": row["kind"],
@@ -671,6 +708,57 @@ class Study:
             "rewrites": shown,
             "answers": answers,
         }
+
+    @staticmethod
+    def _recipes(conn, task) -> tuple[dict, list[dict]]:
+        """A task's source recipe and the rewrites it shows, left then right (no system name)."""
+        key = (task["recipe"], task["constraint_name"])
+        source = json.loads(
+            conn.execute(
+                "SELECT source FROM items WHERE recipe = ? AND constraint_name = ?", key
+            ).fetchone()[0]
+        )
+        shown = []
+        for system in (task["system"], task["other"]):
+            if system is not None:
+                record = conn.execute(
+                    "SELECT record FROM rewrites WHERE recipe = ? AND constraint_name = ? "
+                    "AND system = ?",
+                    (*key, system),
+                ).fetchone()[0]
+                shown.append(json.loads(record)["rewrite"])
+        return source, shown
+
+    def _steps(self, conn, task) -> int | None:
+        """How many steps the rewrite a rating task shows has (None for other kinds)."""
+        if task["kind"] != "rate":
+            return None
+        return len(self._recipes(conn, task)[1][0].get("steps") or [])
+
+    def open_tasks(self, judge: str) -> list[dict]:
+        """A judge's unfinished tasks in their own order, as a packet shows them: handle, kind,
+        constraint, source and rewrites (left then right), never a system name."""
+        with self.connection() as conn:
+            if not conn.execute("SELECT 1 FROM judges WHERE name = ?", (judge,)).fetchone():
+                raise StudyError(f"the study has no judge {judge}")
+            rows = conn.execute(
+                "SELECT t.* FROM assignments a JOIN tasks t ON t.id = a.task JOIN judges j "
+                "ON j.id = a.judge WHERE j.name = ? AND a.finished_at IS NULL ORDER BY a.position",
+                (judge,),
+            ).fetchall()
+            out = []
+            for row in rows:
+                source, shown = self._recipes(conn, row)
+                out.append(
+                    {
+                        "handle": row["handle"],
+                        "kind": row["kind"],
+                        "constraint": row["constraint_name"],
+                        "source": source,
+                        "rewrites": shown,
+                    }
+                )
+        return out
 
     def progress(self, judge_id: int | None = None) -> list[dict]:
         """Per judge: tasks assigned and finished."""
@@ -687,7 +775,8 @@ class Study:
 
     def _assignment(self, conn, judge_id: int, handle: str) -> sqlite3.Row:
         row = conn.execute(
-            "SELECT a.id, a.started_at, a.finished_at, t.kind, t.constraint_name FROM assignments a "
+            "SELECT a.id, a.started_at, a.finished_at, t.kind, t.constraint_name, t.recipe, t.system, "
+            "t.other FROM assignments a "
             "JOIN tasks t ON t.id = a.task WHERE t.handle = ? AND a.judge = ?",
             (handle, judge_id),
         ).fetchone()
@@ -717,7 +806,8 @@ class Study:
         the task's constraint, and whether this answer was applied."""
         with self.writing() as conn:
             row = self._assignment(conn, judge_id, handle)
-            stored = checked_answer(row["kind"], question, value, max_chars)
+            steps = self._steps(conn, row) if question == "step_marks" else None
+            stored = checked_answer(row["kind"], question, value, max_chars, steps)
             earlier = conn.execute(
                 "SELECT value, seq FROM answers WHERE assignment = ? AND question = ?",
                 (row["id"], question),
@@ -727,9 +817,11 @@ class Study:
                 return json.loads(earlier["value"]), row["constraint_name"], False
             kept_seq = seq if seq is not None else (earlier["seq"] if earlier is not None else 0)
             conn.execute(
-                "INSERT INTO answers VALUES (?, ?, ?, ?, ?) ON CONFLICT(assignment, question) DO UPDATE "
-                "SET value = excluded.value, answered_at = excluded.answered_at, seq = excluded.seq",
-                (row["id"], question, json.dumps(stored), time.time(), kept_seq),
+                "INSERT INTO answers (assignment, question, value, answered_at, seq, origin, rubric) "
+                "VALUES (?, ?, ?, ?, ?, 'site', ?) ON CONFLICT(assignment, question) DO UPDATE "
+                "SET value = excluded.value, answered_at = excluded.answered_at, seq = excluded.seq, "
+                "origin = excluded.origin, rubric = excluded.rubric",
+                (row["id"], question, json.dumps(stored), time.time(), kept_seq, RUBRIC_VERSION),
             )
         return stored, row["constraint_name"], True
 
@@ -754,6 +846,128 @@ class Study:
                 "UPDATE assignments SET finished_at = ? WHERE id = ?", (time.time(), row["id"])
             )
 
+    def import_answers(
+        self, rows: list[dict], origin: str, sha256: str, max_chars: int, dry_run: bool = False
+    ) -> dict:
+        """Store an answers file's rows as if given on the site, all or nothing: rows are {row,
+        judge, handle, answers: {question: value}, seconds (or None)}. Every task must be one of its
+        judge's rating or head-to-head tasks, with all of IMPORT_REQUIRED. A task already finished
+        with the same answers is skipped (a file imported twice stores nothing twice); with other
+        answers it is a bad row (answers are final). ImportRefused lists every bad row; `dry_run`
+        checks and stores nothing."""
+        errors: list[tuple[int, str]] = []
+        stored = already = 0
+        now = time.time()
+        result = {}
+        try:
+            with self.writing() as conn:
+                judges = {r["name"]: r["id"] for r in conn.execute("SELECT id, name FROM judges")}
+                for item in rows:
+                    try:
+                        if item["judge"] not in judges:
+                            raise AnswerError(404, f"the study has no judge {item['judge']}")
+                        fresh = self._import_row(
+                            conn, judges[item["judge"]], item["judge"], item, max_chars
+                        )
+                    except AnswerError as err:
+                        errors.append((item["row"], str(err)))
+                        continue
+                    if fresh is None:
+                        already += 1
+                        continue
+                    self._store_imported(conn, *fresh, item.get("seconds"), origin, now)
+                    stored += 1
+                if errors:
+                    raise ImportRefused(errors)  # rolls the whole file back
+                result = {"rows": len(rows), "stored": stored, "already": already}
+                if dry_run:
+                    raise _Rollback
+                conn.execute(
+                    "INSERT INTO imports (sha256, name, judge, rows, stored, imported_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        sha256,
+                        origin,
+                        ",".join(sorted({r["judge"] for r in rows})),
+                        len(rows),
+                        stored,
+                        now,
+                    ),
+                )
+        except _Rollback:
+            pass
+        return result
+
+    @staticmethod
+    def _store_imported(conn, task, values: dict, seconds, origin: str, now: float) -> None:
+        """One imported task's answers, stored and the task finished, as the site would."""
+        for question, value in values.items():
+            conn.execute(
+                "INSERT INTO answers (assignment, question, value, answered_at, seq, origin, "
+                "rubric) VALUES (?, ?, ?, ?, 0, ?, ?) ON CONFLICT(assignment, question) DO "
+                "UPDATE SET value = excluded.value, answered_at = excluded.answered_at, "
+                "origin = excluded.origin, rubric = excluded.rubric",
+                (task["id"], question, json.dumps(value), now, origin, RUBRIC_VERSION),
+            )
+        started = task["started_at"]
+        if started is None and seconds is not None:
+            started = now - seconds  # the time the answers file says the task took
+        conn.execute(
+            "UPDATE assignments SET started_at = ?, finished_at = ? WHERE id = ?",
+            (started, now, task["id"]),
+        )
+
+    def _import_row(self, conn, judge_id: int, judge: str, item: dict, max_chars: int):
+        """(assignment row, checked answers) to store for one imported row, None when the task is
+        already finished with exactly these answers, or an AnswerError saying what is wrong."""
+        handle = item["handle"]
+        task = conn.execute(
+            "SELECT a.id, a.started_at, a.finished_at, t.kind, t.recipe, t.constraint_name, t.system, "
+            "t.other FROM assignments a JOIN tasks t ON t.id = a.task WHERE t.handle = ? AND a.judge = ?",
+            (handle, judge_id),
+        ).fetchone()
+        if task is None:
+            known = conn.execute("SELECT 1 FROM tasks WHERE handle = ?", (handle,)).fetchone()
+            raise AnswerError(
+                404,
+                f"task {handle} is not one of {judge}'s tasks"
+                if known
+                else f"no task {handle!r} in this study",
+            )
+        if task["kind"] == "rewrite":
+            raise AnswerError(422, f"task {handle} is a hand rewrite: those are done on the site")
+        answers = item["answers"]
+        named = lambda qs: ", ".join("better" if q == "choice" else q for q in qs)  # noqa: E731
+        missing = [q for q in IMPORT_REQUIRED[task["kind"]] if answers.get(q) is None]
+        if missing:
+            raise AnswerError(422, f"task {handle} needs: {named(missing)}")
+        extra = [q for q in answers if q not in IMPORT_REQUIRED[task["kind"]]]
+        if extra:
+            what = "a rating task" if task["kind"] == "rate" else "a head-to-head task"
+            raise AnswerError(422, f"task {handle} is {what}: leave {named(extra)} empty")
+        steps = self._steps(conn, task)
+        values = {}
+        for question, value in answers.items():
+            if value is None:
+                continue  # a question of the other kind, left blank
+            values[question] = checked_answer(task["kind"], question, value, max_chars, steps)
+        if task["kind"] == "rate" and None in values["step_marks"]:
+            unmarked = [str(i + 1) for i, m in enumerate(values["step_marks"]) if m is None]
+            raise AnswerError(422, f"task {handle}: step(s) {', '.join(unmarked)} not marked")
+        if task["finished_at"] is not None:
+            have = {
+                r[0]: json.loads(r[1])
+                for r in conn.execute(
+                    "SELECT question, value FROM answers WHERE assignment = ?", (task["id"],)
+                )
+            }
+            if have == values:
+                return None
+            raise AnswerError(
+                409, f"task {handle} was already finished with other answers; answers are final"
+            )
+        return task, values
+
     # --- what the report and the exports read -----------------------------------------------------
     def judgments(self) -> list[dict]:
         """Every answer of every finished task, with its task and judge (systems as stored, unblinded)."""
@@ -762,7 +976,8 @@ class Study:
                 dict(r) | {"value": json.loads(r["value"])}
                 for r in conn.execute(
                     'SELECT t.id AS task, t.kind, t.recipe, t.constraint_name AS "constraint", t.system, t.other, '
-                    "j.name AS judge, n.question, n.value, a.started_at, a.finished_at FROM answers n "
+                    "j.name AS judge, n.question, n.value, n.origin, n.rubric, a.started_at, a.finished_at "
+                    "FROM answers n "
                     "JOIN assignments a ON a.id = n.assignment JOIN tasks t ON t.id = a.task "
                     "JOIN judges j ON j.id = a.judge WHERE a.finished_at IS NOT NULL ORDER BY t.id, j.id, n.question"
                 )

@@ -22,6 +22,7 @@ from rrt.config import JudgeSettings
 from rrt.evaluation.human import (
     COMPARE_QUESTION,
     QUESTIONS,
+    RUBRIC_VERSION,
     agreement,
     head_to_head,
     human_table,
@@ -31,6 +32,7 @@ from rrt.evaluation.human import (
     sample_items,
 )
 from rrt.evaluation.rewrite_records import read_records, system_label
+from rrt.evaluation.step_marks import mark_agreement, mark_rows, mark_tables
 from rrt.recipes.lexicon import CONSTRAINTS
 from runtime.runs import write_json_atomic
 
@@ -158,7 +160,7 @@ def build_report(study: Study) -> dict:
             "constraint": r["constraint"],
         }
         for r in rows
-        if r["kind"] == "rate"
+        if r["kind"] == "rate" and r["question"] in QUESTIONS
     ]
     votes = []
     best = meta.get("best")
@@ -189,10 +191,12 @@ def build_report(study: Study) -> dict:
             "done": sum(a["kind"] == kind and bool(a["done"]) for a in assignments),
             "median_s": statistics.median(seconds) if seconds else None,
         }
+    marks, cookable = mark_rows(rows)
     rated = human_table(ratings)
     empty = {q: {"mean": None, "ci95": None, "n": 0} for q in QUESTIONS}
     table = {system: rated.get(system, empty) for system in study.systems()}
     return {
+        "rubric_version": RUBRIC_VERSION,
         "best": best,
         "majority": meta["majority"],
         "judges_per_item": meta["judges_per_item"],
@@ -209,6 +213,11 @@ def build_report(study: Study) -> dict:
         if best
         else {},
         "agreement": agreement(ratings, votes),
+        "step_marks": {
+            "rubric_version": RUBRIC_VERSION,
+            "tables": mark_tables(marks, cookable),
+            "agreement": mark_agreement(marks, cookable),
+        },
         "judges": judge_times(assignments),
         "tasks": per_kind,
         "questions": {q: text for q, (_, text) in QUESTIONS.items()},
@@ -248,6 +257,10 @@ def report_html(report: dict, markdown: str, chart: bytes | None) -> str:
                 body.append(
                     f'<img alt="head to head" src="data:image/png;base64,{base64.b64encode(chart).decode()}">'
                 )
+        elif line.startswith("### "):
+            body.append(f"<h3>{html.escape(line[4:])}</h3>")
+        elif line.strip():
+            body.append(f"<p>{html.escape(line)}</p>")
     flush()
     questions = "".join(
         f"<li><b>{html.escape(QUESTIONS[q][0])}</b>: {html.escape(t)}</li>"

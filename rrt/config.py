@@ -88,6 +88,10 @@ class DataSettings(Section):
     min_dish_similarity: Share
     title_extra_words: Whole | None
     variants: list[Variant]
+    pairs: Literal["aligned", "edit", "both"]
+    edit_source: Literal["put_back", "mask"]
+    copy_share: Annotated[float, Field(ge=0, lt=1)]
+    held_out: list[str]
 
 
 class AlignmentSettings(Section):

@@ -160,13 +160,16 @@ def pair_dish(
 
 
 def step_pair_rows(pair: dict, variant: str) -> list[dict]:
-    """Training rows of one recipe pair in one pair variant (metadata + `text`)."""
+    """Training rows of one recipe pair in one pair variant (metadata + `text`). An edit pair
+    (rrt.corpus.edit_pairs) keeps every step as context but learns only its `learned_steps`."""
     meta = {
         "source_id": pair["source_id"],
         "target_id": pair["target_id"],
         "constraint": pair["constraint"],
         "split": pair["split"],
+        "pair_source": pair.get("pair_source") or "aligned",
     }
+    learned = pair.get("learned_steps")
     source = {
         "title": pair["source_title"],
         "ingredients": list(pair["source_ingredients"]),
@@ -197,6 +200,8 @@ def step_pair_rows(pair: dict, variant: str) -> list[dict]:
     rows = []
     for k, link in enumerate(links):
         n = link["source_step"]
+        if learned is not None and n not in learned:
+            continue
         upto = source["steps"][: n + 1]
         if variant == "contextual":
             text = formats.contextual(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 # One row per learned step: the recipe pair, the constraint, the source step and the target steps
-# aligned to it, their link score and the training text of the variant.
+# aligned to it, their link score, the training text of the variant, and where the pair came from:
+# `aligned` (two recipes of a dish, rrt.corpus.pairing) or `edit` (rrt.corpus.edit_pairs).
 STEP_PAIR_SCHEMA = pa.schema(
     [
         ("source_id", pa.string()),
@@ -16,5 +17,6 @@ STEP_PAIR_SCHEMA = pa.schema(
         ("target_steps", pa.list_(pa.int64())),
         ("score", pa.float64()),
         ("text", pa.string()),
+        ("pair_source", pa.string()),
     ]
 )

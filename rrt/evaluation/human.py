@@ -35,6 +35,18 @@ QUESTIONS = {
     ),
 }
 COMPARE_QUESTION = "Which is better overall?"
+# The rubric's one version string: packets and the report carry it (docs/JUDGING.md, "Rubric (version 1)").
+RUBRIC_VERSION = "1"
+# Asked with the four ratings: one mark per rewritten step, and one yes/no per recipe.
+STEP_MARKS = {
+    "ok": "does its source step's job, sensibly, with the recipe's own foods",
+    "another_job": "does something other than its source step, or drops what the step was for",
+    "no_sense": "physically absurd or incoherent",
+    "unlisted_food": "names a food the recipe's ingredient list lacks",
+    "breaks_constraint": "uses or adds something the dietary constraint forbids",
+}
+COOKABLE_QUESTION = "Could a cook follow this and get the dish, within the constraint?"
+COOKABLE = ("yes", "no")
 CHOICES = ("left", "right", "same")
 KINDS = ("rate", "compare", "rewrite")
 TASK_NAMES = {
@@ -305,6 +317,8 @@ def report_markdown(report: dict) -> str:
     lines = [
         "## Human evaluation (mean ± 95% CI, 1-5)",
         "",
+        f"Rubric version {report.get('rubric_version', RUBRIC_VERSION)}.",
+        "",
         "| system | "
         + " | ".join(QUESTIONS[q][0] for q in questions)
         + " | ratings per question |",
@@ -340,6 +354,10 @@ def report_markdown(report: dict) -> str:
         f"| {QUESTIONS[q][0]} (ordinal) | {_number(a)} |" for q, a in alphas["ratings"].items()
     ]
     lines += [f"| head to head (nominal) | {_number(alphas['head_to_head'])} |"]
+    if report.get("step_marks"):
+        from rrt.evaluation.step_marks import marks_markdown
+
+        lines += ["", *marks_markdown(report["step_marks"]).rstrip("\n").split("\n")]
     if report.get("tasks"):
         lines += [
             "",

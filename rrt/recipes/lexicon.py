@@ -8,7 +8,16 @@ modifiers that may stand up to three words before a term in the same clause ("ve
 butter", "dairy-free cream cheese"), adjacent modifiers that neutralise only right before
 a term ("soy milk", "tofu bacon"), and dish terms that count only on ingredient lines (a
 store-bought "pesto" hides cheese and nuts; a title "Sunflower Pesto" names what the
-recipe makes from its own ingredients).
+recipe makes from its own ingredients), and derived words (`derived`: "buttered", "cheesy"),
+which say the food is in the dish and so name no kitchen thing ("a buttered pan" is butter).
+
+A term of two or more words shares its last word, its head, with a list before it: "ranch or
+blue cheese dressing" names two dressings, "chicken or beef broth" two broths (rrt.recipes.tagger).
+
+Derived words, decided one by one: "buttered", "buttery" and "cheesy" say the food is there
+("buttered toast", "a buttery crust", "cheesy potatoes"); "creamy" and "milky" describe a
+texture or colour ("creamy hummus", "milky white") and are not flagged; a flavour or texture
+said after "buttery" or "cheesy" ("a cheesy flavor" of nutritional yeast) is an exception.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ class Category:
     adjacent: tuple[str, ...] = ()
     dish_terms: tuple[str, ...] = field(default=())
     tools: tuple[str, ...] = ()
+    derived: tuple[str, ...] = ()
 
 
 # Words that, shortly before a term, say the food is a plant-based stand-in.
@@ -307,7 +317,17 @@ DAIRY = Category(
         "cow's milk",
         "caesar dressing",
         "ranch dressing",
+        "ranch",
+        "green goddess dressing",
         "hollandaise",
+        "bearnaise",
+        "béarnaise",
+        "pesto",
+        "carbonara",
+        "brioche",
+        "buttered",
+        "buttery",
+        "cheesy",
     ),
     exceptions=(
         "coconut milk",
@@ -367,6 +387,12 @@ DAIRY = Category(
         "lime curd",
         "dairy case",
         "cream soda",
+        "buttery flavor",
+        "buttery flavour",
+        "buttery texture",
+        "cheesy flavor",
+        "cheesy flavour",
+        "cheesy taste",
         # The verb: "Cream the butter and sugar", "cream together" (the butter that follows still counts).
         "cream the",
         "cream together",
@@ -405,10 +431,19 @@ DAIRY = Category(
         "eggnog",
         "caesar dressing",
         "ranch dressing",
+        "ranch",
+        "green goddess dressing",
         "hollandaise",
+        "bearnaise",
+        "béarnaise",
         "butterscotch",
+        # Pesto holds parmesan (and pine nuts); a title or step that makes its own names its parts.
+        "pesto",
+        "carbonara",
+        "brioche",
     ),
     tools=("ice cream scoop", "ice cream scoops"),
+    derived=("buttered", "buttery", "cheesy"),
 )
 
 NUTS = Category(
@@ -454,6 +489,8 @@ NUTS = Category(
         "baklava",
         "macaron",
         "orgeat",
+        "romesco",
+        "dukkah",
     ),
     exceptions=(
         "water chestnut",
@@ -470,7 +507,7 @@ NUTS = Category(
     ),
     modifiers=("nut-free", "nut free", "peanut-free", "peanut free", "tree nut-free"),
     adjacent=("sunflower", "seed", "soy", "coconut"),
-    dish_terms=("pesto", "satay", "baklava", "praline", "nougat", "macaron"),
+    dish_terms=("pesto", "satay", "baklava", "praline", "nougat", "macaron", "romesco", "dukkah"),
     tools=("nut cracker", "nut crackers", "nut milk bag", "nut milk bags"),
 )
 
@@ -515,6 +552,15 @@ EGG = Category(
         "souffle",
         "soufflé",
         "carbonara",
+        # Made with mayonnaise.
+        "ranch",
+        "ranch dressing",
+        "thousand island",
+        "thousand island dressing",
+        "green goddess dressing",
+        "tartar sauce",
+        "remoulade",
+        "rémoulade",
     ),
     exceptions=(
         "eggplant",
@@ -548,6 +594,14 @@ EGG = Category(
         "aioli",
         "brioche",
         "challah",
+        "ranch",
+        "ranch dressing",
+        "thousand island",
+        "thousand island dressing",
+        "green goddess dressing",
+        "tartar sauce",
+        "remoulade",
+        "rémoulade",
     ),
 )
 
@@ -643,6 +697,7 @@ MEAT = Category(
         "burger patty",
         "nduja",
         "speck ham",
+        "carbonara",
     ),
     exceptions=(
         "beefsteak tomato",
@@ -668,6 +723,7 @@ MEAT = Category(
         "sausage casing free",
     ),
     modifiers=MEATLESS_MODIFIERS + ("beyond", "impossible"),
+    dish_terms=("carbonara",),
     adjacent=(
         "soy",
         "tofu",

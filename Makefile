@@ -69,6 +69,8 @@ demo: setup  ## the whole pipeline on the bundled sample from the pretrained smo
 	$(PY) jobs/evaluate.py --lm $(DEMO_OUT)/no_source/model --output $(DEMO_OUT)/evaluation --rewrites \
 		$(DEMO_OUT)/rewrites/rule_based,$(DEMO_OUT)/rewrites/retrieval,$(DEMO_OUT)/rewrites/grounded_rule,$(DEMO_OUT)/rewrites/grounded_rule_constrained
 	$(VENV)/bin/rrt show $(DEMO_OUT)/rewrites/grounded_rule_constrained --recipes 3
+	@echo "rrt demo: the rewriter above is smollm2-135m (a 135M model) fine-tuned for $(DEMO_STEPS) steps on this" \
+		"machine; it edits only the steps the constraint touches, and the substitution guide's version is its floor."
 
 test: setup  ## lint and format check (ruff), then the test suite
 	$(VENV)/bin/ruff check --quiet .

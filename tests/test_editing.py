@@ -186,3 +186,23 @@ def test_the_paper_s_setting_still_samples_every_step(tiny):
     assert [e["decision"] for e in record["steps"]] == ["model"] * 4
     assert all(len(e["candidates"]) == 2 for e in record["steps"])
     assert rewriter.stats["steps_kept"] == 0 and rewriter.stats["steps_sampled"] == 4
+
+
+def test_rrt_show_marks_whose_version_each_step_is_and_old_runs_show_none():
+    from rrt.evaluation.side_by_side import LEGEND, side_by_side
+
+    record = {
+        "system": "grounded_rule",
+        "constraint": "vegan",
+        "source": {"title": "T", "ingredients": ["1 cup milk"], "steps": ["Stir.", "Add milk."]},
+        "rewrite": {
+            "title": "T",
+            "ingredients": ["1 cup soymilk"],
+            "steps": ["Stir.", "Add soymilk."],
+        },
+        "steps": [{"decision": "kept"}, {"decision": "guide"}],
+    }
+    shown = side_by_side(record, width=40)
+    assert "2. [guide] Add soymilk." in shown and "1. Stir." in shown and LEGEND in shown
+    older = side_by_side({**record, "steps": [{}, {}]}, width=40)
+    assert "[guide]" not in older and LEGEND not in older

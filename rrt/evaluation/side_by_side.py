@@ -19,6 +19,19 @@ def read_rewrites(path: str) -> Iterator[dict]:
                 yield json.loads(line)
 
 
+# How the product decided each step (rrt.modelling.editing), marked after the step's number.
+DECISION_MARKS = {"kept": "", "guide": " [guide]", "model": " [model]"}
+LEGEND = "steps: unmarked, kept as the source wrote it; [guide], the substitution guide's edit; [model], the model's"
+
+
+def step_decisions(record: dict) -> list[str]:
+    """Each rewritten step's decision (kept, guide, model), or [] for a record without them."""
+    entries = [e for e in record.get("steps") or [] if isinstance(e, dict)]
+    found = [e.get("decision") for e in entries]
+    steps = (record.get("rewrite") or {}).get("steps") or []
+    return found if len(found) == len(steps) and all(found) else []
+
+
 def _columns(left: str, right: str, width: int) -> list[str]:
     """Two texts wrapped into columns of `width` characters, line by line."""
     a, b = textwrap.wrap(left, width) or [""], textwrap.wrap(right, width) or [""]
@@ -39,6 +52,10 @@ def side_by_side(record: dict, width: int | None = None) -> str:
     for old, new in ingredients:
         lines += _columns(f"• {old}", f"• {new}", width)
     lines.append("-" * (2 * width + 3))
+    decisions = step_decisions(record)
     for number, (old, new) in enumerate(zip(source["steps"], rewrite.get("steps", [])), 1):
-        lines += _columns(f"{number}. {old}", f"{number}. {new}", width)
+        mark = DECISION_MARKS.get(decisions[number - 1], "") if decisions else ""
+        lines += _columns(f"{number}. {old}", f"{number}.{mark} {new}", width)
+    if decisions:
+        lines.append(LEGEND)
     return "\n".join(lines)

@@ -357,7 +357,11 @@ def edit_files(batch: pa.Table, settings: PrepareRun) -> Iterator[pa.Table]:
     for path in batch.column("path").to_pylist():
         for part in pq.ParquetFile(path).iter_batches(batch_size=FORMAT_BATCH):
             yield pa.Table.from_pylist(
-                [p for row in part.to_pylist() for p in edit_pairs(row, settings.constraints, edit)],
+                [
+                    p
+                    for row in part.to_pylist()
+                    for p in edit_pairs(row, settings.constraints, edit)
+                ],
                 schema=EDIT_SCHEMA,
             )
 
@@ -779,8 +783,37 @@ def gather_rejects(output: str) -> Counter:
     return reasons
 
 
+def gather_held_out(output: str) -> int:
+    """Concatenate the tasks' held-out files into held_out.jsonl; count the recipes."""
+    count = 0
+    folder = os.path.join(output, "_held_out")
+    with open(os.path.join(output, "held_out.jsonl"), "w", encoding="utf-8") as dest:
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            with open(os.path.join(folder, name), encoding="utf-8") as src:
+                for line in src:
+                    count += 1
+                    dest.write(line)
+    return count
+
+
+def count_edit_pairs(output: str, constraints: tuple[str, ...]) -> dict:
+    """Edit pairs per constraint and split: recipes, changed steps and copied steps learned."""
+    counts = {c: {s: Counter() for s in SPLITS} for c in constraints}
+    columns = ["constraint", "split", "learned_steps", "copied_steps"]
+    files = parquet_files(os.path.join(output, "_edits"))
+    for batch in pads.dataset(files, format="parquet").to_batches(columns=columns) if files else []:
+        for c, split, learned, copied in zip(*(batch.column(k).to_pylist() for k in columns)):
+            row = counts[c][split]
+            row["recipes"] += 1
+            row["changed_steps"] += len(learned) - len(copied)
+            row["copied_steps"] += len(copied)
+    keys = ("recipes", "changed_steps", "copied_steps")
+    return {c: {s: {k: row[k] for k in keys} for s, row in by.items()} for c, by in counts.items()}
+
+
 def write_stats(settings: PrepareRun, timings: dict, resumed: bool) -> dict:
-    """stats.json: the paper's Table 1 per constraint, rejects, timings and throughput."""
+    """stats.json: the paper's Table 1 per constraint (aligned pairs), edit pairs, held-out
+    recipes, rejects, timings and throughput."""
     out = settings.output
     constraints = settings.constraints
     recipes = os.path.join(out, "recipes")
@@ -792,18 +825,21 @@ def write_stats(settings: PrepareRun, timings: dict, resumed: bool) -> dict:
         for c, ok in zip(constraints, key[1:]):
             validity[c]["valid" if ok else "invalid"] += n
     pairs = count_by(os.path.join(out, "recipe_pairs"), ["constraint", "split"])
-    steps = {}
+    steps, aligned = {}, {}
     for v in settings.data.variants:
         steps[v] = Counter()
         for split in SPLITS:
             folder = os.path.join(out, "step_pairs", v, split)
             if v in PAIR_VARIANTS:
-                steps[v].update(
-                    {(c, split): n for (c,), n in count_by(folder, ["constraint"]).items()}
-                )
+                by_source = count_by(folder, ["constraint", "pair_source"])
+                steps[v].update({(c, split, kind): n for (c, kind), n in by_source.items()})
+                if v == "contextual":
+                    aligned.update(
+                        {(c, split): n for (c, kind), n in by_source.items() if kind == "aligned"}
+                    )
             else:
                 steps[v][("all", split)] = count_rows(folder)
-    contextual = steps.get("contextual", Counter())
+    contextual = aligned
     table1 = {
         c: {
             "recipe_pairs": {s: pairs.get((c, s), 0) for s in SPLITS},
@@ -832,6 +868,8 @@ def write_stats(settings: PrepareRun, timings: dict, resumed: bool) -> dict:
         "step_pairs": {
             v: {" / ".join(map(str, k)): n for k, n in sorted(c.items())} for v, c in steps.items()
         },
+        "edit_pairs": count_edit_pairs(out, constraints),
+        "held_out": {"recipes": gather_held_out(out), "listed": len(settings.held_out)},
         "non_steps": count_non_steps(recipes),
         "rejects": dict(rejects),
         "rejected": sum(rejects.values()),

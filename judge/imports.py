@@ -65,7 +65,7 @@ def _step_marks(value) -> list:
         value = marks
     if not isinstance(value, list):
         raise ValueError("step_marks is a list of marks, one per step")
-    bad = [m for m in value if m is not None and m not in STEP_MARKS]
+    bad = [m for m in value if m is not None and not (isinstance(m, str) and m in STEP_MARKS)]
     if bad:
         raise ValueError(
             f"step_marks: {bad[0]!r} is no mark (the marks: {', '.join(STEP_MARKS)})"

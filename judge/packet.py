@@ -175,7 +175,7 @@ def packet_html(judge: str, markdown: str) -> str:
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'><meta name='viewport' "
         f"content='width=device-width, initial-scale=1'><title>Reading packet: {html.escape(judge)}"
-        "</title><style>body{font-family:system-ui,sans-serif;margin:1.5rem;max-width:900px;"
+        "</title><style>body{font-family:Georgia,serif;margin:1.5rem;max-width:900px;"
         "color:#222;line-height:1.4}hr{margin:2rem 0}</style></head><body>"
         + "\n".join(body)
         + "</body></html>\n"

@@ -216,7 +216,7 @@ def is_empty_rewrite(value: dict) -> bool:
 
 def step_marks_value(value, steps: int | None) -> list:
     """One mark per rewritten step (None: not marked yet), or an AnswerError."""
-    if not isinstance(value, list) or not all(m is None or m in STEP_MARKS for m in value):
+    if not isinstance(value, list) or not all(m is None or (isinstance(m, str) and m in STEP_MARKS) for m in value):
         raise AnswerError(
             422, f"step_marks is a list with one of {', '.join(STEP_MARKS)} per rewritten step"
         )
@@ -950,7 +950,12 @@ class Study:
         for question, value in answers.items():
             if value is None:
                 continue  # a question of the other kind, left blank
-            values[question] = checked_answer(task["kind"], question, value, max_chars, steps)
+            try:
+                values[question] = checked_answer(task["kind"], question, value, max_chars, steps)
+            except AnswerError as err:
+                name = "better" if question == "choice" else question
+                said = str(err) if str(err).startswith(name) else f"{name}: {err}"
+                raise AnswerError(err.status, f"task {handle}: {said}") from None
         if task["kind"] == "rate" and None in values["step_marks"]:
             unmarked = [str(i + 1) for i, m in enumerate(values["step_marks"]) if m is None]
             raise AnswerError(422, f"task {handle}: step(s) {', '.join(unmarked)} not marked")

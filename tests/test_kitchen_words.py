@@ -25,10 +25,11 @@ FEW = settings(max_examples=120, deadline=None, derandomize=True, database=None)
 
 
 def _singular_terms(category: str) -> list[str]:
-    """A category's terms a step names as food (no dish terms) and that are no plural of another term."""
+    """A category's terms a step names as food (no dish terms, no derived words: a buttered pan is
+    butter) and that are no plural of another term."""
     cat = CATEGORIES[category]
     keys = {normalise_term(t) for t in cat.terms}
-    dishes = {normalise_term(t) for t in cat.dish_terms}
+    dishes = {normalise_term(t) for t in cat.dish_terms + cat.derived}
     return sorted(
         t.lower()
         for t in cat.terms

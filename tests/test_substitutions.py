@@ -201,3 +201,29 @@ def test_a_step_names_the_one_stand_in_a_line_gave_twice():
         "While the vegan pork cooks, warm the agave nectar.",
     ]
     assert stand_in == "vegan pork belly"
+
+
+@pytest.mark.parametrize(
+    "line,constraint,expected",
+    [
+        (
+            "1/2 cup ranch or blue cheese dressing",
+            "vegan",
+            "1/2 cup vegan ranch or vegan blue cheese dressing",
+        ),
+        ("2 cups chicken or beef broth", "vegetarian", "2 cups vegetable broth"),
+        ("1 tablespoon fish or soy sauce", "fish-free", "1 tablespoon soy sauce"),
+        ("1 tablespoon oyster or hoisin sauce", "vegan", "1 tablespoon vegetarian oyster or hoisin sauce"),
+        ("1 cup red or white wine", "alcohol-free", "1 cup red grape juice or vegetable broth"),
+        ("8 ounces egg or rice noodles", "egg-free", "8 ounces rice noodles"),
+        ("1 cup peanut or vegetable oil", "nut-free", "1 cup vegetable oil"),
+    ],
+)
+def test_list_members_that_share_a_head_each_get_their_stand_in(line, constraint, expected):
+    recipe = make_recipe([line], steps=[f"Add the {line.split(' ', 2)[2]}.", "Serve."])
+    out = substitute_recipe(recipe, constraint).recipe
+    assert out.ingredients == [expected]
+    assert out.steps[0] == f"Add the {expected.split(' ', 2)[2]}."
+    assert tag_recipe(out, [constraint]).valid[constraint]
+    again = substitute_recipe(out, constraint)
+    assert again.recipe == out and not again.substitutions

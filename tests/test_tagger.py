@@ -330,3 +330,43 @@ def test_a_food_inside_an_allowed_phrase_is_harmless_wherever_it_stands(pieces):
     )
     flagged = {v.span for c in constraints for v in result.violations.get(c, [])}
     assert len(flagged) == sum(p in ALLOWED.values() for p in pieces)
+
+
+# (text, constraint, the terms flagged): members of a list share its head.
+SHARED_HEADS = [
+    ("1/2 cup ranch or blue cheese dressing", "dairy-free", ["ranch dressing", "blue cheese"]),
+    ("1/2 cup ranch or blue cheese dressing", "egg-free", ["ranch dressing"]),
+    ("Serve with caesar or ranch dressing.", "fish-free", ["caesar dressing"]),
+    ("Serve with caesar or italian dressing.", "egg-free", ["caesar dressing"]),
+    (
+        "Serve with thousand island or ranch dressing.",
+        "egg-free",
+        ["thousand island dressing", "ranch dressing"],
+    ),
+    ("2 cups chicken or vegetable broth", "vegetarian", ["chicken broth"]),
+    ("1 tablespoon fish or soy sauce", "fish-free", ["fish sauce"]),
+    ("1 cup red or white wine", "alcohol-free", ["red wine", "white wine"]),
+    ("1 tablespoon red or white wine vinegar", "alcohol-free", []),
+    ("1 cup coconut or oat milk", "dairy-free", []),
+    ("1 cup vegan ranch or vegan blue cheese dressing", "vegan", []),
+    # "and" joins two foods when the member is a food on its own: chicken, and a broth.
+    ("Add the chicken and vegetable broth.", "vegetarian", ["chicken"]),
+    ("Add the sour and heavy cream.", "dairy-free", ["sour cream", "heavy cream"]),
+]
+
+
+@pytest.mark.parametrize("text,constraint,terms", SHARED_HEADS)
+def test_list_members_share_their_head(text, constraint, terms):
+    assert [m.term for m in text_violations(text, [constraint])] == terms
+
+
+def test_a_dish_term_in_a_step_counts_where_a_line_names_it_bought():
+    bought = make_recipe(["1/2 cup pesto", "1 pound penne"], ["Toss the penne with the pesto."])
+    flagged = tag_recipe(bought, ["nut-free"]).violations["nut-free"]
+    assert [(v.field, v.term) for v in flagged] == [("ingredients", "pesto"), ("steps", "pesto")]
+    # Made from the listed ingredients: the step names what the lines hold.
+    made = make_recipe(
+        ["2 cups basil", "1/4 cup sunflower seeds", "1 pound penne"],
+        ["Blend the basil and seeds into a pesto.", "Toss the penne with the pesto."],
+    )
+    assert tag_recipe(made, ["nut-free"]).valid["nut-free"]

@@ -35,7 +35,6 @@ PUT_BACK: dict[str, dict[str, str | None]] = {
         "non-dairy butter": "butter",
         "dairy-free butter": "butter",
         "vegan butter": "butter",
-        "plant butter": "butter",
         "plant-based butter": "butter",
         "browned nondairy butter": "brown butter",
         "olive oil": "butter",
@@ -262,7 +261,8 @@ def kept_fats(recipe: Recipe, constraint: str) -> frozenset[str]:
         for fat in fats
         if not named.get(fat)
         or any(_RAW.search(step) or not _HEATED.search(step) for step in named[fat])
-        or pattern.search(recipe.title) and fat in _key(recipe.title)
+        or pattern.search(recipe.title)
+        and fat in _key(recipe.title)
     )
 
 
@@ -349,7 +349,11 @@ class EditSettings:
 
 
 def copy_steps(
-    recipe_id: str, constraint: str, changed: list[int], unchanged: list[int], settings: EditSettings
+    recipe_id: str,
+    constraint: str,
+    changed: list[int],
+    unchanged: list[int],
+    settings: EditSettings,
 ) -> list[int]:
     """The untouched steps kept as copy pairs: about `copy_share` of a recipe's edit pairs,
     a seeded sample, so small recipes add a copy now and then rather than never."""

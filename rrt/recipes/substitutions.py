@@ -344,12 +344,27 @@ def _rule(term: str, category: str, constraint: str) -> str | None:
     ).get(term)
 
 
+def shared_head(stand_in: str, term: str, matched: str) -> str:
+    """A list member's stand-in without the head the list names once: "fish" of "fish or soy sauce"
+    (a fish sauce) becomes "soy", "ranch" of "ranch or blue cheese dressing" "vegan ranch"."""
+    *lead, head = term.split()
+    words = stand_in.split()
+    if not lead or head in normalise_term(matched).split() or len(words) < 2:
+        return stand_in
+    return " ".join(words[:-1]) if normalise_term(words[-1]) in (head, head + "s") else stand_in
+
+
 def _line_stand_in(line: str, food: Food, constraint: str) -> tuple[str, str | None]:
     head, matched = food.head, line[slice(*food.head.span)]
-    new = replacement_for(head.term, matched, food.category, constraint)
+    new = shared_head(
+        replacement_for(head.term, matched, food.category, constraint), head.term, matched
+    )
     # "nondairy butter" keeps the name of "unsalted butter" too: a title's "Brown Butter" takes its diet word.
     diet = diet_words(new, head.term, matched, head.term.rsplit(" ", 1)[-1])
     if len(food.names) == 1:
+        if diet is not None and _rule(head.term, food.category, constraint) is None:
+            # The head's stand-in keeps the food's own kind: "blue cheese" -> "vegan blue cheese".
+            return f"{diet} {matched}", diet
         return new, diet
     if diet is None:
         own = _rule(food.names[0].term, food.category, constraint)

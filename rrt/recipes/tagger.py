@@ -10,6 +10,14 @@ water)"), an "optional" on its ingredient line, or, in the title and steps, a re
 an ingredient line that names it in a harmless form (ingredients say "vegan butter", a step
 says "melt the butter"). A title term counts only when an ingredient line of the same
 food category is harmful too: "Parsnip Lobster Rolls" names a stand-in.
+
+A list shares its head: in "ranch or blue cheese dressing" and "chicken or beef broth" each
+member before the head names that head's food ("ranch dressing", "chicken broth"), so the
+member's mention takes the longer term; its span stays the member's words. A member that is a
+food on its own takes the shared head only after "or" or "/" ("the chicken and beef broth" is
+chicken and a broth), or when the head is plural. A derived word ("buttered", "cheesy") says the
+food is in the dish, so it names no kitchen thing ("a buttered pan"). A dish term (pesto,
+custard) in a step counts where an ingredient line names that dish in a harmful form.
 """
 
 from __future__ import annotations
@@ -83,6 +91,11 @@ _MEASURE = re.compile(
 )
 # Mentions that name a thing or a measure, not the food: a step's bare mention cannot refer back to them.
 _NOT_THE_FOOD = {"tool", "likeness", "size"}
+# What joins the members of a list that share a head; "or" and "/" offer one food or another.
+_LIST_JOIN = re.compile(r"\s*(?:,\s*(?:(?:or|and)\s+)?|/|&)\s*|\s+(?:or|and)\s+", re.IGNORECASE)
+_LIST_BREAK = re.compile(r"[.;:()!?\[\]]")
+LIST_ITEMS = 4  # members looked at before one head
+LIST_ITEM_WORDS = 3  # a longer stretch between joins is no list item
 _NEGATED = re.compile(
     r"\b(?:" + "|".join(re.escape(n) for n in NEGATIONS) + r")(?:\s+[\w'/½¼¾-]+){0,2}\s+$",
     re.IGNORECASE,
@@ -195,9 +208,34 @@ class _CategoryMatcher:
         self.tools = {normalise_term(t) for t in category.tools}
         # A noun adjunct is singular: "egg pan" names a pan, "the eggs pan by pan" names eggs.
         keys = {normalise_term(t) for t in category.terms}
+        # A derived word names no thing: a buttered pan is butter.
         self.singular = {
             t for t in keys if not (t.endswith("s") and {t[:-1], t[:-2], t[:-3] + "y"} & keys)
-        }
+        } - {normalise_term(t) for t in category.derived}
+        # Heads a list may share: the last word of each term of two or more words, by form, with the
+        # words before it and the term they make ("dressing" -> {"ranch": "ranch dressing"}).
+        self.shared: dict[str, dict[str, str]] = {}
+        self.plural_heads: set[str] = set()
+        for term in category.terms:
+            *lead, head = normalise_term(term).split()
+            if not lead or len(head) < 3:
+                continue
+            key = normalise_term(term)
+            plurals = {head + "s", head + "es"} | ({head[:-1] + "ies"} if head.endswith("y") else set())
+            self.plural_heads |= plurals - {head}
+            for form in {head} | plurals:
+                self.shared.setdefault(form, {})[" ".join(lead)] = SYNONYMS.get(key, key)
+        self.head_words = set(self.shared)
+        self.heads = (
+            re.compile(
+                r"(?<![\w-])(?:"
+                + "|".join(sorted(map(re.escape, self.shared), key=len, reverse=True))
+                + r")(?![\w-])",
+                re.IGNORECASE,
+            )
+            if self.shared
+            else None
+        )
         self.filled_moulds = {normalise_term(t) for t in FILLED_MOULDS}
         self.modifiers = {normalise_term(m) for m in category.modifiers}
         self.adjacent = {normalise_term(m) for m in category.adjacent}
@@ -272,10 +310,13 @@ class _CategoryMatcher:
         return "modifier" if grams & self.modifiers else ""
 
     def scan(self, text: str, whole_title: bool = False) -> list[Mention]:
-        if self.terms is None or not text or self.first_words.isdisjoint(_letter_words(text)):
+        if self.terms is None or not text:
+            return []
+        words = _letter_words(text)
+        if self.first_words.isdisjoint(words) and self.head_words.isdisjoint(words):
             return []
         matches = list(self.terms.finditer(text))
-        if not matches:
+        if not matches and (self.heads is None or not self.heads.search(text)):
             return []
         # Exception spans come in order and never overlap, so the one that may hold a match is the
         # last to start at or before it: both lists are walked once, together.
@@ -317,7 +358,68 @@ class _CategoryMatcher:
             if not why and previous and previous.neutral and not text[previous.end : start].strip():
                 why = "compound"  # "cashew ricotta cheese": the head shares its modifier's fate
             found.append(Mention(self.category.name, term, start, end, bool(why), why))
-        return found
+        added = self._list_members(text, shields, found, whole_title)
+        return sorted(found + added, key=lambda m: m.start) if added else found
+
+    def _list_members(
+        self, text: str, shields: list[tuple[int, int]], found: list[Mention], whole_title: bool
+    ) -> list[Mention]:
+        """Members of a list before a head they share ("ranch" of "ranch or blue cheese dressing"):
+        a member already found takes the longer term, a member that is no term alone is added."""
+        if self.heads is None or self.head_words.isdisjoint(_letter_words(text)):
+            return []
+        at = {m.start: m for m in found}
+        spans = [(m.start, m.end) for m in found]
+        added: list[Mention] = []
+        for head in self.heads.finditer(text):
+            k = bisect.bisect_right(shields, (head.start(), len(text))) - 1
+            if k >= 0 and shields[k][0] <= head.start() and shields[k][1] > head.end():
+                continue  # no head here: "wine" of "white wine vinegar"
+            before = text[max(0, head.start() - LOOKBACK) : head.start()]
+            clause = _LIST_BREAK.split(before)[-1]
+            base = head.start() - len(clause)
+            joins = list(_LIST_JOIN.finditer(clause))[-LIST_ITEMS:]
+            if not joins or len(clause[joins[-1].end() :].split()) > LIST_ITEM_WORDS:
+                continue
+            said = head.group(0).casefold()
+            shared = self.shared.get(said)
+            if shared is None:
+                continue  # matched only by folding case further than casefold does
+            plural = said in self.plural_heads
+            for i in range(len(joins) - 1, -1, -1):
+                lead = joins[i - 1].end() if i else 0
+                item = clause[lead : joins[i].start()]
+                if i and len(item.split()) > LIST_ITEM_WORDS:
+                    break
+                offers = bool(re.search(r"\bor\b|/", joins[i].group(0), re.IGNORECASE))
+                words = list(_WORD.finditer(item))[-2:]
+                for size in (2, 1):
+                    if len(words) < size:
+                        continue
+                    term = shared.get(" ".join(w.group(0).casefold() for w in words[-size:]))
+                    if term is None:
+                        continue
+                    start, end = base + lead + words[-size].start(), base + lead + words[-1].end()
+                    if start in at and at[start].end == end:
+                        if offers or plural:
+                            at[start].term = term  # "chicken or beef broth": a chicken broth
+                    elif not self._covered(spans, shields, start, end):
+                        why = self._modified(text, start, whole_title)
+                        added.append(
+                            Mention(self.category.name, term, start, end, bool(why), why)
+                        )
+                    break
+        return added
+
+    @staticmethod
+    def _covered(
+        spans: list[tuple[int, int]], shields: list[tuple[int, int]], start: int, end: int
+    ) -> bool:
+        for taken in (spans, shields):
+            k = bisect.bisect_right(taken, (start, 1 << 62)) - 1
+            if k >= 0 and taken[k][1] > start:
+                return True
+        return False
 
     def scan_field(self, text: str, field_name: str, lenient: bool = True) -> list[Mention]:
         """Scan one recipe line; when lenient, offered alternatives are harmless, and so are
@@ -424,6 +526,7 @@ def category_violations(recipe: Recipe, category: str, lenient: bool = True) -> 
         if f == "ingredients" and m.neutral and m.why not in _NOT_THE_FOOD
     }
     harmful_heads, harmless_heads = {_head(t) for t in harmful}, {_head(t) for t in harmless}
+    harmful_dishes = harmful & matcher.dish_terms
     out = []
     for field_name, index, line, mention in mentions:
         if mention.neutral:
@@ -431,8 +534,10 @@ def category_violations(recipe: Recipe, category: str, lenient: bool = True) -> 
         if field_name == "title" and not harmful:
             continue  # a title names the dish; with no such ingredient it names a stand-in
         if field_name != "ingredients":
-            if mention.term in matcher.dish_terms:
-                continue  # a dish name in a title or step is made from the listed ingredients
+            if mention.term in matcher.dish_terms and (
+                field_name == "title" or mention.term not in harmful_dishes
+            ):
+                continue  # a dish a line does not name as bought is made from the listed ingredients
             if _head(mention.term) in harmless_heads and _head(mention.term) not in harmful_heads:
                 continue  # refers back to an ingredient named in a harmless form
         out.append(

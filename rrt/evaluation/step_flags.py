@@ -1,0 +1,170 @@
+"""Step flags: what a careful reader would mark in a rewritten step, found by rules.
+
+Readers mark each rewritten step OK, another job, makes no sense, names a food the recipe lacks,
+or breaks the constraint (docs/JUDGING.md). These flags look for the same faults, each from its
+source step and the substitution guide's version of it (the source with the constraint's foods
+replaced, so a swapped food is no fault):
+
+    another_action   the rewrite's leading action is not the source step's (nor an equivalent,
+                     rrt.modelling.editing.ACTION_EQUIVALENTS)
+    lost_food        an ingredient or allowed food the guide's version names is gone
+    heat_changed     the source step's heat (oven, stovetop, grill) is another, or added
+    absurd_action    the leading action cannot act on what follows it (ACTION_OBJECTS: "melt the
+                     taco shells", "whisk the tortillas")
+    repeated         the step says again what an earlier rewritten step said, where the source did not
+    unlisted_food    it names a food the recipe does not hold (rrt.evaluation.grounding)
+    violation        it names a food the constraint forbids (the tagger)
+
+FLAG_MARKS maps each flag to the reader's mark it predicts. How well each agrees with readers'
+marks is measured on the labelled set (benchmarks/RESULTS.md, "Step flags against readers").
+"""
+
+from __future__ import annotations
+
+import re
+
+from rrt.corpus.cooking_actions import work_kinds
+from rrt.evaluation.grounding import invented_foods, source_steps_of
+from rrt.modelling.editing import leading_action, same_action
+from rrt.modelling.selection import StepContext, closeness
+from rrt.recipes.foods import mentions
+from rrt.recipes.ingredients import ingredient_name, step_ingredients
+from rrt.recipes.recipe import Recipe
+from rrt.recipes.substitutions import substitute_recipe
+from rrt.recipes.tagger import parse_constraints, text_violations
+
+FLAG_MARKS = {
+    "another_action": "another_job",
+    "lost_food": "another_job",
+    "heat_changed": "another_job",
+    "absurd_action": "no_sense",
+    "repeated": "no_sense",
+    "unlisted_food": "unlisted_food",
+    "violation": "breaks_constraint",
+}
+HEATS = frozenset({"oven", "stovetop", "grill"})
+REPEAT_RECALL = 0.8  # ROUGE-L recall of an earlier step past which a step only says it again
+# Actions that need what they act on to pour, melt or mix, and the solid things they cannot.
+ACTION_OBJECTS: dict[frozenset[str], frozenset[str]] = {
+    frozenset(
+        {"whisk", "beat", "melt", "pour", "drizzle", "simmer", "boil", "dissolve"}
+    ): frozenset(
+        {
+            "shell",
+            "shells",
+            "tortilla",
+            "tortillas",
+            "bread",
+            "lettuce",
+            "tomato",
+            "tomatoes",
+            "pan",
+            "skillet",
+            "pot",
+            "bowl",
+            "sheet",
+            "dish",
+            "oven",
+            "loaf",
+            "slices",
+            "toast",
+            "cabbage",
+            "onion",
+            "onions",
+            "potato",
+            "potatoes",
+            "carrot",
+            "carrots",
+        }
+    ),
+    frozenset({"knead", "roll"}): frozenset({"water", "milk", "broth", "sauce", "soup", "juice"}),
+}
+_WORD = re.compile(r"[a-z]+")
+_PHRASE_END = frozenset(
+    {"in", "on", "into", "onto", "with", "until", "and", "over", "to", "for", "from", "then"}
+)
+
+
+def _object_phrase(step: str, action: str) -> list[str]:
+    # The words after the leading action up to the first preposition: what the action acts on.
+    words = _WORD.findall(step.lower().split(",")[0])
+    if action not in words:
+        return []
+    phrase = []
+    for word in words[words.index(action) + 1 :]:
+        if word in _PHRASE_END:
+            break
+        phrase.append(word)
+    return phrase
+
+
+def absurd_action(step: str) -> bool:
+    """Whether a step's leading action cannot act on what it names next (ACTION_OBJECTS)."""
+    action = leading_action(step)
+    phrase = set(_object_phrase(step, action))
+    return any(action in actions and phrase & solids for actions, solids in ACTION_OBJECTS.items())
+
+
+def _foods_kept(rewritten: str, guide_step: str, names: list[str], constraints: list[str]) -> bool:
+    named = {m.index for m in step_ingredients(rewritten, names)}
+    if any(m.index not in named for m in step_ingredients(guide_step, names)):
+        return False
+    words = set(_WORD.findall(rewritten.lower()))
+    return all(
+        food.words[-1] in words
+        for food in mentions(guide_step)
+        if not text_violations(guide_step[food.start : food.end], constraints)
+    )
+
+
+def _heat(step: str) -> frozenset[str]:
+    return work_kinds(step) & HEATS
+
+
+def record_flags(record: dict) -> list[set[str]]:
+    """Per rewritten step of one rewrite record, the flags it raises (FLAG_MARKS)."""
+    source = record.get("source") or {}
+    rewrite = record.get("rewrite") or {}
+    steps = list(rewrite.get("steps") or [])
+    constraints = parse_constraints(record.get("constraint") or "")
+    guided = substitute_recipe(
+        Recipe(
+            "",
+            source.get("title", ""),
+            list(source.get("ingredients") or []),
+            list(source.get("steps") or []),
+        ),
+        constraints,
+    ).recipe.steps
+    by_source = dict(zip(source.get("steps") or [], guided))
+    names = [ingredient_name(line) for line in rewrite.get("ingredients") or []]
+    invented = invented_foods(record)
+    flags: list[set[str]] = []
+    for n, (step, src) in enumerate(zip(steps, source_steps_of(record))):
+        found: set[str] = set()
+        if invented[n]:
+            found.add("unlisted_food")
+        if text_violations(step, constraints):
+            found.add("violation")
+        if absurd_action(step) and not absurd_action(src or ""):
+            found.add("absurd_action")
+        if src:
+            guide = by_source.get(src, src)
+            if not same_action(leading_action(step), leading_action(guide)):
+                found.add("another_action")
+            if not _foods_kept(step, guide, names, constraints):
+                found.add("lost_food")
+            if _heat(step) != _heat(src):
+                found.add("heat_changed")
+        earlier = [s for s in steps[:n] if s.strip()]
+        if step.strip() and any(
+            closeness(step, StepContext([], before, [])) >= REPEAT_RECALL for before in earlier
+        ):
+            found.add("repeated")
+        flags.append(found)
+    return flags
+
+
+def step_marks_predicted(record: dict) -> list[set[str]]:
+    """Per rewritten step, the readers' marks its flags predict (empty: predicted OK)."""
+    return [{FLAG_MARKS[f] for f in found} for found in record_flags(record)]

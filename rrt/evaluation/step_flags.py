@@ -25,10 +25,9 @@ import re
 
 from rrt.corpus.cooking_actions import work_kinds
 from rrt.evaluation.grounding import invented_foods, source_steps_of
-from rrt.modelling.editing import leading_action, same_action
+from rrt.modelling.editing import keeps_foods, leading_action, same_action
 from rrt.modelling.selection import StepContext, closeness
-from rrt.recipes.foods import mentions
-from rrt.recipes.ingredients import ingredient_name, step_ingredients
+from rrt.recipes.ingredients import ingredient_name
 from rrt.recipes.recipe import Recipe
 from rrt.recipes.substitutions import substitute_recipe
 from rrt.recipes.tagger import parse_constraints, text_violations
@@ -105,18 +104,6 @@ def absurd_action(step: str) -> bool:
     return any(action in actions and phrase & solids for actions, solids in ACTION_OBJECTS.items())
 
 
-def _foods_kept(rewritten: str, guide_step: str, names: list[str], constraints: list[str]) -> bool:
-    named = {m.index for m in step_ingredients(rewritten, names)}
-    if any(m.index not in named for m in step_ingredients(guide_step, names)):
-        return False
-    words = set(_WORD.findall(rewritten.lower()))
-    return all(
-        food.words[-1] in words
-        for food in mentions(guide_step)
-        if not text_violations(guide_step[food.start : food.end], constraints)
-    )
-
-
 def _heat(step: str) -> frozenset[str]:
     return work_kinds(step) & HEATS
 
@@ -152,7 +139,7 @@ def record_flags(record: dict) -> list[set[str]]:
             guide = by_source.get(src, src)
             if not same_action(leading_action(step), leading_action(guide)):
                 found.add("another_action")
-            if not _foods_kept(step, guide, names, constraints):
+            if not keeps_foods(step, guide, names, constraints):
                 found.add("lost_food")
             if _heat(step) != _heat(src):
                 found.add("heat_changed")

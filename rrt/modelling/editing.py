@@ -32,7 +32,7 @@ from rrt.modelling.selection import (
     well_formed,
 )
 from rrt.recipes.foods import mentions
-from rrt.recipes.ingredients import step_ingredients
+from rrt.recipes.ingredients import content_words, step_ingredients
 from rrt.recipes.tagger import text_violations
 
 STEP_SCOPES = ("affected", "every")  # rewrite.steps: the product's edit, or the paper's every step
@@ -98,20 +98,27 @@ def same_action(a: str, b: str) -> bool:
     return a == b or any(a in group and b in group for group in ACTION_EQUIVALENTS)
 
 
+def keeps_foods(text: str, guide_step: str, names: list[str], constraints: list[str]) -> bool:
+    """Whether a step still names every ingredient (of `names`) and every allowed food that the
+    guide's version of its source step names."""
+    named = {m.index for m in step_ingredients(text, names)}
+    if any(m.index not in named for m in step_ingredients(guide_step, names)):
+        return False
+    words = set(content_words(text))
+    return all(
+        food.words[-1] in words
+        for food in mentions(guide_step)
+        if not text_violations(guide_step[food.start : food.end], constraints)
+    )
+
+
 def keeps_step(candidate: str, guide_step: str, ctx: StepContext) -> bool:
     """Whether a sample does the guide's version's step: its leading action, every ingredient and
     every allowed food it names, and at least KEEP_RECALL of its words."""
     if not same_action(leading_action(candidate), leading_action(guide_step)):
         return False
-    names = ctx.ingredient_names
-    named = {m.index for m in step_ingredients(candidate, names)}
-    if any(m.index not in named for m in step_ingredients(guide_step, names)):
+    if not keeps_foods(candidate, guide_step, ctx.ingredient_names, ctx.constraints):
         return False
-    words = {w.lower() for w in _WORD.findall(candidate)}
-    for food in mentions(guide_step):
-        allowed = not text_violations(guide_step[food.start : food.end], ctx.constraints)
-        if allowed and food.words[-1] not in words:
-            return False
     return closeness(candidate, StepContext([], guide_step, [])) >= KEEP_RECALL
 
 

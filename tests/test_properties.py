@@ -220,6 +220,5 @@ def test_the_tagger_never_raises_and_every_span_names_its_term(title, ingredient
             *lead, head = v.term.split()
             member = bool(lead) and normalise_term(line[start:end]) == " ".join(lead)
             assert v.term in _TERMS and (
-                _spells(line[start:end], v.term)
-                or (member and head in normalise_term(line[end:]))
+                _spells(line[start:end], v.term) or (member and head in normalise_term(line[end:]))
             ), (line[start:end], v.term)

@@ -213,7 +213,11 @@ def test_a_step_names_the_one_stand_in_a_line_gave_twice():
         ),
         ("2 cups chicken or beef broth", "vegetarian", "2 cups vegetable broth"),
         ("1 tablespoon fish or soy sauce", "fish-free", "1 tablespoon soy sauce"),
-        ("1 tablespoon oyster or hoisin sauce", "vegan", "1 tablespoon vegetarian oyster or hoisin sauce"),
+        (
+            "1 tablespoon oyster or hoisin sauce",
+            "vegan",
+            "1 tablespoon vegetarian oyster or hoisin sauce",
+        ),
         ("1 cup red or white wine", "alcohol-free", "1 cup red grape juice or vegetable broth"),
         ("8 ounces egg or rice noodles", "egg-free", "8 ounces rice noodles"),
         ("1 cup peanut or vegetable oil", "nut-free", "1 cup vegetable oil"),

@@ -221,7 +221,9 @@ class _CategoryMatcher:
             if not lead or len(head) < 3:
                 continue
             key = normalise_term(term)
-            plurals = {head + "s", head + "es"} | ({head[:-1] + "ies"} if head.endswith("y") else set())
+            plurals = {head + "s", head + "es"} | (
+                {head[:-1] + "ies"} if head.endswith("y") else set()
+            )
             self.plural_heads |= plurals - {head}
             for form in {head} | plurals:
                 self.shared.setdefault(form, {})[" ".join(lead)] = SYNONYMS.get(key, key)
@@ -405,9 +407,7 @@ class _CategoryMatcher:
                             at[start].term = term  # "chicken or beef broth": a chicken broth
                     elif not self._covered(spans, shields, start, end):
                         why = self._modified(text, start, whole_title)
-                        added.append(
-                            Mention(self.category.name, term, start, end, bool(why), why)
-                        )
+                        added.append(Mention(self.category.name, term, start, end, bool(why), why))
                     break
         return added
 

@@ -10,7 +10,8 @@ shown closes with `finish`.
 
     GET  /                                  the judge's page      GET /admin   progress and exports
     GET  /api/task                          the next unfinished task, its saved answers
-    PUT  /api/tasks/{task}/answers/{question}   {"value": 4 | "left" | {title, ingredients, steps}, "seq": n}
+    PUT  /api/tasks/{task}/answers/{question}   {"value": 4 | "left" | "yes" | [step marks] |
+                                                 {title, ingredients, steps}, "seq": n}
     POST /api/tasks/{task}/finish           close a task whose questions are all answered
     GET  /api/admin/progress | /api/admin/export | /api/admin/report
     GET  /api/openapi.json                  the schema of all of it
@@ -30,7 +31,16 @@ from starlette.concurrency import run_in_threadpool
 from judge.store import BUSY_S, AnswerError, Study, StudyBusy, is_handle
 from judge.study import build_report
 from rrt.config import load_settings
-from rrt.evaluation.human import CHOICES, COMPARE_QUESTION, QUESTIONS, RATING_RANGE
+from rrt.evaluation.human import (
+    CHOICES,
+    COMPARE_QUESTION,
+    COOKABLE,
+    COOKABLE_QUESTION,
+    QUESTIONS,
+    RATING_RANGE,
+    RUBRIC_VERSION,
+    STEP_MARKS,
+)
 from rrt.recipes.tagger import parse_constraints, text_violations
 from runtime.http_body import BodyError, read_body
 
@@ -74,6 +84,10 @@ ANSWER_BODY = {
                             "oneOf": [
                                 {"type": "integer"},
                                 {"type": "string"},
+                                {
+                                    "type": "array",
+                                    "items": {"oneOf": [{"type": "string"}, {"type": "null"}]},
+                                },
                                 {
                                     "type": "object",
                                     "properties": {
@@ -275,7 +289,8 @@ def build_app(folder: str, max_chars: int, body_timeout: float, busy_s: float = 
 
     @app.get("/api/questions")
     def questions() -> dict:
-        """The questions, their wording and the answers each takes."""
+        """The questions, their wording and the answers each takes (step marks and cookable: asked
+        with the ratings, optional to finish a task)."""
         return {
             "ratings": [
                 {"key": k, "label": label, "text": text} for k, (label, text) in QUESTIONS.items()
@@ -283,6 +298,13 @@ def build_app(folder: str, max_chars: int, body_timeout: float, busy_s: float = 
             "range": list(RATING_RANGE),
             "compare": COMPARE_QUESTION,
             "choices": list(CHOICES),
+            "rubric_version": RUBRIC_VERSION,
+            "step_marks": [
+                {"key": k, "label": k.replace("_", " "), "text": text}
+                for k, text in STEP_MARKS.items()
+            ],
+            "cookable": COOKABLE_QUESTION,
+            "cookable_choices": list(COOKABLE),
         }
 
     @app.get("/api/admin/progress", dependencies=[Depends(admin)], responses=ERRORS)

@@ -553,3 +553,74 @@ def test_a_killed_server_loses_no_judgment(site):
     )
     after = requests.get(f"{site.url}/api/admin/export", headers=admin, timeout=30).json()
     assert after == before
+
+
+@pytest.mark.skipif(
+    shutil.which("chromium") is None or not os.path.exists(CHROMEDRIVER),
+    reason="needs chromium and Debian's chromium-driver (/usr/bin/chromedriver; make setup installs both)",
+)
+def test_a_judge_in_chromium_marks_steps_and_cookable(tmp_path):
+    """The rating task's step marks and cookable question on a site of its own (the shared study's
+    answer counts stay the paper's four ratings)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from judge.study import create_study
+
+    runs = write_runs(str(SAMPLE), str(tmp_path / "runs"), ("guide", "copy"))
+    settings = load_settings().judge.model_copy(
+        update={"recipes": 2, "judges": 2, "judges_per_item": 2, "majority": 2, "human_rewrites": 0}
+    )
+    folder = str(tmp_path / "study")
+    token = create_study(folder, [runs["guide"], runs["copy"]], settings)["tokens"]["judge-01"]
+    port = free_port()
+    process = start_site(folder, port)
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(flag)
+    options.binary_location = shutil.which("chromium")
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    wait = WebDriverWait(driver, 20)
+    conn = sqlite3.connect(os.path.join(folder, "study.sqlite"), timeout=30)
+
+    def saved_value(question: str):
+        row = conn.execute(
+            "SELECT n.value FROM answers n JOIN assignments a ON a.id = n.assignment JOIN tasks t "
+            "ON t.id = a.task WHERE t.handle = ? AND n.question = ?",
+            (driver.find_element(By.ID, "task").get_attribute("data-id"), question),
+        ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    try:
+        driver.get(f"http://127.0.0.1:{port}/#t={token}")
+        while True:
+            wait.until(lambda d: d.find_element(By.ID, "task").get_attribute("data-kind"))
+            box = driver.find_element(By.ID, "task")
+            if box.get_attribute("data-kind") == "rate":
+                break
+            driver.find_element(By.ID, "choice-left").click()
+            previous = box.get_attribute("data-id")
+            wait.until(lambda d: d.find_element(By.ID, "next").is_enabled())
+            driver.find_element(By.ID, "next").click()
+            wait.until(lambda d: d.find_element(By.ID, "task").get_attribute("data-id") != previous)
+        steps = len(driver.find_elements(By.CSS_SELECTOR, ".step"))
+        assert steps >= 2
+        driver.find_element(By.ID, "cookable-no").click()
+        driver.find_element(By.ID, "mark-0-no_sense").click()  # two quick marks: neither is lost
+        driver.find_element(By.ID, "mark-1-ok").click()
+        expected = ["no_sense", "ok"] + [None] * (steps - 2)
+        wait.until(lambda d: saved_value("step_marks") == expected and saved_value("cookable") == "no")
+        driver.refresh()
+        wait.until(lambda d: d.find_elements(By.ID, "mark-0-no_sense"))
+        assert driver.find_element(By.ID, "mark-0-no_sense").is_selected()
+        assert driver.find_element(By.ID, "mark-1-ok").is_selected()
+        assert driver.find_element(By.ID, "cookable-no").is_selected()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(ARTIFACTS / "judge_step_marks.png"))
+    finally:
+        driver.quit()
+        conn.close()
+        process.terminate()
+        process.wait(timeout=10)

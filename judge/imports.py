@@ -33,7 +33,7 @@ STEP_PREFIX = re.compile(r"^(\d+)\s*[:.=)]\s*")
 def _rating(text, name: str) -> int:
     """A 1-5 rating from a number or its digits (range checked by the store)."""
     if isinstance(text, bool) or not isinstance(text, (int, str)):
-        raise ValueError(f"{name} is a whole number 1-5 (got {text!r})")
+        raise TypeError(f"{name} is a whole number 1-5 (got {text!r})")
     if isinstance(text, str):
         if not text.strip().isdigit():
             raise ValueError(f"{name} is a whole number 1-5 (got {text!r})")
@@ -64,12 +64,10 @@ def _step_marks(value) -> list:
             raise ValueError("step_marks: number every step 1, 2, 3... in order, or none")
         value = marks
     if not isinstance(value, list):
-        raise ValueError("step_marks is a list of marks, one per step")
+        raise TypeError("step_marks is a list of marks, one per step")
     bad = [m for m in value if m is not None and not (isinstance(m, str) and m in STEP_MARKS)]
     if bad:
-        raise ValueError(
-            f"step_marks: {bad[0]!r} is no mark (the marks: {', '.join(STEP_MARKS)})"
-        )
+        raise ValueError(f"step_marks: {bad[0]!r} is no mark (the marks: {', '.join(STEP_MARKS)})")
     return value
 
 
@@ -83,7 +81,7 @@ def _better(text) -> str:
 
 def converted(fields: dict) -> dict:
     """{question: value} as the study stores them from the packet's fields (blank ones left out);
-    a ValueError names the first bad field."""
+    a ValueError or TypeError names the first bad field."""
     out = {}
     for field, value in fields.items():
         if value is None or (isinstance(value, str) and not value.strip()):
@@ -107,12 +105,17 @@ def _seconds(text):
     return seconds if seconds >= 0 else None
 
 
+def _input(row: dict, name: str) -> str:
+    """An input field of a CSV row: a packet's own column or a results file's Input.<name>."""
+    return (row.get(name) or row.get(f"Input.{name}") or "").strip()
+
+
 def csv_rows(path: str) -> list[dict]:
     """Each data row of a CSV as {row, judge, handle, fields, seconds, skip}."""
     with open(path, encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
         names = reader.fieldnames or []
-        inputs = {n[len("Input.") :] if n.startswith("Input.") else n for n in names}
+        inputs = {n.removeprefix("Input.") for n in names}
         if "task_handle" not in inputs:
             raise StudyError(
                 f"{path} has no task_handle column (a packet's tasks.csv, or a results file with "
@@ -127,12 +130,11 @@ def csv_rows(path: str) -> list[dict]:
                 # worker's Answer.* wins.
                 given = row.get(f"Answer.{field}", "").strip()
                 fields[field] = given or row.get(f"Input.Answer.{field}", "").strip()
-            get = lambda name: (row.get(name) or row.get(f"Input.{name}") or "").strip()  # noqa: E731
             out.append(
                 {
                     "row": number,
-                    "handle": get("task_handle"),
-                    "judge": get("judge") or None,
+                    "handle": _input(row, "task_handle"),
+                    "judge": _input(row, "judge") or None,
                     "fields": fields,
                     "seconds": _seconds(row.get("WorkTimeInSeconds")),
                     "skip": row.get("AssignmentStatus", "").strip() == "Rejected"
@@ -151,7 +153,9 @@ def json_rows(path: str) -> list[dict]:
     except (ValueError, RecursionError) as err:
         raise StudyError(f"{path} is not JSON: {err}") from None
     if not isinstance(data, dict) or not isinstance(data.get("answers"), dict):
-        raise StudyError(f'{path}: an answers file is {{"judge": NAME, "answers": {{handle: ...}}}}')
+        raise StudyError(
+            f'{path}: an answers file is {{"judge": NAME, "answers": {{handle: ...}}}}'
+        )
     judge = data.get("judge") if isinstance(data.get("judge"), str) else None
     out = []
     for number, (handle, entry) in enumerate(data["answers"].items(), 1):
@@ -216,7 +220,7 @@ def file_rows(path: str, judge: str | None) -> tuple[list[dict], list[tuple[int,
         seen[key] = item["row"]
         try:
             answers = converted(item["fields"])
-        except ValueError as err:
+        except (TypeError, ValueError) as err:
             errors.append((item["row"], where + str(err)))
             continue
         rows.append(

@@ -24,6 +24,8 @@ from judge.store import Study, StudyError
 from rrt.evaluation.human import (
     COMPARE_QUESTION,
     COOKABLE_QUESTION,
+    MARK_EXAMPLES,
+    MARK_ORDER,
     QUESTIONS,
     RATING_RANGE,
     RUBRIC_VERSION,
@@ -62,8 +64,10 @@ def rubric_lines() -> list[str]:
     lines = [
         f"## Rubric (version {RUBRIC_VERSION})",
         "",
-        f"Rating tasks show the source recipe and one rewrite (Rewrite A). Answer each question "
-        f"{low} (not at all) to {high} (completely):",
+        (
+            f"Rating tasks show the source recipe and one rewrite (Rewrite A). Answer each question "
+            f"{low} (not at all) to {high} (completely):"
+        ),
         "",
     ]
     lines += [f"- {key} ({label}): {text}" for key, (label, text) in QUESTIONS.items()]
@@ -72,11 +76,20 @@ def rubric_lines() -> list[str]:
         "- step_marks: one mark per step of Rewrite A, in step order, each one of:",
         "",
     ]
-    lines += [f"  - {mark}: {meaning}" for mark, meaning in STEP_MARKS.items()]
+    for mark, meaning in STEP_MARKS.items():
+        lines.append(f"  - {mark}: {meaning}. For example: {'; '.join(MARK_EXAMPLES[mark])}")
     lines += [
         "",
-        f'Head-to-head tasks show the source and two rewrites (Rewrite A, Rewrite B): "{COMPARE_QUESTION}" '
-        "Answer better: A, B or same.",
+        (
+            "Mark each step of the rewrite against the source step that does the same job (steps may "
+            "be merged, split or reordered). If more than one mark fits, give the first that fits in "
+            f"this order: {', '.join(MARK_ORDER)}; ok only when none does."
+        ),
+        "",
+        (
+            f'Head-to-head tasks show the source and two rewrites (Rewrite A, Rewrite B): "{COMPARE_QUESTION}" '
+            "Answer better: A, B or same."
+        ),
     ]
     return lines
 
@@ -107,8 +120,10 @@ def task_lines(number: int, total: int, task: dict) -> list[str]:
         ]
         lines += [
             f"{len(QUESTIONS) + 1}. {COOKABLE_QUESTION} (cookable, yes or no)",
-            f"{len(QUESTIONS) + 2}. Mark each of Rewrite A's {steps} steps (step_marks, in order: "
-            f"{' | '.join(STEP_MARKS)})",
+            (
+                f"{len(QUESTIONS) + 2}. Mark each of Rewrite A's {steps} steps (step_marks, in order: "
+                f"{' | '.join(STEP_MARKS)})"
+            ),
         ]
     else:
         lines.append(f"1. {COMPARE_QUESTION} (better: A, B or same)")
@@ -122,10 +137,12 @@ def packet_markdown(judge: str, tasks: list[dict]) -> str:
         "",
         f"Rubric version {RUBRIC_VERSION}. {len(tasks)} tasks, in the order to read them.",
         "",
-        "Each task shows a source recipe and one or two rewrites of it, each meant to fit the "
-        "constraint named. Write your answers in answers.json (next to this file: one entry per "
-        "task handle, replace each null) or in the Answer.* columns of tasks.csv, and send that "
-        "file back.",
+        (
+            "Each task shows a source recipe and one or two rewrites of it, each meant to fit the "
+            "constraint named. Write your answers in answers.json (next to this file: one entry per "
+            "task handle, replace each null) or in the Answer.* columns of tasks.csv, and send that "
+            "file back."
+        ),
         "",
         *rubric_lines(),
         "",

@@ -216,7 +216,9 @@ def is_empty_rewrite(value: dict) -> bool:
 
 def step_marks_value(value, steps: int | None) -> list:
     """One mark per rewritten step (None: not marked yet), or an AnswerError."""
-    if not isinstance(value, list) or not all(m is None or (isinstance(m, str) and m in STEP_MARKS) for m in value):
+    if not isinstance(value, list) or not all(
+        m is None or (isinstance(m, str) and m in STEP_MARKS) for m in value
+    ):
         raise AnswerError(
             422, f"step_marks is a list with one of {', '.join(STEP_MARKS)} per rewritten step"
         )
@@ -937,7 +939,7 @@ class Study:
         if task["kind"] == "rewrite":
             raise AnswerError(422, f"task {handle} is a hand rewrite: those are done on the site")
         answers = item["answers"]
-        named = lambda qs: ", ".join("better" if q == "choice" else q for q in qs)  # noqa: E731
+        named = lambda qs: ", ".join("better" if q == "choice" else q for q in qs)
         missing = [q for q in IMPORT_REQUIRED[task["kind"]] if answers.get(q) is None]
         if missing:
             raise AnswerError(422, f"task {handle} needs: {named(missing)}")

@@ -129,10 +129,12 @@ def stored_answers(folder: str) -> int:
 
 
 def test_packets_import_and_report_without_a_server(study, tmp_path, capsys):
-    folder, runs = study
+    folder, _runs = study
     known = truth(folder)
     packets = tmp_path / "packets"
-    assert rrt(["judge", "packet", "--study", folder, "--output", str(packets), "--readers", "2"]) == 0
+    assert (
+        rrt(["judge", "packet", "--study", folder, "--output", str(packets), "--readers", "2"]) == 0
+    )
     assert "hand rewrites stay on the site" in capsys.readouterr().out
     for judge in ("judge-01", "judge-02"):
         names = {p.name for p in (packets / judge).iterdir()}
@@ -140,7 +142,10 @@ def test_packets_import_and_report_without_a_server(study, tmp_path, capsys):
         for name in names:
             text = (packets / judge / name).read_text(encoding="utf-8")
             # Blind: no system name, run folder or score; the rubric version is stated.
-            assert not re.search(r"\b(guide|copy|system|score)\b", text, re.I), (judge, name)
+            assert not re.search(r"\b(guide|copy|system|score)\b", text, re.IGNORECASE), (
+                judge,
+                name,
+            )
             assert str(tmp_path / "runs") not in text and "runs/" not in text
             assert RUBRIC_VERSION in text
     # The study's own order and handles for that judge, hand rewrites left out.
@@ -164,7 +169,11 @@ def test_packets_import_and_report_without_a_server(study, tmp_path, capsys):
     assert entry["cookable"] is None and entry["ratings"] == dict.fromkeys(QUESTIONS)
     assert entry["step_marks"] == [None] * known[first_rate["task_handle"]]["steps"]
     markdown = (packets / "judge-01" / "packet.md").read_text()
-    assert "### Rewrite A" in markdown and "### Rewrite B" in markdown and "Rubric (version 1)" in markdown
+    assert (
+        "### Rewrite A" in markdown
+        and "### Rewrite B" in markdown
+        and "Rubric (version 1)" in markdown
+    )
     assert "Could a cook follow this and get the dish, within the constraint?" in markdown
     assert "<ol>" in (packets / "judge-01" / "packet.html").read_text()
 
@@ -176,7 +185,9 @@ def test_packets_import_and_report_without_a_server(study, tmp_path, capsys):
     capsys.readouterr()
     assert rrt(["judge", "import", "--study", folder, "--answers", str(results)]) == 0
     assert (
-        rrt(["judge", "import", "--study", folder, "--answers", str(answers), "--judge", "judge-02"])
+        rrt(
+            ["judge", "import", "--study", folder, "--answers", str(answers), "--judge", "judge-02"]
+        )
         == 0
     )
     printed = capsys.readouterr().out
@@ -200,7 +211,9 @@ def test_packets_import_and_report_without_a_server(study, tmp_path, capsys):
     assert report["rubric_version"] == RUBRIC_VERSION
     marks = report["step_marks"]
     guide, copy = marks["tables"]["by_system"]["guide"], marks["tables"]["by_system"]["copy"]
-    copy_steps = sum(k["steps"] for k in known.values() if k["kind"] == "rate" and k["system"] == "copy")
+    copy_steps = sum(
+        k["steps"] for k in known.values() if k["kind"] == "rate" and k["system"] == "copy"
+    )
     copy_items = sum(k["kind"] == "rate" and k["system"] == "copy" for k in known.values())
     assert guide["shares"]["ok"] == 1 and guide["cookable"] == 1 and guide["recipes"] == 2 * 6
     assert copy["steps"] == 2 * copy_steps and copy["cookable"] == 0
@@ -234,7 +247,8 @@ def test_packets_import_and_report_without_a_server(study, tmp_path, capsys):
     # ... and the export carries them.
     assert rrt(["judge", "export", "--study", folder, "--output", str(tmp_path / "export")]) == 0
     exported = [
-        json.loads(line) for line in (tmp_path / "export" / "judgments.jsonl").read_text().splitlines()
+        json.loads(line)
+        for line in (tmp_path / "export" / "judgments.jsonl").read_text().splitlines()
     ]
     assert {r["question"] for r in exported} >= {"step_marks", "cookable", "choice", *QUESTIONS}
 
@@ -243,7 +257,10 @@ def test_importing_twice_stores_nothing_twice(study, tmp_path, capsys):
     folder, _ = study
     known = truth(folder)
     packets = tmp_path / "packets"
-    assert rrt(["judge", "packet", "--study", folder, "--output", str(packets), "--judge", "judge-01"]) == 0
+    assert (
+        rrt(["judge", "packet", "--study", folder, "--output", str(packets), "--judge", "judge-01"])
+        == 0
+    )
     assert not (packets / "judge-02").exists()
     answers = tmp_path / "a.json"
     filled_json(str(packets / "judge-01" / "answers.json"), str(answers), known, reader=1)
@@ -269,7 +286,21 @@ def test_importing_twice_stores_nothing_twice(study, tmp_path, capsys):
     assert any("already finished with other answers" in r for _, r in refused.value.errors)
     assert stored_answers(folder) == count
     # A packet written now holds only what is left: the hand rewrite stays on the site.
-    assert rrt(["judge", "packet", "--study", folder, "--output", str(tmp_path / "p2"), "--judge", "judge-01"]) == 0
+    assert (
+        rrt(
+            [
+                "judge",
+                "packet",
+                "--study",
+                folder,
+                "--output",
+                str(tmp_path / "p2"),
+                "--judge",
+                "judge-01",
+            ]
+        )
+        == 0
+    )
     assert "judge-01: 0 tasks" in capsys.readouterr().out
 
 

@@ -604,14 +604,20 @@ def test_a_judge_in_chromium_marks_steps_and_cookable(tmp_path):
             previous = box.get_attribute("data-id")
             wait.until(lambda d: d.find_element(By.ID, "next").is_enabled())
             driver.find_element(By.ID, "next").click()
-            wait.until(lambda d: d.find_element(By.ID, "task").get_attribute("data-id") != previous)
+            wait.until(
+                lambda d, seen=previous: (
+                    d.find_element(By.ID, "task").get_attribute("data-id") != seen
+                )
+            )
         steps = len(driver.find_elements(By.CSS_SELECTOR, ".step"))
         assert steps >= 2
         driver.find_element(By.ID, "cookable-no").click()
         driver.find_element(By.ID, "mark-0-no_sense").click()  # two quick marks: neither is lost
         driver.find_element(By.ID, "mark-1-ok").click()
         expected = ["no_sense", "ok"] + [None] * (steps - 2)
-        wait.until(lambda d: saved_value("step_marks") == expected and saved_value("cookable") == "no")
+        wait.until(
+            lambda d: saved_value("step_marks") == expected and saved_value("cookable") == "no"
+        )
         driver.refresh()
         wait.until(lambda d: d.find_elements(By.ID, "mark-0-no_sense"))
         assert driver.find_element(By.ID, "mark-0-no_sense").is_selected()

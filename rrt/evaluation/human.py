@@ -42,8 +42,36 @@ STEP_MARKS = {
     "ok": "does its source step's job, sensibly, with the recipe's own foods",
     "another_job": "does something other than its source step, or drops what the step was for",
     "no_sense": "physically absurd or incoherent",
-    "unlisted_food": "names a food the recipe's ingredient list lacks",
+    "unlisted_food": "names a food the rewrite's ingredient list lacks (water, salt and pepper aside)",
     "breaks_constraint": "uses or adds something the dietary constraint forbids",
+}
+# Where more than one mark fits, the first of these that fits; ok only when none does.
+MARK_ORDER = ("breaks_constraint", "no_sense", "another_job", "unlisted_food")
+# Two examples a mark, as the packets and docs/JUDGING.md give them.
+MARK_EXAMPLES = {
+    "ok": (
+        (
+            '"Warm the taco shells in the oven at 350°F for a few minutes." -> "Warm the taco shells '
+            'in the oven at 350°F for 3 to 5 minutes."'
+        ),
+        'vegan: "Stir in the sour cream." -> "Stir in the vegan sour cream." (listed)',
+    ),
+    "another_job": (
+        (
+            '"Warm the taco shells in the oven at 350°F for a few minutes." -> "Stir in the taco '
+            'seasoning and water, then bake at 350°F for 5 minutes."'
+        ),
+        '"Drain the pasta and toss it with the butter." -> "Boil the pasta for 10 minutes."',
+    ),
+    "no_sense": ('"Melt the hard taco shells in a heavy pot."', '"Whisk the flour tortillas."'),
+    "unlisted_food": (
+        '"Sprinkle with chopped peanuts." in a taco recipe that lists no peanuts',
+        '"Stir in the coconut milk." where no coconut milk is listed',
+    ),
+    "breaks_constraint": (
+        'vegan: "Top with grated parmesan."',
+        'egg-free: "Brush the crust with beaten egg."',
+    ),
 }
 COOKABLE_QUESTION = "Could a cook follow this and get the dish, within the constraint?"
 COOKABLE = ("yes", "no")

@@ -1,10 +1,10 @@
 """Step marks and "cookable" (rubric version 1, docs/JUDGING.md): the report's tables and agreement.
 
-    mark_rows(judgments)              the step marks and cookable answers of finished rating tasks
-    mark_tables(marks, cookable)      per system, and per system and constraint: share of steps with
-                                      each mark, share of recipes judged cookable
-    mark_agreement(marks, cookable)   percent agreement and Krippendorff's alpha (nominal)
-    marks_markdown(section)           the report's Markdown for all of it
+mark_rows(judgments)              the step marks and cookable answers of finished rating tasks
+mark_tables(marks, cookable)      per system, and per system and constraint: share of steps with
+                                  each mark, share of recipes judged cookable
+mark_agreement(marks, cookable)   percent agreement and Krippendorff's alpha (nominal)
+marks_markdown(section)           the report's Markdown for all of it
 """
 
 from __future__ import annotations
@@ -126,8 +126,10 @@ def marks_markdown(section: dict) -> str:
     lines = [
         f"## Step marks and cookable (rubric version {section['rubric_version']})",
         "",
-        "Share of marked steps with each mark (each judge's mark of each step counts once), and "
-        f'share of rewrites judged cookable ("{COOKABLE_QUESTION}").',
+        (
+            "Share of marked steps with each mark (each judge's mark of each step counts once), and "
+            f'share of rewrites judged cookable ("{COOKABLE_QUESTION}").'
+        ),
     ]
     lines += _table("### By system", "system", section["tables"]["by_system"])
     lines += _table(

@@ -21,7 +21,11 @@ from rrt.recipes.tagger import tag_recipe, text_violations
         ("4 cups chicken broth", "vegan", "4 cups vegetable broth"),
         ("2 tablespoons butter", "dairy-free", "2 tablespoons nondairy butter"),
         ("1 cup milk", "vegan", "1 cup soymilk"),
-        ("2 large eggs", "egg-free", "2 egg replacer"),
+        (
+            "2 large eggs",
+            "egg-free",
+            "2 flax eggs (2 tablespoons ground flaxseed + 6 tablespoons water)",
+        ),
         ("3 tablespoons honey", "vegan", "3 tablespoons agave nectar"),
         ("1 envelope gelatin", "vegetarian", "1 envelope agar"),
         ("2 tablespoons fish sauce", "fish-free", "2 tablespoons soy sauce"),
@@ -231,3 +235,58 @@ def test_list_members_that_share_a_head_each_get_their_stand_in(line, constraint
     assert tag_recipe(out, [constraint]).valid[constraint]
     again = substitute_recipe(out, constraint)
     assert again.recipe == out and not again.substitutions
+
+
+@pytest.mark.parametrize(
+    "step,constraint,expected",
+    [
+        (
+            "Pour the batter into a buttered skillet.",
+            "dairy-free",
+            "Pour the batter into a greased skillet.",
+        ),
+        ("Butter a 9x13 baking dish.", "vegan", "Grease a 9x13 baking dish."),
+        (
+            "Serve with buttered toast.",
+            "dairy-free",
+            "Serve with toast spread with nondairy butter.",
+        ),
+        ("Top with buttered crumbs.", "vegan", "Top with nondairy-buttered crumbs."),
+        ("Bake until the crust is buttery.", "dairy-free", "Bake until the crust is rich."),
+        ("Bake until cheesy and golden.", "vegan", "Bake until vegan cheesy and golden."),
+    ],
+)
+def test_derived_words_are_rewritten_as_a_cook_would(step, constraint, expected):
+    recipe = make_recipe(["1 cup flour", "2 tablespoons butter"], steps=[step, "Serve."])
+    out = substitute_recipe(recipe, constraint).recipe
+    assert out.steps[0] == expected
+    assert tag_recipe(out, [constraint]).valid[constraint]
+    assert substitute_recipe(out, constraint).recipe == out
+
+
+@given(
+    count=st.integers(min_value=1, max_value=12), size=st.sampled_from(["", "large ", "medium "])
+)
+def test_flax_eggs_scale_with_the_count_and_steps_name_them(count, size):
+    eggs = "egg" if count == 1 else "eggs"
+    recipe = make_recipe([f"{count} {size}{eggs}, beaten"], steps=[f"Beat in the {eggs}.", "Bake."])
+    out = substitute_recipe(recipe, "egg-free").recipe
+    flax = f"{count} tablespoon{'s' if count > 1 else ''} ground flaxseed"
+    assert out.ingredients == [f"{count} flax {eggs} ({flax} + {3 * count} tablespoons water)"]
+    assert out.steps[0] == f"Beat in the flax {eggs}."
+    assert tag_recipe(out, ["vegan"]).valid["vegan"]
+
+
+@pytest.mark.parametrize(
+    "line,expected",
+    [
+        ("1 cup buttermilk", "1 cup soymilk with 1 tablespoon lemon juice"),
+        ("2 cups buttermilk", "2 cups soymilk with 2 tablespoons lemon juice"),
+        ("1/2 cup buttermilk", "1/2 cup soymilk with 1 1/2 teaspoons lemon juice"),
+        ("4 large egg whites", "12 tablespoons aquafaba"),
+        ("2-3 eggs", "2-3 flax eggs (1 tablespoon ground flaxseed + 3 tablespoons water each)"),
+    ],
+)
+def test_stand_ins_carry_amounts_a_cook_can_use(line, expected):
+    out = substitute_recipe(make_recipe([line]), "vegan").recipe
+    assert out.ingredients == [expected]

@@ -17,7 +17,7 @@ TITLES = [
         ["2 cups flour", "2 cups buttermilk", "2 large eggs", "3 tablespoons butter, melted"],
         "vegan",
         "Vegan Buttermilk Pancakes",
-        "2 cups soymilk soured with lemon juice",
+        "2 cups soymilk with 2 tablespoons lemon juice",
     ),
     (
         "Chicken Alfredo",
@@ -65,7 +65,7 @@ TITLES = [
         ["2 cups flour", "1 cup buttermilk", "6 tablespoons cold butter"],
         "dairy-free",
         "Dairy-Free Buttermilk Biscuits",
-        "1 cup soymilk soured with lemon juice",
+        "1 cup soymilk with 1 tablespoon lemon juice",
     ),
     (
         "Fettuccine Alfredo",
@@ -79,7 +79,7 @@ TITLES = [
         ["3 cups cooked rice", "2 eggs, beaten", "2 tablespoons soy sauce"],
         "egg-free",
         "Eggless Egg Fried Rice",
-        "2 egg replacer, beaten",
+        "2 flax eggs (2 tablespoons ground flaxseed + 6 tablespoons water)",
     ),
     (
         "Deviled Eggs",
@@ -268,6 +268,8 @@ def test_dish_names_get_the_diet_and_untouched_recipes_keep_their_title():
     "stand_in,original,expected",
     [
         ("soymilk soured with lemon juice", "Buttermilk", None),
+        ("soured soymilk", "Buttermilk", None),
+        ("flax egg", "Egg", None),
         ("egg replacer", "Egg", None),
         ("water", "Vodka", None),
         ("rice vinegar with sugar", "Mirin", None),

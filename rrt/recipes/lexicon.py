@@ -393,6 +393,7 @@ DAIRY = Category(
         "cheesy flavor",
         "cheesy flavour",
         "cheesy taste",
+        "non-buttered",
         # The verb: "Cream the butter and sugar", "cream together" (the butter that follows still counts).
         "cream the",
         "cream together",

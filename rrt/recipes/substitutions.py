@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 
-from rrt.recipes.lexicon import CONSTRAINT_CATEGORIES
+from rrt.recipes.lexicon import CATEGORIES, CONSTRAINT_CATEGORIES
 from rrt.recipes.line_foods import Food, Replaced, diet_words, line_foods
 from rrt.recipes.recipe import Recipe
 from rrt.recipes.tagger import (
@@ -50,7 +51,7 @@ CATEGORY_RULES: dict[str, dict[str, str]] = {
         "goat's milk": "soymilk",
         "cow's milk": "soymilk",
         "sheep's milk": "soymilk",
-        "buttermilk": "soymilk soured with lemon juice",
+        "buttermilk": "soured soymilk",
         "evaporated milk": "evaporated coconut milk",
         "condensed milk": "condensed coconut milk",
         "milk powder": "soy milk powder",
@@ -77,12 +78,18 @@ CATEGORY_RULES: dict[str, dict[str, str]] = {
         "parmesan": "vegan parmesan",
         "irish cream": "dairy-free irish cream",
         "dairy": "plant milk",
+        "ranch": "vegan ranch",
+        "ranch dressing": "vegan ranch dressing",
+        "caesar dressing": "vegan caesar dressing",
+        "green goddess dressing": "vegan green goddess dressing",
+        "pesto": "vegan pesto",
+        "buttery": "rich",
     },
     "egg": {
-        "egg": "egg replacer",
-        "eggs": "egg replacer",
-        "egg yolk": "egg replacer",
-        "yolk": "egg replacer",
+        "egg": "flax egg",
+        "eggs": "flax egg",
+        "egg yolk": "flax egg",
+        "yolk": "flax egg",
         "egg white": "aquafaba",
         "hard boiled egg": "diced firm tofu",
         "boiled egg": "diced firm tofu",
@@ -97,6 +104,13 @@ CATEGORY_RULES: dict[str, dict[str, str]] = {
         "fresh linguine": "dried linguine",
         "fresh pappardelle": "dried pappardelle",
         "meringue": "aquafaba meringue",
+        "ranch": "vegan ranch",
+        "ranch dressing": "vegan ranch dressing",
+        "caesar dressing": "vegan caesar dressing",
+        "thousand island": "vegan thousand island",
+        "thousand island dressing": "vegan thousand island dressing",
+        "green goddess dressing": "vegan green goddess dressing",
+        "tartar sauce": "vegan tartar sauce",
     },
     "meat": {
         "bacon": "imitation bacon",
@@ -148,6 +162,7 @@ CATEGORY_RULES: dict[str, dict[str, str]] = {
         "clam juice": "vegetable broth",
         "bonito": "shiitake flakes",
         "katsuobushi": "shiitake flakes",
+        "caesar dressing": "vegan caesar dressing",
     },
     "nuts": {
         "peanut butter": "sunflower seed butter",
@@ -165,6 +180,7 @@ CATEGORY_RULES: dict[str, dict[str, str]] = {
         "frangelico": "vanilla syrup",
         "marzipan": "sugar paste",
         "praline": "toffee",
+        "romesco": "nut-free romesco",
     },
     "honey": {"honey": "agave nectar", "honeycomb": "agave nectar"},
     "gelatin": {
@@ -385,6 +401,16 @@ def _line_stand_in(line: str, food: Food, constraint: str) -> tuple[str, str | N
 
 
 def _step_stand_in(line: str, food: Food, constraint: str, replaced: list[Replaced]) -> str:
+    if normalise_term(food.head.term) in DERIVED:
+        return _line_stand_in(line, food, constraint)[0]  # "cheesy" is no cheese of a line
+    stand_in = _step_name(line, food, constraint, replaced)
+    if stand_in.split()[0] == "flax":
+        # "beat in the eggs", "whisk the yolks": the flax eggs
+        return FLAX_EGG + ("s" if line[food.start : food.end].lower().endswith("s") else "")
+    return stand_in
+
+
+def _step_name(line: str, food: Food, constraint: str, replaced: list[Replaced]) -> str:
     # A step names the food its ingredient line now holds ("Brown the ground beef" over "plant-based ground
     # meat" -> "Brown the plant-based ground meat"), less the words of the line's food the step lacks ("the
     # beef" -> "the plant-based meat"), or the line's diet words before the step's own name; a food no line
@@ -459,6 +485,124 @@ def collapse_repeats(line: str, stand_ins: list[str]) -> str:
     return line
 
 
+DERIVED = frozenset(normalise_term(t) for c in CATEGORIES.values() for t in c.derived)
+# Derived words that need the noun after them: what a buttered thing becomes.
+GREASED_THINGS = (
+    "pan",
+    "skillet",
+    "dish",
+    "baking dish",
+    "casserole",
+    "tin",
+    "mould",
+    "mold",
+    "sheet",
+    "tray",
+    "ramekin",
+    "pie plate",
+    "bowl",
+    "loaf pan",
+)
+SPREAD_ON = ("toast", "bread", "roll", "bun", "bagel", "muffin", "crumpet", "slice", "sandwich")
+TOSSED_WITH = ("noodles", "pasta", "rice", "popcorn", "peas", "corn", "carrots", "potatoes")
+_NOUN = re.compile(r"\s+([^\W\d_]+)")
+_GREASED = re.compile(
+    r"(?=\s+(?:[\w/\"-]+\s+){0,2}(?:"
+    + "|".join(sorted(map(re.escape, GREASED_THINGS), key=len, reverse=True))
+    + r")(?:s|es)?\b)",
+    re.IGNORECASE,
+)
+# "Butter a baking dish", "butter and flour the pan": the verb, at a clause's start.
+_BUTTER_VERB = re.compile(
+    r"(?=\s+(?:and\s+flour\s+)?(?:a|an|the|two|both|\d|your)\b)", re.IGNORECASE
+)
+
+
+def _derived(line: str, food: Food, field_name: str) -> tuple[str, int] | None:
+    """A derived word's or the verb butter's rewrite, with the end of the words it replaces."""
+    term, end = food.head.term, food.end
+    if term == "butter" and field_name == "steps" and _BUTTER_VERB.match(line, end):
+        before = line[: food.start].rstrip()
+        if not before or before.endswith((".", ";", ":", "!", "?")):
+            return "grease", end  # the verb: grease the pan with no butter at all
+    if term != "buttered":
+        return None
+    if _GREASED.match(line, end):
+        return "greased", end
+    noun = _NOUN.match(line, end)
+    if noun and noun.group(1).lower().rstrip("s") in {w.rstrip("s") for w in SPREAD_ON}:
+        return f"{noun.group(1)} spread with nondairy butter", noun.end()
+    if noun and noun.group(1).lower() in TOSSED_WITH:
+        return f"{noun.group(1)} tossed with nondairy butter", noun.end()
+    return "nondairy-buttered", end
+
+
+_COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+_COUNT = re.compile(
+    r"(?:^|(?<=[\s(]))(?:\d+\s*(?:-|–|to)\s*)?(\d+|" + "|".join(_COUNT_WORDS) + r")\s+(dozen\s+)?$",
+    re.IGNORECASE,
+)
+_CUPS = re.compile(r"(\d+\s+\d+/\d+|\d+/\d+|\d+(?:\.\d+)?|[½¼¾⅓⅔])\s*(?:cups?|c\.)\s+$")
+_VULGAR = {"½": "1/2", "¼": "1/4", "¾": "3/4", "⅓": "1/3", "⅔": "2/3"}
+# What a flax egg is not: beaten or warmed like an egg.
+_EGG_STATE = re.compile(
+    r",?\s*(?:lightly\s+|well\s+)?(?:beaten|whisked)|,?\s*(?:at\s+)?room\s+temperature",
+    re.IGNORECASE,
+)
+FLAX_EGG = "flax egg"
+
+
+def _spoons(amount: Fraction, unit: str) -> str:
+    whole, part = divmod(amount, 1)
+    said = " ".join(p for p in (str(whole) if whole else "", str(part) if part else "") if p) or "0"
+    return f"{said} {unit}{'s' if amount > 1 else ''}"
+
+
+def _cups(said: str) -> Fraction:
+    said = _VULGAR.get(said, said)
+    return sum((Fraction(p) for p in said.split()), Fraction(0))
+
+
+def flax_eggs(count: int, each: bool = False) -> str:
+    """Flax eggs for a count of eggs (or a range, made one at a time: `each`), with what they are
+    made of: 1 egg is 1 tablespoon ground flaxseed and 3 tablespoons water."""
+    name = FLAX_EGG + ("s" if count > 1 or each else "")
+    flax, water = _spoons(Fraction(count), "tablespoon"), _spoons(Fraction(3 * count), "tablespoon")
+    return f"{name} ({flax} ground flaxseed + {water} water{' each' if each else ''})"
+
+
+def soured_soymilk(cups: Fraction) -> str:
+    """Soymilk soured with lemon juice for an amount of buttermilk (1 tablespoon a cup)."""
+    lemon = _spoons(cups, "tablespoon") if cups >= 1 else _spoons(cups * 3, "teaspoon")
+    return f"soymilk with {lemon} lemon juice"
+
+
+def _measured(line: str, food: Food, new: str) -> tuple[int, str, int]:
+    """An ingredient line's stand-in with the amounts a cook needs, scaled by the line's count or
+    cups, and the span of the words it replaces."""
+    start, end = food.start, food.end
+    count = _COUNT.search(line[:start])
+    n = (_COUNT_WORDS.get(count.group(1).lower()) or int(count.group(1))) if count else 1
+    if new == FLAX_EGG:
+        state = _EGG_STATE.match(line, end)
+        if count and count.start(1) > count.start():
+            # "2-3 eggs": flax eggs made one at a time.
+            return start, flax_eggs(1, each=True), state.end() if state else end
+        if count and count.group(2):
+            start, n = count.start(1), 12 * n  # "1 dozen eggs" -> "12 flax eggs (...)"
+            return start, f"{n} {flax_eggs(n)}", state.end() if state else end
+        return start, flax_eggs(max(n, 1)), state.end() if state else end
+    if new == "aquafaba" and count and not count.group(2):
+        # 3 tablespoons of aquafaba a white: "4 egg whites" -> "12 tablespoons aquafaba".
+        return count.start(1), f"{_spoons(Fraction(3 * n), 'tablespoon')} aquafaba", end
+    if new == "soured soymilk":
+        cups = _CUPS.search(line[:start])
+        if cups:
+            return start, soured_soymilk(_cups(cups.group(1))), end
+        return start, "soured soymilk (1 tablespoon lemon juice a cup)", end
+    return start, new, end
+
+
 def _apply(
     line: str,
     hits: list[tuple[Violation, str]],
@@ -470,8 +614,13 @@ def _apply(
     made, done = [], []
     titled = field_name == "title" and is_title_case(line)
     for food in reversed(line_foods(line, hits, inner_word=field_name == "ingredients")):
-        original = line[food.start : food.end]
-        if field_name == "title":
+        original, start, end = line[food.start : food.end], food.start, food.end
+        derived = _derived(line, food, field_name) if field_name != "title" else None
+        if derived:
+            new, end = derived
+            original = line[food.start : end]
+            new = _line_case(line, food.start, original, new)
+        elif field_name == "title":
             new = _title_stand_in(line, food, replaced)
             if new is None:
                 continue  # the title names the diet instead
@@ -492,9 +641,11 @@ def _apply(
                     diet,
                 )
             )
-            new = _line_case(line, food.start, original, new)
+            start, new, end = _measured(line, food, new)
+            original = line[start:end]
+            new = _line_case(line, start, original, new)
         new = title_case(new) if titled else new
-        line = line[: food.start] + new + line[food.end :]
+        line = line[:start] + new + line[end:]
         made.append(Substitution(original, new, field_name, index, constraint))
     return collapse_repeats(line, [m.to_text for m in made]), made[::-1], done[::-1]
 

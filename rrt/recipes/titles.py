@@ -37,6 +37,8 @@ TITLE_WORDS = 3
 # after ("Egg Replacer Fried Rice", "Penne alla Water"), which leaves the food named with the diet.
 TITLE_FORMS: dict[str, str | None] = {
     "egg replacer": None,
+    "flax egg": None,
+    "soured soymilk": None,
     "plant milk wash": None,
     "water": None,
     "lime juice": None,

@@ -10,6 +10,7 @@ rrt serve --model out/demo/grounded_rule/model [--port 8000]
 rrt show out/demo/rewrites/grounded_rule_constrained --recipes 3
 rrt judge create --study out/demo/study --rewrites out/demo/rewrites/grounded_rule,out/demo/rewrites/rule_based
 rrt judge serve --study out/demo/study     (then: rrt judge report --study out/demo/study)
+rrt judge packet --study out/demo/study --output out/demo/packets   (offline: rrt judge import --answers F)
 
 Exit status of the commands that read recipes: 0 when at least one recipe was kept, 1 when none
 was (every input missing, unreadable or rejected), 2 for a bad argument.

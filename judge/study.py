@@ -215,7 +215,7 @@ def build_report(study: Study) -> dict:
         "agreement": agreement(ratings, votes),
         "step_marks": {
             "rubric_version": RUBRIC_VERSION,
-            "tables": mark_tables(marks, cookable),
+            "tables": mark_tables(marks, cookable, study.systems()),
             "agreement": mark_agreement(marks, cookable),
         },
         "judges": judge_times(assignments),

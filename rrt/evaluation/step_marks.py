@@ -33,14 +33,14 @@ def mark_rows(judgments: list[dict]) -> tuple[list[dict], list[dict]]:
     return marks, cookable
 
 
-def _group(marks: list[dict], cookable: list[dict], key) -> dict[str, dict]:
+def _group(marks: list[dict], cookable: list[dict], key, order) -> dict[str, dict]:
     steps, cooks = defaultdict(Counter), defaultdict(Counter)
     for row in marks:
         steps[key(row)][row["mark"]] += 1
     for row in cookable:
         cooks[key(row)][row["value"]] += 1
     out = {}
-    for group in sorted(set(steps) | set(cooks)):
+    for group in sorted(set(steps) | set(cooks), key=order):
         n, judged = sum(steps[group].values()), sum(cooks[group].values())
         out[group] = {
             "steps": n,
@@ -51,13 +51,22 @@ def _group(marks: list[dict], cookable: list[dict], key) -> dict[str, dict]:
     return out
 
 
-def mark_tables(marks: list[dict], cookable: list[dict]) -> dict:
+def mark_tables(marks: list[dict], cookable: list[dict], systems: list[str] = ()) -> dict:
     """Per system, and per system and constraint ("system / constraint"): steps marked, the share of
     them with each mark, recipes judged and the share judged cookable. Each judge's mark of each
-    step counts once, as does each judge's cookable answer."""
+    step counts once, as does each judge's cookable answer. Systems in the order of `systems`
+    (others after, by name)."""
+    rank = {s: i for i, s in enumerate(systems)}
+
+    def order(group: str) -> tuple:
+        system, _, constraint = group.partition(" / ")
+        return (rank.get(system, len(rank)), system, constraint)
+
     return {
-        "by_system": _group(marks, cookable, lambda r: r["system"]),
-        "by_constraint": _group(marks, cookable, lambda r: f"{r['system']} / {r['constraint']}"),
+        "by_system": _group(marks, cookable, lambda r: r["system"], order),
+        "by_constraint": _group(
+            marks, cookable, lambda r: f"{r['system']} / {r['constraint']}", order
+        ),
     }
 
 

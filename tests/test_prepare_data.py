@@ -10,12 +10,14 @@ import subprocess
 
 import pyarrow.dataset as pads
 import pytest
-from conftest import SAMPLE, needs_shared_data, run_script
+from conftest import SAMPLE, config_copy, needs_shared_data, run_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rrt.corpus.formats import PAIR_VARIANTS, VARIANTS, parse_text
+from rrt.corpus.held_out import read_held_out
 from rrt.corpus.pairing import valid_column
+from rrt.corpus.step_pair_table import STEP_PAIR_SCHEMA
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.loaders import LoadReport, expand_inputs, read_recipes
 from rrt.recipes.step_kinds import KINDS
@@ -98,6 +100,14 @@ def test_every_variant_parses_back(prepared):
     for variant in VARIANTS:
         found = rows(out / "step_pairs" / variant / "train")
         assert found, variant
+        edits = [r for r in found if r.get("pair_source") == "edit"]
+        if variant in PAIR_VARIANTS:
+            assert edits, variant  # pairs: both, the default
+        for row in edits[:50]:
+            # An edit pair's target is the recipe itself; its source is made from it.
+            assert row["source_id"] == row["target_id"] and row["source_id"] in recipes
+            assert recipes[row["source_id"]]["split"] == "train"
+        found = [r for r in found if r.get("pair_source") != "edit"]
         for row in found[:50]:
             parts = parse_text(variant, row["text"])
             if variant in PAIR_VARIANTS:
@@ -119,9 +129,12 @@ def test_no_recipe_is_lost(prepared):
     expected = sum(1 for _ in read_recipes(expand_inputs(inputs.split(",")), report))
     kept = len(rows(out / "recipes"))
     rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
-    assert kept == expected and report.read == kept + len(rejects)
+    held = [json.loads(line) for line in (out / "held_out.jsonl").read_text().splitlines()]
+    assert {h["id"] for h in held} <= read_held_out(["data/technique_set/recipes.tsv"])
+    assert kept + len(held) == expected and report.read == kept + len(held) + len(rejects)
     stats = json.loads((out / "stats.json").read_text())
     assert stats["recipes"] == kept and stats["rejected"] == len(rejects)
+    assert stats["held_out"]["recipes"] == len(held) > 0
 
 
 @pytest.mark.slow
@@ -284,3 +297,56 @@ def test_an_id_bucket_keeps_the_first_read_of_each_id(tmp_path_factory, ids, rng
         f"in:{k}" for k, i in enumerate(ids) if k != firsts[i]
     )
     assert all(r["detail"].endswith(f"in:{firsts[r['record_id']]}") for r in rejects)
+
+
+# ---------------------------------------------------------------- edit pairs and held-out recipes
+
+
+def test_edit_pairs_and_held_out_recipes(ray_cluster, tmp_path):
+    """pairs: edit writes edit rows only, each from its own split's recipes and counted in
+    stats.json; the held-out ids are in no split and are counted, not silently dropped."""
+    lines = [json.loads(line) for line in SAMPLE.read_text().splitlines()]
+    held = [lines[0]["id"], lines[5]["id"]]
+    listing = tmp_path / "held.tsv"
+    listing.write_text("id\tconstraint\twhy\n" + "".join(f"{i}\tvegan\tx\n" for i in held))
+    config = config_copy(
+        tmp_path,
+        data={"pairs": "edit", "held_out": [str(listing)], "variants": ["grounded", "no_source"]},
+    )
+    out = tmp_path / "out"
+    done = run_job(
+        "--input", str(SAMPLE), "--output", str(out), "--config", config, "--num-cpus", "2"
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    recipes = {r["id"]: r for r in rows(out / "recipes")}
+    assert not set(held) & set(recipes) and len(recipes) == len(lines) - 2
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["held_out"] == {"recipes": 2, "listed": 2}
+    assert sorted(
+        json.loads(x)["id"] for x in (out / "held_out.jsonl").read_text().splitlines()
+    ) == sorted(held)
+    found = {}
+    for split in ("train", "dev", "test"):
+        folder = out / "step_pairs" / "grounded" / split
+        files = list(folder.glob("*.parquet"))
+        for f in files:
+            # The split is the folder (a hive partition); every other column is in the file.
+            assert set(STEP_PAIR_SCHEMA.names) - {"split"} <= set(pads.dataset(f).schema.names)
+        found[split] = rows(folder)
+        for row in found[split]:
+            assert row["pair_source"] == "edit" and row["source_id"] == row["target_id"]
+            assert recipes[row["source_id"]]["split"] == split  # a split's recipes only
+            parts = parse_text("grounded", row["text"])
+            target = recipes[row["target_id"]]
+            assert parts.target["title"] == target["title"]
+            assert parts.target_steps[-1] == target["steps"][row["source_step"]]
+            assert target[valid_column(row["constraint"])]  # the target fits the constraint
+    assert sum(map(len, found.values())) > 0
+    edits = stats["edit_pairs"]
+    learned = collections.Counter((r["constraint"], s) for s, rs in found.items() for r in rs)
+    assert {
+        (c, s): n["changed_steps"] + n["copied_steps"]
+        for c, by in edits.items()
+        for s, n in by.items()
+        if n["changed_steps"] + n["copied_steps"]
+    } == dict(learned)

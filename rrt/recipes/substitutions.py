@@ -1,7 +1,7 @@
 """Substitution guide: rewrite the violating spans of a recipe with compliant foods.
 
 Rules come from a food substitution guide (butter → nondairy butter, milk → soymilk,
-egg → egg replacer, bacon → imitation bacon, chicken broth → vegetable broth …). Only
+egg → flax egg, bacon → imitation bacon, chicken broth → vegetable broth …). Only
 spans the tagger calls harmful are replaced, so "coconut milk" never becomes "coconut
 soymilk"; adjectives of the replaced food go with it ("goat milk" → "soymilk", not
 "goat soymilk"); and every replacement is itself harmless to the tagger, so a second

@@ -1,0 +1,128 @@
+"""Cues and notes that follow from a swap: no fat to drain, no pink to lose, tofu pressed, flax eggs set."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import make_recipe
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rrt.recipes.cook_notes import CUES, NOTES, adapt_step, adapt_steps
+from rrt.recipes.substitutions import substitute_recipe
+from rrt.recipes.tagger import text_violations
+
+
+def _adapted(lines, steps, constraint):
+    guided = substitute_recipe(make_recipe(lines, steps), constraint)
+    return adapt_steps(steps, guided.recipe.steps, guided.substitutions, [constraint])
+
+
+@pytest.mark.parametrize(
+    "step,expected",
+    [
+        ("Brown the ground beef; drain off the fat.", "Brown the plant-based ground meat."),
+        ("Brown the beef, then drain the grease from the pan.", "Brown the plant-based meat."),
+        ("Drain the fat and add the onion.", "Add the onion."),
+        ("Drain off the excess fat.", "No fat to drain."),
+        ("Cook until no longer pink.", "Cook until heated through and browned."),
+        (
+            "Cook the beef until cooked through.",
+            "Cook the plant-based meat until heated through and browned.",
+        ),
+        # Cues of other foods stay.
+        ("Bake the potatoes until cooked through.", "Bake the potatoes until cooked through."),
+        ("Add the onion.", "Add the onion."),
+    ],
+)
+def test_plant_based_meat_has_no_fat_to_drain_and_no_pink(step, expected):
+    [(adapted, notes)] = _adapted(["1 lb ground beef", "1 onion"], [step], "vegan")
+    assert adapted == expected and notes == []
+    assert not text_violations(adapted, ["vegan"])
+
+
+def test_the_same_cues_stay_where_the_meat_stays():
+    steps = ["Brown the ground beef; drain off the fat.", "Cook until no longer pink."]
+    guided = substitute_recipe(make_recipe(["1 lb ground beef"], steps), "dairy-free")
+    assert [
+        s for s, _ in adapt_steps(steps, guided.recipe.steps, guided.substitutions, ["dairy-free"])
+    ] == steps
+
+
+def test_a_broth_swap_is_no_plant_based_meat():
+    steps = ["Add the chicken broth; drain off the fat."]
+    [(adapted, _)] = _adapted(["4 cups chicken broth"], steps, "vegan")
+    assert adapted == "Add the vegetable broth; drain off the fat."
+
+
+def test_tofu_for_fish_turns_golden_not_flaky():
+    steps = [
+        "Season the cod.",
+        "Bake until crisp and flaky.",
+        "Bake until the fish flakes easily with a fork.",
+    ]
+    adapted = _adapted(["1 lb cod fillets"], steps, "vegan")
+    assert [s for s, _ in adapted] == [
+        "Season the tofu.",
+        "Bake until golden.",
+        "Bake until golden.",
+    ]
+
+
+def test_each_note_is_said_once_where_its_stand_in_is_named():
+    steps = [
+        "Cut the chicken into strips.",
+        "Beat the eggs.",
+        "Dip the chicken in the eggs.",
+        "Fry.",
+    ]
+    adapted = _adapted(["4 chicken breasts", "2 eggs"], steps, "vegan")
+    assert [notes for _, notes in adapted] == [
+        ["Press the tofu for 15 minutes first."],
+        ["Let the flax eggs stand 5 minutes to thicken."],
+        [],
+        [],
+    ]
+
+
+def test_substitutions_may_come_as_records():
+    said: set[str] = set()
+    record = {"original": "2 eggs", "replacement": "2 flax eggs (...)", "constraint": "vegan"}
+    assert adapt_step("Beat the eggs.", "Beat the flax eggs.", [record], ["vegan"], said) == (
+        "Beat the flax eggs.",
+        ["Let the flax eggs stand 5 minutes to thicken."],
+    )
+    assert adapt_step("Add the eggs.", "Add the flax eggs.", [record], ["vegan"], said)[1] == []
+    # A swap made for another constraint is no swap of this rewrite.
+    assert adapt_step("Beat the eggs.", "Beat the flax eggs.", [record], ["egg-free"]) == (
+        "Beat the flax eggs.",
+        [],
+    )
+
+
+def test_every_cue_and_note_names_a_kind_of_swap():
+    from rrt.recipes.cook_notes import SWAP_KINDS
+
+    assert {c.kind for c in CUES} | {n.kind for n in NOTES} <= set(SWAP_KINDS)
+
+
+@given(
+    step=st.text(max_size=80),
+    subs=st.lists(
+        st.sampled_from(
+            [
+                ("1 lb ground beef", "1 lb plant-based ground meat"),
+                ("cod", "tofu"),
+                ("2 eggs", "2 flax eggs"),
+                ("milk", "soymilk"),
+            ]
+        ),
+        max_size=3,
+    ),
+)
+def test_a_step_without_a_cue_is_kept_word_for_word(step, subs):
+    records = [{"original": o, "replacement": r} for o, r in subs]
+    adapted, _ = adapt_step(step, step, records, ["vegan"])
+    cued = any(re.search(c.pattern, step, re.IGNORECASE) for c in CUES)
+    assert adapted == step or cued

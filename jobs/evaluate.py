@@ -20,7 +20,8 @@ model exported by jobs/train.py (--variant no_source). Metrics:
 and, apart from the paper's measures, each system's rewritten steps that hide a forbidden food
 inside a non-word ("chickenocks", which adherence's whole-word mentions do not see; needs the
 en_US dictionary, else not counted). The LM scores recipes in a pool of Ray Data actors that
-load it once. Writes into --output:
+load it once. --study DIR (a study folder after `rrt judge report`) adds the readers' marks beside
+the automatic measures. Writes into --output:
 metrics.json, eval_stats.json, table.md, per_constraint.md, metrics.png and report.html.
 """
 
@@ -43,6 +44,7 @@ import pyarrow as pa
 from rrt.config import ConfigError, EvaluateSettings, RaySettings, load_settings
 from rrt.evaluation.metrics import (
     GROUNDING_KEYS,
+    decision_counts,
     names_from_lines,
     read_foods,
     recipe_measures,
@@ -53,7 +55,9 @@ from rrt.evaluation.report import (
     metrics_markdown,
     per_constraint_markdown,
     plot_metrics,
+    reader_measures,
     render_report,
+    tables_markdown,
 )
 from rrt.evaluation.rewrite_records import read_records, system_label
 from rrt.modelling.models import META_FILE, lm_block_size, read_meta
@@ -94,6 +98,7 @@ class EvaluateRun:
     foods: list[str] | None = None  # FooDB's names, when --foods is given
     foods_file: str | None = None
     data: str | None = None  # the prepared folder whose recipes give the food vocabulary
+    study: dict | None = None  # the study's report.json, when evaluate.study is set
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -133,6 +138,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--report-recipes",
         type=int,
         help="rewrites per system shown in report.html (default: evaluate.report_recipes)",
+    )
+    parser.add_argument(
+        "--study",
+        help="a study folder with report/report.json (rrt judge report): readers' columns in the "
+        "tables (default: evaluate.study)",
     )
     parser.add_argument(
         "--verbose", action="store_true", help="Ray's own INFO lines on the console too"
@@ -193,7 +203,8 @@ def check_lm(folder: str) -> int:
 def settings_from(args: argparse.Namespace) -> EvaluateRun:
     """Merge config and flags, read every rewrite folder and check the LM and foods file."""
     flags = {
-        flag: getattr(args, flag) for flag in ("batch_size", "scorers", "use_gpu", "report_recipes")
+        flag: getattr(args, flag)
+        for flag in ("batch_size", "scorers", "use_gpu", "report_recipes", "study")
     }
     try:
         config = load_settings(args.config, args.profile, {"evaluate": flags})
@@ -229,6 +240,7 @@ def settings_from(args: argparse.Namespace) -> EvaluateRun:
         ),
         None,
     )
+    study = read_study(config.evaluate.study) if config.evaluate.study else None
     return EvaluateRun(
         config.evaluate,
         config.ray,
@@ -239,7 +251,34 @@ def settings_from(args: argparse.Namespace) -> EvaluateRun:
         foods,
         args.foods,
         data,
+        study,
     )
+
+
+def read_study(folder: str) -> dict:
+    """A study's report.json (in <folder>/report/, or the folder or file itself); a missing or
+    unreadable one is a JobError, a key it lacks only a blank cell later."""
+    candidates = [
+        os.path.join(folder, "report", "report.json"),
+        os.path.join(folder, "report.json"),
+    ]
+    path = (
+        folder
+        if os.path.isfile(folder)
+        else next((p for p in candidates if os.path.isfile(p)), None)
+    )
+    if path is None:
+        raise JobError(
+            f"no report/report.json in study folder {folder} (run rrt judge report first)"
+        )
+    try:
+        with open(path, encoding="utf-8") as handle:
+            report = json.load(handle)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise JobError(f"cannot read the study report {path}: {str(err).splitlines()[0]}") from None
+    if not isinstance(report, dict):
+        raise JobError(f"{path} is not a study report (rrt judge report writes one object)")
+    return {"path": os.path.abspath(path), "report": report}
 
 
 def corpus_names(batch: pa.Table) -> pa.Table:
@@ -419,14 +458,24 @@ def score_rewrites(
 
 def write_outputs(settings: EvaluateRun, measures: dict[str, list[dict]], stats: dict) -> dict:
     """metrics.json, table.md, per_constraint.md, metrics.png and report.html; adds counts to stats."""
-    metrics: dict = {"systems": {}, "per_constraint": {}, "grounding_per_constraint": {}}
+    metrics: dict = {
+        "systems": {},
+        "per_constraint": {},
+        "grounding_per_constraint": {},
+        "decisions": {},
+    }
     stats["systems"] = {}
     for label, system in settings.systems.items():
         summary, per_constraint, grounding, counts = summarise(system["records"], measures[label])
         metrics["systems"][label] = summary
         metrics["per_constraint"][label] = per_constraint
         metrics["grounding_per_constraint"][label] = grounding
+        metrics["decisions"][label] = decision_counts(system["records"])
         stats["systems"][label] = {"folder": system["folder"], **counts}
+    if settings.study is not None:
+        readers = reader_measures(settings.study["report"])
+        metrics["study"] = settings.study["path"]
+        metrics["readers"] = {label: readers.get(label, {}) for label in settings.systems}
     out = settings.output
     os.makedirs(out, exist_ok=True)
     write_json_atomic(os.path.join(out, "metrics.json"), metrics)
@@ -510,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = write_outputs(settings, measures, stats)
     stats["total_s"] = round(time.perf_counter() - started, 2)
     write_json_atomic(os.path.join(settings.output, "eval_stats.json"), stats)
-    print(metrics_markdown(metrics).split("\n## Paper")[0].rstrip())
+    print(tables_markdown(metrics).rstrip())
     print()
     print(per_constraint_markdown(metrics).rstrip())
     if not missing:

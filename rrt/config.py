@@ -266,6 +266,7 @@ class EvaluateSettings(Section):
     cpus_per_scorer: Positive
     use_gpu: bool
     report_recipes: Whole
+    study: str | None  # a study folder (`rrt judge`): its readers' marks join the tables
 
 
 class Autoscaling(Section):

@@ -8,6 +8,9 @@
     diversity   unique word trigrams over all word trigrams of a system's rewritten steps
     grounding   beyond the paper: invented-food steps, same-job steps and consistent recipes
                 (rrt.evaluation.grounding)
+    form rules  share of chosen steps passing the paper's form rules (capital, final
+                punctuation, dictionary words), read from the scores each record holds
+    decisions   how each step was decided where the rewriter records it: kept, guide or model
 
 Every function here is pure (the LM is an argument), so each number can be checked by hand.
 """
@@ -20,10 +23,11 @@ import csv
 import functools
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from rrt.corpus.formats import no_source
 from rrt.evaluation.grounding import grounding_counts
+from rrt.modelling.editing import DECISIONS
 from rrt.modelling.selection import StepContext, disguised_foods, source_word_set
 from rrt.recipes.foods import FoodVocabulary, food_mentions
 from rrt.recipes.ingredients import ingredient_name
@@ -264,8 +268,9 @@ def grounding_summary(measures: list[dict]) -> dict:
 
 def summarise(records: list[dict], measures: list[dict]) -> tuple[dict, dict, dict, dict]:
     """(system metrics, adherence per constraint, grounding per constraint, counts) of one system from its
-    per-recipe rows (`recipe_measures` plus `nll`/`tokens`/`dropped_tokens` from `step_nll`). Adherence pools
-    all mentions; a recipe with no food mention adds nothing to it and is counted apart."""
+    per-recipe rows (`recipe_measures` plus `nll`/`tokens`/`dropped_tokens` from `step_nll`) and its
+    records (form rules, step decisions). Adherence pools all mentions; a recipe with no food
+    mention adds nothing to it and is counted apart."""
     nll, tokens = sum(m["nll"] for m in measures), sum(m["tokens"] for m in measures)
     obeying, mentions = sum(m["obeying"] for m in measures), sum(m["mentions"] for m in measures)
     per_constraint: dict[str, list[int]] = {}
@@ -277,6 +282,7 @@ def summarise(records: list[dict], measures: list[dict]) -> tuple[dict, dict, di
         by_constraint.setdefault(record.get("constraint") or "", []).append(m)
     steps = [s for r in records for s in (r.get("rewrite") or {}).get("steps") or []]
     ppl = perplexity(nll, tokens)
+    decisions = decision_counts(records)
     recipe_percents = [percent(m["obeying"], m["mentions"]) for m in measures if m["mentions"]]
     system = {
         "perplexity": ppl,
@@ -286,6 +292,8 @@ def summarise(records: list[dict], measures: list[dict]) -> tuple[dict, dict, di
         else None,
         "trigram_diversity": trigram_diversity(steps),
         **grounding_summary(measures),
+        "form_rules": form_rules_share(records),
+        **decision_shares(decisions),
         "n_recipes": len(records),
     }
     counts = {
@@ -299,6 +307,7 @@ def summarise(records: list[dict], measures: list[dict]) -> tuple[dict, dict, di
         else None,
         "empty_rewrites": sum(1 for m in measures if m["empty"]),
         "rewritten_steps": len(steps),
+        **{f"steps_{d}": n for d, n in decisions.items() if d != "steps"},
         "trigrams": sum(len(trigrams(s)) for s in steps),
         **{
             key: sum(int(m.get(key, 0)) for m in measures)
@@ -312,3 +321,43 @@ def summarise(records: list[dict], measures: list[dict]) -> tuple[dict, dict, di
     }
     grounding = {c: grounding_summary(ms) for c, ms in by_constraint.items()}
     return system, {c: percent(o, n) for c, (o, n) in per_constraint.items()}, grounding, counts
+
+
+# ---- read from the records: form rules and step decisions --------------------------------
+
+FORM_RULES = ("capitalised", "ends_with_punctuation", "dictionary_words")
+
+
+def chosen_scores(records: Iterable[dict]) -> Iterator[dict]:
+    """The rule scores of each step entry's chosen candidate, over some rewrite records."""
+    for record in records:
+        for entry in record.get("steps") or []:
+            candidates = entry.get("candidates") if isinstance(entry, dict) else None
+            chosen = entry.get("chosen") if isinstance(entry, dict) else None
+            if candidates and isinstance(chosen, int) and 0 <= chosen < len(candidates):
+                yield candidates[chosen].get("scores") or {}
+
+
+def form_rules_share(records: Iterable[dict]) -> float | None:
+    """% of chosen steps whose scores pass every form rule (FORM_RULES); steps scored without
+    them do not count; None when no step was."""
+    scored = [s for s in chosen_scores(records) if all(r in s for r in FORM_RULES)]
+    passed = sum(1 for s in scored if all(s[r] == 1 for r in FORM_RULES))
+    return percent(passed, len(scored))
+
+
+def decision_counts(records: Iterable[dict]) -> dict[str, int]:
+    """Steps per decision (kept, guide, model) and `steps` that record one; records from runs
+    before decisions were written add nothing."""
+    counts = dict.fromkeys(DECISIONS, 0)
+    for record in records:
+        for entry in record.get("steps") or []:
+            decision = entry.get("decision") if isinstance(entry, dict) else None
+            if decision in counts:
+                counts[decision] += 1
+    return {**counts, "steps": sum(counts.values())}
+
+
+def decision_shares(counts: dict[str, int]) -> dict[str, float | None]:
+    """% of the decided steps per decision; None for each when no step recorded a decision."""
+    return {d: percent(counts.get(d, 0), counts.get("steps", 0)) for d in DECISIONS}

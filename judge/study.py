@@ -32,7 +32,7 @@ from rrt.evaluation.human import (
     sample_items,
 )
 from rrt.evaluation.rewrite_records import read_records, system_label
-from rrt.evaluation.step_marks import mark_agreement, mark_rows, mark_tables
+from rrt.evaluation.step_marks import mark_agreement, mark_rows, mark_tables, marks_markdown
 from rrt.recipes.lexicon import CONSTRAINTS
 from runtime.runs import write_json_atomic
 
@@ -281,7 +281,8 @@ def write_report(study: Study, output: str) -> dict:
     started = time.perf_counter()
     os.makedirs(output, exist_ok=True)
     report = build_report(study)
-    markdown = report_markdown(report)
+    marks = [marks_markdown(report["step_marks"])] if report.get("step_marks") else None
+    markdown = report_markdown(report, marks)
     chart = None
     if report["head_to_head"]:
         path = os.path.join(output, "head_to_head.png")

@@ -19,6 +19,7 @@ from judge.store import AnswerError, ImportRefused, Study
 from judge.study import build_report, create_study
 from rrt.config import load_settings
 from rrt.evaluation.human import QUESTIONS, RUBRIC_VERSION, STEP_MARKS, alpha, report_markdown
+from rrt.evaluation.step_marks import marks_markdown
 from testing.rewrite_runs import write_runs
 
 SETTINGS = load_settings().judge
@@ -243,7 +244,8 @@ def test_packets_import_and_report_without_a_server(study, tmp_path, capsys):
     assert "## Step marks and cookable (rubric version 1)" in md and "Rubric version 1." in md
     assert "| guide | " in md and "| copy / " in md and "| step marks | " in md
     assert "Step marks and cookable" in (output / "report.html").read_text()
-    assert md == report_markdown(build_report(s))
+    rebuilt = build_report(s)
+    assert md == report_markdown(rebuilt, [marks_markdown(rebuilt["step_marks"])])
     # ... and the export carries them.
     assert rrt(["judge", "export", "--study", folder, "--output", str(tmp_path / "export")]) == 0
     exported = [

@@ -339,8 +339,9 @@ def _number(value, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def report_markdown(report: dict) -> str:
-    """report.md: the human table, the head-to-head counts, agreement and the judges."""
+def report_markdown(report: dict, sections: list[str] | None = None) -> str:
+    """report.md: the human table, the head-to-head counts, agreement, any further Markdown
+    `sections` (the step marks) and the judges."""
     questions = list(QUESTIONS)
     lines = [
         "## Human evaluation (mean ± 95% CI, 1-5)",
@@ -382,10 +383,8 @@ def report_markdown(report: dict) -> str:
         f"| {QUESTIONS[q][0]} (ordinal) | {_number(a)} |" for q, a in alphas["ratings"].items()
     ]
     lines += [f"| head to head (nominal) | {_number(alphas['head_to_head'])} |"]
-    if report.get("step_marks"):
-        from rrt.evaluation.step_marks import marks_markdown
-
-        lines += ["", *marks_markdown(report["step_marks"]).rstrip("\n").split("\n")]
+    for section in sections or []:
+        lines += ["", *section.rstrip("\n").split("\n")]
     if report.get("tasks"):
         lines += [
             "",

@@ -290,3 +290,25 @@ def test_flax_eggs_scale_with_the_count_and_steps_name_them(count, size):
 def test_stand_ins_carry_amounts_a_cook_can_use(line, expected):
     out = substitute_recipe(make_recipe([line]), "vegan").recipe
     assert out.ingredients == [expected]
+
+
+@pytest.mark.parametrize(
+    "line,constraint,expected",
+    [
+        ("8 ounces rice or egg noodles", "egg-free", "8 ounces rice noodles"),
+        ("2 tablespoons soy or fish sauce", "fish-free", "2 tablespoons soy sauce"),
+        ("1 tablespoon bacon or duck fat", "vegetarian", "1 tablespoon vegetable oil"),
+        (
+            "1/4 cup green goddess or ranch dressing",
+            "vegan",
+            "1/4 cup vegan green goddess or vegan ranch dressing",
+        ),
+        (
+            "1/2 cup ranch or blue cheese dressing",
+            "egg-free",
+            "1/2 cup vegan ranch or vegan blue cheese dressing",
+        ),
+    ],
+)
+def test_a_member_that_names_the_stand_in_is_said_once(line, constraint, expected):
+    assert substitute_recipe(make_recipe([line]), constraint).recipe.ingredients == [expected]

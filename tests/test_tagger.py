@@ -335,7 +335,11 @@ def test_a_food_inside_an_allowed_phrase_is_harmless_wherever_it_stands(pieces):
 # (text, constraint, the terms flagged): members of a list share its head.
 SHARED_HEADS = [
     ("1/2 cup ranch or blue cheese dressing", "dairy-free", ["ranch dressing", "blue cheese"]),
-    ("1/2 cup ranch or blue cheese dressing", "egg-free", ["ranch dressing"]),
+    (
+        "1/2 cup ranch or blue cheese dressing",
+        "egg-free",
+        ["ranch dressing", "blue cheese dressing"],
+    ),
     ("Serve with caesar or ranch dressing.", "fish-free", ["caesar dressing"]),
     ("Serve with caesar or italian dressing.", "egg-free", ["caesar dressing"]),
     (

@@ -328,6 +328,8 @@ DAIRY = Category(
         "buttered",
         "buttery",
         "cheesy",
+        # Nutella holds skimmed milk powder.
+        "nutella",
     ),
     exceptions=(
         "coconut milk",
@@ -553,7 +555,9 @@ EGG = Category(
         "souffle",
         "soufflé",
         "carbonara",
+        "eggy",
         # Made with mayonnaise.
+        "blue cheese dressing",
         "ranch",
         "ranch dressing",
         "thousand island",
@@ -576,6 +580,7 @@ EGG = Category(
         "vegan mayonnaise",
     ),
     modifiers=PLANT_MODIFIERS + ("egg-free", "egg free", "eggless"),
+    derived=("eggy",),
     adjacent=("flax", "flaxseed", "chia", "aquafaba", "chickpea"),
     dish_terms=(
         "meringue",
@@ -597,6 +602,7 @@ EGG = Category(
         "challah",
         "ranch",
         "ranch dressing",
+        "blue cheese dressing",
         "thousand island",
         "thousand island dressing",
         "green goddess dressing",
@@ -689,6 +695,8 @@ MEAT = Category(
         "chicken fat",
         "bacon fat",
         "bacon grease",
+        "duck fat",
+        "goose fat",
         "pâté",
         "veal stock",
         "ground turkey",
@@ -861,9 +869,10 @@ GELATIN = Category(
 
 HONEY = Category(
     "honey",
-    terms=("honey", "beeswax", "royal jelly", "bee pollen", "honeycomb"),
+    terms=("honey", "beeswax", "royal jelly", "bee pollen", "honeycomb", "honeyed"),
     exceptions=("honeydew", "honeycrisp", "honey crisp", "honey locust", "honeynut squash"),
     modifiers=PLANT_MODIFIERS + ("bee-free", "bee free"),
+    derived=("honeyed",),
 )
 
 ALCOHOL = Category(

@@ -84,6 +84,7 @@ CATEGORY_RULES: dict[str, dict[str, str]] = {
         "green goddess dressing": "vegan green goddess dressing",
         "pesto": "vegan pesto",
         "buttery": "rich",
+        "nutella": "dairy-free chocolate spread",
     },
     "egg": {
         "egg": "flax egg",
@@ -108,6 +109,7 @@ CATEGORY_RULES: dict[str, dict[str, str]] = {
         "ranch dressing": "vegan ranch dressing",
         "caesar dressing": "vegan caesar dressing",
         "thousand island": "vegan thousand island",
+        "blue cheese dressing": "vegan blue cheese dressing",
         "thousand island dressing": "vegan thousand island dressing",
         "green goddess dressing": "vegan green goddess dressing",
         "tartar sauce": "vegan tartar sauce",
@@ -147,6 +149,8 @@ CATEGORY_RULES: dict[str, dict[str, str]] = {
         "bacon fat": "vegetable oil",
         "bacon grease": "vegetable oil",
         "chicken fat": "vegetable oil",
+        "duck fat": "vegetable oil",
+        "goose fat": "vegetable oil",
         "drippings": "vegetable oil",
     },
     "fish": {
@@ -181,8 +185,9 @@ CATEGORY_RULES: dict[str, dict[str, str]] = {
         "marzipan": "sugar paste",
         "praline": "toffee",
         "romesco": "nut-free romesco",
+        "dukkah": "nut-free dukkah",
     },
-    "honey": {"honey": "agave nectar", "honeycomb": "agave nectar"},
+    "honey": {"honey": "agave nectar", "honeycomb": "agave nectar", "honeyed": "agave-glazed"},
     "gelatin": {
         "gelatin": "agar",
         "gelatin sheets": "agar",
@@ -472,9 +477,14 @@ _LIST_JOIN = r"(?:\s*,\s*(?:(?:or|and)\s+)?|\s+(?:or|and|such as|like)\s+|\s*/\s
 
 def collapse_repeats(line: str, stand_ins: list[str]) -> str:
     """A list whose foods all became one stand-in names it once: "tofu or tofu", "tofu such as
-    tofu, tofu" and "tofu (or tofu)" read "tofu"."""
+    tofu, tofu" and "tofu (or tofu)" read "tofu", and "rice or rice noodles" "rice noodles"."""
     for stand_in in sorted({s for s in stand_ins if s.strip()}, key=len, reverse=True):
         name = re.escape(stand_in)
+        *lead, _ = stand_in.split()
+        if lead:
+            # A member that is the stand-in less its head: "rice or rice noodles" of "rice or egg noodles".
+            member = re.escape(" ".join(lead))
+            line = re.sub(rf"\b{member}{_LIST_JOIN}({name})\b", r"\1", line, flags=re.IGNORECASE)
         line = re.sub(rf"\b({name})(?:{_LIST_JOIN}{name}\b)+", r"\1", line, flags=re.IGNORECASE)
         line = re.sub(
             rf"\b({name})\s*\((?:or|such as|like|e\.g\.,?)?\s*{name}\s*\)",
@@ -533,7 +543,8 @@ def _derived(line: str, food: Food, field_name: str) -> tuple[str, int] | None:
     if noun and noun.group(1).lower().rstrip("s") in {w.rstrip("s") for w in SPREAD_ON}:
         return f"{noun.group(1)} spread with nondairy butter", noun.end()
     if noun and noun.group(1).lower() in TOSSED_WITH:
-        return f"{noun.group(1)} tossed with nondairy butter", noun.end()
+        tossed = "and" if re.search(r"\btoss", line[: food.start], re.IGNORECASE) else "tossed with"
+        return f"{noun.group(1)} {tossed} nondairy butter", noun.end()
     return "nondairy-buttered", end
 
 

@@ -92,7 +92,9 @@ _MEASURE = re.compile(
 # Mentions that name a thing or a measure, not the food: a step's bare mention cannot refer back to them.
 _NOT_THE_FOOD = {"tool", "likeness", "size"}
 # What joins the members of a list that share a head; "or" and "/" offer one food or another.
-_LIST_JOIN = re.compile(r"\s*(?:,\s*(?:(?:or|and)\s+)?|/|&)\s*|\s+(?:or|and)\s+", re.IGNORECASE)
+_LIST_JOIN = re.compile(
+    r"\s*(?:,\s*(?:(?:or|and)\s+)?|(?<!\d)/(?!\d)|&)\s*|\s+(?:or|and)\s+", re.IGNORECASE
+)
 _LIST_BREAK = re.compile(r"[.;:()!?\[\]]")
 LIST_ITEMS = 4  # members looked at before one head
 LIST_ITEM_WORDS = 3  # a longer stretch between joins is no list item
@@ -391,8 +393,6 @@ class _CategoryMatcher:
             for i in range(len(joins) - 1, -1, -1):
                 lead = joins[i - 1].end() if i else 0
                 item = clause[lead : joins[i].start()]
-                if i and len(item.split()) > LIST_ITEM_WORDS:
-                    break
                 offers = bool(re.search(r"\bor\b|/", joins[i].group(0), re.IGNORECASE))
                 words = list(_WORD.finditer(item))[-2:]
                 for size in (2, 1):
@@ -409,6 +409,8 @@ class _CategoryMatcher:
                         why = self._modified(text, start, whole_title)
                         added.append(Mention(self.category.name, term, start, end, bool(why), why))
                     break
+                if len(item.split()) > LIST_ITEM_WORDS:
+                    break  # the words before the list's first member
         return added
 
     @staticmethod

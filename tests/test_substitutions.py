@@ -312,3 +312,10 @@ def test_stand_ins_carry_amounts_a_cook_can_use(line, expected):
 )
 def test_a_member_that_names_the_stand_in_is_said_once(line, constraint, expected):
     assert substitute_recipe(make_recipe([line]), constraint).recipe.ingredients == [expected]
+
+
+def test_a_bought_dish_in_a_step_takes_the_stand_in():
+    recipe = make_recipe(["1 pound penne"], ["Toss the penne with store-bought pesto.", "Serve."])
+    out = substitute_recipe(recipe, "vegan,nut-free").recipe
+    assert out.steps[0] == "Toss the penne with store-bought vegan nut-free pesto."
+    assert all(tag_recipe(out, ["vegan", "nut-free"]).valid.values())

@@ -374,3 +374,10 @@ def test_a_dish_term_in_a_step_counts_where_a_line_names_it_bought():
         ["Blend the basil and seeds into a pesto.", "Toss the penne with the pesto."],
     )
     assert tag_recipe(made, ["nut-free"]).valid["nut-free"]
+
+
+def test_a_dish_a_step_says_is_bought_counts():
+    recipe = make_recipe(["1 pound penne"], ["Toss the penne with store-bought pesto.", "Serve."])
+    assert [v.term for v in tag_recipe(recipe, ["nut-free"]).violations["nut-free"]] == ["pesto"]
+    assert not tag_recipe(recipe, ["vegan"]).valid["vegan"]
+    assert tag_recipe(recipe, ["vegetarian"]).valid["vegetarian"]

@@ -17,7 +17,8 @@ member's mention takes the longer term; its span stays the member's words. A mem
 food on its own takes the shared head only after "or" or "/" ("the chicken and beef broth" is
 chicken and a broth), or when the head is plural. A derived word ("buttered", "cheesy") says the
 food is in the dish, so it names no kitchen thing ("a buttered pan"). A dish term (pesto,
-custard) in a step counts where an ingredient line names that dish in a harmful form.
+custard) in a step counts where an ingredient line names that dish in a harmful form or the
+step says it is bought ("spread with store-bought pesto").
 """
 
 from __future__ import annotations
@@ -91,6 +92,11 @@ _MEASURE = re.compile(
 )
 # Mentions that name a thing or a measure, not the food: a step's bare mention cannot refer back to them.
 _NOT_THE_FOOD = {"tool", "likeness", "size"}
+# Words right before a dish that say it is bought, not made from the recipe's lines ("store-bought pesto").
+_BOUGHT = re.compile(
+    r"\b(?:store[\s-]?bought|prepared|jarred|bottled|ready[\s-]made|premade|pre-made)\s+(?:[\w'-]+\s+)?$",
+    re.IGNORECASE,
+)
 # What joins the members of a list that share a head; "or" and "/" offer one food or another.
 _LIST_JOIN = re.compile(
     r"\s*(?:,\s*(?:(?:or|and)\s+)?|(?<!\d)/(?!\d)|&)\s*|\s+(?:or|and)\s+", re.IGNORECASE
@@ -537,7 +543,11 @@ def category_violations(recipe: Recipe, category: str, lenient: bool = True) -> 
             continue  # a title names the dish; with no such ingredient it names a stand-in
         if field_name != "ingredients":
             if mention.term in matcher.dish_terms and (
-                field_name == "title" or mention.term not in harmful_dishes
+                field_name == "title"
+                or (
+                    mention.term not in harmful_dishes
+                    and not _BOUGHT.search(line[max(0, mention.start - 40) : mention.start])
+                )
             ):
                 continue  # a dish a line does not name as bought is made from the listed ingredients
             if _head(mention.term) in harmless_heads and _head(mention.term) not in harmful_heads:

@@ -319,3 +319,15 @@ def test_a_bought_dish_in_a_step_takes_the_stand_in():
     out = substitute_recipe(recipe, "vegan,nut-free").recipe
     assert out.steps[0] == "Toss the penne with store-bought vegan nut-free pesto."
     assert all(tag_recipe(out, ["vegan", "nut-free"]).valid.values())
+
+
+def test_a_step_food_with_a_rule_of_its_own_is_no_part_of_the_line_s_food():
+    recipe = make_recipe(
+        ["2 large eggs", "1 cup oil"],
+        ["Whisk the eggs and oil into a mayonnaise.", "Brush with egg wash.", "Beat in the yolk."],
+    )
+    assert substitute_recipe(recipe, "egg-free").recipe.steps == [
+        "Whisk the flax eggs and oil into a vegan mayonnaise.",
+        "Brush with plant milk wash.",
+        "Beat in the flax egg.",
+    ]

@@ -424,8 +424,11 @@ def _step_name(line: str, food: Food, constraint: str, replaced: list[Replaced])
     source = line_stand_in(normalise_term(original), food.head.term, food.category, replaced)
     # Foods of the same kind that all became one stand-in count as one ("pork belly (700g skinless pork belly)").
     kind = list({(r.stand_in, r.diet): r for r in replaced if r.category == food.category}.values())
-    if source is None and len(kind) == 1:
-        source = kind[0]  # "the steak" of a recipe whose one meat line was "1 pound flank steak"
+    own = _rule(food.head.term, food.category, constraint)
+    if source is None and len(kind) == 1 and (own is None or _names_part(food, kind[0])):
+        # "the steak" of a recipe whose one meat line was "1 pound flank steak"; but a step's
+        # mayonnaise or egg wash with a rule of its own is no part of the line's eggs.
+        source = kind[0]
     if source is None:
         return _line_stand_in(line, food, constraint)[0]
     if source.diet is not None:
@@ -434,6 +437,10 @@ def _step_name(line: str, food: Food, constraint: str, replaced: list[Replaced])
     extra = set(source.text.split()) - set(normalise_term(original).split())
     first, *rest = source.stand_in.split()
     return " ".join([first] + [w for w in rest if normalise_term(w) not in extra])
+
+
+def _names_part(food: Food, line_food: Replaced) -> bool:
+    return food.head.term.split()[-1] in line_food.text.split()
 
 
 def _title_stand_in(line: str, food: Food, replaced: list[Replaced]) -> str | None:

@@ -206,3 +206,32 @@ def test_rrt_show_marks_whose_version_each_step_is_and_old_runs_show_none():
     assert "2. [guide] Add soymilk." in shown and "1. Stir." in shown and LEGEND in shown
     older = side_by_side({**record, "steps": [{}, {}]}, width=40)
     assert "[guide]" not in older and LEGEND not in older
+
+
+@needs_dictionary
+def test_the_product_s_guide_version_drops_a_cue_the_swap_made_untrue(tiny):
+    from conftest import make_rewriter, sampling
+
+    from rrt.modelling.rewriter import RewriteTask
+
+    lm, tok = tiny
+    source = {
+        **TACOS,
+        "steps": [
+            "Brown the ground beef in a skillet and drain off the fat.",
+            TACOS["steps"][1],
+        ],
+    }
+    for steps, floor in (
+        ("affected", "Brown the plant-based ground meat in a skillet."),
+        ("every", None),
+    ):
+        rewriter = make_rewriter(
+            "grounded_rule", lm, tok, 256, sampling(candidates=2, max_new_tokens=8), steps=steps
+        )
+        [record] = rewriter.rewrite([RewriteTask("t", ["vegan"], source, 5)])
+        if floor:
+            assert record["steps"][0]["candidates"][0]["text"] == floor
+            assert record["rewrite"]["steps"][1] == source["steps"][1]
+        else:
+            assert all(c.get("ended") != "guide" for c in record["steps"][0]["candidates"])

@@ -28,6 +28,7 @@ from rrt.modelling.prompts import (
 )
 from rrt.modelling.sampling import CandidateSampler, SamplingSettings
 from rrt.modelling.selection import StepContext, score_candidate, select_best, source_word_set
+from rrt.recipes.cook_notes import adapt_steps
 from rrt.recipes.foods import held_words
 from rrt.recipes.ingredients import ingredient_name, step_ingredients
 from rrt.recipes.paper_format import INST
@@ -396,6 +397,14 @@ class Rewriter:
             source_word_set(task.source),
         )
         state.guide_steps = rewritten["steps"]
+        if self.edit:
+            # The product's guide also changes the cues a swap makes untrue and adds its notes.
+            state.guide_steps = [
+                " ".join([step, *notes])
+                for step, notes in adapt_steps(
+                    task.source["steps"], rewritten["steps"], subs, task.constraints
+                )
+            ]
         state.rules = self.selection
         state.held = held_words(rewritten, task.source)
         guard = self._guard(task.constraints)

@@ -6,6 +6,8 @@ cannot infer any of this from their signatures.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel
 
 from rrt.config import load_settings
@@ -49,12 +51,13 @@ class CandidateOut(BaseModel):
 
 
 class StepOut(BaseModel):
-    """A step's source, chosen rewrite and candidates."""
+    """A step's source, chosen rewrite, candidates and whose version it is."""
 
     source: str | None
     rewrite: str
     chosen: int
     candidates: list[CandidateOut]
+    decision: Literal["kept", "guide", "model"] | None = None
     note: str | None = None
 
 

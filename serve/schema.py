@@ -218,6 +218,7 @@ def response(request: RewriteRequest, record: dict, model: dict, timings: dict) 
             "rewrite": entry["candidates"][entry["chosen"]]["text"],
             "chosen": entry["chosen"],
             "candidates": [{"text": c["text"], "scores": c["scores"]} for c in entry["candidates"]],
+            "decision": entry.get("decision"),
         }
         steps.append({**step, "note": entry["note"]} if entry.get("note") else step)
     return {

@@ -152,16 +152,17 @@ def step_context(state: RecipeState, n: int) -> StepContext:
 
 
 def scored_entry(
-    text: str, ctx: StepContext, source_step: int | None, note: str = "", decision: str = "guide"
+    text: str, ctx: StepContext, source_step: int | None, note: str = "", decision: str = ""
 ) -> dict:
     """A step written without sampling (kept, guide, retrieval, fallback), scored like any candidate;
-    `decision` says whose version it is (rrt.modelling.editing.DECISIONS)."""
+    a model rewriter's `decision` says whose version it is (rrt.modelling.editing.DECISIONS)."""
     entry = {
         "source_step": source_step,
         "candidates": [{"text": text, "scores": score_candidate(text, ctx)}],
         "chosen": 0,
-        "decision": decision,
     }
+    if decision:
+        entry["decision"] = decision
     return {**entry, "note": note} if note else entry
 
 
@@ -496,6 +497,7 @@ class Rewriter:
                     step_context(state, n),
                     n,
                     "source step longer than the block: rule-based rewrite",
+                    "guide",
                 )
             )
             self.stats["steps_fallback"] += 1

@@ -126,3 +126,20 @@ def test_a_step_without_a_cue_is_kept_word_for_word(step, subs):
     adapted, _ = adapt_step(step, step, records, ["vegan"])
     cued = any(re.search(c.pattern, step, re.IGNORECASE) for c in CUES)
     assert adapted == step or cued
+
+
+def test_a_note_waits_for_a_step_that_names_its_stand_in_and_reads_in_order():
+    from rrt.recipes.cook_notes import place_notes
+
+    steps = [
+        "Add the chicken bouillon, oregano and cumin; bring to a boil.",
+        "Rub the chicken with the olive oil and season with salt.",
+    ]
+    adapted = _adapted(["1 chicken bouillon cube", "1 lb chicken breasts"], steps, "vegetarian")
+    # The bouillon step names the swapped food's word, but not the tofu the note is about.
+    assert [notes for _, notes in adapted] == [[], ["Press the tofu for 15 minutes first."]]
+    step, notes = adapted[1]
+    assert place_notes(step, notes) == f"Press the tofu for 15 minutes first. {step}"
+    assert place_notes(
+        "Beat the flax eggs.", ["Let the flax eggs stand 5 minutes to thicken."]
+    ) == ("Beat the flax eggs. Let the flax eggs stand 5 minutes to thicken.")

@@ -28,7 +28,7 @@ from rrt.modelling.prompts import (
 )
 from rrt.modelling.sampling import CandidateSampler, SamplingSettings
 from rrt.modelling.selection import StepContext, score_candidate, select_best, source_word_set
-from rrt.recipes.cook_notes import adapt_steps
+from rrt.recipes.cook_notes import adapt_steps, place_notes
 from rrt.recipes.foods import held_words
 from rrt.recipes.ingredients import ingredient_name, step_ingredients
 from rrt.recipes.paper_format import INST
@@ -401,7 +401,7 @@ class Rewriter:
         if self.edit:
             # The product's guide also changes the cues a swap makes untrue and adds its notes.
             state.guide_steps = [
-                " ".join([step, *notes])
+                place_notes(step, notes)
                 for step, notes in adapt_steps(
                     task.source["steps"], rewritten["steps"], subs, task.constraints
                 )

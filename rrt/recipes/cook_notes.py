@@ -127,12 +127,22 @@ class Note:
 
     kind: str
     text: str
+    before: bool = False  # said before its step ("... first."), not after it
 
 
 NOTES = (
-    Note("tofu_for_meat", "Press the tofu for 15 minutes first."),
+    Note("tofu_for_meat", "Press the tofu for 15 minutes first.", before=True),
     Note("flax_egg", "Let the flax eggs stand 5 minutes to thicken."),
 )
+_BEFORE = frozenset(n.text for n in NOTES if n.before)
+
+
+def place_notes(step: str, notes: list[str]) -> str:
+    """A step with its notes as sentences of their own: a note of what to do first before it,
+    the others after it."""
+    before = [n for n in notes if n in _BEFORE]
+    return " ".join([*before, step, *(n for n in notes if n not in _BEFORE)])
+
 
 _COMPILED = tuple((cue, re.compile(cue.pattern, re.IGNORECASE)) for cue in CUES)
 
@@ -184,12 +194,15 @@ def adapt_step(
     calls for; notes in `said` are not said again, and those returned are added to it."""
     wanted = set(constraints)
     named: dict[str, bool] = {}
+    shown: set[str] = set()  # kinds whose stand-in the step names: a note is said there
     for sub in substitutions:
         original, replacement, constraint = _swap_words(sub)
         if constraint and wanted and constraint not in wanted:
             continue
         for kind, foods in swap_kinds(original, replacement).items():
-            here = bool(_STAND_INS[kind].search(guided_step) or _words(foods).search(source_step))
+            if _STAND_INS[kind].search(guided_step):
+                shown.add(kind)
+            here = kind in shown or bool(_words(foods).search(source_step))
             named[kind] = named.get(kind, False) or here
     step = guided_step
     for cue, pattern in _COMPILED:
@@ -197,7 +210,7 @@ def adapt_step(
             step = pattern.sub(cue.becomes, step)
     step = _tidy(step) if step != guided_step else step
     said = set() if said is None else said
-    notes = [n.text for n in NOTES if named.get(n.kind) and n.text not in said]
+    notes = [n.text for n in NOTES if n.kind in shown and n.text not in said]
     said.update(notes)
     return step, notes
 

@@ -328,6 +328,7 @@ def _judge_settings(args: argparse.Namespace) -> JudgeSettings:
             "recipes",
             "judges",
             "judges_per_item",
+            "majority",
             "seed",
             "host",
             "port",
@@ -522,6 +523,11 @@ def _judge_parser(subs) -> None:
         "--judges-per-item",
         type=int,
         help="judges per rating and pair (default: judge.judges_per_item)",
+    )
+    create.add_argument(
+        "--majority",
+        type=int,
+        help="judges who must agree on a head-to-head winner; fewer is a tie (default: judge.majority)",
     )
     create.add_argument(
         "--human-rewrites",

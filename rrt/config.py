@@ -463,7 +463,10 @@ def _problem(err: ValidationError) -> str:
         return f"setting {key} is missing"
     rules = list(dict.fromkeys(_rule(e) for e in errors if _key(e["loc"]) == key))
     rule = " or ".join(r.removeprefix("must be ") if i else r for i, r in enumerate(rules))
-    return f"{key}{'' if rule.startswith(':') else ' '}{rule} (got {first.get('input')!r})"
+    got = first.get("input")
+    # A check across a block's settings names them; the whole block as "got" says nothing more.
+    shown = "" if isinstance(got, dict) else f" (got {got!r})"
+    return f"{key}{'' if rule.startswith(':') else ' '}{rule}{shown}"
 
 
 def load_settings(

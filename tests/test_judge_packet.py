@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import sqlite3
 
@@ -412,3 +413,15 @@ def test_the_site_takes_step_marks_and_cookable_but_does_not_require_them(study)
     report = build_report(s)
     row = next(iter(report["step_marks"]["tables"]["by_system"].values()))
     assert row["steps"] == 1 and row["shares"]["no_sense"] == 1 and row["cookable"] == 0
+
+
+def test_a_two_reader_study_is_created_from_the_command_line_with_its_majority(tmp_path, capsys):
+    runs = write_runs(str(SAMPLE), str(tmp_path / "runs"), SYSTEMS)
+    folder = str(tmp_path / "study")
+    base = ["judge", "create", "--study", folder, "--rewrites", ",".join(runs[s] for s in SYSTEMS)]
+    two = ["--recipes", "4", "--judges", "2", "--judges-per-item", "2", "--human-rewrites", "0"]
+    # The config's majority (3) cannot be reached by two readers: a one-line error, nothing made.
+    assert rrt([*base, *two]) == 2 and not os.path.exists(os.path.join(folder, "create.json"))
+    assert "majority must be at most judges_per_item" in capsys.readouterr().err
+    assert rrt([*base, *two, "--majority", "2"]) == 0
+    assert Study(folder).meta()["majority"] == 2

@@ -276,13 +276,19 @@ def report_html(report: dict, markdown: str, chart: bytes | None) -> str:
     )
 
 
+def study_markdown(report: dict) -> str:
+    """report.md of a study's report: the paper's tables and, where readers marked steps, the step
+    marks and cookable section."""
+    marks = [marks_markdown(report["step_marks"])] if report.get("step_marks") else None
+    return report_markdown(report, marks)
+
+
 def write_report(study: Study, output: str) -> dict:
     """report.md, report.json, report.html and head_to_head.png in `output`; the report dict."""
     started = time.perf_counter()
     os.makedirs(output, exist_ok=True)
     report = build_report(study)
-    marks = [marks_markdown(report["step_marks"])] if report.get("step_marks") else None
-    markdown = report_markdown(report, marks)
+    markdown = study_markdown(report)
     chart = None
     if report["head_to_head"]:
         path = os.path.join(output, "head_to_head.png")

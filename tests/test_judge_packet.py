@@ -17,10 +17,9 @@ from conftest import SAMPLE
 from cli.main import main as rrt
 from judge.imports import import_file
 from judge.store import AnswerError, ImportRefused, Study
-from judge.study import build_report, create_study
+from judge.study import build_report, create_study, study_markdown
 from rrt.config import load_settings
-from rrt.evaluation.human import QUESTIONS, RUBRIC_VERSION, STEP_MARKS, alpha, report_markdown
-from rrt.evaluation.step_marks import marks_markdown
+from rrt.evaluation.human import QUESTIONS, RUBRIC_VERSION, STEP_MARKS, alpha
 from testing.rewrite_runs import write_runs
 
 SETTINGS = load_settings().judge
@@ -245,8 +244,7 @@ def test_packets_import_and_report_without_a_server(study, tmp_path, capsys):
     assert "## Step marks and cookable (rubric version 1)" in md and "Rubric version 1." in md
     assert "| guide | " in md and "| copy / " in md and "| step marks | " in md
     assert "Step marks and cookable" in (output / "report.html").read_text()
-    rebuilt = build_report(s)
-    assert md == report_markdown(rebuilt, [marks_markdown(rebuilt["step_marks"])])
+    assert md == study_markdown(build_report(s))
     # ... and the export carries them.
     assert rrt(["judge", "export", "--study", folder, "--output", str(tmp_path / "export")]) == 0
     exported = [

@@ -20,6 +20,7 @@ from judge.study import (
     extend_study,
     read_system,
     study_constraints,
+    study_markdown,
     write_report,
 )
 from rrt.config import JudgeSettings, load_settings
@@ -35,7 +36,6 @@ from rrt.evaluation.human import (
     mean_ci,
     pair_outcome,
     plan_tasks,
-    report_markdown,
     sample_items,
 )
 from testing.rewrite_runs import write_runs
@@ -365,9 +365,7 @@ def test_the_report_files_of_a_study(tmp_path, runs):
         h2h["items"] == 6 and h2h["pending"] == 0 and h2h["wins"] + h2h["ties"] + h2h["losses"] == 6
     )
     markdown = (tmp_path / "report" / "report.md").read_text()
-    assert (
-        "| guide | 5.00 ± 0.00 |" in markdown and report_markdown(build_report(study)) == markdown
-    )
+    assert "| guide | 5.00 ± 0.00 |" in markdown and study_markdown(build_report(study)) == markdown
     assert all(j["done"] == j["assigned"] for j in report["judges"].values())
 
 

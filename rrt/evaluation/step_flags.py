@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from rrt.corpus.cooking_actions import work_kinds
+from rrt.corpus.cooking_actions import same_job, work_kinds
 from rrt.evaluation.grounding import invented_foods, source_steps_of
 from rrt.modelling.editing import keeps_foods, leading_action, same_action
 from rrt.modelling.selection import StepContext, closeness
@@ -155,3 +155,60 @@ def record_flags(record: dict) -> list[set[str]]:
 def step_marks_predicted(record: dict) -> list[set[str]]:
     """Per rewritten step, the readers' marks its flags predict (empty: predicted OK)."""
     return [{FLAG_MARKS[f] for f in found} for found in record_flags(record)]
+
+
+# What each check is scored against: reader marks it should catch.
+TARGETS = {
+    "another_job or no_sense": frozenset({"another_job", "no_sense"}),
+    "another_job": frozenset({"another_job"}),
+    "no_sense": frozenset({"no_sense"}),
+    "unlisted_food": frozenset({"unlisted_food"}),
+    "breaks_constraint": frozenset({"breaks_constraint"}),
+}
+
+
+def record_checks(record: dict) -> list[dict[str, bool]]:
+    """Per rewritten step, each check's verdict (True: flagged): every flag, the readers' marks they
+    predict (`marks:<mark>`), and the older measures, `same_job` (False counts as flagged) and
+    `invented_food`."""
+    flags = record_flags(record)
+    steps = (record.get("rewrite") or {}).get("steps") or []
+    invented = invented_foods(record)
+    out = []
+    for n, (found, src) in enumerate(zip(flags, source_steps_of(record))):
+        checks = {f"flag:{name}": name in found for name in FLAG_MARKS}
+        predicted = {FLAG_MARKS[f] for f in found}
+        checks |= {f"marks:{t}": bool(predicted & wanted) for t, wanted in TARGETS.items()}
+        checks["same_job (older measure)"] = src is not None and not same_job(steps[n], src)
+        checks["invented_food (older measure)"] = bool(invented[n])
+        out.append(checks)
+    return out
+
+
+def flag_agreement(records: dict[tuple, dict], marks: list[dict]) -> dict:
+    """Each check against readers' step marks, counted over (step, reader) pairs: for each target
+    (TARGETS), recall (marked steps flagged), precision (flagged steps marked) and the share of
+    steps marked ok that are flagged. `records` by (system, recipe, constraint); `marks`: rows of
+    {system, recipe, constraint, step, judge, mark}."""
+    checks: dict[tuple, list[dict[str, bool]]] = {k: record_checks(r) for k, r in records.items()}
+    pairs = []
+    for row in marks:
+        found = checks.get((row["system"], row["recipe"], row["constraint"]))
+        if found is not None and row["step"] < len(found):
+            pairs.append((row["mark"], found[row["step"]]))
+    names = sorted({name for _, found in pairs for name in found})
+    table: dict[str, dict] = {}
+    for target, wanted in TARGETS.items():
+        for name in names:
+            hit = sum(1 for mark, f in pairs if mark in wanted and f[name])
+            marked = sum(1 for mark, _ in pairs if mark in wanted)
+            flagged = sum(1 for _, f in pairs if f[name])
+            ok = [f[name] for mark, f in pairs if mark == "ok"]
+            table.setdefault(target, {})[name] = {
+                "recall": round(hit / marked, 3) if marked else None,
+                "precision": round(hit / flagged, 3) if flagged else None,
+                "ok_flagged": round(sum(ok) / len(ok), 3) if ok else None,
+                "marked": marked,
+                "flagged": flagged,
+            }
+    return {"pairs": len(pairs), "targets": table}

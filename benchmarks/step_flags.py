@@ -1,0 +1,121 @@
+"""Step flags against readers: how well each automatic check finds the steps blind readers mark.
+
+    python benchmarks/step_flags.py --study out/study                       # a finished study
+    python benchmarks/step_flags.py --study out/study --write-labels data/reader_labels
+    python benchmarks/step_flags.py --labels data/reader_labels             # the stored set
+
+From a study whose readers marked each rewritten step (`rrt judge packet` / `import`, rubric
+version 1, docs/JUDGING.md) it takes every rewrite record rated and every step mark, optionally
+stores them as the labelled set (records.jsonl, marks.jsonl, rubric.json), and scores each check
+of rrt.evaluation.step_flags against the marks, over (step, reader) pairs: recall of the marked
+steps, precision, and the share of steps marked ok that a check flags. Nothing is fitted, so no
+fold is needed. Prints one JSON line per target and check, then the readers' agreement, and the
+ratio last: the flags' recall of "another job or no sense" over the older same-job measure's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def study_labels(folder: str) -> tuple[dict[tuple, dict], list[dict], dict]:
+    """A study's rated rewrite records by (system, recipe, constraint), its step marks and its
+    rubric (version, agreement on marks)."""
+    from judge.store import Study
+    from rrt.evaluation.human import RUBRIC_VERSION
+    from rrt.evaluation.rewrite_records import read_records
+    from rrt.evaluation.step_marks import mark_agreement, mark_rows
+
+    with open(os.path.join(folder, "create.json"), encoding="utf-8") as handle:
+        origins = json.load(handle)["origins"]
+    marks, cookable = mark_rows(Study(folder).judgments())
+    rated = {(m["system"], m["recipe"], m["constraint"]) for m in marks}
+    records = {}
+    for system, run in origins.items():
+        for record in read_records(os.path.join(run, "rewrites.jsonl")):
+            key = (system, record["id"], record["constraint"])
+            if key in rated:
+                records[key] = {**record, "system": system}
+    rubric = {"version": RUBRIC_VERSION, "agreement": mark_agreement(marks, cookable)}
+    return records, marks, rubric
+
+
+def write_labels(folder: str, records: dict, marks: list[dict], rubric: dict) -> None:
+    """The labelled set: records.jsonl, marks.jsonl and rubric.json in `folder`."""
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "records.jsonl"), "w", encoding="utf-8") as handle:
+        handle.writelines(
+            json.dumps(records[key], ensure_ascii=False, sort_keys=True) + "\n"
+            for key in sorted(records)
+        )
+    with open(os.path.join(folder, "marks.jsonl"), "w", encoding="utf-8") as handle:
+        handle.writelines(
+            json.dumps(row, sort_keys=True) + "\n"
+            for row in sorted(
+                marks, key=lambda m: (m["system"], m["recipe"], m["step"], m["judge"])
+            )
+        )
+    with open(os.path.join(folder, "rubric.json"), "w", encoding="utf-8") as handle:
+        json.dump(rubric, handle, indent=2, sort_keys=True)
+
+
+def read_labels(folder: str) -> tuple[dict[tuple, dict], list[dict], dict]:
+    """The labelled set `write_labels` stored."""
+    records = {}
+    with open(os.path.join(folder, "records.jsonl"), encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            records[(record["system"], record["id"], record["constraint"])] = record
+    with open(os.path.join(folder, "marks.jsonl"), encoding="utf-8") as handle:
+        marks = [json.loads(line) for line in handle if line.strip()]
+    with open(os.path.join(folder, "rubric.json"), encoding="utf-8") as handle:
+        return records, marks, json.load(handle)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Score every check against the readers' marks; print a JSON line each and the ratio last."""
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--study", help="a study folder whose readers marked steps")
+    source.add_argument("--labels", help="a labelled set folder (records.jsonl, marks.jsonl)")
+    parser.add_argument("--write-labels", help="store the study's labelled set in this folder")
+    args = parser.parse_args(argv)
+    from rrt.evaluation.step_flags import flag_agreement
+
+    if args.study:
+        records, marks, rubric = study_labels(args.study)
+        if args.write_labels:
+            write_labels(args.write_labels, records, marks, rubric)
+    else:
+        records, marks, rubric = read_labels(args.labels)
+    if not marks:
+        raise SystemExit("step_flags: error: no step marks in the study (import readers' answers)")
+    result = flag_agreement(records, marks)
+    for target, checks in result["targets"].items():
+        for name, row in checks.items():
+            print(json.dumps({"target": target, "check": name, **row}))
+    steps = len({(m["system"], m["recipe"], m["constraint"], m["step"]) for m in marks})
+    print(json.dumps({"labelled_steps": steps, "pairs": result["pairs"], **rubric}))
+    job = result["targets"]["another_job or no_sense"]
+    ours, older = (
+        job["marks:another_job or no_sense"]["recall"],
+        job["same_job (older measure)"]["recall"],
+    )
+    print(
+        json.dumps({"ratio_recall_flags_over_same_job": round(ours / older, 3) if older else None})
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -99,3 +99,43 @@ def test_the_guide_s_own_rewrite_raises_no_flag(constraint):
         "unlisted_food",
         "breaks_constraint",
     }
+
+
+def test_agreement_with_readers_counts_each_reader_s_mark_of_each_step():
+    from rrt.evaluation.step_flags import flag_agreement
+
+    record = tacos_rewrite(
+        [
+            "Brown the plant-based ground meat in a skillet.",
+            "Warm the taco shells in the oven at 350°F for a few minutes.",
+            "Melt the hard taco shells in a heavy pot.",
+        ]
+    )
+    key = ("product", "tacos", "vegan")
+    marks = [
+        {
+            "system": key[0],
+            "recipe": key[1],
+            "constraint": key[2],
+            "step": step,
+            "judge": j,
+            "mark": m,
+        }
+        for step, by in enumerate([("ok", "ok"), ("ok", "another_job"), ("no_sense", "no_sense")])
+        for j, m in zip(("a", "b"), by)
+    ]
+    result = flag_agreement({key: record}, marks)
+    assert result["pairs"] == 6
+    caught = result["targets"]["another_job or no_sense"]["marks:another_job or no_sense"]
+    # Three (step, reader) pairs are marked; the flags catch both readers' no_sense and miss the
+    # step one reader called another job; of the three ok pairs none is flagged.
+    assert caught == {
+        "recall": 0.667,
+        "precision": 1.0,
+        "ok_flagged": 0.0,
+        "marked": 3,
+        "flagged": 2,
+    }
+    # A step of another recipe or past the record's end is not counted.
+    stray = {**marks[0], "recipe": "other"}
+    assert flag_agreement({key: record}, [*marks, stray, {**marks[0], "step": 9}])["pairs"] == 6

@@ -232,6 +232,7 @@ def test_metrics_json_has_every_system_and_sensible_values(evaluated):
         "n_recipes",
         "invented_food_steps",
         "same_job",
+        "flagged_steps",
         "consistency",
         "title_consistency",
         "form_rules",

@@ -108,6 +108,13 @@ MEASURES = {
         1,
         "share of rewritten steps doing their source step's kind of work (oven, stovetop, mix...)",
     ),
+    "flagged_steps": Measure(
+        "flagged steps %",
+        "↓",
+        1,
+        "share of rewritten steps the step flags say do another job or make no sense "
+        "(rrt.evaluation.step_flags; measured against reader marks in benchmarks/RESULTS.md)",
+    ),
     "consistency": Measure(
         "consistent %",
         "↑",
@@ -163,7 +170,13 @@ MEASURES = {
     ),
 }
 PAPER_MEASURES = ("perplexity", "adherence", "rouge_l_recall", "trigram_diversity")
-GROUNDING_MEASURES = ("invented_food_steps", "same_job", "consistency", "title_consistency")
+GROUNDING_MEASURES = (
+    "invented_food_steps",
+    "same_job",
+    "flagged_steps",
+    "consistency",
+    "title_consistency",
+)
 DECISION_MEASURES = ("kept", "guide", "model")
 READER_MEASURES = ("overall", "steps_ok", "cookable", "head_to_head")
 DECISION_MEANINGS = {

@@ -331,3 +331,31 @@ def test_a_step_food_with_a_rule_of_its_own_is_no_part_of_the_line_s_food():
         "Brush with plant milk wash.",
         "Beat in the flax egg.",
     ]
+
+
+def test_roasts_ribs_and_a_misspelled_bouillon_get_a_stand_in_a_cook_can_buy():
+    # From a real birria recipe: the chuck roast passed unseen, the short ribs became "vegan short",
+    # the steps' "meat" became "vegan" and "chicken boullion" "tofu boullion".
+    recipe = Recipe(
+        "birria",
+        "Birria Tacos",
+        [
+            "4 lbs chuck roast (cut into 4 large chunks)",
+            "2 lbs short ribs (bone in)",
+            "3 tbsp chicken boullion",
+            "2 ribs celery",
+        ],
+        ["In a large pot add the meat and onion.", "Simmer until the meat is tender."],
+    )
+    result = substitute_recipe(recipe, "vegetarian").recipe
+    assert result.ingredients == [
+        "4 lbs seitan (cut into 4 large chunks)",
+        "2 lbs seitan (bone in)",
+        "3 tbsp vegetable bouillon",
+        "2 ribs celery",
+    ]
+    assert result.steps == [
+        "In a large pot add the seitan and onion.",
+        "Simmer until the seitan is tender.",
+    ]
+    assert tag_recipe(result, ["vegetarian"]).valid["vegetarian"]

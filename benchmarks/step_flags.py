@@ -18,10 +18,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import sys
+
+import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+
+def labelled_record(record: dict, system: str) -> dict:
+    """What the labelled set keeps of a rewrite record: the recipe, its rewrite and each step's
+    source step and decision (not the candidates)."""
+    steps = [
+        {k: e[k] for k in ("source_step", "decision") if k in e}
+        for e in record.get("steps") or []
+        if isinstance(e, dict)
+    ]
+    keep = ("id", "constraint", "constrained", "source", "rewrite")
+    return {**{k: record[k] for k in keep if k in record}, "system": system, "steps": steps}
 
 
 def study_labels(folder: str) -> tuple[dict[tuple, dict], list[dict], dict]:
@@ -41,7 +56,7 @@ def study_labels(folder: str) -> tuple[dict[tuple, dict], list[dict], dict]:
         for record in read_records(os.path.join(run, "rewrites.jsonl")):
             key = (system, record["id"], record["constraint"])
             if key in rated:
-                records[key] = {**record, "system": system}
+                records[key] = labelled_record(record, system)
     rubric = {"version": RUBRIC_VERSION, "agreement": mark_agreement(marks, cookable)}
     return records, marks, rubric
 
@@ -78,6 +93,86 @@ def read_labels(folder: str) -> tuple[dict[tuple, dict], list[dict], dict]:
         return records, marks, json.load(handle)
 
 
+FAULT_TARGET = frozenset({"another_job", "no_sense"})
+MAX_OK_FLAGGED = 0.10  # the share of steps readers mark ok that the model may flag
+
+
+def fault_rows(records: dict, marks: list[dict]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """One row per (step, reader) marked ok, another job or no sense: FAULT_FEATURES, whether the
+    mark is a fault, and the source recipe (the folds keep a recipe's rows together)."""
+    from rrt.evaluation.step_flags import fault_features
+
+    features = {key: fault_features(record) for key, record in records.items()}
+    rows, faults, groups = [], [], []
+    for m in marks:
+        found = features.get((m["system"], m["recipe"], m["constraint"]))
+        if found is None or m["step"] >= len(found) or m["mark"] not in FAULT_TARGET | {"ok"}:
+            continue
+        rows.append(found[m["step"]])
+        faults.append(float(m["mark"] in FAULT_TARGET))
+        groups.append(m["recipe"])
+    return np.asarray(rows, dtype=float), np.asarray(faults), groups
+
+
+def threshold_for(scores: np.ndarray, faults: np.ndarray) -> float:
+    """The lowest score threshold at which at most MAX_OK_FLAGGED of the ok rows are flagged."""
+    ok = np.sort(scores[faults == 0])[::-1]
+    allowed = int(MAX_OK_FLAGGED * len(ok))
+    return float(ok[allowed] + 1e-9) if allowed < len(ok) else 0.0
+
+
+def cross_validated(rows, faults, groups, seed: int, folds: int = 5) -> dict:
+    """Out-of-fold recall of faults, share of ok rows flagged and precision, folds by whole recipe."""
+    from rrt.corpus.alignment import fit_link_model
+    from rrt.evaluation.step_flags import fault_probability
+
+    recipes = sorted(set(groups))
+    random.Random(seed).shuffle(recipes)
+    fold_of = {r: i % folds for i, r in enumerate(recipes)}
+    flagged = np.zeros(len(faults), dtype=bool)
+    for fold in range(folds):
+        test = np.array([fold_of[g] == fold for g in groups])
+        weights = fit_link_model(rows[~test], faults[~test])
+        threshold = threshold_for(fault_probability(rows[~test], weights), faults[~test])
+        flagged[test] = fault_probability(rows[test], weights) >= threshold
+    hits = flagged & (faults == 1)
+    return {
+        "recall": hits.sum() / max(1, (faults == 1).sum()),
+        "ok_flagged": (flagged & (faults == 0)).sum() / max(1, (faults == 0).sum()),
+        "precision": hits.sum() / max(1, flagged.sum()),
+    }
+
+
+def fit_fault_model(records: dict, marks: list[dict], seeds=(13, 7, 1, 2, 3)) -> dict:
+    """The fault model's out-of-fold figures (mean and spread over fold seeds) and its weights and
+    threshold fitted on every row (written to rrt/data/step_fault_model.json)."""
+    from rrt.corpus.alignment import fit_link_model
+    from rrt.evaluation.step_flags import FAULT_FEATURES, FAULT_MODEL, fault_probability
+
+    rows, faults, groups = fault_rows(records, marks)
+    runs = [cross_validated(rows, faults, groups, seed) for seed in seeds]
+    summary = {
+        key: {
+            "mean": round(float(np.mean([r[key] for r in runs])), 3),
+            "spread": round(float(np.ptp([r[key] for r in runs])), 3),
+        }
+        for key in ("recall", "ok_flagged", "precision")
+    }
+    weights = fit_link_model(rows, faults)
+    model = {
+        "features": list(FAULT_FEATURES),
+        "weights": [round(float(w), 5) for w in weights],
+        "threshold": round(threshold_for(fault_probability(rows, weights), faults), 5),
+        "rows": len(faults),
+        "recipes": len(set(groups)),
+        "out_of_fold": summary,
+    }
+    with open(FAULT_MODEL, "w", encoding="utf-8") as handle:
+        json.dump(model, handle, indent=2)
+        handle.write("\n")
+    return model
+
+
 def main(argv: list[str] | None = None) -> int:
     """Score every check against the readers' marks; print a JSON line each and the ratio last."""
     parser = argparse.ArgumentParser(
@@ -89,6 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--study", help="a study folder whose readers marked steps")
     source.add_argument("--labels", help="a labelled set folder (records.jsonl, marks.jsonl)")
     parser.add_argument("--write-labels", help="store the study's labelled set in this folder")
+    parser.add_argument(
+        "--fit",
+        action="store_true",
+        help="refit the fault model (rrt/data/step_fault_model.json), folds by whole recipe",
+    )
     args = parser.parse_args(argv)
     from rrt.evaluation.step_flags import flag_agreement
 
@@ -100,6 +200,11 @@ def main(argv: list[str] | None = None) -> int:
         records, marks, rubric = read_labels(args.labels)
     if not marks:
         raise SystemExit("step_flags: error: no step marks in the study (import readers' answers)")
+    if args.fit:
+        model = fit_fault_model(records, marks)
+        print(
+            json.dumps({"fault_model": {k: model[k] for k in ("rows", "recipes", "out_of_fold")}})
+        )
     result = flag_agreement(records, marks)
     for target, checks in result["targets"].items():
         for name, row in checks.items():

@@ -139,3 +139,17 @@ def test_agreement_with_readers_counts_each_reader_s_mark_of_each_step():
     # A step of another recipe or past the record's end is not counted.
     stray = {**marks[0], "recipe": "other"}
     assert flag_agreement({key: record}, [*marks, stray, {**marks[0], "step": 9}])["pairs"] == 6
+
+
+def test_the_fault_model_flags_an_absurd_step_and_not_the_guide_s_version():
+    from rrt.evaluation.step_flags import FAULT_FEATURES, fault_features, faulty_steps
+
+    record = tacos_rewrite(
+        [
+            "Brown the plant-based ground meat in a skillet.",
+            TACOS["steps"][1],
+            "Melt the hard taco shells in a heavy pot.",
+        ]
+    )
+    assert all(len(row) == len(FAULT_FEATURES) for row in fault_features(record))
+    assert faulty_steps(record) == [False, False, True]

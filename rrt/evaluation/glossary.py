@@ -106,14 +106,16 @@ MEASURES = {
         "same job %",
         "↑",
         1,
-        "share of rewritten steps doing their source step's kind of work (oven, stovetop, mix...)",
+        "share of rewritten steps doing their source step's kind of work (oven, stovetop, mix...); "
+        "disagrees with readers: it calls many steps readers fault the same job",
     ),
     "flagged_steps": Measure(
         "flagged steps %",
         "↓",
         1,
-        "share of rewritten steps the step flags say do another job or make no sense "
-        "(rrt.evaluation.step_flags; measured against reader marks in benchmarks/RESULTS.md)",
+        "share of rewritten steps the fault model (rrt.evaluation.step_flags, fitted on reader "
+        "marks) says a reader would mark another job or no sense; it still misses about half of "
+        "the steps readers fault (benchmarks/RESULTS.md)",
     ),
     "consistency": Measure(
         "consistent %",

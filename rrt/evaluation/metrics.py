@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 
 from rrt.corpus.formats import no_source
 from rrt.evaluation.grounding import grounding_counts
-from rrt.evaluation.step_flags import step_marks_predicted
+from rrt.evaluation.step_flags import faulty_steps
 from rrt.modelling.editing import DECISIONS
 from rrt.modelling.selection import StepContext, disguised_foods, source_word_set
 from rrt.recipes.foods import FoodVocabulary, food_mentions
@@ -241,13 +241,11 @@ def recipe_measures(record: dict, vocabulary: FoodVocabulary, count_hidden: bool
         "empty": not steps,
         "rouge_l_recall": rouge_l_recall(steps, list(source.get("steps") or [])),
         **grounding_counts(record),
-        "flagged_steps": sum(bool(marks & FAULT_MARKS) for marks in step_marks_predicted(record)),
+        "flagged_steps": sum(faulty_steps(record)),
         "hidden_food_steps": hidden_food_steps(steps, source, constraint) if count_hidden else None,
     }
 
 
-# The reader marks a flagged step predicts: it does another job or makes no sense.
-FAULT_MARKS = frozenset({"another_job", "no_sense"})
 GROUNDING_KEYS = (
     "steps",
     "invented_steps",

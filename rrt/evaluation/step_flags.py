@@ -21,7 +21,12 @@ marks is measured on the labelled set (benchmarks/RESULTS.md, "Step flags agains
 
 from __future__ import annotations
 
+import functools
+import json
 import re
+from importlib import resources
+
+import numpy as np
 
 from rrt.corpus.cooking_actions import same_job, work_kinds
 from rrt.evaluation.grounding import invented_foods, source_steps_of
@@ -108,21 +113,27 @@ def _heat(step: str) -> frozenset[str]:
     return work_kinds(step) & HEATS
 
 
+def _guided_steps(source: dict, constraints: list[str]) -> list[str]:
+    recipe = Recipe(
+        "",
+        source.get("title", ""),
+        list(source.get("ingredients") or []),
+        list(source.get("steps") or []),
+    )
+    return substitute_recipe(recipe, constraints).recipe.steps
+
+
+def _same(text: str) -> str:
+    return " ".join(text.split())
+
+
 def record_flags(record: dict) -> list[set[str]]:
     """Per rewritten step of one rewrite record, the flags it raises (FLAG_MARKS)."""
     source = record.get("source") or {}
     rewrite = record.get("rewrite") or {}
     steps = list(rewrite.get("steps") or [])
     constraints = parse_constraints(record.get("constraint") or "")
-    guided = substitute_recipe(
-        Recipe(
-            "",
-            source.get("title", ""),
-            list(source.get("ingredients") or []),
-            list(source.get("steps") or []),
-        ),
-        constraints,
-    ).recipe.steps
+    guided = _guided_steps(source, constraints)
     by_source = dict(zip(source.get("steps") or [], guided))
     names = [ingredient_name(line) for line in rewrite.get("ingredients") or []]
     invented = invented_foods(record)
@@ -212,3 +223,73 @@ def flag_agreement(records: dict[tuple, dict], marks: list[dict]) -> dict:
                 "flagged": flagged,
             }
     return {"pairs": len(pairs), "targets": table}
+
+
+# ---- the fault model: the flags weighed into one calibrated score --------------------------
+
+FAULT_MODEL = str(resources.files("rrt").joinpath("data", "step_fault_model.json"))
+FAULT_FEATURES = (
+    "bias",
+    "another_action",
+    "lost_food",
+    "heat_changed",
+    "absurd_action",
+    "repeated",
+    "same_as_guide",
+    "closeness_to_guide",
+    "best_closeness",
+    "action_of_any_step",
+)
+
+
+def fault_features(record: dict) -> list[list[float]]:
+    """Per rewritten step, FAULT_FEATURES: the flags, whether it is the guide's version of its
+    source step, its closeness to that version and to the closest source step, and whether its
+    leading action is that of some source step (a step moved, not lost)."""
+    source = record.get("source") or {}
+    steps = list((record.get("rewrite") or {}).get("steps") or [])
+    constraints = parse_constraints(record.get("constraint") or "")
+    guided = _guided_steps(source, constraints)
+    by_source = dict(zip(source.get("steps") or [], guided))
+    actions = {leading_action(g) for g in guided}
+    rows = []
+    for step, src, found in zip(steps, source_steps_of(record), record_flags(record)):
+        guide = by_source.get(src, src) or ""
+        near = [closeness(g, StepContext([], step, [])) for g in guided if step.strip()] or [0.0]
+        rows.append(
+            [
+                1.0,
+                *(float(name in found) for name in FAULT_FEATURES[1:6]),
+                float(_same(step) == _same(guide)),
+                closeness(step, StepContext([], guide, [])) if guide.strip() else 0.0,
+                max(near),
+                float(any(same_action(leading_action(step), a) for a in actions)),
+            ]
+        )
+    return rows
+
+
+@functools.cache
+def load_fault_model(path: str = FAULT_MODEL) -> tuple[np.ndarray, float]:
+    """The fault model's weights (FAULT_FEATURES order) and its threshold (read once a process)."""
+    with open(path, encoding="utf-8") as handle:
+        model = json.load(handle)
+    if tuple(model["features"]) != FAULT_FEATURES:
+        raise ValueError(
+            f"{path} was fitted on other features; refit: benchmarks/step_flags.py --fit"
+        )
+    return np.array(model["weights"], dtype=float), float(model["threshold"])
+
+
+def fault_probability(rows: list[list[float]], weights: np.ndarray) -> np.ndarray:
+    """The fault model's probability that a reader marks each step another job or no sense."""
+    rows = np.asarray(rows, dtype=float)
+    if not rows.size:
+        return np.zeros(0)
+    return 1.0 / (1.0 + np.exp(-rows @ weights))
+
+
+def faulty_steps(record: dict) -> list[bool]:
+    """Per rewritten step, whether the fault model says a reader would mark it another job or no sense."""
+    weights, threshold = load_fault_model()
+    return [bool(p >= threshold) for p in fault_probability(fault_features(record), weights)]

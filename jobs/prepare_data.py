@@ -250,7 +250,14 @@ def settings_from(args: argparse.Namespace) -> PrepareRun:
     try:
         constraints = parse_constraints(config.data.constraints)
         paths = expand_inputs([i.strip() for i in inputs if i.strip()])
-        held_out = read_held_out(list(config.data.held_out))
+        # A list the project ships (the technique set) is found from any working folder.
+        project = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        held_out = read_held_out(
+            [
+                path if os.path.exists(path) or os.path.isabs(path) else os.path.join(project, path)
+                for path in config.data.held_out
+            ]
+        )
     except (ValueError, InputError) as err:
         raise JobError(str(err)) from None
     if not paths:

@@ -143,3 +143,12 @@ def test_a_note_waits_for_a_step_that_names_its_stand_in_and_reads_in_order():
     assert place_notes(
         "Beat the flax eggs.", ["Let the flax eggs stand 5 minutes to thicken."]
     ) == ("Beat the flax eggs. Let the flax eggs stand 5 minutes to thicken.")
+
+
+def test_flax_eggs_are_added_not_cracked():
+    steps = ["Crack the eggs into the mixture one at a time.", "Crack 3 eggs into a bowl."]
+    adapted = _adapted(["3 eggs", "1 cup flour"], steps, "egg-free")
+    assert [step for step, _ in adapted] == [
+        "Add the flax eggs into the mixture one at a time.",
+        "Add 3 flax eggs into a bowl.",
+    ]

@@ -235,3 +235,15 @@ def test_the_product_s_guide_version_drops_a_cue_the_swap_made_untrue(tiny):
             assert record["rewrite"]["steps"][1] == source["steps"][1]
         else:
             assert all(c.get("ended") != "guide" for c in record["steps"][0]["candidates"])
+
+
+@needs_dictionary
+def test_a_flaw_the_guide_inherits_from_the_source_step_is_no_reason_for_a_sample():
+    # No full stop in the user's step, so none in the guide's version: the user's own writing.
+    source = "Add flour to the egg mixture, add in melted butter"
+    guide = "Add flour to the flax egg mixture, add in melted butter"
+    sample = "Add the flour to the flax egg mixture and the melted butter."
+    ctx = StepContext(
+        ["egg-free"], source, ["flour", "flax egg", "melted butter"], source_word_set(TACOS)
+    )
+    assert choose_edit(guide, [sample], ctx)[::2] == (0, "guide")

@@ -8,7 +8,7 @@ A cook rewriting a recipe for a diet keeps it and edits what the diet touches. S
                      replaces it only when it passes every gate below, and the guide's version
                      fails one of the gates the sample passes (it still breaks the constraint,
                      hides a forbidden food, names a food the recipe lacks, or is no well-formed
-                     sentence); otherwise the guide's version stays
+                     sentence where its source step was one); otherwise the guide's version stays
 
 A sample's gates, in order: no violation, no disguised food, no invented food, well formed (the
 grounded rules of rrt.modelling.selection), and `keeps_step`: it starts with the guide's version's
@@ -147,12 +147,17 @@ def choose_edit(
         if text not in known:
             known[text] = edit_scores(text, guide_step, ctx)
     scores = [dict(known[text]) for text in texts]
+    # A flaw the guide's version only inherits from the source step (no capital, no full stop)
+    # is the user's own writing: no sample is chosen to repair it.
+    floor = dict(scores[0])
+    if floor["well_formed"] == 0.0 and not well_formed(ctx.source_step.strip(), ctx):
+        floor["well_formed"] = 1.0
     passing = [
         i
         for i in range(1, len(texts))
         if scores[i]["keeps_step"] == 1.0 and all(v == 1.0 for v in _gates(scores[i]))
     ]
-    if not passing or _gates(scores[0]) == (1.0,) * len(_GATES):
+    if not passing or _gates(floor) == (1.0,) * len(_GATES):
         return 0, scores, "guide"
     best = max(passing, key=lambda i: (scores[i]["total"], -i))
     return best, scores, "model"

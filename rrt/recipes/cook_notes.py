@@ -111,6 +111,8 @@ CUES = (
         r"until\s+(?:it\s+is\s+|they\s+are\s+)?cooked\s+through",
         "until heated through and browned",
     ),
+    # Flax eggs are mixed, not cracked: "Crack the eggs into the bowl" -> "Add the flax eggs ...".
+    Cue("flax_egg", r"\bcrack(?=\s+(?:in\s+)?(?:the\s+|\d+\s+)*flax\s+egg)", "add"),
     Cue(
         "tofu_for_fish",
         r"until\s+(?:crisp\s+and\s+flaky|flaky|opaque(?:\s+throughout)?|"

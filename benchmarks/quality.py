@@ -79,6 +79,9 @@ TARGETS = (
     ("invented_food_steps", PRODUCT + "+constrained", 2.0, "max"),
     ("same_job", PRODUCT, 80.0, "min"),
     ("title_consistency", PRODUCT, 100.0, "min"),
+    ("untouched_steps_kept", PRODUCT + "+constrained", 95.0, "min"),
+    ("changed_steps_same_action", PRODUCT + "+constrained", 85.0, "min"),
+    ("invented_food_steps", PRODUCT + "+constrained", 1.0, "max"),
 )
 
 
@@ -282,6 +285,33 @@ def finished(folder: str) -> bool:
     return bool(run.get("finished")) and counts.get("written", 0) + counts.get(
         "done_earlier", 0
     ) >= counts.get("recipes", 1)
+
+
+def edit_fidelity(folder: str) -> dict:
+    """How a run treats the steps the guide leaves alone and those it changes: % of untouched
+    steps whose rewrite recalls at least 90 of the guide's version (ROUGE-L), and % of changed
+    steps whose leading action is the source step's (or an equivalent)."""
+    from rrt.modelling.editing import leading_action, same_action, step_affected
+    from rrt.modelling.rewriter import guide_rewrite
+    from rrt.modelling.selection import StepContext, closeness
+    from rrt.recipes.tagger import parse_constraints
+
+    untouched, kept, changed, same = 0, 0, 0, 0
+    with open(os.path.join(folder, "rewrites.jsonl"), encoding="utf-8") as handle:
+        for record in map(json.loads, handle):
+            source = record["source"]
+            guide = guide_rewrite(source, parse_constraints(record["constraint"]))[0]["steps"]
+            for src, floor, new in zip(source["steps"], guide, record["rewrite"]["steps"]):
+                if step_affected(src, floor):
+                    changed += 1
+                    same += same_action(leading_action(new), leading_action(src))
+                else:
+                    untouched += 1
+                    kept += closeness(new, StepContext([], floor, [])) >= 0.9
+    return {
+        "untouched_steps_kept": round(100 * kept / untouched, 1) if untouched else None,
+        "changed_steps_same_action": round(100 * same / changed, 1) if changed else None,
+    }
 
 
 def examples(folder: str, count: int = 5) -> str:
@@ -507,6 +537,8 @@ def main(argv: list[str] | None = None) -> int:
             # evaluate.py's form rules (% of chosen steps) as the share the targets read.
             if label in metrics and metrics[label].get("form_rules") is not None:
                 metrics[label]["form_pass_share"] = round(metrics[label]["form_rules"] / 100, 4)
+            if label in metrics:
+                metrics[label].update(edit_fidelity(os.path.join(base, label)))
         per_seed[seed] = metrics
         with open(
             os.path.join(out, "examples.md" if seed == seeds[0] else f"examples_seed{seed}.md"),

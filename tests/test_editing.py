@@ -59,6 +59,7 @@ def test_a_step_the_guide_leaves_alone_is_untouched_and_any_change_affects_it(st
         ("Brown the ground beef in a skillet.", "brown"),
         ("In a large bowl, whisk the flour and sugar.", "whisk"),
         ("Once cool, slice and serve.", "slice"),
+        ("In a large bowl whisk the eggs.", "whisk"),
         ("Preheat the oven to 350°F.", "preheat"),
         ("", ""),
     ],

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 
+from rrt.corpus.cooking_actions import step_actions
 from rrt.modelling.selection import (
     StepContext,
     closeness,
@@ -82,7 +83,7 @@ def step_affected(source_step: str, guide_step: str) -> bool:
 
 def leading_action(step: str) -> str:
     """The step's first action word, lowercased ("" when none): its first word, or the first word
-    after an opening phrase's comma."""
+    after an opening phrase's comma, or without a comma the phrase's first word of cooking work."""
     clauses = step.strip().split(",", 1)
     words = _WORD.findall(clauses[0].lower())
     if words and words[0] not in _OPENERS:
@@ -90,7 +91,8 @@ def leading_action(step: str) -> str:
     if len(clauses) > 1:
         rest = _WORD.findall(clauses[1].lower())
         return rest[0] if rest else ""
-    return words[0] if words else ""
+    # "In a large bowl whisk the eggs": the first word that names a kind of cooking work.
+    return next((w for w in words[1:] if step_actions(w)), words[0] if words else "")
 
 
 def same_action(a: str, b: str) -> bool:

@@ -13,6 +13,8 @@ from rrt.recipes.cook_notes import CUES, NOTES, adapt_step, adapt_steps
 from rrt.recipes.substitutions import substitute_recipe
 from rrt.recipes.tagger import text_violations
 
+FLAX_NOTE = "Stir the ground flaxseed into the water and let it stand 5 minutes to thicken."
+
 
 def _adapted(lines, steps, constraint):
     guided = substitute_recipe(make_recipe(lines, steps), constraint)
@@ -80,7 +82,7 @@ def test_each_note_is_said_once_where_its_stand_in_is_named():
     adapted = _adapted(["4 chicken breasts", "2 eggs"], steps, "vegan")
     assert [notes for _, notes in adapted] == [
         ["Press the tofu for 15 minutes first."],
-        ["Let the flax eggs stand 5 minutes to thicken."],
+        [FLAX_NOTE],
         [],
         [],
     ]
@@ -91,7 +93,7 @@ def test_substitutions_may_come_as_records():
     record = {"original": "2 eggs", "replacement": "2 flax eggs (...)", "constraint": "vegan"}
     assert adapt_step("Beat the eggs.", "Beat the flax eggs.", [record], ["vegan"], said) == (
         "Beat the flax eggs.",
-        ["Let the flax eggs stand 5 minutes to thicken."],
+        [FLAX_NOTE],
     )
     assert adapt_step("Add the eggs.", "Add the flax eggs.", [record], ["vegan"], said)[1] == []
     # A swap made for another constraint is no swap of this rewrite.
@@ -140,9 +142,8 @@ def test_a_note_waits_for_a_step_that_names_its_stand_in_and_reads_in_order():
     assert [notes for _, notes in adapted] == [[], ["Press the tofu for 15 minutes first."]]
     step, notes = adapted[1]
     assert place_notes(step, notes) == f"Press the tofu for 15 minutes first. {step}"
-    assert place_notes(
-        "Beat the flax eggs.", ["Let the flax eggs stand 5 minutes to thicken."]
-    ) == ("Beat the flax eggs. Let the flax eggs stand 5 minutes to thicken.")
+    # A flax egg is made and thickened before the step that first uses it.
+    assert place_notes("Beat the flax eggs.", [FLAX_NOTE]) == f"{FLAX_NOTE} Beat the flax eggs."
 
 
 def test_flax_eggs_are_added_not_cracked():

@@ -134,7 +134,12 @@ class Note:
 
 NOTES = (
     Note("tofu_for_meat", "Press the tofu for 15 minutes first.", before=True),
-    Note("flax_egg", "Let the flax eggs stand 5 minutes to thicken."),
+    # Said before the step that first uses them: a flax egg is made and thickened before it goes in.
+    Note(
+        "flax_egg",
+        "Stir the ground flaxseed into the water and let it stand 5 minutes to thicken.",
+        before=True,
+    ),
 )
 _BEFORE = frozenset(n.text for n in NOTES if n.before)
 

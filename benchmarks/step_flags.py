@@ -1,7 +1,7 @@
 """Step flags against readers: how well each automatic check finds the steps blind readers mark.
 
     python benchmarks/step_flags.py --study out/study                       # a finished study
-    python benchmarks/step_flags.py --study out/study --write-labels data/reader_labels
+    python benchmarks/step_flags.py --study out/study,out/study2 --write-labels data/reader_labels
     python benchmarks/step_flags.py --labels data/reader_labels             # the stored set
 
 From a study whose readers marked each rewritten step (`rrt judge packet` / `import`, rubric
@@ -39,24 +39,29 @@ def labelled_record(record: dict, system: str) -> dict:
     return {**{k: record[k] for k in keep if k in record}, "system": system, "steps": steps}
 
 
-def study_labels(folder: str) -> tuple[dict[tuple, dict], list[dict], dict]:
-    """A study's rated rewrite records by (system, recipe, constraint), its step marks and its
-    rubric (version, agreement on marks)."""
+def study_labels(folders: list[str]) -> tuple[dict[tuple, dict], list[dict], dict]:
+    """The rated rewrite records of some studies by (system, recipe, constraint), their step marks
+    and the rubric (version, readers' agreement on marks). With several studies each system is
+    named `<study folder>:<system>`, so two studies of one recipe stay apart."""
     from judge.store import Study
     from rrt.evaluation.human import RUBRIC_VERSION
     from rrt.evaluation.rewrite_records import read_records
     from rrt.evaluation.step_marks import mark_agreement, mark_rows
 
-    with open(os.path.join(folder, "create.json"), encoding="utf-8") as handle:
-        origins = json.load(handle)["origins"]
-    marks, cookable = mark_rows(Study(folder).judgments())
-    rated = {(m["system"], m["recipe"], m["constraint"]) for m in marks}
-    records = {}
-    for system, run in origins.items():
-        for record in read_records(os.path.join(run, "rewrites.jsonl")):
-            key = (system, record["id"], record["constraint"])
-            if key in rated:
-                records[key] = labelled_record(record, system)
+    records, marks, cookable = {}, [], []
+    for folder in folders:
+        tag = f"{os.path.basename(os.path.normpath(folder))}:" if len(folders) > 1 else ""
+        with open(os.path.join(folder, "create.json"), encoding="utf-8") as handle:
+            origins = json.load(handle)["origins"]
+        found, answers = mark_rows(Study(folder).judgments())
+        marks += [{**m, "system": tag + m["system"]} for m in found]
+        cookable += [{**c, "system": tag + c["system"]} for c in answers]
+        rated = {(m["system"], m["recipe"], m["constraint"]) for m in found}
+        for system, run in origins.items():
+            for record in read_records(os.path.join(run, "rewrites.jsonl")):
+                if (system, record["id"], record["constraint"]) in rated:
+                    key = (tag + system, record["id"], record["constraint"])
+                    records[key] = labelled_record(record, tag + system)
     rubric = {"version": RUBRIC_VERSION, "agreement": mark_agreement(marks, cookable)}
     return records, marks, rubric
 
@@ -181,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--study", help="a study folder whose readers marked steps")
+    source.add_argument("--study", help="study folders whose readers marked steps (comma list)")
     source.add_argument("--labels", help="a labelled set folder (records.jsonl, marks.jsonl)")
     parser.add_argument("--write-labels", help="store the study's labelled set in this folder")
     parser.add_argument(
@@ -193,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     from rrt.evaluation.step_flags import flag_agreement
 
     if args.study:
-        records, marks, rubric = study_labels(args.study)
+        records, marks, rubric = study_labels([f for f in args.study.split(",") if f.strip()])
         if args.write_labels:
             write_labels(args.write_labels, records, marks, rubric)
     else:

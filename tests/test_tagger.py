@@ -381,3 +381,16 @@ def test_a_dish_a_step_says_is_bought_counts():
     assert [v.term for v in tag_recipe(recipe, ["nut-free"]).violations["nut-free"]] == ["pesto"]
     assert not tag_recipe(recipe, ["vegan"]).valid["vegan"]
     assert tag_recipe(recipe, ["vegetarian"]).valid["vegetarian"]
+
+
+def test_a_bare_comma_ends_no_list_of_foods_sharing_a_head():
+    # "golden brown" is a colour, and "adding more" no member: only the butter itself is dairy.
+    found = text_violations("Cook until golden brown, adding more butter", ["vegan"])
+    assert [v.term for v in found] == ["butter"]
+    assert {
+        v.term for v in text_violations("ranch, caesar or blue cheese dressing", ["vegan"])
+    } >= {
+        "ranch",
+        "caesar dressing",
+        "blue cheese dressing",
+    }

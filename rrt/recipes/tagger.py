@@ -102,6 +102,8 @@ _LIST_JOIN = re.compile(
     r"\s*(?:,\s*(?:(?:or|and)\s+)?|(?<!\d)/(?!\d)|&)\s*|\s+(?:or|and)\s+", re.IGNORECASE
 )
 _LIST_BREAK = re.compile(r"[.;:()!?\[\]]")
+# The join before a list's last member names it as one: "or", "and", "/" or "&", not a bare comma.
+_LIST_END = re.compile(r"\b(?:or|and)\b|/|&", re.IGNORECASE)
 LIST_ITEMS = 4  # members looked at before one head
 LIST_ITEM_WORDS = 3  # a longer stretch between joins is no list item
 _NEGATED = re.compile(
@@ -391,6 +393,8 @@ class _CategoryMatcher:
             joins = list(_LIST_JOIN.finditer(clause))[-LIST_ITEMS:]
             if not joins or len(clause[joins[-1].end() :].split()) > LIST_ITEM_WORDS:
                 continue
+            if not _LIST_END.search(joins[-1].group(0)):
+                continue  # a bare comma ends no list: "until golden brown, adding more butter"
             said = head.group(0).casefold()
             shared = self.shared.get(said)
             if shared is None:

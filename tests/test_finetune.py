@@ -387,8 +387,9 @@ def test_the_rewriter_rewrites_every_step(models, family):
     from rrt.modelling.rewriter import RewriteTask
 
     lm, tok = models[family]
+    # Every step sampled (the paper's setting), so both model families decode each one.
     records = make_rewriter(
-        "contextual", lm, tok, 256, sampling(candidates=2, max_new_tokens=8)
+        "contextual", lm, tok, 256, sampling(candidates=2, max_new_tokens=8), steps="every"
     ).rewrite([RewriteTask("a", ["vegan"], SOURCE, 5)])
     assert len(records[0]["steps"]) == len(records[0]["rewrite"]["steps"]) == 3
     assert all(len(entry["candidates"]) == 2 for entry in records[0]["steps"])

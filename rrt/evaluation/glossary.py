@@ -107,7 +107,7 @@ MEASURES = {
         "↑",
         1,
         "share of rewritten steps doing their source step's kind of work (oven, stovetop, mix...); "
-        "disagrees with readers: it calls many steps readers fault the same job",
+        "it disagrees with readers, who fault many steps it calls the same job",
     ),
     "flagged_steps": Measure(
         "flagged steps %",

@@ -114,13 +114,21 @@ def _heat(step: str) -> frozenset[str]:
 
 
 def _guided_steps(source: dict, constraints: list[str]) -> list[str]:
-    recipe = Recipe(
-        "",
-        source.get("title", ""),
-        list(source.get("ingredients") or []),
-        list(source.get("steps") or []),
+    return list(
+        _guided(
+            source.get("title", ""),
+            tuple(source.get("ingredients") or []),
+            tuple(source.get("steps") or []),
+            tuple(constraints),
+        )
     )
-    return substitute_recipe(recipe, constraints).recipe.steps
+
+
+@functools.lru_cache(maxsize=256)
+def _guided(title: str, ingredients: tuple, steps: tuple, constraints: tuple) -> tuple[str, ...]:
+    # A record's flags and its fault features both read the guide's steps: the guide runs once.
+    recipe = Recipe("", title, list(ingredients), list(steps))
+    return tuple(substitute_recipe(recipe, list(constraints)).recipe.steps)
 
 
 def _same(text: str) -> str:

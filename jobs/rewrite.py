@@ -61,6 +61,7 @@ from rrt.config import ConfigError, RaySettings, RewriteSettings, load_settings
 from rrt.corpus.bow import PAPER, load_bag
 from rrt.corpus.pairing import valid_column
 from rrt.evaluation.baselines import pick_retrieval
+from rrt.modelling.editing import DECISIONS
 from rrt.modelling.models import META_FILE, read_meta
 from rrt.modelling.rewriter import SYSTEMS
 from rrt.recipes.lexicon import CONSTRAINTS
@@ -486,6 +487,7 @@ def record_counts(row: dict) -> dict[str, int]:
             c.get("ended") == "guard" for e in row["steps"] for c in e["candidates"]
         ),
         "disguised_food_steps": sum(s.get("no_disguised_food") == 0.0 for s in chosen),
+        **{f"steps_{d}": sum(e.get("decision") == d for e in row["steps"]) for d in DECISIONS},
     }
 
 
@@ -537,6 +539,7 @@ def run(settings: RewriteRun, overwrite: bool, verbose: bool = False) -> dict:
         "guard_stops": 0,
         "disguised_food_steps": 0,
         "retrieval_fallbacks": 0,
+        **{f"steps_{d}": 0 for d in DECISIONS},
     }
     engine: dict = {}  # the model actors' rounds, seconds and static-cache counts (ENGINE_COUNTS), summed
     actors: set = set()  # the model actors that rewrote (a run that left one idle wasted its share)
@@ -640,11 +643,17 @@ def summary(manifest: dict, constrained: bool, output: str) -> str:
         if constrained
         else ""
     )
+    decided = (
+        f"; steps kept {counts['steps_kept']}, the guide's {counts['steps_guide']}, "
+        f"the model's {counts['steps_model']}"
+        if any(counts[f"steps_{d}"] for d in DECISIONS)
+        else ""
+    )
     return (
         f"rewrite: {counts['written']} recipes written ({counts['done_earlier']} done earlier), "
         f"{counts['steps']} steps{rate}{actors}; {counts['steps_fallback']} steps by the guide (too long), "
         f"{counts['empty_steps']} empty steps, {counts['disguised_food_steps']} with a forbidden food inside a "
-        f"non-word{taken_back}; {output}/{REWRITES}"
+        f"non-word{taken_back}{decided}; {output}/{REWRITES}"
     )
 
 

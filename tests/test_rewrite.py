@@ -170,6 +170,9 @@ def test_every_sampled_recipe_is_rewritten_step_by_step_with_scored_candidates(c
     assert noted < run["counts"]["steps"] / 4
     assert run["counts"]["written"] == 10 - len(before) and run["steps_per_s"] > 0
     assert run["counts"]["steps"] == sum(len(r["rewrite"]["steps"]) for r in ours)
+    # Each step says whose version it is, and the run counts them (the product's default).
+    decided = sum(run["counts"][f"steps_{d}"] for d in ("kept", "guide", "model"))
+    assert decided == run["counts"]["steps"] and run["counts"]["steps_kept"] > 0
     # The engine's rounds (one step of every recipe in flight each) and where its time went.
     assert run["engine"]["rounds"] >= max((len(r["source"]["steps"]) for r in ours), default=0)
     assert run["engine"]["sampling_s"] > 0 and set(run["engine"]) == {

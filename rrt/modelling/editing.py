@@ -13,9 +13,11 @@ A cook rewriting a recipe for a diet keeps it and edits what the diet touches. S
 A sample's gates, in order: no violation, no disguised food, no invented food, well formed (the
 grounded rules of rrt.modelling.selection), and `keeps_step`: it starts with the guide's version's
 leading action (or an equivalent in ACTION_EQUIVALENTS), names every ingredient and every allowed
-food that version names, and recalls at least KEEP_RECALL of its words (ROUGE-L). So the guide is the floor: the product is never
-worse than Rule-Based on a step by these rules, and the model earns a step only where it repairs the
-guide's. Each step's entry records its `decision`: kept, guide or model (DECISIONS).
+food that version names, and recalls at least KEEP_RECALL of its words (ROUGE-L). So the guide is
+the floor: by these rules the product is never worse than the guide on a step, and the model earns
+a step only where it repairs the guide's. The product's guide also changes the cues a swap makes
+untrue and adds its notes (rrt.recipes.cook_notes). Each step's entry records its `decision`:
+kept, guide or model (DECISIONS).
 """
 
 from __future__ import annotations

@@ -643,10 +643,12 @@ def summary(manifest: dict, constrained: bool, output: str) -> str:
         if constrained
         else ""
     )
+    # A run.json written before decisions were counted has none.
+    decisions = {d: counts.get(f"steps_{d}", 0) for d in DECISIONS}
     decided = (
-        f"; steps kept {counts['steps_kept']}, the guide's {counts['steps_guide']}, "
-        f"the model's {counts['steps_model']}"
-        if any(counts[f"steps_{d}"] for d in DECISIONS)
+        f"; steps kept {decisions['kept']}, the guide's {decisions['guide']}, "
+        f"the model's {decisions['model']}"
+        if any(decisions.values())
         else ""
     )
     return (

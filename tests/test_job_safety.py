@@ -367,6 +367,12 @@ def test_a_resumed_rewrite_with_nothing_left_prints_no_empty_rate():
         line.startswith("rewrite: 0 recipes written (9 done earlier), 0 steps; ")
         and "None" not in line
     )
+    # Counts from a run before decisions were counted say none; a run with them says them.
+    assert "steps kept" not in line
+    decided = {**counts, "steps": 3, "steps_kept": 1, "steps_guide": 2, "steps_model": 0}
+    assert "steps kept 1, the guide's 2, the model's 0" in summary(
+        {"counts": decided, "steps_per_s": 1.0, "actors_used": 1, "engine": {}}, False, "out/rw"
+    )
     busy = summary(
         {
             "counts": {**counts, "written": 9, "done_earlier": 0, "steps": 36},

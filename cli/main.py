@@ -33,6 +33,7 @@ from tqdm import tqdm
 from rrt import __version__
 from rrt.corpus.bow import build_bags, recipe_words, write_bags
 from rrt.evaluation.side_by_side import read_rewrites, side_by_side
+from rrt.recipes.clean import visible_controls
 from rrt.recipes.ingredients import recipe_ingredients
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.loaders import (
@@ -66,6 +67,8 @@ STDIN_NOTE = (
 )
 # Rejects after which the reader may have named no recipe input at all.
 NOT_RECIPES = ("not_a_recipe", "unreadable_file")
+# JSON may hold DEL and the C1 controls raw; escaped, a line means the same and a terminal shows it.
+_JSON_CONTROLS = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}
 
 
 class CliError(Exception):
@@ -103,25 +106,34 @@ def _open_rejects(args: argparse.Namespace, report: LoadReport):
     return handle
 
 
+def _say(text: str, file=None) -> None:
+    """Print text that came from a file; on a terminal its control characters are shown, not obeyed."""
+    file = file or sys.stdout
+    print(visible_controls(text) if file.isatty() else text, file=file)
+
+
 def _warn_file_level(item: Reject) -> None:
     if item.reason in INPUT_REASONS:
-        print(f"rrt: warning: {item.detail}", file=sys.stderr)
+        _say(f"rrt: warning: {item.detail}", sys.stderr)
 
 
 def _warn_duplicates(report: LoadReport) -> None:
     """One line for every recipe id read twice, with the first such record."""
     count, first = report.rejected["duplicate_id"], report.first.get("duplicate_id")
     if count and first is not None:
-        print(
+        _say(
             f"rrt: warning: {count} {'recipes repeat' if count > 1 else 'recipe repeats'} an id read before "
             f"(the first is kept, each later one is a duplicate_id reject), first {first.record_id!r} "
             f"at {first.location}",
-            file=sys.stderr,
+            sys.stderr,
         )
 
 
 def _emit(row: dict) -> None:
-    sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+    line = json.dumps(row, ensure_ascii=False)
+    if not line.isascii():
+        line = line.translate(_JSON_CONTROLS)
+    sys.stdout.write(line + "\n")
 
 
 def _constraints(args: argparse.Namespace) -> list[str]:
@@ -225,8 +237,8 @@ def cmd_align(args: argparse.Namespace) -> None:
             [(source.steps, target.steps)], alignment.vocab_size, alignment.em_iterations
         )
     scores, loglik = link_scores({"steps": source.steps}, {"steps": target.steps}, table, settings)
-    print(f"{source.title}  ->  {target.title}   (per-word log-likelihood {loglik:.3f})")
-    print(alignment_table(source.steps, target.steps, scores))
+    _say(f"{source.title}  ->  {target.title}   (per-word log-likelihood {loglik:.3f})")
+    _say(alignment_table(source.steps, target.steps, scores))
     # Reading cleans each method as prepare_data does: the lines that are not steps stay out of the
     # alignment, and are shown so nothing of the recipe goes missing unseen.
     for side, recipe in (("s", source), ("t", target)):
@@ -239,7 +251,7 @@ def cmd_align(args: argparse.Namespace) -> None:
                     if line["before"] < len(recipe.steps)
                     else "after the last step"
                 )
-                print(f"  [{line['kind']}] {at}: {line['text']}")
+                _say(f"  [{line['kind']}] {at}: {line['text']}")
     print("\nkept links (source step -> target steps @ scores):")
     for link in kept_links(scores, settings.link_threshold, settings.max_fanout):
         print(
@@ -280,7 +292,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise CliError(f"cannot read rewrites from {args.rewrites}: {err}") from None
     if not shown:
         raise CliError(f"{args.rewrites} holds no rewritten recipe")
-    print("\n\n".join(shown))
+    _say("\n\n".join(shown))
     return 0
 
 
@@ -361,7 +373,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
             if not folders:
                 raise CliError("--rewrites names no folder")
             out = studies.create_study(folder, folders, settings, settings.best)
-            print(
+            _say(
                 f"rrt judge: study in {folder}: {out['recipes']} recipes ({', '.join(f'{c} {n}' for c, n in out['per_constraint'].items())}), "
                 f"systems {', '.join(out['systems'])} (best: {out['best']}), {out['assignments']} assignments "
                 f"to {out['judges']} judges, seed {out['seed']}; {folder}/create.json"
@@ -380,7 +392,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
                 if out["missing"]
                 else ""
             )
-            print(
+            _say(
                 f"rrt judge: added {out['system']} on {out['items']} recipes{missing}: {out['assignments']} "
                 f"new assignments"
             )
@@ -409,7 +421,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
             output = args.output or os.path.join(folder, "report")
             report = studies.write_report(Study(folder), output)
             with open(os.path.join(output, "report.md"), encoding="utf-8") as handle:
-                print(handle.read(), end="")
+                _say(handle.read().removesuffix("\n"))
             print(
                 f"rrt judge: report.md, report.json, report.html{', head_to_head.png' if report['head_to_head'] else ''}"
                 f" in {output}"
@@ -438,7 +450,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
                 out = import_file(Study(folder), args.answers, args.judge, settings.max_chars)
             except ImportRefused as err:
                 for row, reason in err.errors:
-                    print(f"rrt judge: {args.answers} row {row}: {reason}", file=sys.stderr)
+                    _say(f"rrt judge: {args.answers} row {row}: {reason}", sys.stderr)
                 raise CliError(f"{args.answers}: {err}") from None
             print(
                 f"rrt judge: {args.answers}: {out['stored']} tasks stored, {out['already']} already "
@@ -752,13 +764,13 @@ def main(argv: list[str] | None = None) -> int:
         handle = _open_rejects(args, report)
         args.func(args, _recipes(args, report))
     except (CliError, InputError) as err:
-        print(f"rrt: error: {err}", file=sys.stderr)
+        _say(f"rrt: error: {err}", sys.stderr)
         return 2
     except OSError as err:
         if isinstance(err, BrokenPipeError):
             sys.stderr.close()  # reader went away (| head): not an error
             return 0
-        print(f"rrt: error: {err}", file=sys.stderr)
+        _say(f"rrt: error: {err}", sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("rrt: interrupted", file=sys.stderr)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import subprocess
 import sys
 
@@ -131,6 +133,53 @@ def test_show_of_a_missing_or_empty_run_is_one_error_line(tmp_path):
             and len(out.stderr.splitlines()) == 1
         )
         assert "Traceback" not in out.stderr
+
+
+class Terminal(io.StringIO):
+    """An output stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+# C0 and C1 controls but tab and newline: what a terminal would obey.
+RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def test_show_escapes_a_run_files_controls_on_a_terminal_and_keeps_them_in_a_pipe(
+    tmp_path, monkeypatch, capsys
+):
+    from cli import main as cli
+
+    title = "Soup\x1b]0;owned\x07 \x9b2J"
+    record = _rewrite_record(title, ["Warm the milk.\x1b[2J", "Serve."], ["Warm it.", "Serve."])
+    run = tmp_path / "rewrites.jsonl"
+    run.write_text(json.dumps(record) + "\n")
+    assert cli.main(["show", str(run)]) == 0
+    assert "Soup\x1b]0;owned\x07" in capsys.readouterr().out  # piped: the text as the file has it
+    screen, errors = Terminal(), Terminal()
+    monkeypatch.setattr(sys, "stdout", screen)
+    monkeypatch.setattr(sys, "stderr", errors)
+    assert cli.main(["show", str(run)]) == 0
+    shown = screen.getvalue()
+    assert not RAW_CONTROL.search(shown) and "Soup\\x1b]0;owned\\x07 \\x9b2J" in shown
+    # An error line that quotes a path is escaped too.
+    assert cli.main(["show", str(tmp_path / "gone\x1b[2J")]) == 2
+    assert not RAW_CONTROL.search(errors.getvalue()) and "gone\\x1b[2J" in errors.getvalue()
+
+
+def test_json_lines_escape_the_controls_json_leaves_raw(tmp_path, capsys):
+    from cli import main as cli
+
+    steps = ["Warm the milk.", "Serve it."]
+    recipe = {"id": "r\x9b1", "title": "Soup", "ingredients": ["1 cup milk"], "steps": steps}
+    recipe["tags"] = ["a\x9b\x7f"]
+    (tmp_path / "r.jsonl").write_text(json.dumps(recipe) + "\n")
+    assert cli.main(["convert", str(tmp_path / "r.jsonl")]) == 0
+    line = capsys.readouterr().out
+    assert not RAW_CONTROL.search(line)
+    row = json.loads(line)
+    assert row["id"] == "r\x9b1" and row["metadata"]["tags"] == ["a\x9b\x7f"]
 
 
 def rrt_in(stdin: str, *args: str) -> subprocess.CompletedProcess:

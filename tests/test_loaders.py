@@ -166,6 +166,22 @@ def test_cleaning_fixes_mojibake_html_and_whitespace():
     assert clean_text("Add 1&frac12; cups") == "Add 1½ cups"
 
 
+CONTROLS = st.characters(codec="utf-8", categories=["Cc"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=8), CONTROLS, st.sampled_from(["\x1b]0;", "&#x9b;"]))))
+def test_cleaned_text_holds_no_control_character(parts):
+    # An ASCII line kept its escapes before: a terminal showing it would obey them.
+    text = clean_text("".join(parts))
+    assert not any(0 <= ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in text), repr(text)
+
+
+def test_cleaning_drops_a_terminal_escape_whole_from_any_line():
+    assert clean_text("Stir \x1b[31mwell\x1b[0m.\x07") == clean_text("Stir well.")
+    assert clean_text("Café \x1b[31mau lait\x1b[0m") == "Café au lait"
+
+
 @pytest.mark.parametrize(
     "record,reason",
     [

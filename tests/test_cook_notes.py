@@ -153,3 +153,114 @@ def test_flax_eggs_are_added_not_cracked():
         "Add the flax eggs into the mixture one at a time.",
         "Add 3 flax eggs into a bowl.",
     ]
+
+
+@pytest.mark.parametrize(
+    "lines,step,constraint,expected",
+    [
+        # Shrimp for chicken is cooked through, for tofu golden: neither turns pink and opaque.
+        (
+            ["1 lb shrimp"],
+            "Cook until the shrimp are pink and opaque in the center (about 3 minutes).",
+            "fish-free",
+            "Cook until cooked through (about 3 minutes).",
+        ),
+        (
+            ["1 lb shrimp"],
+            "Cook until the shrimp are pink and opaque in the center (about 3 minutes).",
+            "vegetarian",
+            "Cook until golden (about 3 minutes).",
+        ),
+        (
+            ["1 lb salmon"],
+            "Roast for 15 minutes, or until the salmon easily flakes apart with a fork.",
+            "fish-free",
+            "Roast for 15 minutes, or until cooked through.",
+        ),
+        # Plant stand-ins have no bones or skin.
+        (
+            ["2 lb beef chuck"],
+            "Remove the meat from the broth and cut into chunks. Remove any bones.",
+            "vegetarian",
+            "Remove the seitan from the broth and cut into chunks.",
+        ),
+        (
+            ["1 can salmon"],
+            "Drain the salmon well and if desired, remove any skin and bones from the salmon.",
+            "vegan",
+            "Drain the tofu well.",
+        ),
+        # Juice does not burn: the flambé and its gas-stove warning go.
+        (
+            ["1/4 cup cognac"],
+            (
+                "Turn off the heat if using a gas stove. Carefully pour in the Cognac and ignite with a "
+                "long lighter to burn off the alcohol (optional, but fun!). Once the flame subsides, "
+                "return the pan to the heat."
+            ),
+            "alcohol-free",
+            "Carefully pour in the apple juice. After a minute, return the pan to the heat.",
+        ),
+        # Agar sets only once it has boiled.
+        (
+            ["1 tbsp gelatin"],
+            "Gently warm the liquid over low heat until the gelatin dissolves.",
+            "vegetarian",
+            "Bring the liquid to a boil and simmer 2 minutes, stirring, until the agar dissolves.",
+        ),
+        # Aquafaba holds peaks later than egg whites.
+        (
+            ["4 egg whites"],
+            "Beat the egg whites to soft peaks, about 1-2 minutes on medium-high speed.",
+            "egg-free",
+            "Beat the aquafaba to soft peaks, about 5 to 10 minutes on medium-high speed.",
+        ),
+        # An egg and yolks become one count of flax eggs.
+        (
+            ["1 egg", "5 egg yolks"],
+            "Whisk the lemon juice, 1 egg, 5 yolks and salt until smooth.",
+            "egg-free",
+            "Whisk the lemon juice, 6 flax eggs and salt until smooth.",
+        ),
+    ],
+)
+def test_cues_a_swap_makes_untrue_are_rewritten(lines, step, constraint, expected):
+    [(adapted, _)] = _adapted(lines, [step], constraint)
+    assert adapted == expected
+    assert not text_violations(adapted, [constraint])
+
+
+def test_flax_eggs_are_made_not_separated():
+    steps = [
+        "Separate the egg yolks and whites into two bowls. Set yolks aside.",
+        "Make sure there are no yolk specks in the egg whites, and make sure the bowl is clean.",
+    ]
+    adapted = _adapted(["4 eggs"], steps, "egg-free")
+    assert adapted[0][0].startswith("Make the flax eggs.")
+    assert "specks" not in adapted[1][0] and adapted[1][0].startswith("Make sure the bowl")
+
+
+def test_a_cue_never_empties_a_step():
+    steps = ["Skim: remove any bones."]
+    [(adapted, _)] = _adapted(["2 lb beef"], steps, "vegetarian")
+    assert (
+        adapted
+        == substitute_recipe(make_recipe(["2 lb beef"], steps), "vegetarian").recipe.steps[0]
+    )
+
+
+def test_aquafaba_note_only_where_a_step_whips_without_a_time():
+    steps = ["Whip the egg whites to stiff peaks.", "Fold in the egg whites."]
+    adapted = _adapted(["3 egg whites"], steps, "egg-free")
+    assert [notes for _, notes in adapted] == [
+        ["Aquafaba whips more slowly than egg whites: beat it 5 to 10 minutes for stiff peaks."],
+        [],
+    ]
+
+
+def test_half_and_half_written_with_an_ampersand_is_dairy():
+    assert text_violations("Then add 1 cup half & half.", ["dairy-free"])
+    guided = substitute_recipe(
+        make_recipe(["1 cup half & half"], ["Add the half & half."]), "vegan"
+    )
+    assert guided.recipe.steps == ["Add the oat cream."]

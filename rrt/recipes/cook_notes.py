@@ -1,8 +1,9 @@
 """Cues and method notes that follow from a swap: what a cook changes in a step besides the food.
 
 The guide swaps foods; a cook also changes what the swap makes untrue. Plant-based meat leaves no
-fat to drain and is never pink; tofu in place of fish turns golden, not flaky; tofu in place of
-meat is pressed first; flax eggs stand to thicken. Each rule is a row of a table: the kind of
+fat to drain, is never pink and has no bones; tofu in place of fish turns golden, not flaky, and
+chicken is cooked through; tofu is pressed first; flax eggs are made, not separated, and stand to
+thicken; aquafaba whips more slowly than egg whites; agar must boil; juice does not flambé. Each rule is a row of a table: the kind of
 swap it follows (`SWAP_KINDS`, told from the swapped food's category and its stand-in's words), a
 pattern in the step, and what the pattern becomes; notes are rows too, said once a recipe:
 
@@ -13,19 +14,24 @@ pattern in the step, and what the pattern becomes; notes are rows too, said once
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from rrt.recipes.substitutions import Substitution
 from rrt.recipes.tagger import scan_text
 
+# Stand-ins that are no pieces of meat: a broth or a fat has no fat to drain nor pink to lose.
+NOT_PIECES = ("broth", "stock", "bouillon", "oil", "shortening", "smoked tofu")
+
 
 @dataclass(frozen=True)
 class SwapKind:
-    """A kind of swap: the food category it replaces and words one of which its stand-in holds."""
+    """A kind of swap: the food category it replaces, words one of which its stand-in holds, and
+    words none of which it may hold."""
 
     category: str
     stand_in_words: tuple[str, ...]
+    not_words: tuple[str, ...] = NOT_PIECES
 
 
 PLANT_WORDS = (
@@ -45,10 +51,29 @@ SWAP_KINDS = {
     "plant_meat": SwapKind("meat", PLANT_WORDS),
     "tofu_for_meat": SwapKind("meat", ("tofu",)),
     "tofu_for_fish": SwapKind("fish", ("tofu",)),
+    "plant_for_fish": SwapKind("fish", PLANT_WORDS + ("chickpeas", "hearts of palm")),
+    "chicken_for_fish": SwapKind("fish", ("chicken", "turkey")),
     "flax_egg": SwapKind("egg", ("flax egg", "flax eggs")),
+    "aquafaba": SwapKind("egg", ("aquafaba",)),
+    "agar": SwapKind("gelatin", ("agar",)),
+    # Any stand-in of a spirit or wine: juice, broth or extract neither burns nor cooks off.
+    "no_alcohol": SwapKind(
+        "alcohol",
+        (
+            "juice",
+            "broth",
+            "stock",
+            "extract",
+            "water",
+            "vinegar",
+            "non-alcoholic",
+            "syrup",
+            "espresso",
+            "cider",
+        ),
+        (),
+    ),
 }
-# Stand-ins that are no pieces of meat: a broth or a fat has no fat to drain nor pink to lose.
-NOT_PIECES = ("broth", "stock", "bouillon", "oil", "shortening", "smoked tofu")
 
 
 @dataclass(frozen=True)
@@ -59,11 +84,36 @@ class Cue:
 
     kind: str
     pattern: str
-    becomes: str
+    becomes: str | Callable[[re.Match], str]
     anywhere: bool = False
 
 
 _FAT = r"(?:off\s+|away\s+)?(?:any\s+|the\s+|all\s+|excess\s+|the\s+excess\s+)?(?:fat|grease|drippings)"
+# "until the shrimp are pink and opaque in the center", "until the fish flakes easily with a fork"
+_FISH_DONE = (
+    r"until\s+(?:(?:it|they|the\s+[\w-]+(?:\s+[\w-]+)?)\s+(?:is|are)\s+)?"
+    r"(?:crisp\s+and\s+flaky|flaky|pink\s+and\s+opaque|opaque|pink)"
+    r"(?:\s+(?:in\s+the\s+(?:center|centre|middle)|throughout|all\s+the\s+way\s+through))?"
+    r"|until\s+(?:it|they|the\s+[\w-]+(?:\s+[\w-]+)?)\s+(?:easily\s+)?flakes?"
+    r"(?:\s+apart)?(?:\s+easily)?(?:\s+with\s+a\s+fork)?"
+)
+# A clause or sentence that takes out bones or skin: "and if desired, remove any skin and bones".
+_BONES = (
+    r"\s*(?:,\s*)?(?:and\s+)?(?:if\s+desired,?\s*)?remove\s+(?:any\s+|the\s+)?"
+    r"(?:skin\s+and\s+bones|bones\s+and\s+skin|bones|skin)(?:\s+from\s+the\s+[\w-]+)?"
+    r"(?=\s*[.!,;])"
+)
+# "and ignite with a long lighter to burn off the apple juice (optional, but fun!)"
+_FLAME = (
+    r"\s*(?:,\s*)?(?:and\s+|then\s+)?(?:carefully\s+)?(?:ignite|light|flambe|flambé|set\s+alight)\b"
+    r"[^.!?()]*(?:\([^)]*\))?"
+)
+
+
+def _add_counts(match: re.Match) -> str:
+    return f"{int(match.group(1)) + int(match.group(2))} flax eggs"
+
+
 CUES = (
     # "Brown the beef; drain off the fat." / "..., then drain the grease from the pan"
     Cue(
@@ -113,11 +163,66 @@ CUES = (
     ),
     # Flax eggs are mixed, not cracked: "Crack the eggs into the bowl" -> "Add the flax eggs ...".
     Cue("flax_egg", r"\bcrack(?=\s+(?:in\s+)?(?:the\s+|\d+\s+)*flax\s+egg)", "add"),
+    Cue("tofu_for_fish", _FISH_DONE, "until golden", anywhere=True),
+    Cue("plant_for_fish", _FISH_DONE, "until heated through", anywhere=True),
+    Cue("chicken_for_fish", _FISH_DONE, "until cooked through", anywhere=True),
+    # Plant stand-ins have no bones or skin: the sentence that removes them goes.
+    Cue("plant_meat", _BONES, "", anywhere=True),
+    Cue("plant_for_fish", _BONES, "", anywhere=True),
+    # "Separate the eggs" with flax eggs: they are made, not separated.
     Cue(
-        "tofu_for_fish",
-        r"until\s+(?:crisp\s+and\s+flaky|flaky|opaque(?:\s+throughout)?|"
-        r"(?:it|the\s+\w+)\s+flakes(?:\s+easily)?(?:\s+with\s+a\s+fork)?)",
-        "until golden",
+        "flax_egg",
+        r"\bseparate\s+((?:the\s+|\d+\s+)*flax\s+eggs?)(?:\s+and\s+(?:the\s+)?whites)?"
+        r"(?:\s+into\s+(?:two|2|separate)\s+bowls)?",
+        r"make \1",
+    ),
+    Cue(
+        "flax_egg",
+        r"there\s+(?:are|is)\s+no\s+(?:flax\s+egg|yolk)\s+specks?\s+in\s+the\s+aquafaba"
+        r"(?:\s*,\s*and\s+make\s+sure\s+|\s*[.!])",
+        "",
+    ),
+    # "1 flax egg, 5 flax eggs" (an egg and yolks): one count.
+    Cue(
+        "flax_egg",
+        r"\b(\d+)\s+flax\s+eggs?\s*(?:,\s*|\s+and\s+)(\d+)\s+flax\s+eggs?\b",
+        _add_counts,
+    ),
+    # Agar sets only once it has boiled; gelatin is warmed gently.
+    Cue(
+        "agar",
+        r"gently\s+warm\s+(?:the\s+)?(\w+)\s+over\s+low\s+heat\s+until\s+(?:the\s+)?agar\s+"
+        r"dissolves",
+        r"bring the \1 to a boil and simmer 2 minutes, stirring, until the agar dissolves",
+        anywhere=True,
+    ),
+    # Aquafaba takes longer than egg whites to hold peaks.
+    Cue(
+        "aquafaba",
+        r"((?:soft|stiff|firm|glossy)\s+peaks(?:\s+form)?),?\s+(?:about|roughly|around|approximately)\s+"
+        r"\d+(?:\s*(?:-|–|to)\s*\d+)?\s+minutes?",
+        r"\1, about 5 to 10 minutes",
+    ),
+    # Juice and broth do not burn: the flambé goes, its safety step with it.
+    Cue("no_alcohol", _FLAME, "", anywhere=True),
+    Cue(
+        "no_alcohol",
+        r"(?:(?<=^)|(?<=[.!?:]\s))turn\s+off\s+the\s+heat\s+if\s+(?:you\s+are\s+)?using\s+a\s+"
+        r"gas\s+(?:stove|burner|range)\s*[.!]\s*",
+        "",
+        anywhere=True,
+    ),
+    Cue(
+        "no_alcohol",
+        r"once\s+the\s+flames?\s+(?:has\s+|have\s+)?(?:subsides?|subsided|dies?\s+down|died\s+down|"
+        r"goes?\s+out|gone\s+out)",
+        "after a minute",
+        anywhere=True,
+    ),
+    Cue(
+        "no_alcohol",
+        r"\s*(?:,\s*)?(?:to|and)\s+(?:burn|cook)\s+off\s+the\s+alcohol",
+        "",
         anywhere=True,
     ),
 )
@@ -130,17 +235,26 @@ class Note:
     kind: str
     text: str
     before: bool = False  # said before its step ("... first."), not after it
+    when: str = ""  # a pattern the step must hold besides its stand-in ("" for any step)
 
 
 NOTES = (
     Note("tofu_for_meat", "Press the tofu for 15 minutes first.", before=True),
+    Note("tofu_for_fish", "Press the tofu for 15 minutes first.", before=True),
     # Said before the step that first uses them: a flax egg is made and thickened before it goes in.
     Note(
         "flax_egg",
         "Stir the ground flaxseed into the water and let it stand 5 minutes to thicken.",
         before=True,
     ),
+    Note(
+        "aquafaba",
+        "Aquafaba whips more slowly than egg whites: beat it 5 to 10 minutes for stiff peaks.",
+        # A step that gives its own time has it from the cue above.
+        when=r"^(?!.*\bminutes?\b).*\b(?:peaks?|stiff|whip(?:ped|ping)?)\b",
+    ),
 )
+_WHEN = {n.text: re.compile(n.when, re.IGNORECASE) for n in NOTES if n.when}
 _BEFORE = frozenset(n.text for n in NOTES if n.before)
 
 
@@ -173,10 +287,10 @@ _STAND_INS = {name: _words(kind.stand_in_words) for name, kind in SWAP_KINDS.ite
 def swap_kinds(original: str, replacement: str) -> dict[str, list[str]]:
     """The kinds of swap one substitution is, each with the swapped food's words ("ground beef" ->
     "plant-based ground meat": plant_meat, ["ground beef"])."""
-    if any(word in replacement.lower() for word in NOT_PIECES):
-        return {}
     kinds = {}
     for name, kind in SWAP_KINDS.items():
+        if any(word in replacement.lower() for word in kind.not_words):
+            continue
         foods = [original[m.start : m.end] for m in scan_text(original, kind.category)]
         if foods and _STAND_INS[name].search(replacement):
             kinds[name] = foods
@@ -186,6 +300,7 @@ def swap_kinds(original: str, replacement: str) -> dict[str, list[str]]:
 def _tidy(step: str) -> str:
     step = re.sub(r"\s+([.,;!?])", r"\1", re.sub(r"\s{2,}", " ", step)).strip()
     step = re.sub(r"([,;])\s*([.!?])", r"\2", step)
+    step = re.sub(r"(?<!\.)([.!?])\s*\.(?!\.)", r"\1", step)
     # A sentence whose opening words went starts with a capital.
     return re.sub(r"(^|[.!?]\s+)([a-z])", lambda m: m.group(1) + m.group(2).upper(), step)
 
@@ -216,8 +331,17 @@ def adapt_step(
         if cue.kind in named and (cue.anywhere or named[cue.kind]):
             step = pattern.sub(cue.becomes, step)
     step = _tidy(step) if step != guided_step else step
+    if len(re.findall(r"\w+", step)) < 3:
+        # A cue took the step's whole content ("Skim: ..."): the guide's step reads better.
+        step = guided_step
     said = set() if said is None else said
-    notes = [n.text for n in NOTES if n.kind in shown and n.text not in said]
+    notes = [
+        n.text
+        for n in NOTES
+        if n.kind in shown
+        and n.text not in said
+        and (n.text not in _WHEN or _WHEN[n.text].search(step))
+    ]
     said.update(notes)
     return step, notes
 

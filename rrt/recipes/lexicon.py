@@ -237,6 +237,10 @@ DAIRY = Category(
         "ice cream",
         "half-and-half",
         "half and half",
+        # the forms a shopping list writes
+        "half & half",
+        "half n half",
+        "half'n'half",
         "creme fraiche",
         "crème fraîche",
         "cheese",

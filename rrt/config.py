@@ -2,7 +2,9 @@
 
 Every default lives in the bundled `ray_config.yaml`; the models below give each setting its
 type and range and hold no defaults of their own, so a key missing from the bundled file, an
-unknown key or a bad value is one `ConfigError` line naming the key.
+unknown key or a bad value is one `ConfigError` line naming the key. A file that is no config
+(a folder, not UTF-8, over MAX_FILE_BYTES, nested past MAX_DEPTH, or past MAX_VALUES values once
+its aliases are expanded) is one line too, and no line runs past MAX_MESSAGE characters.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+import reprlib
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -18,6 +21,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 DEFAULT_PATH = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ray_config.yaml"
 )
+# A config file is a few kilobytes of shallow blocks; these bounds keep a malformed or hostile one
+# (deep brackets, an alias bomb) from costing more than reading it.
+MAX_FILE_BYTES = 1 << 20
+MAX_DEPTH = 32
+MAX_VALUES = 100_000
+MAX_MESSAGE = 400
+# A value quoted in an error: cut short, so a huge list or string cannot fill the line.
+_QUOTED = reprlib.Repr()
+_QUOTED.maxstring = _QUOTED.maxother = 80
 
 Variant = Literal[
     "contextual",
@@ -49,7 +61,59 @@ Positive = Annotated[float, Field(gt=0)]
 
 
 class ConfigError(ValueError):
-    """A configuration file or value that cannot be used."""
+    """A configuration file or value that cannot be used: one line of at most MAX_MESSAGE characters."""
+
+    def __init__(self, message: str):
+        line = " ".join(str(message).split())
+        if len(line) > MAX_MESSAGE:
+            line = line[: MAX_MESSAGE - 1] + "…"
+        super().__init__(line)
+
+
+class _TooBig(yaml.YAMLError):
+    """A document past the bounds above."""
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a document nested past MAX_DEPTH or of more than MAX_VALUES
+    values once its aliases are expanded, counted as the nodes are composed (an alias is the node
+    it names, so its size is known without expanding it)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.depth = 0
+        self.sizes: dict[yaml.Node, int] = {}
+
+    def fetch_flow_collection_start(self, token_class):
+        """A `[` or `{`, refused past MAX_DEPTH open ones: the scanner reads ahead of the composer,
+        and each token it reads costs as many steps as there are open brackets."""
+        if self.flow_level >= MAX_DEPTH:
+            raise _TooBig(f"nests deeper than {MAX_DEPTH} levels (line {self.get_mark().line + 1})")
+        super().fetch_flow_collection_start(token_class)
+
+    def compose_node(self, parent, index):
+        """The next node, after checking its depth and its size with aliases expanded."""
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            line = self.peek_event().start_mark.line + 1
+            raise _TooBig(f"nests deeper than {MAX_DEPTH} levels (line {line})")
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+        if node not in self.sizes:
+            if isinstance(node, yaml.MappingNode):
+                children = [part for pair in node.value for part in pair]
+            else:
+                children = node.value if isinstance(node, yaml.SequenceNode) else []
+            # A child not yet sized is an alias of a node still being composed: it counts once.
+            size = 1 + sum(self.sizes.get(child, 1) for child in children)
+            if size > MAX_VALUES:
+                raise _TooBig(
+                    f"holds more than {MAX_VALUES:,} values once its aliases are expanded"
+                )
+            self.sizes[node] = size
+        return node
 
 
 class Section(BaseModel):
@@ -385,17 +449,49 @@ def deep_merge(base: dict, override: dict) -> dict:
 
 def _read(path: str) -> dict:
     try:
-        with open(path, encoding="utf-8") as handle:
-            raw = yaml.safe_load(handle) or {}
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path} is a folder, not a file") from None
+    except OSError as err:
+        raise ConfigError(f"cannot read config file {path}: {err.strerror or err}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError(f"config file {path} is larger than {MAX_FILE_BYTES >> 20} MiB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {err.start})") from None
+    loader = _ConfigLoader(text)
+    try:
+        raw = loader.get_single_data() or {}
+    except _TooBig as err:
+        raise ConfigError(f"config file {path} {err}") from None
     except yaml.YAMLError as err:
         raise ConfigError(
             f"config file {path} is not valid YAML: {str(err).splitlines()[0]}"
         ) from None
+    except ValueError as err:  # a value YAML reads but Python will not make: a 5,000-digit number
+        problem = str(err).split(";")[0]
+        raise ConfigError(
+            f"config file {path} holds a value that cannot be read: {problem}"
+        ) from None
+    finally:
+        loader.dispose()
     if not isinstance(raw, dict):
         raise ConfigError(f"config file {path} must hold a mapping at the top level")
     return raw
+
+
+def _profiles(raw: dict, path: str) -> dict[str, dict]:
+    """The `profiles` block taken out of a file's settings: named blocks of settings."""
+    profiles = raw.pop("profiles", None) or {}
+    if not isinstance(profiles, dict) or not all(
+        isinstance(name, str) and isinstance(block, dict) for name, block in profiles.items()
+    ):
+        raise ConfigError(f"profiles in {path} must map each profile's name to its settings")
+    return profiles
 
 
 def _given(overrides: dict) -> dict:
@@ -451,6 +547,14 @@ def _rule(error: dict) -> str:
     return ": " + message[0].lower() + message[1:]
 
 
+def _quoted(value: Any) -> str:
+    """A value as an error line quotes it, cut short."""
+    try:
+        return _QUOTED.repr(value)
+    except ValueError:  # an int too long for Python to print in decimal
+        return f"a number of {value.bit_length()} bits"
+
+
 def _problem(err: ValidationError) -> str:
     """The first validation error as one line naming the key: `train.epochs must be >= 1 (got 0)`;
     a setting that takes one of several kinds lists what each would take."""
@@ -465,7 +569,7 @@ def _problem(err: ValidationError) -> str:
     rule = " or ".join(r.removeprefix("must be ") if i else r for i, r in enumerate(rules))
     got = first.get("input")
     # A check across a block's settings names them; the whole block as "got" says nothing more.
-    shown = "" if isinstance(got, dict) else f" (got {got!r})"
+    shown = "" if isinstance(got, dict) else f" (got {_quoted(got)})"
     return f"{key}{'' if rule.startswith(':') else ' '}{rule}{shown}"
 
 
@@ -474,13 +578,15 @@ def load_settings(
 ) -> Settings:
     """The bundled config, then a user's file, then the chosen profile, then flags, checked."""
     raw = _read(DEFAULT_PATH)
-    profiles = raw.pop("profiles", {}) or {}
+    profiles = _profiles(raw, DEFAULT_PATH)
     if path and os.path.abspath(path) != os.path.abspath(DEFAULT_PATH):
         user = _read(path)
-        profiles = deep_merge(profiles, user.pop("profiles", {}) or {})
+        profiles = deep_merge(profiles, _profiles(user, path))
         raw = deep_merge(raw, user)
     name = profile or raw.get("profile")
     if name:
+        if not isinstance(name, str):
+            raise ConfigError(f"profile must be text (got {_quoted(name)})")
         if name not in profiles:
             raise ConfigError(
                 f"unknown profile {name!r}; the config defines: {', '.join(sorted(profiles)) or 'none'}"

@@ -6,9 +6,18 @@ import typing
 
 import pytest
 import yaml
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from rrt.config import DEFAULT_PATH, ConfigError, Settings, load_settings
+from rrt.config import (
+    DEFAULT_PATH,
+    MAX_FILE_BYTES,
+    MAX_MESSAGE,
+    ConfigError,
+    Settings,
+    load_settings,
+)
 
 
 def _fields(model: type[BaseModel], prefix: str = "") -> list[str]:
@@ -119,3 +128,75 @@ def test_a_bad_file_is_one_line(tmp_path, text, line):
         load_settings(str(bad))
     with pytest.raises(ConfigError, match="config file not found"):
         load_settings(str(tmp_path / "absent.yaml"))
+
+
+def _alias_bomb(levels: int) -> str:
+    """Each level a list of nine aliases of the one before: 9**levels values once expanded."""
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for level in range(1, levels):
+        lines.append(f"l{level}: &l{level} [{', '.join([f'*l{level - 1}'] * 9)}]")
+    return "\n".join(lines) + f"\nserve:\n  port: *l{levels - 1}\n"
+
+
+MALFORMED = {
+    "a folder": None,
+    "not UTF-8": b"serve:\n  port: \xff\xfe\n",
+    "nested 5,000 deep": ("serve: " + "[" * 5000 + "]" * 5000 + "\n").encode(),
+    "a 5,000-digit number": ("serve:\n  port: " + "9" * 5000 + "\n").encode(),
+    "an alias bomb under serve.port": _alias_bomb(6).encode(),
+    "over the size bound": b"# " + b"x" * MAX_FILE_BYTES + b"\n",
+    "profiles as a list": b"profiles: [a, b]\nprofile: a\n",
+    "a profile named by a list": b"profile: [a]\n",
+}
+
+
+@pytest.mark.parametrize("kind", list(MALFORMED))
+def test_a_malformed_file_is_one_bounded_line_from_the_loader_and_the_cli(tmp_path, capsys, kind):
+    from cli.main import main as rrt
+
+    path = tmp_path / "ray_config.yaml"
+    if MALFORMED[kind] is None:
+        path.mkdir()
+    else:
+        path.write_bytes(MALFORMED[kind])
+    with pytest.raises(ConfigError) as caught:
+        load_settings(str(path))
+    message = str(caught.value)
+    assert "\n" not in message and len(message) <= MAX_MESSAGE, message[:200]
+    assert rrt(["judge", "report", "--study", str(tmp_path / "s"), "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"rrt: error: {message}\n"
+
+
+SETTING_KEYS = _fields(Settings)
+YAML_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=10, deadline=None)
+@example(placed=[("profiles", {"small": 3}), ("profile", "small")])
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([*SETTING_KEYS, "profile", "profiles", "x"]), YAML_VALUES),
+        max_size=3,
+    )
+)
+def test_any_yaml_document_is_settings_or_one_bounded_line(tmp_path_factory, placed):
+    document: dict = {}
+    for key, value in placed:
+        *blocks, last = key.split(".")
+        node = document
+        for block in blocks:
+            node = node.setdefault(block, {}) if isinstance(node.get(block, {}), dict) else {}
+        node[last] = value
+    path = tmp_path_factory.mktemp("config") / "mine.yaml"
+    path.write_text(yaml.safe_dump(document))
+    try:
+        load_settings(str(path))
+    except ConfigError as err:
+        assert "\n" not in str(err) and len(str(err)) <= MAX_MESSAGE

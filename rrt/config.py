@@ -472,7 +472,7 @@ def _read(path: str) -> dict:
         raise ConfigError(
             f"config file {path} is not valid YAML: {str(err).splitlines()[0]}"
         ) from None
-    except ValueError as err:  # a value YAML reads but Python will not make: a 5,000-digit number
+    except ValueError as err:  # a value YAML reads but Python will not make: an overlong number
         problem = str(err).split(";")[0]
         raise ConfigError(
             f"config file {path} holds a value that cannot be read: {problem}"

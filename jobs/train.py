@@ -56,7 +56,7 @@ from rrt.recipes.paper_format import constraint_tag
 from rrt.recipes.tagger import parse_constraints
 from rrt.training import finetune
 from rrt.training.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops
-from runtime.checkpoints import remove_unregistered
+from runtime.checkpoints import check_resumable, remove_unregistered
 from runtime.cluster import allocator_env, bundle, ensure_room, start_ray
 from runtime.parquet import count_rows, parquet_files
 from runtime.runs import JobError, check_claim, claim_output, read_jsonl, write_json_atomic
@@ -565,6 +565,9 @@ def run(one: TrainRun, resume: bool, overwrite: bool, verbose: bool = False) -> 
     tokenizer = prepare_tokenizer(one) if not overwrite else None
     # A folder that would be refused is told before Ray starts (claim_output judges again below).
     check_claim(one.output, "train", run_id, overwrite, resume)
+    if resume and not overwrite:
+        # A checkpoint the run did not write is refused before Ray starts (loading one unpickles it).
+        check_resumable(os.path.join(one.output, "ray"))
     started_ray = start_ray(one.ray, verbose)
     try:
         # Ray Train starts only with every worker placed; a shortfall is told before the folder is claimed.

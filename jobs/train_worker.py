@@ -35,6 +35,7 @@ from rrt.training.optim import deepspeed_config, lr_factor, resolve_precision
 from rrt.training.speed import loaded_allocator
 from rrt.training.step_window import StepWindow
 from rrt.training.training_model import export, prepare_for_training
+from runtime.checkpoints import check_manifest, write_manifest
 from runtime.cluster import own_tools_first
 from runtime.runs import read_jsonl, write_atomic, write_json_atomic
 
@@ -165,6 +166,8 @@ def _restore(engine, output: str, rank: int) -> dict:
     }
     if checkpoint is not None:
         with checkpoint.as_directory() as folder:
+            # Loading unpickles the shards: only files this run wrote, as it wrote them.
+            check_manifest(folder)
             engine.load_checkpoint(folder, tag="ds")
             with open(
                 os.path.join(folder, STATE_FILE.format(rank=rank)), encoding="utf-8"
@@ -179,13 +182,15 @@ def _restore(engine, output: str, rank: int) -> dict:
 
 
 def _checkpoint(engine, state: dict, metrics: dict, rank: int) -> None:
-    """Every worker saves its ZeRO shard; Ray merges the folders into one checkpoint."""
+    """Every worker saves its ZeRO shard and a manifest of its files' hashes; Ray merges the
+    folders into one checkpoint."""
     with tempfile.TemporaryDirectory() as folder:
         engine.save_checkpoint(folder, tag="ds")
         with open(
             os.path.join(folder, STATE_FILE.format(rank=rank)), "w", encoding="utf-8"
         ) as handle:
             json.dump(state, handle)
+        write_manifest(folder, rank)
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(folder))
 
 

@@ -264,3 +264,75 @@ def test_half_and_half_written_with_an_ampersand_is_dairy():
         make_recipe(["1 cup half & half"], ["Add the half & half."]), "vegan"
     )
     assert guided.recipe.steps == ["Add the oat cream."]
+
+
+@pytest.mark.parametrize(
+    "lines,steps,constraint,notes",
+    [
+        # The note goes where the stand-in takes the place of the food its source step named.
+        (
+            ["1 lb cod", "1 cup chicken stock"],
+            ["Simmer the chicken stock.", "Sear the cod for 2 minutes a side."],
+            "fish-free",
+            [[], ["Chicken takes longer than fish: cook it until no longer pink inside (165°F)."]],
+        ),
+        (
+            ["1 cup buttermilk"],
+            ["Whisk the buttermilk into the flour."],
+            "dairy-free",
+            [["Stir the lemon juice into the soymilk and let it stand 5 minutes to sour."]],
+        ),
+        (
+            ["1 cup heavy cream"],
+            ["Whip the cream to stiff peaks."],
+            "dairy-free",
+            [["Chill the coconut cream overnight and whip only its thick top layer."]],
+        ),
+        # Vegan cheese melting in the oven is covered; stirred into a sauce it is not.
+        (
+            ["1 cup shredded cheddar cheese"],
+            ["Stir in the cheddar cheese until melted.", "Top with cheddar; bake until bubbly."],
+            "dairy-free",
+            [
+                [],
+                [
+                    (
+                        "Vegan cheese melts more slowly than dairy cheese: cover the dish with foil "
+                        "for the first few minutes in the oven."
+                    )
+                ],
+            ],
+        ),
+        # Tofu for chicken and for shrimp in one step: one note.
+        (
+            ["1 lb chicken", "1 lb shrimp"],
+            ["Cook the chicken and shrimp."],
+            "vegetarian",
+            [["Press the tofu for 15 minutes first."]],
+        ),
+    ],
+)
+def test_method_notes_of_a_swap(lines, steps, constraint, notes):
+    assert [n for _, n in _adapted(lines, steps, constraint)] == notes
+
+
+def test_a_fish_temperature_becomes_a_chicken_one_and_light_words_stay():
+    [(step, _)] = _adapted(
+        ["1 lb salmon"],
+        [
+            "Grill the salmon until it reaches 130F; the salmon should be between 130 to 135 degrees F."
+        ],
+        "fish-free",
+    )
+    assert step == "Grill the chicken until it reaches 165°F; the chicken should be 165°F."
+    light = "Add the light soy sauce and the cognac, beat until light and fluffy."
+    [(step, _)] = _adapted(["2 tbsp cognac"], [light], "alcohol-free")
+    assert step == light.replace("cognac", "apple juice")
+
+
+def test_nut_flavourings_and_sauces_keep_their_kind():
+    guided = substitute_recipe(
+        make_recipe(["1 tsp almond essence"], ["Add the almond essence and the peanut sauce."]),
+        "nut-free",
+    )
+    assert guided.recipe.steps == ["Add the vanilla essence and the sunflower seed butter sauce."]

@@ -47,6 +47,25 @@ PLANT_WORDS = (
     "lentils",
     "mushrooms",
 )
+# Vegan cheeses a step melts (cream cheese, parmesan and feta are not melted on top of a dish).
+MELTING_CHEESES = tuple(
+    f"vegan {c}"
+    for c in (
+        "cheese",
+        "cheddar",
+        "mozzarella",
+        "jack",
+        "monterey jack",
+        "pepper jack",
+        "swiss",
+        "provolone",
+        "gruyere",
+        "gruyère",
+        "fontina",
+        "colby",
+        "american cheese",
+    )
+)
 SWAP_KINDS = {
     "plant_meat": SwapKind("meat", PLANT_WORDS),
     "tofu_for_meat": SwapKind("meat", ("tofu",)),
@@ -56,6 +75,9 @@ SWAP_KINDS = {
     "flax_egg": SwapKind("egg", ("flax egg", "flax eggs")),
     "aquafaba": SwapKind("egg", ("aquafaba",)),
     "agar": SwapKind("gelatin", ("agar",)),
+    "vegan_melting_cheese": SwapKind("dairy", MELTING_CHEESES),
+    "soured_soymilk": SwapKind("dairy", ("soured soymilk",)),
+    "coconut_cream": SwapKind("dairy", ("coconut cream", "coconut whipped cream")),
     # Any stand-in of a spirit or wine: juice, broth or extract neither burns nor cooks off.
     "no_alcohol": SwapKind(
         "alcohol",
@@ -94,8 +116,8 @@ _FISH_DONE = (
     r"until\s+(?:(?:it|they|the\s+[\w-]+(?:\s+[\w-]+)?)\s+(?:is|are)\s+)?"
     r"(?:crisp\s+and\s+flaky|flaky|pink\s+and\s+opaque|opaque|pink)"
     r"(?:\s+(?:in\s+the\s+(?:center|centre|middle)|throughout|all\s+the\s+way\s+through))?"
-    r"|until\s+(?:it|they|the\s+[\w-]+(?:\s+[\w-]+)?)\s+(?:easily\s+)?flakes?"
-    r"(?:\s+apart)?(?:\s+easily)?(?:\s+with\s+a\s+fork)?"
+    r"|until\s+(?:it|they|(?:the\s+)?[\w-]+(?:\s+[\w-]+)?)\s+(?:just\s+)?(?:easily\s+)?"
+    r"(?:(?:begins?|starts?)\s+to\s+)?flakes?\b(?:\s+apart)?(?:\s+easily)?(?:\s+with\s+a\s+fork)?"
 )
 # A clause or sentence that takes out bones or skin: "and if desired, remove any skin and bones".
 _BONES = (
@@ -105,7 +127,7 @@ _BONES = (
 )
 # "and ignite with a long lighter to burn off the apple juice (optional, but fun!)"
 _FLAME = (
-    r"\s*(?:,\s*)?(?:and\s+|then\s+)?(?:carefully\s+)?(?:ignite|light|flambe|flambé|set\s+alight)\b"
+    r"\s*(?:,\s*)?(?:and\s+|then\s+)?(?:carefully\s+)?(?:ignite|flamb(?:e|é|ée)|set\s+(?:it\s+)?(?:alight|on\s+fire)|light\s+it)\b"
     r"[^.!?()]*(?:\([^)]*\))?"
 )
 
@@ -163,9 +185,18 @@ CUES = (
     ),
     # Flax eggs are mixed, not cracked: "Crack the eggs into the bowl" -> "Add the flax eggs ...".
     Cue("flax_egg", r"\bcrack(?=\s+(?:in\s+)?(?:the\s+|\d+\s+)*flax\s+egg)", "add"),
+    # "until pink and cooked through": the pink goes, the rest holds for any stand-in.
+    Cue("chicken_for_fish", r"(?<=until\s)pink\s+and\s+(?=cooked)", "", anywhere=True),
+    Cue("plant_for_fish", r"(?<=until\s)pink\s+and\s+(?=cooked)", "", anywhere=True),
     Cue("tofu_for_fish", _FISH_DONE, "until golden", anywhere=True),
     Cue("plant_for_fish", _FISH_DONE, "until heated through", anywhere=True),
     Cue("chicken_for_fish", _FISH_DONE, "until cooked through", anywhere=True),
+    # A fish's inside temperature is too low for chicken (oven temperatures are higher).
+    Cue(
+        "chicken_for_fish",
+        r"(?:\bbetween\s+)?\b1[0-5]\d(?:\s*(?:°|degrees)?\s*F?\s*(?:-|–|to)\s*1[0-5]\d)?\s*(?:°\s*|degrees\s+)?F\b",
+        "165°F",
+    ),
     # Plant stand-ins have no bones or skin: the sentence that removes them goes.
     Cue("plant_meat", _BONES, "", anywhere=True),
     Cue("plant_for_fish", _BONES, "", anywhere=True),
@@ -248,6 +279,30 @@ NOTES = (
         before=True,
     ),
     Note(
+        "soured_soymilk",
+        "Stir the lemon juice into the soymilk and let it stand 5 minutes to sour.",
+        before=True,
+    ),
+    Note(
+        "coconut_cream",
+        "Chill the coconut cream overnight and whip only its thick top layer.",
+        before=True,
+        when=r"\b(?:peaks?|whip(?:ped|ping)?)\b",
+    ),
+    Note(
+        "vegan_melting_cheese",
+        "Vegan cheese melts more slowly than dairy cheese: cover the dish with foil for the first "
+        "few minutes in the oven.",
+        before=True,
+        # In the oven only: a sauce that melts it is stirred, not covered.
+        when=r"^(?=.*\b(?:bake[sd]?|baking|oven|broil\w*)\b).*\b(?:melt(?:s|ed|ing)?|bubbl\w*|gooey)\b",
+    ),
+    Note(
+        "chicken_for_fish",
+        "Chicken takes longer than fish: cook it until no longer pink inside (165°F).",
+        when=r"\b(?:cook|bake|roast|fry|sear|grill|broil|saut[eé]|poach|simmer|pan-fry)\w*\b",
+    ),
+    Note(
         "aquafaba",
         "Aquafaba whips more slowly than egg whites: beat it 5 to 10 minutes for stiff peaks.",
         # A step that gives its own time has it from the cue above.
@@ -316,16 +371,19 @@ def adapt_step(
     calls for; notes in `said` are not said again, and those returned are added to it."""
     wanted = set(constraints)
     named: dict[str, bool] = {}
-    shown: set[str] = set()  # kinds whose stand-in the step names: a note is said there
+    shown: set[str] = set()  # kinds whose stand-in the step names
+    noted: set[str] = set()  # ... in place of the food its source step named: a note is said there
     for sub in substitutions:
         original, replacement, constraint = _swap_words(sub)
         if constraint and wanted and constraint not in wanted:
             continue
         for kind, foods in swap_kinds(original, replacement).items():
+            in_source = bool(_words(foods).search(source_step))
             if _STAND_INS[kind].search(guided_step):
                 shown.add(kind)
-            here = kind in shown or bool(_words(foods).search(source_step))
-            named[kind] = named.get(kind, False) or here
+                if in_source:
+                    noted.add(kind)
+            named[kind] = named.get(kind, False) or kind in shown or in_source
     step = guided_step
     for cue, pattern in _COMPILED:
         if cue.kind in named and (cue.anywhere or named[cue.kind]):
@@ -335,15 +393,16 @@ def adapt_step(
         # A cue took the step's whole content ("Skim: ..."): the guide's step reads better.
         step = guided_step
     said = set() if said is None else said
-    notes = [
+    # Two kinds may share a note (tofu for meat and for fish): it is said once.
+    notes = dict.fromkeys(
         n.text
         for n in NOTES
-        if n.kind in shown
+        if n.kind in noted
         and n.text not in said
         and (n.text not in _WHEN or _WHEN[n.text].search(step))
-    ]
+    )
     said.update(notes)
-    return step, notes
+    return step, list(notes)
 
 
 def adapt_steps(

@@ -467,6 +467,8 @@ NUTS = Category(
         "almond meal",
         "almond butter",
         "almond extract",
+        "almond essence",
+        "peanut sauce",
         "walnut",
         "pecan",
         "cashew",

@@ -188,6 +188,8 @@ CATEGORY_RULES: dict[str, dict[str, str]] = {
         "almond flour": "sunflower seed flour",
         "almond meal": "sunflower seed flour",
         "almond extract": "vanilla extract",
+        "almond essence": "vanilla essence",
+        "peanut sauce": "sunflower seed butter sauce",
         "peanut oil": "vegetable oil",
         "nutella": "chocolate spread",
         "pesto": "nut-free pesto",

@@ -38,6 +38,7 @@ import hashlib
 import json
 import os
 import random
+import shlex
 import sys
 import time
 
@@ -491,8 +492,19 @@ def record_counts(row: dict) -> dict[str, int]:
     }
 
 
-def run(settings: RewriteRun, overwrite: bool, verbose: bool = False) -> dict:
-    """Claim the run folder, plan the tasks, rewrite the missing ones, record the run."""
+def resume_command(argv: list[str] | None = None) -> str:
+    """The command line that resumes this run: its flags (argv, or the process's) but --overwrite,
+    which would clear what the run wrote."""
+    flags = sys.argv[1:] if argv is None else argv
+    kept = [f for f in flags if not (len(f) > 3 and "--overwrite".startswith(f))]
+    return shlex.join(["python", "jobs/rewrite.py", *kept])
+
+
+def run(
+    settings: RewriteRun, overwrite: bool, verbose: bool = False, command: str | None = None
+) -> dict:
+    """Claim the run folder, plan the tasks, rewrite the missing ones, record the run (and the
+    command that resumes it, when given)."""
     import ray.data
 
     start_ray(settings.ray, verbose)
@@ -516,6 +528,10 @@ def run(settings: RewriteRun, overwrite: bool, verbose: bool = False) -> dict:
     resumed = claim_output(
         settings.output, "rewrite", fingerprint(settings), settings.model_dump(), overwrite
     )
+    if command and not resumed:
+        # Before any record: a reader of the line a stopped run cut names the command that repairs it.
+        manifest = {**read_manifest(settings.output), "command": command}
+        write_json_atomic(os.path.join(settings.output, "run.json"), manifest)
     planned = time.perf_counter()
     warning = dropped_warning(missing)
     if warning:
@@ -664,7 +680,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = settings_from(args)
-        manifest = run(settings, args.overwrite, args.verbose)
+        manifest = run(settings, args.overwrite, args.verbose, resume_command(argv))
     except JobError as err:
         print(f"rewrite: error: {err}", file=sys.stderr)
         return 2

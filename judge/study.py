@@ -34,7 +34,7 @@ from rrt.evaluation.human import (
 from rrt.evaluation.rewrite_records import read_records, system_label
 from rrt.evaluation.step_marks import mark_agreement, mark_rows, mark_tables, marks_markdown
 from rrt.recipes.lexicon import CONSTRAINTS
-from runtime.runs import write_json_atomic
+from runtime.runs import write_atomic, write_json_atomic
 
 EXPORT_JOB = "judge_export"
 
@@ -290,15 +290,21 @@ def write_report(study: Study, output: str) -> dict:
     report = build_report(study)
     markdown = study_markdown(report)
     chart = None
+    # Each file is written beside its place and renamed over it, so a stopped report leaves the
+    # earlier one whole.
     if report["head_to_head"]:
         path = os.path.join(output, "head_to_head.png")
-        plot_head_to_head(report["head_to_head"], report["best"], path)
-        with open(path, "rb") as handle:
-            chart = handle.read()
-    with open(os.path.join(output, "report.md"), "w", encoding="utf-8") as handle:
-        handle.write(markdown)
-    with open(os.path.join(output, "report.html"), "w", encoding="utf-8") as handle:
-        handle.write(report_html(report, markdown, chart))
+        drawn = f"{path}.{os.getpid()}.tmp.png"
+        try:
+            plot_head_to_head(report["head_to_head"], report["best"], drawn)
+            with open(drawn, "rb") as handle:
+                chart = handle.read()
+            os.replace(drawn, path)
+        finally:
+            if os.path.exists(drawn):
+                os.remove(drawn)
+    write_atomic(os.path.join(output, "report.md"), markdown)
+    write_atomic(os.path.join(output, "report.html"), report_html(report, markdown, chart))
     report["seconds"] = round(time.perf_counter() - started, 3)
     write_json_atomic(os.path.join(output, "report.json"), report)
     return report
@@ -309,11 +315,16 @@ def export_study(study: Study, output: str) -> dict:
     (human/rewrites.jsonl and run.json: jobs/evaluate.py --rewrites <output>/human scores them)."""
     os.makedirs(os.path.join(output, "human"), exist_ok=True)
     rows = study.judgments()
-    with open(os.path.join(output, "judgments.jsonl"), "w", encoding="utf-8") as handle:
-        handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    # Whole or not at all: a stopped re-export leaves the earlier files as they were.
+    write_atomic(
+        os.path.join(output, "judgments.jsonl"),
+        "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
+    )
     human = study.human_records()
-    with open(os.path.join(output, "human", "rewrites.jsonl"), "w", encoding="utf-8") as handle:
-        handle.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in human)
+    write_atomic(
+        os.path.join(output, "human", "rewrites.jsonl"),
+        "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in human),
+    )
     # Named for its job: a rewrite job's --overwrite must not take it for one of its own runs.
     write_json_atomic(
         os.path.join(output, "human", "run.json"),

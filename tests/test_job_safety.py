@@ -387,3 +387,54 @@ def test_a_resumed_rewrite_with_nothing_left_prints_no_empty_rate():
         "36 steps, 3.7 steps/s on 2 actors;" in busy
         and ", 4 forbidden words taken back while sampling;" in busy
     )
+
+
+# --- a rewrites.jsonl cut by a stopped run ------------------------------------------------------
+
+
+def test_a_cut_rewrites_file_is_refused_with_the_command_that_resumes_its_run(
+    tmp_path, monkeypatch, capsys
+):
+    from cli.main import main as rrt
+    from jobs import rewrite
+    from jobs.evaluate import read_run
+    from rrt.config import load_settings
+
+    # The job keeps the command that resumes it (without --overwrite) before its first record.
+    config = load_settings()
+    out = tmp_path / "run"
+    settings = rewrite.RewriteRun.model_validate(
+        {
+            **config.rewrite.model_dump(),
+            "output": str(out),
+            "data": str(tmp_path / "data"),
+            "system": "rule_based",
+            "ray": config.ray.model_dump(),
+        }
+    )
+    monkeypatch.setattr(rewrite, "start_ray", lambda *_: False)
+    monkeypatch.setattr(rewrite, "plan_tasks", lambda _settings: ([], []))
+    argv = ["--system", "rule_based", "--output", str(out), "--overwrite"]
+    rewrite.run(settings, overwrite=False, command=rewrite.resume_command(argv))
+    command = f"python jobs/rewrite.py --system rule_based --output {out}"
+    assert manifest(out)["command"] == command
+    # A run whose last record was cut: rrt judge create and jobs/evaluate.py name that command.
+    folder = str(tmp_path / "cut")
+    os.mkdir(folder)
+    recipe = {"title": "Milk Soup", "ingredients": ["1 cup milk"], "steps": ["Warm the milk."]}
+    line = json.dumps({"id": "a", "constraint": "vegan", "source": recipe, "rewrite": recipe})
+    with open(os.path.join(folder, "rewrites.jsonl"), "w", encoding="utf-8") as handle:
+        handle.write(line + "\n" + line[: len(line) // 2])
+    run_json = os.path.join(folder, "run.json")
+    write_json_atomic(run_json, {"job": "rewrite", "command": command})
+    assert rrt(["judge", "create", "--study", str(tmp_path / "s"), "--rewrites", folder]) == 2
+    err = capsys.readouterr().err
+    assert "is cut short" in err and "Resuming the job repairs the file" in err
+    assert err.rstrip().endswith(command) and err.count("\n") == 1
+    with pytest.raises(JobError, match="Resuming the job repairs the file") as refused:
+        read_run(folder)
+    assert str(refused.value).endswith(command)
+    # A run from before the command was kept: the message names its folder.
+    write_json_atomic(run_json, {"job": "rewrite"})
+    with pytest.raises(JobError, match=f"jobs/rewrite.py command that wrote it, --output {folder}"):
+        read_run(folder)

@@ -396,3 +396,57 @@ def test_a_sample_smaller_than_asked_is_said_once_on_stderr(tmp_path, runs, caps
     assert captured.err.count("warning: asked for 500 recipes, but the runs share only") == 1
     made = json.loads((tmp_path / "s" / "create.json").read_text())["recipes"]
     assert f"share only {made} (recipe, constraint)" in captured.err and made < 500
+
+
+def test_a_report_or_export_stopped_midway_leaves_the_earlier_files_whole(
+    tmp_path, runs, monkeypatch
+):
+    import judge.study
+
+    folder = str(tmp_path / "study")
+    create_study(
+        folder, [runs["guide"], runs["copy"]], small(recipes=4, judges=5, human_rewrites=0)
+    )
+    study = Study(folder)
+    person = study.judges()[0]
+    task = study.next_task(person["id"])
+    for question, value in (
+        [(q, 4) for q in QUESTIONS] if task["kind"] == "rate" else [("choice", "left")]
+    ):
+        study.answer(person["id"], task["id"], question, value, 20000)
+    study.finish(person["id"], task["id"])
+    export, report = tmp_path / "export", tmp_path / "report"
+    export_study(study, str(export))
+    write_report(study, str(report))
+
+    def files() -> dict:
+        return {p: p.read_bytes() for p in [*export.rglob("*"), *report.rglob("*")] if p.is_file()}
+
+    before = files()
+    assert (report / "head_to_head.png") in before and before[export / "judgments.jsonl"]
+
+    def half_drawn(results, best, path):
+        with open(path, "wb") as handle:
+            handle.write(b"\x89PNG half a chart")
+        raise RuntimeError("stopped")
+
+    def drawn(results, best, path):  # the chart as before, without drawing it again
+        with open(path, "wb") as handle:
+            handle.write(before[report / "head_to_head.png"])
+
+    def stopped(*args):
+        raise RuntimeError("stopped")
+
+    # Each stop comes while a file is being written, as a kill would.
+    for chart, page in ((half_drawn, judge.study.report_html), (drawn, stopped)):
+        with monkeypatch.context() as patch:
+            patch.setattr(judge.study, "plot_head_to_head", chart)
+            patch.setattr(judge.study, "report_html", page)
+            with pytest.raises(RuntimeError):
+                write_report(study, str(report))
+        assert files() == before, chart.__name__
+    with monkeypatch.context() as patch:
+        patch.setattr(Study, "judgments", lambda self: [{"not JSON": object()}])
+        with pytest.raises(TypeError):
+            export_study(study, str(export))
+    assert files() == before

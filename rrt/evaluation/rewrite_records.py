@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator
 
 from rrt.modelling.selection import StepContext, disguised_foods, step_context
@@ -19,6 +20,8 @@ def read_records(path: str) -> list[dict]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
+                if not line.endswith("\n"):  # only the last line can lack one: a writer stopped
+                    raise ValueError(_cut_short(path, number)) from None
                 raise ValueError(f"{path} line {number} is not JSON") from None
             if (
                 not isinstance(record, dict)
@@ -37,6 +40,26 @@ def read_records(path: str) -> list[dict]:
     if not records:
         raise ValueError(f"{path} holds no rewrites")
     return records
+
+
+def _cut_short(path: str, number: int) -> str:
+    """What to say of a rewrites.jsonl whose last line a stopped rewrite job left unfinished: that
+    resuming the job repairs it, with the command that started it (its run.json keeps it)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        with open(os.path.join(folder, "run.json"), encoding="utf-8") as handle:
+            command = json.load(handle).get("command")
+    except (OSError, ValueError, AttributeError):
+        command = None
+    how = (
+        f": {command}"
+        if isinstance(command, str)
+        else f" (rerun the jobs/rewrite.py command that wrote it, --output {folder})"
+    )
+    return (
+        f"{path} line {number} is cut short: its rewrite job stopped while writing it. Resuming "
+        f"the job repairs the file and writes the recipes it had left{how}"
+    )
 
 
 def system_label(records: list[dict], run: dict | None = None) -> str:

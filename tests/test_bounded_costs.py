@@ -13,6 +13,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from conftest import needs_dictionary
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -204,3 +205,47 @@ def test_an_unclosed_csv_quote_costs_one_reject_whatever_its_length(tmp_path, ti
         report.rejected
     )
     assert f"read on from line {3 + swallowed.count(chr(10))}" in rejects[0].detail
+
+
+# ---------------------------------------------------------------- caches bounded by size
+
+
+def _long_word(k: int, letters: int) -> str:
+    """A word of `letters` letters, distinct for each k (k in base 26 at its end)."""
+    tail = ""
+    while True:
+        k, digit = divmod(k, 26)
+        tail += chr(ord("a") + digit)
+        if not k:
+            return "q" * (letters - len(tail)) + tail
+
+
+def _held_after(count: int, call) -> int:
+    gc.collect()
+    before = tracemalloc.get_traced_memory()[0]
+    for k in range(count):
+        call(k)
+    gc.collect()
+    return tracemalloc.get_traced_memory()[0] - before
+
+
+def _disguised_long_words():
+    from rrt.modelling.selection import disguised_foods, step_context
+
+    ctx = step_context(Recipe("r", "Soup", ["1 cup water"], ["Stir.", "Serve."]), 0, ["vegan"])
+    # "egg" first: the hidden food is found at the first cut, so a long word costs little.
+    return lambda k: disguised_foods("Stir the egg" + _long_word(k, 2000), ctx)
+
+
+@needs_dictionary
+@pytest.mark.parametrize("calls", [_disguised_long_words], ids=["dictionary words"])
+def test_a_stream_of_long_keys_grows_no_cache(calls):
+    call = calls()
+    call(0)  # every cache and table the call uses, made once
+    tracemalloc.start()
+    try:
+        few, many = _held_after(20, call), _held_after(100, call)
+    finally:
+        tracemalloc.stop()
+    # Each long key cached would hold its length: eighty more, hundreds of kilobytes.
+    assert many - few < 20_000, (few, many)

@@ -333,13 +333,13 @@ def test_missing_dictionary_names_the_packages(monkeypatch):
 
     monkeypatch.setattr(enchant, "Dict", no_dictionary)
     selection._english.cache_clear()
-    selection.is_english.cache_clear()
+    selection._known_word.cache_clear()
     try:
         with pytest.raises(selection.DictionaryMissing, match="libenchant-2-2 hunspell-en-us"):
             is_english("whisk")
     finally:
         selection._english.cache_clear()
-        selection.is_english.cache_clear()
+        selection._known_word.cache_clear()
 
 
 def test_sampled_steps_skip_unsampled_steps_and_name_each_candidates_hidden_foods():

@@ -58,6 +58,9 @@ DICTIONARY_PACKAGES = "libenchant-2-2 hunspell-en-us"
 _TAG = re.compile(r"<[^<>\s]*>|<\||\|>")  # whole special tokens and broken halves of `<|...|>`
 _SENTENCE_END = re.compile(r"[.!?…][)\]\"'’”]*$")
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")  # letters only: numbers are not dictionary words
+# Words longer than this are rare in recipes (site names run together) and are checked afresh each
+# time: cached, they would let the text a client sends grow the caches by size, not count.
+MAX_CACHED_WORD = 24
 _WITHOUT = ("less", "free")  # "eggless", "dairyfree" name the food's absence
 _PIECE = 3  # the shortest food a disguised word is searched for ("egg", "ham")
 
@@ -135,10 +138,19 @@ def recipe_words() -> frozenset[str]:
     )
 
 
-@functools.lru_cache(maxsize=200_000)
+def _unless_long(cached: Callable, word: str, *rest) -> Any:
+    """cached(word, *rest), past its cache for a word longer than MAX_CACHED_WORD."""
+    return (cached if len(word) <= MAX_CACHED_WORD else cached.__wrapped__)(word, *rest)
+
+
+@functools.lru_cache(maxsize=65_536)  # many times the distinct words of the sample corpora
+def _known_word(word: str) -> bool:
+    return word.lower() in recipe_words() or _english().check(word)
+
+
 def is_english(word: str) -> bool:
     """Whether a word is in the en_US dictionary or the recipe word list."""
-    return word.lower() in recipe_words() or _english().check(word)
+    return _unless_long(_known_word, word)
 
 
 def no_violation(text: str, ctx: StepContext) -> float:
@@ -175,7 +187,7 @@ def disguised_foods(text: str, ctx: StepContext) -> list[str]:
             len(lower) > _PIECE
             and lower not in ctx.known_words
             and not is_english(word)
-            and _glued_food(lower, constraints)
+            and _unless_long(_glued_food, lower, constraints)
         ):
             found.append(word)
     return found

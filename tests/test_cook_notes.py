@@ -336,3 +336,9 @@ def test_nut_flavourings_and_sauces_keep_their_kind():
         "nut-free",
     )
     assert guided.recipe.steps == ["Add the vanilla essence and the sunflower seed butter sauce."]
+
+
+def test_a_mass_stand_in_takes_a_singular_verb():
+    steps = ["Cook until the shrimp are pink and opaque, then check the shrimp are hot."]
+    [(step, _)] = _adapted(["1 lb shrimp"], steps, "fish-free")
+    assert step == "Cook until cooked through, then check the chicken is hot."

@@ -119,6 +119,7 @@ _FISH_DONE = (
     r"|until\s+(?:it|they|(?:the\s+)?[\w-]+(?:\s+[\w-]+)?)\s+(?:just\s+)?(?:easily\s+)?"
     r"(?:(?:begins?|starts?)\s+to\s+)?flakes?\b(?:\s+apart)?(?:\s+easily)?(?:\s+with\s+a\s+fork)?"
 )
+_MASS_ARE = r"\b(tofu|seitan|tempeh|chicken|aquafaba|jackfruit|(?:plant-based\s+)?(?:ground\s+)?meat)\s+are\b"
 # A clause or sentence that takes out bones or skin: "and if desired, remove any skin and bones".
 _BONES = (
     r"\s*(?:,\s*)?(?:and\s+)?(?:if\s+desired,?\s*)?remove\s+(?:any\s+|the\s+)?"
@@ -196,6 +197,11 @@ CUES = (
         "chicken_for_fish",
         r"(?:\bbetween\s+)?\b1[0-5]\d(?:\s*(?:°|degrees)?\s*F?\s*(?:-|–|to)\s*1[0-5]\d)?\s*(?:°\s*|degrees\s+)?F\b",
         "165°F",
+    ),
+    # A stand-in named as one mass takes a singular verb where the shrimp or eggs took a plural.
+    *(
+        Cue(kind, _MASS_ARE, r"\1 is")
+        for kind in ("plant_meat", "plant_for_fish", "chicken_for_fish", "aquafaba")
     ),
     # Plant stand-ins have no bones or skin: the sentence that removes them goes.
     Cue("plant_meat", _BONES, "", anywhere=True),

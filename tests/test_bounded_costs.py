@@ -237,8 +237,26 @@ def _disguised_long_words():
     return lambda k: disguised_foods("Stir the egg" + _long_word(k, 2000), ctx)
 
 
+def _long_ingredient_names():
+    from rrt.recipes.ingredients import step_ingredients
+
+    # A name of a few words in a new order each time: the words' own cache stays as it is.
+    words = ["zorba", "quill", "fennel", "tansy", "borage", "lovage", "sorrel", "chervil"]
+
+    def call(k: int) -> None:
+        digits = [int(d) for d in oct(k)[2:]]
+        name = " ".join([words[d] for d in digits] + words * 8)  # an ingredient line's length
+        step_ingredients("Stir the fennel.", [name])
+
+    return call
+
+
 @needs_dictionary
-@pytest.mark.parametrize("calls", [_disguised_long_words], ids=["dictionary words"])
+@pytest.mark.parametrize(
+    "calls",
+    [_disguised_long_words, _long_ingredient_names],
+    ids=["dictionary words", "ingredient names"],
+)
 def test_a_stream_of_long_keys_grows_no_cache(calls):
     call = calls()
     call(0)  # every cache and table the call uses, made once

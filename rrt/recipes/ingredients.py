@@ -372,9 +372,20 @@ def _longest_run(
     return best
 
 
+# Longer ingredient names are rare (a note run into the line) and are split afresh each time:
+# cached, the lines a client sends would grow the cache by size, not count.
+MAX_CACHED_NAME = 64
+
+
 @functools.lru_cache(maxsize=65536)
-def _name_words(name: str) -> tuple[str, ...]:
+def _cached_name_words(name: str) -> tuple[str, ...]:
     return tuple(content_words(name))
+
+
+def _name_words(name: str) -> tuple[str, ...]:
+    if len(name) > MAX_CACHED_NAME:
+        return _cached_name_words.__wrapped__(name)
+    return _cached_name_words(name)
 
 
 def step_ingredients(step: str, names: list[str]) -> list[StepIngredient]:

@@ -2,6 +2,7 @@
 
     python benchmarks/alignment_quality.py
     python benchmarks/alignment_quality.py --labels tests/fixtures/alignment/real_pairs.jsonl --json out/align.json
+    python benchmarks/alignment_quality.py --growth
 
 Reads the labelled pairs (tests/fixtures/alignment/*_pairs.jsonl: real recipes of
 ../shared/data/web_recipes, and of the paper's released pairs in ../shared/data/paper_sample, by id;
@@ -20,6 +21,14 @@ Prints link precision, recall and F1 (mean ± sd over seeds) on the same-dish pa
 pair labelled for two constraints counts once), also per labels file, how far independent second
 reads of the first 39 same-dish pairs agree with their first read, the share of kept pairs that
 are the same dish, and the F1 ratio (new / old) last.
+
+Growth (`--growth` alone): the aligner (`align_steps`: emissions and the HMM) on two recipes of
+200 steps and of 1,600 (data/sample's steps in turn), timed beside the aligner as first written
+(one (source x source) transition matrix reduced per target step, one (target words x source
+words) block), each the fastest of `--repeats` runs. The old aligner on 1,600 steps would take
+many minutes: it is timed on its first GROWTH_SLICE target steps and scaled by the target
+steps, its work being the same for each. Prints the cost ratios (8x steps / 1x) last; the
+product of two recipes' steps grows 64x.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import json
 import os
 import random
 import sys
+import time
 from collections import defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,6 +87,8 @@ ALL_FEATURES = list(range(len(LINK_FEATURES)))
 # The link model without the five features that read the steps' meaning (rrt.corpus.step_meaning).
 WORD_FEATURES = [k for k, name in enumerate(LINK_FEATURES) if not name.startswith("meaning")]
 OTHER_THRESHOLDS = (40, 60)
+GROWTH_STEPS = (200, 1600)
+GROWTH_SLICE = 10
 
 
 def read_corpus(path: str, paper_sample: str | None = None) -> dict[str, dict]:
@@ -379,6 +391,88 @@ def measure(
     return result
 
 
+def first_emissions(table, src_steps, tgt_steps, null_weight):
+    """The emissions as first written: one (target words x source words) block."""
+    src_lens = np.array([len(s) for s in src_steps])
+    tgt_lens = np.array([len(t) for t in tgt_steps])
+    tgt_ids = table.ids(w for t in tgt_steps for w in t)
+    from_null = table.probs[tgt_ids, table.index["<null>"]]
+    block = table.probs[np.ix_(tgt_ids, table.ids(w for s in src_steps for w in s))]
+    starts = np.concatenate([[0], np.cumsum(src_lens)[:-1]])
+    sums = np.add.reduceat(block, np.minimum(starts, block.shape[1] - 1), axis=1)
+    from_src = np.where(src_lens > 0, sums / np.maximum(src_lens, 1), from_null[:, None])
+    word_logs = np.log(
+        np.maximum(null_weight * from_null[:, None] + (1 - null_weight) * from_src, 1e-12)
+    )
+    rows = np.concatenate([[0], np.cumsum(tgt_lens)[:-1]])
+    out = np.add.reduceat(word_logs, np.minimum(rows, word_logs.shape[0] - 1), axis=0)
+    return np.where(tgt_lens[:, None] > 0, out, 0.0)
+
+
+def first_forward_backward(emit: np.ndarray, align: AlignSettings) -> np.ndarray:
+    """The HMM as first written: the (source x source) transitions reduced per target step."""
+    m, n = emit.shape
+    delta = np.arange(n)[None, :] - np.arange(n)[:, None]
+    logits = -align.forward_bias * np.abs(delta - 1).astype(float)
+    logits = np.where(delta < 0, logits - align.backward_penalty, logits)
+    trans = logits - np.logaddexp.reduce(logits, axis=1, keepdims=True)
+    start = -align.forward_bias * np.arange(n, dtype=float)
+    alpha, beta = np.zeros((m, n)), np.zeros((m, n))
+    alpha[0] = start - np.logaddexp.reduce(start) + emit[0]
+    for j in range(1, m):
+        alpha[j] = np.logaddexp.reduce(alpha[j - 1][:, None] + trans, axis=0) + emit[j]
+    for j in range(m - 2, -1, -1):
+        beta[j] = np.logaddexp.reduce(trans + (emit[j + 1] + beta[j + 1])[None, :], axis=1)
+    return np.exp(alpha + beta - np.logaddexp.reduce(alpha[-1]))
+
+
+def best_seconds(work, args: tuple, repeats: int) -> float:
+    """The fastest of `repeats` runs of `work(*args)`: other load on the machine only ever adds."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        work(*args)
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def first_align(table, src_words, tgt_words, align: AlignSettings) -> np.ndarray:
+    """The aligner as first written, on the steps' content words."""
+    return first_forward_backward(
+        first_emissions(table, src_words, tgt_words, align.null_weight), align
+    )
+
+
+def growth(repeats: int) -> dict:
+    """Seconds to align recipes of GROWTH_STEPS steps, old and new, and the cost ratios."""
+    from rrt.recipes.ingredients import content_words
+    from rrt.recipes.loaders import read_recipes
+
+    sample = os.path.join(ROOT, "data", "sample", "recipes.jsonl")
+    steps = [step for recipe in read_recipes([sample]) for step in recipe.steps]
+    alignment = load_settings().alignment
+    align = AlignSettings.from_config(alignment, calibrated=False)
+    half = len(steps) // 2
+    table = train_translation_table(
+        [(steps[:half], steps[half:])], alignment.vocab_size, alignment.em_iterations
+    )
+    out: dict = {"steps": list(GROWTH_STEPS), "repeats": repeats, "old_s": [], "new_s": []}
+    for n in GROWTH_STEPS:
+        source = [steps[k % len(steps)] for k in range(n)]
+        target = [steps[(k + 7) % len(steps)] for k in range(n)]  # another order: links to find
+        new = best_seconds(align_steps, (source, target, table, align), repeats)
+        part = n if n == GROWTH_STEPS[0] else GROWTH_SLICE
+        src_words = [content_words(s) for s in source]
+        tgt_words = [content_words(t) for t in target[:part]]
+        old = best_seconds(first_align, (table, src_words, tgt_words, align), repeats)
+        out["new_s"].append(round(new, 3))
+        out["old_s"].append(round(old * n / part, 3))
+    for name in ("old", "new"):
+        small, large = out[f"{name}_s"]
+        out[f"{name}_ratio"] = round(large / small, 1)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Measure both pipelines and print the table, the F1 ratio last."""
     parser = argparse.ArgumentParser(
@@ -403,7 +497,27 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"refit the link model on every labelled pair into {LINK_MODEL}",
     )
+    parser.add_argument(
+        "--growth",
+        action="store_true",
+        help="time the aligner on 200- and 1,600-step recipes, old and new, instead",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="--growth: runs of each, the fastest kept"
+    )
     args = parser.parse_args(argv)
+    if args.growth:
+        out = growth(args.repeats)
+        print(json.dumps(out))
+        small, large = GROWTH_STEPS
+        for name in ("old", "new"):
+            seconds = out[f"{name}_s"]
+            note = f" (scaled from {GROWTH_SLICE} target steps)" if name == "old" else ""
+            print(f"{name}: {small} steps {seconds[0]} s, {large} steps {seconds[1]} s{note}")
+        print(
+            f"cost ratio ({large} / {small} steps): old {out['old_ratio']}, new {out['new_ratio']}"
+        )
+        return 0
     for path in (args.corpus, args.paper_sample):
         if not os.path.exists(path):
             print(

@@ -202,14 +202,15 @@ def cmd_survey(args: argparse.Namespace, recipes: Iterator[Recipe]) -> None:
 
 
 def cmd_align(args: argparse.Namespace) -> None:
-    """Print the step alignment table of two recipes."""
+    """Print the step alignment table of two recipes and the links prepare_data keeps of them."""
     from rrt.corpus.alignment import (
         AlignSettings,
         TranslationTable,
         alignment_table,
-        kept_links,
         train_translation_table,
     )
+    from rrt.corpus.pairing import MAX_ALIGNED_STEPS, PairSettings, kept_pair, link_scores
+    from rrt.corpus.recipe_table import recipe_row
 
     recipes = []
     for path in (args.source, args.target):
@@ -220,25 +221,38 @@ def cmd_align(args: argparse.Namespace) -> None:
             raise CliError(f"no usable recipe in {path}" + (f" ({why.detail})" if why else ""))
         recipes.append(found)
     source, target = recipes
+    data, alignment, constraints, origin = _pipeline_settings(args.table)
     if args.table:
         try:
             table = TranslationTable.load(args.table)
         except (OSError, ValueError, KeyError) as err:
             raise CliError(f"cannot read translation table {args.table}: {err}") from None
-    from rrt.config import load_settings
-    from rrt.corpus.pairing import link_scores
-
-    # The pipeline's own scoring (ray_config.yaml alignment), so what this shows is what it keeps.
-    alignment = load_settings(overrides={"alignment": {"link_threshold": args.threshold}}).alignment
-    settings = AlignSettings.from_config(alignment)
-    if not args.table:
-        # No corpus table: learn one from this pair alone (identity-biased EM).
+    else:
         table = train_translation_table(
             [(source.steps, target.steps)], alignment.vocab_size, alignment.em_iterations
         )
-    scores, loglik = link_scores({"steps": source.steps}, {"steps": target.steps}, table, settings)
-    _say(f"{source.title}  ->  {target.title}   (per-word log-likelihood {loglik:.3f})")
-    _say(alignment_table(source.steps, target.steps, scores))
+    kept_at = alignment.link_threshold
+    if args.threshold is not None:
+        alignment = alignment.model_copy(update={"link_threshold": args.threshold})
+    align = AlignSettings.from_config(alignment)
+    # The pipeline's own pairing on the rows it makes of these recipes: what it keeps is shown.
+    rows = [recipe_row(recipe, constraints, data) for recipe in (source, target)]
+    verdict = kept_pair(*rows, constraints, table, PairSettings.from_config(data), align)
+    _say(f"{source.title}  ->  {target.title}")
+    _say(f"translation table: {origin}")
+    if max(len(source.steps), len(target.steps)) <= MAX_ALIGNED_STEPS:
+        scores, loglik = link_scores({"steps": source.steps}, {"steps": target.steps}, table, align)
+        print(
+            "link scores, 0-100: "
+            + (
+                "the link model's, about the percentage of such links that are right"
+                if align.calibrated
+                else "the HMM's posterior"
+            )
+            + f"; per-word log-likelihood of the target given the source {loglik:.3f} "
+            "(prepare_data keeps a source's most likely targets)"
+        )
+        _say(alignment_table(source.steps, target.steps, scores))
     # Reading cleans each method as prepare_data does: the lines that are not steps stay out of the
     # alignment, and are shown so nothing of the recipe goes missing unseen.
     for side, recipe in (("s", source), ("t", target)):
@@ -252,12 +266,75 @@ def cmd_align(args: argparse.Namespace) -> None:
                     else "after the last step"
                 )
                 _say(f"  [{line['kind']}] {at}: {line['text']}")
-    print("\nkept links (source step -> target steps @ scores):")
-    for link in kept_links(scores, settings.link_threshold, settings.max_fanout):
+    if verdict.why_not:
+        print(f"\nprepare_data does not pair these: {verdict.why_not}")
+    else:
+        print(f"\nprepare_data pairs these for: {', '.join(verdict.constraints)}")
+    threshold = f"score >= {align.link_threshold:g}" + (
+        f" (--threshold; prepare_data keeps >= {kept_at:g})"
+        if align.link_threshold != kept_at
+        else ""
+    )
+    fanout = f", at most {align.max_fanout} a source step" if align.max_fanout else ""
+    print(f"kept links (source step -> target steps @ link score; {threshold}{fanout}):")
+    for link in verdict.alignment:
         print(
-            f"  s{link.source_step} -> "
-            + ", ".join(f"t{j} @ {s:.1f}" for j, s in zip(link.target_steps, link.scores))
+            f"  s{link['source_step']} -> "
+            + ", ".join(f"t{j} @ {s:.1f}" for j, s in zip(link["target_steps"], link["scores"]))
         )
+    if not verdict.alignment:
+        print("  none")
+
+
+def _pipeline_settings(table: str | None):
+    """(data, alignment, constraints, where the table comes from): the settings prepare_data ran
+    with when the table lies in its output (run.json), else ray_config.yaml's."""
+    from pydantic import ValidationError
+
+    from rrt.config import AlignmentSettings, DataSettings, load_settings
+    from rrt.recipes.tagger import parse_constraints
+    from runtime.runs import JobError, read_manifest
+
+    config = load_settings()
+    if not table:
+        return (
+            config.data,
+            config.alignment,
+            parse_constraints(config.data.constraints),
+            (
+                "learned from these two recipes alone (prepare_data aligns with its corpus "
+                "table: --table <its output>/translation_table.npz)"
+            ),
+        )
+    try:
+        run = read_manifest(os.path.dirname(os.path.abspath(table)))
+    except JobError as err:
+        raise CliError(str(err)) from None
+    if not run or run.get("job") != "prepare_data":
+        return (
+            config.data,
+            config.alignment,
+            parse_constraints(config.data.constraints),
+            f"{table}, with ray_config.yaml's settings (no prepare_data run.json beside it)",
+        )
+    try:
+        done = run["settings"]
+        data = DataSettings.model_validate(
+            {
+                **config.data.model_dump(),
+                **done["pairing"],
+                "dish_key": done["dish_key"],
+                "seed": done["seed"],
+                "split": {"train": done["train"], "dev": done["dev"]},
+            }
+        )
+        alignment = AlignmentSettings.model_validate(done["alignment"])
+        constraints = parse_constraints(",".join(done["constraints"]))
+    except (KeyError, TypeError, ValueError, ValidationError) as err:
+        raise CliError(
+            f"the run.json beside {table} does not hold prepare_data's settings ({err})"
+        ) from None
+    return data, alignment, constraints, f"{table}, with the settings of its prepare_data run"
 
 
 COMMANDS: dict[str, tuple[Callable, str]] = {
@@ -654,14 +731,17 @@ def build_parser() -> argparse.ArgumentParser:
     subs = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     align = subs.add_parser(
         "align",
-        help="print the step alignment table of two recipes",
+        help="print the step alignment table of two recipes and the links prepare_data keeps",
         description="Align the steps of two recipes (any readable format; the first "
-        "recipe of each file) and print every link's score, 0-100.",
+        "recipe of each file) as prepare_data does: every link's score, 0-100, whether the "
+        "pipeline pairs the two and the links it keeps.",
     )
     align.add_argument("source", help="the recipe to rewrite ('-': standard input)")
     align.add_argument("target", help="the recipe that obeys the constraint ('-': standard input)")
     align.add_argument(
-        "--table", help="translation_table.npz from prepare_data (default: learn from the pair)"
+        "--table",
+        help="translation_table.npz from prepare_data, whose run.json settings are used "
+        "(default: learn a table from the pair)",
     )
     align.add_argument(
         "--threshold",

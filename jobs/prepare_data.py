@@ -44,6 +44,7 @@ from rrt.corpus.edit_pairs import EditSettings, edit_pairs
 from rrt.corpus.formats import PAIR_VARIANTS
 from rrt.corpus.held_out import read_held_out
 from rrt.corpus.pairing import (
+    MAX_ALIGNED_STEPS,
     PairSettings,
     cap_dish,
     pair_dish,
@@ -481,9 +482,14 @@ def pair_group(group: pa.Table, settings: PrepareRun, path: str) -> pa.Table:
         )
     align = AlignSettings.from_config(settings.alignment)
     unlike: list[dict] = []
-    pairs = pair_dish(kept, list(settings.constraints), _TABLES[path], pair_settings, align, unlike)
+    too_long: list[dict] = []
+    pairs = pair_dish(
+        kept, list(settings.constraints), _TABLES[path], pair_settings, align, unlike, too_long
+    )
     if unlike:
         _side_file(settings.output, "_unlike", rows[0]["dish"], unlike)
+    if too_long:
+        _side_file(settings.output, "_long", rows[0]["dish"], too_long)
     return pa.Table.from_pylist(pairs, schema=PAIR_SCHEMA)
 
 
@@ -638,6 +644,7 @@ def stage_pairs(ray_data, settings: PrepareRun, timings: dict) -> None:
     if not stage_done(staging):
         shutil.rmtree(os.path.join(out, "_capped"), ignore_errors=True)
         shutil.rmtree(os.path.join(out, "_unlike"), ignore_errors=True)
+        shutil.rmtree(os.path.join(out, "_long"), ignore_errors=True)
         recipes = read_blocks(ray_data, os.path.join(out, "recipes"))
         task = {"settings": settings, "path": os.path.join(out, "translation_table.npz")}
         pairs = recipes.groupby("dish", num_partitions=group_partitions(settings)).map_groups(
@@ -857,14 +864,14 @@ def write_stats(settings: PrepareRun, timings: dict, resumed: bool) -> dict:
         for c in constraints
     }
     rejects = gather_rejects(out)
-    capped, unlike = (
+    capped, unlike, too_long = (
         sum(
             1
             for r, _, fs in os.walk(os.path.join(out, side))
             for f in fs
             for _ in open(os.path.join(r, f), encoding="utf-8")
         )
-        for side in ("_capped", "_unlike")
+        for side in ("_capped", "_unlike", "_long")
     )
     total = sum(per_split.values())
     seconds = timings.get("recipes")
@@ -881,6 +888,7 @@ def write_stats(settings: PrepareRun, timings: dict, resumed: bool) -> dict:
         "rejects": dict(rejects),
         "rejected": sum(rejects.values()),
         "unpaired_capped_recipes": capped,
+        "unpaired_long_recipes": too_long,
         "candidate_pairs_unlike_dishes": unlike,
         "seconds_per_stage": timings,
         "resumed": resumed,
@@ -940,6 +948,11 @@ def main(argv: list[str] | None = None) -> int:
         log(
             f"warning: {duplicates} {'recipes repeat' if duplicates > 1 else 'recipe repeats'} an "
             f"id read before (the first is kept; rejects.jsonl holds each, reason duplicate_id)"
+        )
+    if stats["unpaired_long_recipes"]:
+        log(
+            f"warning: {stats['unpaired_long_recipes']} recipes of more than {MAX_ALIGNED_STEPS} "
+            "steps were not paired (stats.json unpaired_long_recipes; _long/ names them)"
         )
     print(format_table1(stats))
     print(f"{stats['recipes']} recipes, {stats['rejected']} rejected; outputs in {settings.output}")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import PAPER_SAMPLE, ROOT, SAMPLE, WEB_RECIPES, needs_shared_data
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rrt.config import load_settings
@@ -286,3 +286,148 @@ def test_link_counts_of_two_sets_of_pairs_add_up_to_their_counts_together(pairs,
         return counts
 
     assert counted(pairs[:cut]) + counted(pairs[cut:]) == counted(pairs)
+
+
+# ---- costs: the HMM is linear in each recipe's steps; absurdly long recipes are not aligned ------
+
+
+def _reference_emissions(table, src_steps, tgt_steps, null_weight):
+    """The emissions as first written (one (target words x source words) block), for comparison."""
+    n, m = len(src_steps), len(tgt_steps)
+    src_lens = np.array([len(s) for s in src_steps])
+    tgt_lens = np.array([len(t) for t in tgt_steps])
+    if not tgt_lens.sum():
+        return np.zeros((m, n))
+    tgt_ids = table.ids(w for t in tgt_steps for w in t)
+    from_null = table.probs[tgt_ids, table.index["<null>"]]
+    if src_lens.sum():
+        block = table.probs[np.ix_(tgt_ids, table.ids(w for s in src_steps for w in s))]
+        starts = np.concatenate([[0], np.cumsum(src_lens)[:-1]])
+        sums = np.add.reduceat(block, np.minimum(starts, block.shape[1] - 1), axis=1)
+        from_src = np.where(src_lens > 0, sums / np.maximum(src_lens, 1), from_null[:, None])
+    else:
+        from_src = np.repeat(from_null[:, None], n, axis=1)
+    word_logs = np.log(
+        np.maximum(null_weight * from_null[:, None] + (1 - null_weight) * from_src, 1e-12)
+    )
+    rows = np.concatenate([[0], np.cumsum(tgt_lens)[:-1]])
+    out = np.add.reduceat(word_logs, np.minimum(rows, word_logs.shape[0] - 1), axis=0)
+    return np.where(tgt_lens[:, None] > 0, out, 0.0)
+
+
+def _reference_forward_backward(emit, settings):
+    """The HMM as first written: a full (source x source) transition matrix per target step."""
+    m, n = emit.shape
+    delta = np.arange(n)[None, :] - np.arange(n)[:, None]
+    logits = -settings.forward_bias * np.abs(delta - 1).astype(float)
+    logits = np.where(delta < 0, logits - settings.backward_penalty, logits)
+    trans = logits - np.logaddexp.reduce(logits, axis=1, keepdims=True)
+    start = -settings.forward_bias * np.arange(n, dtype=float)
+    start -= np.logaddexp.reduce(start)
+    alpha, beta = np.zeros((m, n)), np.zeros((m, n))
+    alpha[0] = start + emit[0]
+    for j in range(1, m):
+        alpha[j] = np.logaddexp.reduce(alpha[j - 1][:, None] + trans, axis=0) + emit[j]
+    for j in range(m - 2, -1, -1):
+        beta[j] = np.logaddexp.reduce(trans + (emit[j + 1] + beta[j + 1])[None, :], axis=1)
+    loglik = np.logaddexp.reduce(alpha[-1])
+    return np.exp(alpha + beta - loglik), float(loglik)
+
+
+WORDS = ["stir", "flour", "sugar", "bake", "oven", "milk", "whisk", "butter", "pan", "salt"]
+# Steps with content words: the first emissions cut a word from the step before an empty last
+# step ("Serve." has none), so the two agree only where that was right.
+STEPS = st.lists(
+    st.lists(st.sampled_from(WORDS), min_size=1, max_size=5).map(" ".join), min_size=1, max_size=6
+)
+METHOD = [
+    "Whisk the flour, sugar and salt in a bowl.",
+    "Stir in the milk and melted butter.",
+    "Heat a pan and fry the batter until golden.",
+    "Bake in the oven for ten minutes.",
+]
+SMALL_TABLE = train_translation_table([(METHOD, METHOD[::-1])], 100, 2)
+
+
+@settings(max_examples=30, deadline=None)
+@given(STEPS, STEPS, st.floats(-1.0, 4.0), st.floats(0.0, 6.0), st.floats(0.05, 0.95))
+def test_the_hmm_gives_what_the_quadratic_recursion_gave(
+    source, target, forward_bias, backward_penalty, null_weight
+):
+    from rrt.corpus.alignment import meaning_posterior
+    from rrt.recipes.ingredients import content_words
+
+    align = AlignSettings.from_config(
+        ALIGNMENT,
+        forward_bias=forward_bias,
+        backward_penalty=backward_penalty,
+        null_weight=null_weight,
+        calibrated=False,
+    )
+    scores, loglik = align_steps(source, target, SMALL_TABLE, align)
+    emit = _reference_emissions(
+        SMALL_TABLE,
+        [content_words(s) for s in source],
+        [content_words(t) for t in target],
+        null_weight,
+    )
+    posterior, expected = _reference_forward_backward(emit, align)
+    words = sum(len(content_words(t)) for t in target)
+    assert np.allclose(scores, 100.0 * posterior.T, atol=1e-3)
+    assert np.isclose(loglik, expected / words, atol=1e-5)
+    similarity = np.cos(np.add.outer(np.arange(len(source)), 0.7 * np.arange(len(target))))
+    both_ways = np.maximum(
+        _reference_forward_backward(15.0 * similarity.T, align)[0].T,
+        _reference_forward_backward(15.0 * similarity, align)[0],
+    )
+    assert np.allclose(meaning_posterior(similarity, align), both_ways, atol=1e-9)
+
+
+def test_the_hmm_grows_linearly_with_the_source_steps():
+    """Memory at peak, source steps times 16: the quadratic recursion held a (source x source)
+    matrix per target step, 256 times larger."""
+    import tracemalloc
+
+    peaks = []
+    for n in (50, 800):
+        tracemalloc.start()
+        align_steps((METHOD * n)[:n], METHOD[:3], SMALL_TABLE, OLD)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert peaks[1] < 32 * peaks[0], peaks
+
+
+def _row(rid: str, title: str, steps: list[str], vegan: bool) -> dict:
+    return {
+        "id": rid,
+        "title": title,
+        "ingredients": ["1 cup flour", "1 cup milk" if not vegan else "1 cup oat milk"],
+        "steps": steps,
+        "split": "train",
+        "dish": "pancakes",
+        "valid_vegan": vegan,
+    }
+
+
+def test_a_recipe_over_the_step_cap_is_counted_not_aligned():
+    from rrt.corpus.pairing import MAX_ALIGNED_STEPS, kept_pair, pair_dish
+
+    method = ["Whisk the flour and milk.", "Fry the batter in a pan.", "Serve warm."]
+    long = [f"Stir the batter {k} times." for k in range(MAX_ALIGNED_STEPS + 1)]
+    rows = [
+        _row("a", "Pancakes", method, False),
+        _row("b", "Vegan Pancakes", method, True),
+        _row("c", "Pancakes", long, False),
+        _row("d", "Vegan Pancakes", long, True),
+    ]
+    too_long: list[dict] = []
+    settings = PairSettings.from_config(DATA, min_dish_similarity=0.0, title_extra_words=None)
+    pairs = pair_dish(rows, ["vegan"], SMALL_TABLE, settings, OLD, None, too_long)
+    assert [(p["source_id"], p["target_id"]) for p in pairs] == [("a", "b")]
+    assert [(r["id"], r["steps"]) for r in too_long] == [
+        ("c", MAX_ALIGNED_STEPS + 1),
+        ("d", MAX_ALIGNED_STEPS + 1),
+    ]
+    assert all(r["reason"].startswith("too_many_steps") for r in too_long)
+    verdict = kept_pair(rows[2], rows[1], ["vegan"], SMALL_TABLE, settings, OLD)
+    assert verdict.alignment == [] and f"{MAX_ALIGNED_STEPS + 1} steps" in verdict.why_not

@@ -350,3 +350,95 @@ def test_edit_pairs_and_held_out_recipes(ray_cluster, tmp_path):
         for s, n in by.items()
         if n["changed_steps"] + n["copied_steps"]
     } == dict(learned)
+
+
+def test_a_recipe_too_long_to_align_is_counted_in_the_stats(tmp_path):
+    import pyarrow as pa
+
+    from jobs.prepare_data import pair_group, parse_args, recipe_schema, settings_from, write_stats
+    from rrt.corpus.alignment import train_translation_table
+    from rrt.corpus.pairing import MAX_ALIGNED_STEPS
+    from rrt.corpus.recipe_table import recipe_row
+    from rrt.recipes.recipe import Recipe
+
+    run = settings_from(parse_args(["--input", str(SAMPLE), "--output", str(tmp_path)]))
+    method = ["Whisk the flour and milk.", "Fry the batter in a pan.", "Serve warm."]
+    long = [f"Stir the batter {k} times." for k in range(MAX_ALIGNED_STEPS + 1)]
+    recipes = [
+        Recipe("a", "Pancakes", ["1 cup flour", "1 cup milk"], method),
+        Recipe("b", "Vegan Pancakes", ["1 cup flour", "1 cup oat milk"], method),
+        Recipe("c", "Pancakes", ["1 cup flour", "1 cup milk"], long),
+    ]
+    group = pa.Table.from_pylist(
+        [{**recipe_row(r, list(run.constraints), run.data), "dish": "pancakes"} for r in recipes],
+        schema=recipe_schema(list(run.constraints)),
+    )
+    path = str(tmp_path / "translation_table.npz")
+    train_translation_table([(method, method)], 100, 1).save(path)
+    pairs = pair_group(group, run, path).to_pylist()
+    assert pairs and {p["source_id"] for p in pairs} == {"a"}
+    assert write_stats(run, {}, False)["unpaired_long_recipes"] == 1
+    (listed,) = [json.loads(line) for f in (tmp_path / "_long").glob("*") for line in f.open()]
+    assert listed["id"] == "c" and listed["steps"] == MAX_ALIGNED_STEPS + 1
+
+
+def _shown_links(capsys, *args: str) -> list[dict]:
+    """The links `rrt align` prints under "kept links", as the pipeline's alignment column."""
+    from cli import main as cli
+
+    assert cli.main(["align", *args]) == 0
+    out = capsys.readouterr().out
+    links = []
+    for line in out.split("\nkept links", 1)[1].splitlines()[1:]:
+        if line.strip() == "none":
+            continue
+        source, targets = line.strip().split(" -> ")
+        pairs = [t.split(" @ ") for t in targets.split(", ")]
+        links.append(
+            {
+                "source_step": int(source[1:]),
+                "target_steps": [int(t[1:]) for t, _ in pairs],
+                "scores": [float(s) for _, s in pairs],
+            }
+        )
+    return links
+
+
+def test_rrt_align_shows_the_links_the_pipeline_keeps(tmp_path, capsys):
+    from jobs.prepare_data import parse_args, settings_from
+    from rrt.corpus.alignment import AlignSettings, train_translation_table
+    from rrt.corpus.pairing import PairSettings, pair_dish
+    from rrt.corpus.recipe_table import recipe_row
+
+    by_id = {r.id: r for r in read_recipes([str(SAMPLE)])}
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    # A run whose settings differ from ray_config.yaml's: rrt align takes them from its run.json.
+    run = settings_from(parse_args(["--input", str(SAMPLE), "--output", str(prepared)]))
+    record = run.record()
+    record["alignment"].update(link_threshold=20.0, max_fanout=1)
+    (prepared / "run.json").write_text(json.dumps({"job": "prepare_data", "settings": record}))
+    cocoa = by_id["sample-hot-cocoa-1"]
+    table = train_translation_table([(cocoa.steps, by_id["sample-hot-cocoa-2"].steps)], 200, 2)
+    table.save(str(prepared / "translation_table.npz"))
+    align = AlignSettings.from_config(run.alignment, link_threshold=20.0, max_fanout=1)
+    # The same dish, paired: the links the run keeps. Another dish (pancakes): none.
+    for target in (by_id["sample-hot-cocoa-2"], by_id["sample-pancakes-2"]):
+        paths = []
+        for recipe in (cocoa, target):
+            paths.append(tmp_path / f"{recipe.id}.json")
+            paths[-1].write_text(
+                json.dumps({k: getattr(recipe, k) for k in ("id", "title", "ingredients", "steps")})
+            )
+        rows = [recipe_row(r, list(run.constraints), run.data) for r in (cocoa, target)]
+        kept = [
+            pair["alignment"]
+            for pair in pair_dish(
+                rows, list(run.constraints), table, PairSettings.from_config(run.data), align
+            )
+            if (pair["source_id"], pair["target_id"]) == (cocoa.id, target.id)
+        ]
+        shown = _shown_links(
+            capsys, *map(str, paths), "--table", str(prepared / "translation_table.npz")
+        )
+        assert shown == (kept[0] if kept else []) and bool(kept) == ("cocoa" in target.id)

@@ -2,7 +2,8 @@
 
 For each constraint, every recipe of the dish that breaks it (source) is aligned with
 the recipes that obey it (targets, at most `candidates_per_source` sampled); the `pairs_per_source`
-best-aligned targets are kept. Each kept pair's step links become step pairs.
+best-aligned targets are kept. Each kept pair's step links become step pairs. A recipe with
+more than MAX_ALIGNED_STEPS steps is not aligned; the run counts it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ from rrt.corpus.alignment import (
 )
 from rrt.corpus.dish import dish_similarity, titles_agree
 from rrt.recipes.ingredients import ingredient_name, step_ingredients
+
+# Aligning two recipes costs about the product of their step counts, in time and memory, so a
+# recipe far longer than any real one (a whole cookbook read as one method) would hold its dish's
+# task for minutes; it is left unpaired and counted instead.
+MAX_ALIGNED_STEPS = 100
 
 
 @dataclass
@@ -95,11 +101,26 @@ def pair_dish(
     settings: PairSettings,
     align: AlignSettings,
     unlike: list[dict] | None = None,
+    too_long: list[dict] | None = None,
 ) -> list[dict]:
     """Recipe pairs of one dish for every constraint, each with its step alignment. Candidate
     targets whose title names another dish (`settings.title_extra_words`) or that are less alike
     than `settings.min_dish_similarity` are not paired; each goes to `unlike` (source, target,
-    constraint, similarity) so the run can count them."""
+    constraint, similarity) so the run can count them. A recipe of more than MAX_ALIGNED_STEPS
+    steps is not paired at all; it goes to `too_long` (id, dish, steps, reason)."""
+    over = [r for r in recipes if len(r["steps"]) > MAX_ALIGNED_STEPS]
+    if over:
+        recipes = [r for r in recipes if len(r["steps"]) <= MAX_ALIGNED_STEPS]
+        if too_long is not None:
+            too_long.extend(
+                {
+                    "id": r["id"],
+                    "dish": r["dish"],
+                    "steps": len(r["steps"]),
+                    "reason": f"too_many_steps (over {MAX_ALIGNED_STEPS})",
+                }
+                for r in over
+            )
     cache: dict[tuple[str, str], Any] = {}
     similar: dict[tuple[str, str, str], float] = {}
     pairs = []
@@ -157,6 +178,66 @@ def pair_dish(
                     }
                 )
     return pairs
+
+
+@dataclass
+class KeptPair:
+    """What `pair_dish` keeps of one (source, target) recipe pair: the constraints it pairs them
+    for with the step links it keeps, or, when it pairs them for none, why not."""
+
+    constraints: list[str]
+    alignment: list[dict]  # the pair's `alignment` column: source_step, target_steps, scores
+    why_not: str | None
+
+
+def kept_pair(
+    source: dict,
+    target: dict,
+    constraints: list[str],
+    table: TranslationTable,
+    settings: PairSettings,
+    align: AlignSettings,
+) -> KeptPair:
+    """The pipeline's verdict on two recipe rows (`rrt.corpus.recipe_table.recipe_row`): pair_dish
+    run on them alone, as prepare_data runs it on their dish."""
+    if source["dish"] != target["dish"]:
+        return KeptPair(
+            [],
+            [],
+            f"different dishes: dish keys {source['dish']!r} and {target['dish']!r} "
+            "(prepare_data pairs recipes of one dish key only, data.dish_key)",
+        )
+    # Ids of their own: two files may give both recipes one id, and the pairs are told apart by id.
+    rows = [{**source, "id": "source"}, {**target, "id": "target"}]
+    unlike: list[dict] = []
+    too_long: list[dict] = []
+    pairs = [
+        p
+        for p in pair_dish(rows, constraints, table, settings, align, unlike, too_long)
+        if p["source_id"] == "source"
+    ]
+    if pairs:
+        return KeptPair([p["constraint"] for p in pairs], pairs[0]["alignment"], None)
+    if too_long:
+        sides = ", ".join(f"the {r['id']} has {r['steps']} steps" for r in too_long)
+        return KeptPair([], [], f"{sides}: over {MAX_ALIGNED_STEPS}, not aligned")
+    broken = [c for c in constraints if not source[valid_column(c)] and target[valid_column(c)]]
+    if not broken:
+        return KeptPair(
+            [],
+            [],
+            "the target obeys no constraint that the source breaks ("
+            + ", ".join(constraints)
+            + ")",
+        )
+    likeness = max(row["similarity"] for row in unlike if row["source_id"] == "source")
+    return KeptPair(
+        [],
+        [],
+        f"not alike enough as dishes: likeness {likeness:.3f}, below data.min_dish_similarity "
+        f"{settings.min_dish_similarity:g} (0 when the titles name different dishes, "
+        "data.title_extra_words)",
+    )
 
 
 def step_pair_rows(pair: dict, variant: str) -> list[dict]:

@@ -169,7 +169,7 @@ def test_cleaning_fixes_mojibake_html_and_whitespace():
 CONTROLS = st.characters(codec="utf-8", categories=["Cc"])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(st.text(max_size=8), CONTROLS, st.sampled_from(["\x1b]0;", "&#x9b;"]))))
 def test_cleaned_text_holds_no_control_character(parts):
     # An ASCII line kept its escapes before: a terminal showing it would obey them.

@@ -19,6 +19,9 @@ ALLOCATORS = {"tcmalloc": "tcmalloc_minimal", "system": None}
 _STARTED = {"local": False}
 # Ray Train's placement-group cleaner's monitor thread, by its name.
 CLEANER_THREAD = "PlacementGroupCleanerMonitor"
+# A local job Ray's workers without --verbose: no Hugging Face progress bars ("Loading weights")
+# and only transformers' errors, which the job's own progress and results would drown in.
+QUIET_WORKERS = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
 # What a job whose own Ray is too small can do about it.
 JOIN = "ask for less, or join a cluster that has them (RAY_ADDRESS or ray.address)"
 
@@ -43,7 +46,10 @@ def start_ray(ray_settings: RaySettings, verbose: bool = False) -> bool:
         }
     )
     if not address:
-        local["runtime_env"] = {"worker_process_setup_hook": quiet_local_ray}
+        local["runtime_env"] = {
+            "worker_process_setup_hook": quiet_local_ray,
+            **({} if verbose else {"env_vars": dict(QUIET_WORKERS)}),
+        }
     # "local": with no address named, ray.init would join whatever Ray it finds on this machine (and
     # refuse the local settings with a traceback); the documented rule is a Ray of the job's own.
     ray.init(
@@ -145,22 +151,24 @@ def quiet_ray_console() -> None:
             handler.setLevel(logging.ERROR)
 
 
-def start_local_ray(ray_settings: RaySettings, verbose: bool = False) -> None:
-    """Start a new local Ray with the configured CPUs and object store, never joining another;
-    unless `verbose`, Ray's INFO lines stay off the console."""
+def start_local_ray(ray_settings: RaySettings, verbose: bool = False) -> str:
+    """Start a new local Ray with the configured CPUs and object store, never joining another; its
+    logs folder. Unless `verbose`, its processes' output stays in that folder, off the console."""
     import ray
 
     if not verbose:
         quiet_ray_console()
     # address="local" starts a new Ray: without it, ray.init joins the latest `ray start` cluster.
-    ray.init(
+    context = ray.init(
         address="local",
         include_dashboard=False,
         num_cpus=ray_settings.num_cpus,
         object_store_memory=ray_settings.object_store_memory,
         logging_level=logging.INFO if verbose else logging.WARNING,
+        log_to_driver=verbose,
     )
     _STARTED["local"] = True
+    return os.path.join(context.address_info["session_dir"], "logs")
 
 
 def quiet_local_ray() -> None:

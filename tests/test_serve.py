@@ -364,6 +364,28 @@ def test_clients_that_trickle_a_body_neither_block_the_service_nor_stay(service)
             sock.close()
 
 
+def test_a_client_trickling_its_request_headers_is_cut_off(service):
+    import socket
+
+    # Long enough that a byte every half second would take a minute: the deadline
+    # (serve.body_timeout_s, 3 s here) cuts it off long before.
+    head = f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{service.port}\r\nX-Pad: {'p' * 100}\r\n\r\n"
+    sent, answer = 0, None
+    with socket.create_connection((service.host, service.port), timeout=30) as slow:
+        slow.settimeout(0.5)
+        while sent < len(head) and answer is None:
+            try:
+                slow.sendall(head[sent].encode())
+                sent += 1
+                answer = slow.recv(200).split(b"\r\n", 1)[0]
+            except TimeoutError:
+                pass
+            except OSError:
+                answer = b""
+    assert sent < len(head) and answer in (b"HTTP/1.1 408 Request Time-out", b""), (sent, answer)
+    assert requests.get(service.url + "/healthz", timeout=20).status_code == 200
+
+
 def hostile_bodies(count: int, seed: int = 0) -> list[bytes]:
     """Malformed or hostile bodies: random bytes, deep nesting, huge strings, wrong types,
     unicode oddities, numbers JSON allows but Python chokes on, mutated valid bodies."""
@@ -640,9 +662,11 @@ def test_page_in_headless_chromium_renders_rewritten_steps(service):
 def test_sigint_stops_the_service_and_its_ray(service):
     assert service.stop(signal.SIGINT) == [] and service.stopped_by == signal.SIGINT
     # Without --verbose the console holds the service's own lines and warnings, not Ray's and
-    # Serve's INFO lines (their logs keep those).
+    # Serve's lines (their logs keep those), and a stop is one line.
     console = Path(service.log).read_text(encoding="utf-8", errors="replace")
     assert "rrt serve: stopping" in console and " INFO " not in console, console[-2000:]
+    assert all("rrt serve:" in line for line in console.splitlines()), console[-3000:]
+    assert console.rstrip().endswith("rrt serve: stopping"), console[-2000:]
     with pytest.raises(requests.ConnectionError):
         requests.get(service.url + "/healthz", timeout=5)
 

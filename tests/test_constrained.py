@@ -3,6 +3,7 @@ that keeps trying to write forbidden foods and never gets one through."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -102,7 +103,10 @@ def test_violation_inside_one_token_bans_that_token(tokenizer, stop_ids):
         is Verdict.BAN_WORD_END
     )
     # Byte-level BPE never glues letters to punctuation, other tokenizers do: pretend " milk." is one token.
-    g._pieces[milk], g._crosses[milk] = " milk.", True
+    # The tables are the tokenizer's, shared by its guards: this guard gets a changed copy of its own.
+    pieces, crosses = list(g.tables.pieces), list(g.tables.crosses)
+    pieces[milk], crosses[milk] = " milk.", True
+    g.tables = dataclasses.replace(g.tables, pieces=pieces, crosses=crosses)
     assert g.check("Whisk the flour and", milk) is Verdict.BAN_TOKEN
     assert g.check("Whisk the flour and oat", milk) is Verdict.OK
 
@@ -368,3 +372,53 @@ def test_past_its_take_backs_a_row_only_lets_letters_follow(tokenizer, stop_ids,
         _Numbers([0.5] * 30),
     )
     assert token is not None and not g.ends_word(token) and row.taken_back == 0
+
+
+def test_a_tokenizer_s_guards_share_its_tables_and_are_kept_by_set_within_a_bound(tokenizer):
+    """A replica's rewriters (one per candidates value) and every order of a request's constraints
+    get one guard; however many sets requests name, at most GUARDS_KEPT guards stay, and all read
+    one copy of the tokenizer's token tables."""
+    import gc
+    import itertools
+    import weakref
+
+    from conftest import make_rewriter, sampling
+
+    from rrt.modelling.constrained import GUARDS_KEPT
+    from rrt.modelling.models import build_model
+    from rrt.modelling.rewriter import RewriteTask
+    from rrt.recipes.lexicon import CONSTRAINTS
+
+    lm = build_model("tiny", len(tokenizer), {"n_layer": 1, "n_head": 2, "n_embd": 16})
+    rewriters = [
+        make_rewriter(
+            "contextual",
+            lm,
+            tokenizer,
+            256,
+            sampling(candidates=n),
+            constrained=True,
+            closed_foods=False,
+        )
+        for n in (1, 2, 10)
+    ]
+    source = {"title": "Toast", "ingredients": ["1 tbsp butter"], "steps": ["Toast the bread."]}
+
+    def guard_of(rewriter, constraints):
+        return rewriter.start(RewriteTask("t", list(constraints), source)).guard
+
+    orders = itertools.permutations(["vegan", "nut-free", "egg-free"])
+    one = {guard_of(r, order) for order in orders for r in rewriters}
+    assert len(one) == 1
+    stops = next(iter(one)).stop_ids
+    kept = weakref.WeakSet(one)
+    del one
+    sets = [c for n in (2, 3) for c in itertools.combinations(CONSTRAINTS, n)][: GUARDS_KEPT + 4]
+    for k, chosen in enumerate(sets):
+        kept.add(guard_of(rewriters[k % len(rewriters)], reversed(chosen)))
+    gc.collect()
+    assert 0 < len(kept) <= GUARDS_KEPT
+    # A closed guard (rewrite.closed_foods) and one made on its own read the same tables.
+    closed = make_rewriter("contextual", lm, tokenizer, 256, sampling(), constrained=True)
+    also = [guard_of(closed, ["vegan"]), ViolationGuard(tokenizer, ["vegan"], stops)]
+    assert len({id(g.tables) for g in [*kept, *also]}) == 1

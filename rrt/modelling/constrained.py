@@ -34,7 +34,9 @@ hold (rrt.recipes.foods.unlisted_foods: not in the rewritten title and ingredien
 recipe or the pantry) is refused and taken back exactly as a forbidden food is, for any number of
 constraints, so a guarded step cannot name peanuts in a taco recipe.
 
-Cost: pieces and word-end flags are computed once per tokenizer (a closed guard shares them);
+Cost: pieces and word-end flags are computed once per tokenizer and stop set (`token_tables`) and
+shared by all its guards, closed ones too; `shared_guard` keeps a tokenizer's guards by their set of
+constraints, the least recently used dropped past GUARDS_KEPT;
 the tagger runs only when a token ends a word that is the last word of some lexicon term (about
 one token in twenty), the food matcher when it ends the last word of some food name.
 """
@@ -45,13 +47,23 @@ import copy
 import enum
 import functools
 import re
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from rrt.recipes.foods import known_foods, unlisted_foods
-from rrt.recipes.lexicon import CATEGORIES, CONSTRAINT_CATEGORIES
+from rrt.recipes.lexicon import CATEGORIES, CONSTRAINT_CATEGORIES, CONSTRAINTS
 from rrt.recipes.tagger import normalise_term, parse_constraints, text_violations
 
 _WORD = re.compile(r"\w+")
+# A tokenizer's token tables cover its whole vocabulary, so they are made once and shared by all its
+# guards; what a guard holds beyond them is its constraints' term words. Guards are kept per
+# tokenizer by their set of constraints, which a request chooses: the bound keeps what requests can
+# make small, and a guard that was dropped costs only its term words to make again.
+GUARDS_KEPT = 32
+TABLES_KEPT = 4  # stop sets per tokenizer (one per model variant that decodes with it)
 
 
 class Verdict(str, enum.Enum):
@@ -85,13 +97,108 @@ def _forms(word: str) -> set[str]:
 
 def term_last_words(constraints: Iterable[str]) -> frozenset[str]:
     """Lowercase last words (with plurals) of every lexicon term the constraints forbid."""
+    categories = {c for con in constraints for c in CONSTRAINT_CATEGORIES[con]}
+    return frozenset().union(*map(_category_last_words, categories))
+
+
+@functools.cache
+def _category_last_words(category: str) -> frozenset[str]:
+    # Per category, so a guard of a new set of constraints is a union of sets made once.
     words: set[str] = set()
-    for cat in {c for con in constraints for c in CONSTRAINT_CATEGORIES[con]}:
-        for term in CATEGORIES[cat].terms:
-            last = _WORD.findall(normalise_term(term))
-            if last:
-                words |= _forms(last[-1])
+    for term in CATEGORIES[category].terms:
+        last = _WORD.findall(normalise_term(term))
+        if last:
+            words |= _forms(last[-1])
     return frozenset(words)
+
+
+@dataclass
+class TokenTables:
+    """What a guard reads of each token id of one tokenizer and stop set: its text piece ('' for a
+    token that ends the step's text), whether it ends the word in progress, whether it may complete
+    one, and the ids that end the step's text (stops, special tokens, ids past the tokenizer)."""
+
+    pieces: list[str]
+    word_end: list[bool]
+    crosses: list[bool]
+    word_end_ids: list[int]
+    ends_text: frozenset[int]
+
+
+def _decoded_tables(tokenizer, stop_ids: frozenset[int], vocab: int) -> TokenTables:
+    specials = set(tokenizer.all_special_ids) | {
+        i for i, t in tokenizer.added_tokens_decoder.items() if t.special
+    }
+    # A special token ends the step text it follows; ids with no text are treated like them.
+    ends_text = frozenset(stop_ids | specials | set(range(len(tokenizer), vocab)))
+    # The backend decoder turns byte-level symbols into text without HF's space clean-up.
+    pieces = tokenizer.backend_tokenizer.decode_batch(
+        [[i] for i in range(len(tokenizer))], skip_special_tokens=False
+    )
+    pieces += [""] * (vocab - len(tokenizer))
+    pieces = ["" if i in ends_text else p for i, p in enumerate(pieces)]
+    word_end = [i in ends_text or not _word_char(p[:1] or "x") for i, p in enumerate(pieces)]
+    crosses = [i in ends_text or not all(map(_word_char, p)) for i, p in enumerate(pieces)]
+    return TokenTables(
+        pieces, word_end, crosses, [i for i in range(vocab) if word_end[i]], ends_text
+    )
+
+
+class _Recent(OrderedDict):
+    """Values by key, the least recently used dropped past `bound`."""
+
+    def __init__(self, bound: int):
+        super().__init__()
+        self.bound = bound
+
+    def get_or_make(self, key, make):
+        """The kept value of `key`, made (and the oldest dropped past the bound) when missing."""
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        value = self[key] = make()
+        while len(self) > self.bound:
+            self.popitem(last=False)
+        return value
+
+
+# Kept per tokenizer and dropped with it: its token tables by (stops, vocabulary) and its guards.
+_KEPT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_KEEPING = threading.RLock()  # a replica's engine thread and a driver's may make guards at once
+
+
+def _kept(tokenizer) -> tuple[_Recent, _Recent]:
+    if tokenizer not in _KEPT:
+        _KEPT[tokenizer] = (_Recent(TABLES_KEPT), _Recent(GUARDS_KEPT))
+    return _KEPT[tokenizer]
+
+
+def token_tables(tokenizer, stop_ids: Iterable[int], vocab_size: int | None = None) -> TokenTables:
+    """The token tables of this tokenizer and stop set, decoded once and shared by its guards
+    (`vocab_size`: a model's padded vocabulary, when larger than the tokenizer's)."""
+    stops, vocab = frozenset(stop_ids), max(len(tokenizer), vocab_size or 0)
+    with _KEEPING:
+        tables, _ = _kept(tokenizer)
+        return tables.get_or_make((stops, vocab), lambda: _decoded_tables(tokenizer, stops, vocab))
+
+
+def shared_guard(
+    tokenizer,
+    constraints: str | Iterable[str],
+    stop_ids: Iterable[int],
+    vocab_size: int | None = None,
+) -> ViolationGuard:
+    """The kept guard of this set of constraints (in any order) and stops on this tokenizer, made
+    when missing; the GUARDS_KEPT most recently used of a tokenizer are kept."""
+    wanted = set(parse_constraints(constraints))
+    named = [c for c in CONSTRAINTS if c in wanted]  # one order, whatever the caller's
+    stops = frozenset(stop_ids)
+    with _KEEPING:
+        _, guards = _kept(tokenizer)
+        return guards.get_or_make(
+            (tuple(named), stops, vocab_size),
+            lambda: ViolationGuard(tokenizer, named, stops, vocab_size),
+        )
 
 
 class ViolationGuard:
@@ -106,27 +213,8 @@ class ViolationGuard:
     ):
         self.constraints = parse_constraints(constraints)
         self.stop_ids = set(stop_ids)
-        vocab = max(len(tokenizer), vocab_size or 0)  # a model's padded vocabulary may be larger
-        specials = set(tokenizer.all_special_ids) | {
-            i for i, t in tokenizer.added_tokens_decoder.items() if t.special
-        }
-        self._ends_text = self.stop_ids | specials  # a special token ends the step text it follows
-        # The backend decoder turns byte-level symbols into text without HF's space clean-up.
-        pieces = tokenizer.backend_tokenizer.decode_batch(
-            [[i] for i in range(len(tokenizer))], skip_special_tokens=False
-        )
-        self._ends_text |= set(
-            range(len(tokenizer), vocab)
-        )  # ids with no text: treat like specials
-        pieces += [""] * (vocab - len(tokenizer))
-        self._pieces = ["" if i in self._ends_text else p for i, p in enumerate(pieces)]
-        self._word_end = [
-            i in self._ends_text or not _word_char(p[:1] or "x") for i, p in enumerate(self._pieces)
-        ]
-        self._crosses = [
-            i in self._ends_text or not all(map(_word_char, p)) for i, p in enumerate(self._pieces)
-        ]
-        self.word_end_ids: list[int] = [i for i in range(vocab) if self._word_end[i]]
+        self.tables = token_tables(tokenizer, self.stop_ids, vocab_size)
+        self.word_end_ids: list[int] = self.tables.word_end_ids
         self._last_words = term_last_words(self.constraints)
         self.held: frozenset[str] | None = None
 
@@ -144,18 +232,19 @@ class ViolationGuard:
 
     def piece(self, token_id: int) -> str:
         """Decoded text of one token ('' for special and stop tokens)."""
-        return self._pieces[token_id]
+        return self.tables.pieces[token_id]
 
     def ends_word(self, token_id: int) -> bool:
         """Whether this token ends the word in progress (it starts with a non-word character)."""
-        return self._word_end[token_id]
+        return self.tables.word_end[token_id]
 
     def check(self, text: str, token_id: int) -> Verdict:
         """Verdict on appending this token to a step text that has no completed violation."""
-        if not self._crosses[token_id]:
+        tables = self.tables
+        if not tables.crosses[token_id]:
             return Verdict.OK  # letters only: no word is completed, nothing new can be judged
-        complete = token_id in self._ends_text
-        candidate = text + self._pieces[token_id]
+        complete = token_id in tables.ends_text
+        candidate = text + tables.pieces[token_id]
         if not self._completes_term_word(text, candidate, complete):
             return Verdict.OK
         found = [m for m in self.violations(candidate) if complete or m.end < len(candidate)]
@@ -166,7 +255,7 @@ class ViolationGuard:
             found += unlisted_foods(candidate[:open_word], self.held)
         if not found:
             return Verdict.OK
-        if self._word_end[token_id] and any(m.end == len(text) for m in found):
+        if tables.word_end[token_id] and any(m.end == len(text) for m in found):
             return Verdict.BAN_WORD_END
         return Verdict.BAN_TOKEN
 

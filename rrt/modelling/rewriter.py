@@ -13,7 +13,7 @@ import hashlib
 import time
 from dataclasses import dataclass, field, replace
 
-from rrt.modelling.constrained import ViolationGuard, guard_text
+from rrt.modelling.constrained import guard_text, shared_guard
 from rrt.modelling.editing import STEP_SCOPES, choose_edit, step_affected
 from rrt.modelling.prompts import (
     SPECIAL_NAMES,
@@ -289,7 +289,6 @@ class Rewriter:
             "selection_s": 0.0,
             **dict.fromkeys(STATIC_COUNTS, 0),
         }
-        self._guards: dict[tuple, object] = {}
 
     def _stop_ids(self, variant: str, tokenizer) -> set[int]:
         named = {t: tokenizer.convert_tokens_to_ids(t) for t in STOPS[variant]}
@@ -311,12 +310,11 @@ class Rewriter:
     def _guard(self, constraints: list[str]):
         if not self.constrained:
             return None
-        key = tuple(constraints)
-        if key not in self._guards:
-            self._guards[key] = ViolationGuard(
-                self.tokenizer, list(constraints), self._stop_ids(self.variant, self.tokenizer)
-            )
-        return self._guards[key]
+        # Kept per tokenizer, not per rewriter: a replica's rewriters (one per candidates value) and a
+        # request's order of its constraints share one guard.
+        return shared_guard(
+            self.tokenizer, constraints, self._stop_ids(self.variant, self.tokenizer)
+        )
 
     def decode(self, ids: list[int], tokenizer=None) -> str:
         """Generated token ids as text, special tokens kept (the selection rules penalise them)."""

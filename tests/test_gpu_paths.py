@@ -5,6 +5,7 @@ compiled model against the eager one, and the CUDA decoding plan against the CPU
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -255,12 +256,39 @@ def test_a_kept_static_cache_with_more_columns_serves_shorter_prompts(monkeypatc
     assert [s.ended for s in reused] == [s.ended for s in loop]
     # Past the factor the short prompts get a cache of their own columns.
     monkeypatch.setattr(static_decode, "COLUMN_REUSE", 1.9)
-    sampler.static.kept.clear()
+    sampler.static.release()
     assert run(long)[1:] == (1, 128)
     own, made, held = run(prompts)
     assert (made, held) == (1, 64) and [s.tokens for s in own] == [s.tokens for s in loop]
     # A cache of fewer columns never serves a longer prompt.
     assert run(long)[1:] == (0, 128)
+
+
+def test_the_static_caches_of_all_samplers_are_bounded_together(monkeypatch):
+    """A replica holds a sampler per candidates value and guard choice: together they keep at most
+    CPU_DECODERS caches (GPU_DECODERS on CUDA), the least recently used out, and when the GPU runs
+    out of memory for a new one every kept cache goes and the batch decodes the plain way."""
+    lm, prompts, stops, settings, seeds = _decoding_case(1.0)
+    settings = replace(settings, max_new_tokens=4)
+    samplers = [CandidateSampler(lm, "cpu", plan="graph") for _ in range(3)]
+    monkeypatch.setattr(static_decode, "CPU_DECODERS", 2)
+    for n, sampler in enumerate(samplers, 1):
+        sampler.sample(prompts[:1], seeds[:1], stops, PAD, replace(settings, candidates=n))
+    made = sum(s.counts["decoders"] for s in samplers)
+    assert made == 3 and made - sum(s.counts["evictions"] for s in samplers) <= 2
+    assert len(static_decode.DECODERS) <= 2
+    # The first sampler's cache was the least recently used: it is made again.
+    samplers[0].sample(prompts[:1], seeds[:1], stops, PAD, replace(settings, candidates=1))
+    assert samplers[0].counts["decoders"] == 2
+
+    def no_memory(*args, **kwargs):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(static_decode, "StaticDecoder", no_memory)
+    loop = CandidateSampler(lm, "cpu", plan="loop").sample(prompts, seeds, stops, PAD, settings)
+    out = samplers[2].sample(prompts, seeds, stops, PAD, settings)
+    assert samplers[2].counts["no_room"] == 1 and len(static_decode.DECODERS) == 0
+    assert [s.tokens for s in out] == [s.tokens for s in loop]
 
 
 def test_the_decoding_plan_is_graph_on_cuda_for_gpt2_and_llama():

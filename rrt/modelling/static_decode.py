@@ -3,16 +3,19 @@ or Llama family model, captured as a CUDA graph and replayed for every later tok
 
 The shared prefill stays as it is (rrt.modelling.sampling); its keys and values are copied into a
 cache of C rows (candidates, padded to a bucket) x L columns (prompt + new tokens), allocated
-once per shape and kept by its StaticDecoding. A kept cache of up to COLUMN_REUSE times the columns
-a batch needs serves it, the extra columns masked: prompt lengths vary widely at a 1024-token block,
-and each new shape costs its captures, and past GPU_DECODERS an eviction. One decode step reads and
-writes only such fixed buffers: the last token and its position, the column it writes (shared by
-every row: left padding ends every prompt in the same column), the valid-column mask, each
-candidate's pre-drawn numbers and the tokens so far. So on a GPU the whole step - every block, the
-LM head, top-k / top-p and the draw - is one graph replay, with no host work and no host sync per
-token. What differs by family is in a body (rrt.modelling.decode_bodies): a Llama model's keys are
-cached already rotated to their positions, and its key-value heads are cached once, not once per
-query head: the query heads of one key-value head are the queries of one attention call.
+once per shape and kept in the process's DECODERS for the StaticDecoding that made it. A kept cache
+of up to COLUMN_REUSE times the columns a batch needs serves it, the extra columns masked: prompt
+lengths vary widely at a 1024-token block, and each new shape costs its captures, and past
+GPU_DECODERS an eviction. The bounds hold for the whole process, not for each sampler: a service
+replica keeps a rewriter, so a sampler, per candidates value and guard choice, and each of them
+may make decoders. One decode step reads and writes only such fixed buffers: the last token and
+its position, the column it writes (shared by every row: left padding ends every prompt in the
+same column), the valid-column mask, each candidate's pre-drawn numbers and the tokens so far. So
+on a GPU the whole step - every block, the LM head, top-k / top-p and the draw - is one graph
+replay, with no host work and no host sync per token. What differs by family is in a body
+(rrt.modelling.decode_bodies): a Llama model's keys are cached already rotated to their positions,
+and its key-value heads are cached once, not once per query head: the query heads of one key-value
+head are the queries of one attention call.
 
 The same numbers are drawn in the same order as the plain loop draws them, so the tokens are the
 loop's (on CPU, where the steps run eagerly, token for token; on a GPU up to float rounding). Every
@@ -22,7 +25,8 @@ they move to the front and a graph of the smaller bucket takes over. A guarded p
 token the guard refuses costs more (that row's logits come back and it redraws as the host would; a
 row that takes a word back gets its token before the cut as its next input, the cut columns
 masked). A batch whose cache would take more than CACHE_SHARE of the GPU's memory raises NoRoom,
-and the caller decodes it with the plain loop.
+and the caller decodes it with the plain loop; so does one whose cache the GPU runs out of memory
+for, and then every kept cache of the process is let go.
 """
 
 from __future__ import annotations
@@ -30,7 +34,10 @@ from __future__ import annotations
 # torch is imported where used: jobs/rewrite.py imports this module (through the rewriter), and its
 # --help and driver start without it.
 import contextlib
+import itertools
+import threading
 import warnings
+import weakref
 from collections import Counter, OrderedDict
 
 import numpy as np
@@ -45,8 +52,8 @@ EAGER_BEFORE_CAPTURE = 2
 COLUMN_MULTIPLE = 64  # cache columns round up to this, so prompts of near lengths share one cache
 COLUMN_REUSE = 1.25  # a kept graph cache with up to this many times the columns needed serves it
 MIN_ROWS = 8  # the smallest bucket a batch shrinks to
-CACHE_SHARE = 0.4  # of the GPU's memory the kept caches may hold together
-CPU_DECODERS = 3  # caches kept per model on the host
+CACHE_SHARE = 0.4  # of the GPU's memory the process's kept caches may hold together
+CPU_DECODERS = 3  # caches the process keeps on the host
 GPU_DECODERS = 8  # and on a GPU (each also holds its graphs' memory)
 
 
@@ -80,6 +87,13 @@ def supports(lm) -> bool:
 def round_up(value: int, multiple: int) -> int:
     """The smallest multiple of `multiple` at least `value`."""
     return -(-value // multiple) * multiple
+
+
+def _buckets(rows: int) -> list[int]:
+    sizes = [rows]
+    while sizes[-1] // 2 >= MIN_ROWS:
+        sizes.append(sizes[-1] // 2)
+    return sizes
 
 
 def _attention_kernels(device):
@@ -169,10 +183,7 @@ class StaticDecoder:
 
     def buckets(self) -> list[int]:
         """The row counts this decoder runs at as its candidates finish: halving, down to MIN_ROWS."""
-        sizes = [self.rows]
-        while sizes[-1] // 2 >= MIN_ROWS:
-            sizes.append(sizes[-1] // 2)
-        return sizes
+        return _buckets(self.rows)
 
     def load(self, cache, first_logits, mask, positions, owner, uniforms) -> None:
         """The prefill's cache, mask and positions copied to the first rows, one per candidate (`owner`:
@@ -290,16 +301,88 @@ class StaticDecoder:
         self.stopped[len(live) : rows] = True
 
 
+class DecoderRegistry:
+    """Every static decoder the process keeps, for all its models and samplers, by the sampler that
+    made it (its StaticDecoding's `owner`) and its shape: at most CPU_DECODERS (GPU_DECODERS on
+    CUDA), on a GPU at most CACHE_SHARE of its memory together, the least recently used out."""
+
+    def __init__(self):
+        self.kept: OrderedDict[tuple, StaticDecoder] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        """How many decoders are kept."""
+        return len(self.kept)
+
+    def _bytes_on(self, device) -> int:
+        return sum(d.bytes for d in self.kept.values() if str(d.device) == str(device))
+
+    def find(self, owner: int, serves) -> StaticDecoder | None:
+        """The owner's kept decoder that `serves(key)` accepts with the fewest columns, then rows
+        (it becomes the most recently used); None when none does."""
+        with self._lock:
+            fits = [key for key in self.kept if key[0] == owner and serves(key[1:])]
+            if not fits:
+                return None
+            key = min(fits, key=lambda k: (k[2], k[1]))
+            self.kept.move_to_end(key)
+            return self.kept[key]
+
+    def make_room(self, need: int, limit: float | None, device, counts: Counter) -> None:
+        """Evict the least recently used until one more decoder of `need` bytes fits the count and,
+        on a GPU (`limit`), the memory its kept caches may take."""
+        cuda = limit is not None
+        most = GPU_DECODERS if cuda else CPU_DECODERS
+        evicted = 0
+        with self._lock:
+            while self.kept and (
+                len(self.kept) >= most or cuda and self._bytes_on(device) + need > limit
+            ):
+                self.kept.popitem(last=False)
+                evicted += 1
+        counts["evictions"] += evicted
+        if evicted and cuda:
+            import torch
+
+            torch.cuda.empty_cache()
+
+    def add(self, owner: int, key: tuple, decoder: StaticDecoder) -> None:
+        """Keep a new decoder of `owner` (made after `make_room`)."""
+        with self._lock:
+            self.kept[(owner, *key)] = decoder
+
+    def drop(self, owner: int) -> None:
+        """Let go of every decoder of `owner` (its sampler is gone)."""
+        with self._lock:
+            for key in [k for k in self.kept if k[0] == owner]:
+                del self.kept[key]
+
+    def clear(self) -> None:
+        """Let go of every kept decoder (the GPU ran out of memory)."""
+        with self._lock:
+            self.kept.clear()
+
+
+DECODERS = DecoderRegistry()
+_OWNERS = itertools.count()
+
+
 class StaticDecoding:
-    """One model's static decode loop on one device: the caches it keeps (least recently used out)
-    and its counts (caches made, captures, replays, eager steps, guard redraws, evictions, no room).
+    """One model's static decode loop on one device: its caches, kept in the process's DECODERS, and
+    its counts (caches made, captures, replays, eager steps, guard redraws, evictions, no room).
     Graphs are captured on CUDA; elsewhere the same steps run eagerly."""
 
     def __init__(self, lm, device, counts: Counter | None = None):
         self.lm, self.device = lm, device
         self.cuda = str(device).startswith("cuda")
-        self.kept: OrderedDict[tuple, StaticDecoder] = OrderedDict()
         self.counts = counts if counts is not None else Counter()
+        self.owner = next(_OWNERS)
+        # Its caches go with it: a registry entry must not keep a model and its caches alive.
+        weakref.finalize(self, DECODERS.drop, self.owner)
+
+    def release(self) -> None:
+        """Let go of the caches this loop keeps (the next batch makes what it needs)."""
+        DECODERS.drop(self.owner)
 
     def _room(self, cells: int, dtype) -> tuple[int, float | None]:
         """The bytes a cache of `cells` positions per layer takes, and what the kept caches may
@@ -326,7 +409,6 @@ class StaticDecoding:
         """The kept decoder of this shape, made (evicting the least recently used) when missing."""
         import torch
 
-        kept = self.kept
         shape = (
             columns,
             steps,
@@ -341,27 +423,19 @@ class StaticDecoding:
         # shorter prompts with its extra columns masked: fewer shapes, so fewer captures and
         # evictions when prompt lengths vary.
         most = columns * COLUMN_REUSE
-        fits = [
-            key
-            for key, d in kept.items()
-            if key[2:] == shape[1:] and columns <= key[1] <= most and rows in d.buckets()
-        ]
-        if fits:
-            key = min(fits, key=lambda k: (k[1], k[0]))
-            kept.move_to_end(key)
-            return kept[key]
+        kept = DECODERS.find(
+            self.owner,
+            lambda key: (
+                key[2:] == shape[1:] and columns <= key[1] <= most and rows in _buckets(key[0])
+            ),
+        )
+        if kept is not None:
+            return kept
         need, limit = self._room(rows * columns, dtype)
-        while kept and (
-            len(kept) >= (CPU_DECODERS if limit is None else GPU_DECODERS)
-            or (limit is not None and sum(d.bytes for d in kept.values()) + need > limit)
-        ):
-            kept.popitem(last=False)
-            self.counts["evictions"] += 1
-            if self.cuda:
-                torch.cuda.empty_cache()
+        DECODERS.make_room(need, limit, self.device, self.counts)
         key = (rows, *shape)
         try:
-            kept[key] = StaticDecoder(
+            decoder = StaticDecoder(
                 self.lm,
                 rows,
                 columns,
@@ -374,11 +448,13 @@ class StaticDecoding:
                 self.counts,
             )
         except torch.cuda.OutOfMemoryError as err:
-            kept.clear()
+            # Another sampler's caches may be what filled the GPU: every kept cache goes.
+            DECODERS.clear()
             torch.cuda.empty_cache()
             raise NoRoom(str(err).splitlines()[0]) from err
+        DECODERS.add(self.owner, key, decoder)
         self.counts["decoders"] += 1
-        return kept[key]
+        return decoder
 
     def decode(
         self,

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from rrt.config import load_settings
 from rrt.recipes.lexicon import CONSTRAINTS
-from serve.schema import RequestIn
+from serve.schema import VIOLATIONS_LISTED, RequestIn
 
 
 class ErrorDetail(BaseModel):
@@ -90,8 +90,14 @@ class RewriteOut(BaseModel):
     steps: list[StepOut]
     substitutions: list[SubstitutionOut]
     notes: list[str]
-    violations_before: list[ViolationOut]
-    violations_after: list[ViolationOut]
+    violations_before: list[ViolationOut] = Field(
+        description=f"The source's violating spans, the first {VIOLATIONS_LISTED}"
+    )
+    violations_before_count: int = Field(description="How many violating spans the source has")
+    violations_after: list[ViolationOut] = Field(
+        description=f"The rewrite's violating spans, the first {VIOLATIONS_LISTED}"
+    )
+    violations_after_count: int = Field(description="How many violating spans the rewrite has")
     model: dict[str, str | int | float | None]
     timings: dict[str, float]
 

@@ -20,6 +20,10 @@ from rrt.recipes.recipe import Recipe
 from rrt.recipes.tagger import parse_constraints, tag_recipe
 
 MAX_NESTING = 8
+# Violating spans an answer lists of the source and of the rewrite, each with its full count: a
+# request of the largest size can name a food in nearly every word, and the list would be most of
+# the answer.
+VIOLATIONS_LISTED = 100
 
 
 class ApiError(Exception):
@@ -185,7 +189,8 @@ def parse_request(body: bytes, limits: Limits) -> RewriteRequest:
 
 
 def violations(recipe: dict, constraints: list[str]) -> list[dict]:
-    """Every violating span of a recipe for the constraints: field, line index, term, span."""
+    """Every violating span of a recipe for the constraints (field, line index, term, span), in
+    reading order."""
     tagged = tag_recipe(
         Recipe("request", recipe["title"], list(recipe["ingredients"]), list(recipe["steps"])),
         constraints,
@@ -205,7 +210,14 @@ def violations(recipe: dict, constraints: list[str]) -> list[dict]:
                         "span": list(v.span),
                     }
                 )
-    return out
+    # In reading order, so a capped list (`listed`) holds the recipe's first spans.
+    fields = {"title": 0, "ingredients": 1, "steps": 2}
+    return sorted(out, key=lambda v: (fields.get(v["field"], 3), v["index"], v["span"]))
+
+
+def listed(name: str, spans: list[dict]) -> dict:
+    """The first VIOLATIONS_LISTED spans under `name`, and how many there are under `name`_count."""
+    return {name: spans[:VIOLATIONS_LISTED], f"{name}_count": len(spans)}
 
 
 def response(request: RewriteRequest, record: dict, model: dict, timings: dict) -> dict:
@@ -228,8 +240,8 @@ def response(request: RewriteRequest, record: dict, model: dict, timings: dict) 
         "steps": steps,
         "substitutions": record["substitutions"],
         "notes": record["notes"],
-        "violations_before": violations(request.recipe, request.constraints),
-        "violations_after": violations(record["rewrite"], request.constraints),
+        **listed("violations_before", violations(request.recipe, request.constraints)),
+        **listed("violations_after", violations(record["rewrite"], request.constraints)),
         "model": model,
         "timings": timings,
     }

@@ -296,3 +296,26 @@ def test_requests_join_the_running_batch_at_its_next_step():
     assert [a["timings"]["rounds"] for a in answers] == [2] * 5
     # The idle engine waited for the batch to fill (up to gather_s), so all five ran together.
     assert burst.rounds == [[0, 1, 2, 3, 4]] * 2
+
+
+def test_an_answer_lists_the_first_violations_and_counts_them_all(monkeypatch):
+    """A request may name a food in nearly every word: its answer lists the first
+    VIOLATIONS_LISTED spans of the source and of the rewrite, in reading order, and counts all."""
+    from serve_inprocess import client, gateway, settings
+
+    from serve.openapi import RewriteOut
+    from serve.schema import VIOLATIONS_LISTED
+
+    web = client(monkeypatch, gateway(engine(Steps(), slots=2), settings()))
+    steps = ["Warm the milk. " * 50] * 5
+    recipe = {"title": "Milk toast", "ingredients": ["1 cup milk"], "steps": steps}
+    reply = web.post("/v1/rewrite", json={"recipe": recipe, "constraint": "vegan", "candidates": 1})
+    assert reply.status_code == 200, reply.text[:300]
+    answer = RewriteOut.model_validate(reply.json())
+    for listed, count in (
+        (answer.violations_before, answer.violations_before_count),
+        (answer.violations_after, answer.violations_after_count),
+    ):
+        assert count == 2 + 5 * 50 and len(listed) == VIOLATIONS_LISTED
+        assert [v.field for v in listed[:3]] == ["title", "ingredients", "steps"]
+        assert [v.span for v in listed[2:4]] == [[9, 13], [24, 28]]

@@ -3,6 +3,7 @@
     python benchmarks/step_host_work.py
     python benchmarks/step_host_work.py --constraints vegan,nut-free --candidates 10 --repeats 5
     python benchmarks/step_host_work.py --tokenizer out/demo/contextual_rule/model --round 8
+    python benchmarks/step_host_work.py --growth
 
 Every rewritten step's prompt is tokenized and its ten candidates are scored on the host, per
 recipe, so batching recipes on a GPU does not share this work out: it bounds how much batching
@@ -19,7 +20,12 @@ shows they chose alike.
 
 Prompts: every step's Contextual prompt (the whole document), tokenized one at a time against a
 round's prompts in one call (the rewriter's way), with the tiny tokenizer trained on the corpus
-or `--tokenizer`'s; the ids must be the same. Prints the ratio of the two last.
+or `--tokenizer`'s; the ids must be the same. Prints the ratio of the two.
+
+Growth (`--growth` alone): the inputs that once made a request's host work grow faster than the
+request, timed at 1x and 8x their size: the ingredient matcher (8 ingredient names and a step, each
+one word repeated), the guide on a step of one food repeated (`rrt substitute`), and a title of one
+food repeated named for its diet. Prints each cost ratio (8x time / 1x time) last; linear work is 8.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -39,9 +46,12 @@ from rrt.modelling import selection
 from rrt.modelling.models import TINY, load_tokenizer
 from rrt.modelling.prompts import step_prompt
 from rrt.modelling.selection import StepContext, select_best, source_word_set
-from rrt.recipes.ingredients import ingredient_name
+from rrt.recipes.ingredients import ingredient_name, step_ingredients
 from rrt.recipes.loaders import read_recipes
+from rrt.recipes.recipe import Recipe
+from rrt.recipes.substitutions import substitute_recipe
 from rrt.recipes.tagger import parse_constraints
+from rrt.recipes.titles import name_diet
 from testing.shared_data import web_recipes_or_sample
 
 
@@ -111,6 +121,51 @@ def prompt_seconds(tokenizer, prompts: list[str], size: int, repeats: int) -> tu
     return min(one), min(many)
 
 
+GROWTH = 8  # how many times the base size the large inputs are
+
+
+def growth_cases(scale: int) -> dict[str, Callable[[], object]]:
+    """The work that once grew faster than its input, at `scale` times a base size."""
+    names = [ingredient_name("1 teaspoon " + "salt " * (12 * scale - i)) for i in range(8)]
+    step = "Add the " + "salt " * 25 * scale
+    recipe = Recipe("growth", "Bacon", ["1 pound bacon"], ["bacon " * 625 * scale])
+    title = "Egg " * 25 * scale
+    return {
+        "ingredient matcher": lambda: step_ingredients(step, names),
+        "guide on a step": lambda: substitute_recipe(recipe, "vegetarian"),
+        "diet named in a title": lambda: name_diet(title, "egg-free"),
+    }
+
+
+def growth_seconds(repeats: int) -> dict[str, tuple[float, float]]:
+    """Fastest seconds of each growth case at 1x and at GROWTH times the size."""
+    small, large = growth_cases(1), growth_cases(GROWTH)
+    spent = {}
+    for name, work in small.items():
+        work()  # fills the word caches both sizes share
+        times = []
+        for case in (work, large[name]):
+            runs = []
+            for _ in range(repeats):
+                started = time.perf_counter()
+                case()
+                runs.append(time.perf_counter() - started)
+            times.append(min(runs))
+        spent[name] = (times[0], times[1])
+    return spent
+
+
+def print_growth(repeats: int) -> None:
+    """Time every growth case at 1x and 8x; print the cost ratios last."""
+    spent = growth_seconds(repeats)
+    for name, (small, large) in spent.items():
+        print(f"  {name:<22} 1x {1000 * small:9.2f} ms, {GROWTH}x {1000 * large:10.2f} ms")
+    print(
+        f"cost ratio, {GROWTH}x input / 1x (linear: {GROWTH}): "
+        + ", ".join(f"{name} {large / small:.1f}" for name, (small, large) in spent.items())
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Score every real step's candidates and tokenize every step's prompt; print the prompt ratio last."""
     parser = argparse.ArgumentParser(
@@ -134,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--round", type=int, default=8, help="prompts tokenized in one call (recipes in a round)"
     )
+    parser.add_argument(
+        "--growth",
+        action="store_true",
+        help="only time the growth cases at 1x and 8x their size",
+    )
     args = parser.parse_args(argv)
     try:
         constraints = parse_constraints(args.constraints)
@@ -141,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(err))
     if min(args.candidates, args.repeats, args.round) < 1:
         parser.error("--candidates, --repeats and --round must be at least 1")
+    if args.growth:
+        print_growth(args.repeats)
+        return 0
     corpus = web_recipes_or_sample()
     recipes = list(read_recipes([corpus]))
     jobs = steps_to_score(recipes, args.candidates)
@@ -191,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{1000 * one / len(prompts):.3f}, in rounds of {args.round} {1000 * many / len(prompts):.3f}"
     )
     print(f"prompt tokenizing, one at a time / rounds of {args.round}: {one / many:.2f}")
+    print_growth(args.repeats)
     return 0
 
 

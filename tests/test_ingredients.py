@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from rrt.recipes.ingredients import ingredient_name, recipe_ingredients, step_ingredients
+from rrt.recipes import ingredients
+from rrt.recipes.ingredients import (
+    NAME_WORDS,
+    content_words,
+    ingredient_name,
+    recipe_ingredients,
+    step_ingredients,
+)
+from testing.work_count import lines_run
 
 
 @pytest.mark.parametrize(
@@ -57,3 +67,69 @@ def test_recipe_ingredients_shape():
         ["2 cups milk", "3 tablespoons cocoa powder"], ["Warm the milk.", "Whisk in the cocoa."]
     )
     assert out == {"names": ["milk", "cocoa powder"], "steps": [["milk"], ["cocoa powder"]]}
+
+
+# ---------------------------------------------------------------- the matcher against every pair of places
+
+
+def longest_run_everywhere(name: list[str], step: list[str]) -> tuple[int, int]:
+    """(start in step, length) of the longest run of name's words in step, tried from every pair
+    of places; the earliest start of equal length, (0, 0) when they share no word."""
+    best = (0, 0)
+    for i in range(len(step)):
+        for j in range(len(name)):
+            k = 0
+            while i + k < len(step) and j + k < len(name) and step[i + k] == name[j + k]:
+                k += 1
+            if k > best[1]:
+                best = (i, k)
+    return best
+
+
+def step_ingredients_everywhere(step: str, names: list[str]) -> list[tuple[int, str, int, int]]:
+    """What step_ingredients finds, by the plain method: each name's longest run, then the longest
+    claims its words first (ties to the earlier line); in order of appearance."""
+    words = content_words(step)
+    runs = [(i, n, *longest_run_everywhere(content_words(n), words)) for i, n in enumerate(names)]
+    claimed: list[tuple[int, str, int, int]] = []
+    for run in sorted((r for r in runs if r[3]), key=lambda r: (-r[3], r[0])):
+        span = set(range(run[2], run[2] + run[3]))
+        if not any(span & set(range(c[2], c[2] + c[3])) for c in claimed):
+            claimed.append(run)
+    return sorted(claimed, key=lambda c: (c[2], c[0]))
+
+
+# Few words, so runs repeat and overlap, the shapes a shortcut would get wrong.
+WORDS = st.sampled_from(["salt", "pepper", "olive", "oil", "butter", "the", "2"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    step=st.lists(WORDS, max_size=30).map(" ".join),
+    names=st.lists(st.lists(WORDS, min_size=1, max_size=6).map(" ".join), max_size=8),
+)
+def test_step_ingredients_is_the_longest_run_from_every_pair_of_places(step, names):
+    found = [(f.index, f.name, f.start, f.length) for f in step_ingredients(step, names)]
+    assert found == step_ingredients_everywhere(step, names)
+
+
+def _matching(scale: int):
+    """Eight ingredient names and a step, each one word repeated, `scale` times a base length."""
+    names = [" ".join(["salt"] * (12 * scale - i)) for i in range(8)]
+    step = " ".join(["salt"] * 25 * scale)
+    return lambda: step_ingredients(step, names)
+
+
+def test_matching_work_grows_with_the_words_not_with_their_pairs():
+    small, large = _matching(1), _matching(8)
+    small(), large()  # the word caches
+    few = lines_run(small, [ingredients])
+    # Extending a run from every pair of equal words ran about 500 times the lines at 8x.
+    many = lines_run(large, [ingredients], limit=8 * few)
+    assert many <= 8 * few, (few, many)
+
+
+def test_a_name_is_matched_by_its_first_name_words():
+    long_name = " ".join(["salt"] * NAME_WORDS + ["pepper"])
+    found = step_ingredients("Add the salt pepper.", [long_name])
+    assert [(f.start, f.length) for f in found] == [(1, 1)]  # "pepper" lies past the cap

@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from conftest import make_recipe
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from rrt.recipes import tagger, titles
 from rrt.recipes.lexicon import CONSTRAINTS
 from rrt.recipes.substitutions import substitute_recipe
 from rrt.recipes.tagger import tag_recipe, text_violations
-from rrt.recipes.titles import is_title_case, name_diet, title_case, title_stand_in
+from rrt.recipes.titles import (
+    DIET_NAMES,
+    MINOR_WORDS,
+    OPENERS,
+    TITLE_FOODS,
+    is_title_case,
+    name_diet,
+    title_case,
+    title_stand_in,
+)
+from testing.work_count import lines_run
 
 # (source title, ingredient lines, constraints, rewritten title, an ingredient line the guide must write)
 TITLES = [
@@ -294,3 +309,100 @@ def test_case_helpers_and_name_diet():
     )
     assert name_diet("Mac and Cheese", "dairy-free")[0] == "Mac and Dairy-Free Cheese"
     assert name_diet("Tofu Curry", "vegan") == ("Tofu Curry", [])
+
+
+# ---------------------------------------------------------------- naming the diet, turn by turn
+
+_TOKEN = re.compile(r"[\w'’-]+")
+
+
+def _opener(word: str) -> bool:
+    return word.lower() in OPENERS or word[:1].isdigit()
+
+
+def _phrase_start(title: str, at: int) -> bool:
+    before = title[:at].rstrip()
+    if not before or not before[-1].isalnum():
+        return True
+    previous = _TOKEN.findall(before)[-1]
+    return previous.lower() != "to" and (_opener(previous) or previous.lower() in MINOR_WORDS)
+
+
+def _heads(title: str, start: int) -> list[int]:
+    heads: list[int] = []
+    for word in reversed(list(_TOKEN.finditer(title[:start]))[-2:]):
+        if (
+            title[word.end() : (heads or [start])[-1]].strip()
+            or _opener(word.group())
+            or word.group().lower() in MINOR_WORDS
+        ):
+            break
+        heads.append(word.start())
+    return [at for at in heads[::-1] if _phrase_start(title, at)] + [start]
+
+
+def _with_diet_word(title: str, constraint: str, at: int) -> str:
+    word, rest = DIET_NAMES[constraint], title[at:]
+    if title.isupper():
+        word = word.upper()
+    elif at == 0 and not is_title_case(title):
+        word = word[:1].upper() + word[1:]
+        first = rest.split(" ", 1)[0]
+        rest = rest[:1].lower() + rest[1:] if first[1:] == first[1:].lower() else rest
+    elif rest[:1].isupper():
+        word = title_case(word)
+    return title[:at] + word + " " + rest
+
+
+def name_diet_whole_title(title: str, constraint: str) -> tuple[str, list[tuple[str, str]]]:
+    """name_diet as it was: each turn tags the whole title and covers its last uncovered food."""
+    made = []
+    for _ in range(len(title.split()) + 1):
+        found = text_violations(title, [constraint])
+        if not found:
+            break
+        food = max(found, key=lambda m: m.start)
+        for at in _heads(title, food.start):
+            new = _with_diet_word(title, constraint, at)
+            moved = food.start + len(new) - len(title)
+            if not any(m.start == moved for m in text_violations(new, [constraint])):
+                made.append((title[at : food.end], new[at : moved + food.end - food.start]))
+                title = new
+                break
+        else:
+            break
+    return title, made
+
+
+TITLE_WORDS = st.sampled_from(
+    ["Egg", "eggs", "Bacon", "Milk", "cheese", "Easy", "and", "with", "Salad", "Vegan", "Tofu"]
+    + ["Fried", "Rice", "HAM", "Walnut", "to", "Butter", "30-Minute", "the", "Fish", "Tacos"]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    words=st.lists(
+        st.tuples(TITLE_WORDS, st.sampled_from([" ", " ", ", ", ": ", " & "])), max_size=8
+    ),
+    constraint=st.sampled_from(sorted(DIET_NAMES)),
+)
+def test_name_diet_names_a_real_sized_title_as_it_was_named_turn_by_turn(words, constraint):
+    title = "".join(word + gap for word, gap in words).strip(" ,:&")
+    assert name_diet(title, constraint) == name_diet_whole_title(title, constraint)
+
+
+def _naming(foods: int):
+    title = "Egg " * foods
+    return lambda: name_diet(title, "egg-free")
+
+
+def test_naming_work_grows_with_the_title_not_with_its_foods_times_its_length():
+    small, large = _naming(TITLE_FOODS), _naming(8 * TITLE_FOODS)
+    small()
+    assert not text_violations(large()[0], ["egg-free"])  # every food covered, piece by piece
+    few = lines_run(small, [titles, tagger])
+    # Linear is 8 times, and one more reading of the whole title to find its foods; tagging the
+    # whole title once for each of its foods ran about 64 times the lines.
+    many = lines_run(large, [titles, tagger], limit=10 * few)
+    assert many <= 10 * few, (few, many)

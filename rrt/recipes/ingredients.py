@@ -4,6 +4,8 @@ Names drop quantities, fractions, units, parentheticals, sizes and preparation w
 ("1/2 cup (2 3/8 ounces) all-purpose flour" → "all-purpose flour"). A step mentions an
 ingredient when they share an n-gram of content words; each span of the step goes to
 the ingredient with the longest match there (the paper's method), in order of appearance.
+The longest matches come from a suffix automaton of the step's words, so a step costs time
+linear in its words and its names' words, however often a word repeats.
 """
 
 from __future__ import annotations
@@ -348,28 +350,66 @@ class StepIngredient:
     length: int
 
 
-def _word_places(hay: list[str]) -> dict[str, list[int]]:
-    """Where each word of hay stands."""
-    where: dict[str, list[int]] = {}
-    for i, word in enumerate(hay):
-        where.setdefault(word, []).append(i)
-    return where
+# Words of a name and of a step the matcher reads: several times the longest real ones
+# (benchmarks/RESULTS.md), so a request of long lines costs a bounded amount of host work.
+NAME_WORDS = 32
+STEP_WORDS = 512
 
 
-def _longest_run(
-    needle: tuple[str, ...], hay: list[str], where: dict[str, list[int]]
-) -> tuple[int, int]:
-    """(start in hay, length) of the longest contiguous run of needle found in hay (`where`: its
-    words' places, made once per hay)."""
-    best = (0, 0)
-    for j, word in enumerate(needle):
-        for i in where.get(word, ()):
-            k = 1
-            while i + k < len(hay) and j + k < len(needle) and hay[i + k] == needle[j + k]:
-                k += 1
-            if k > best[1] or (k == best[1] and i < best[0]):
-                best = (i, k)
-    return best
+class _Runs:
+    """Every run of words a text holds, as a suffix automaton: built in time linear in the
+    text, it finds a name's longest run in the text in time linear in the name."""
+
+    def __init__(self, words: list[str]):
+        # Per state: its next states by word, suffix link, longest run, and where that run first ends.
+        nexts: list[dict[str, int]] = [{}]
+        link, size, end = [-1], [0], [0]
+        last = 0
+        for at, word in enumerate(words):
+            new = len(size)
+            nexts.append({})
+            link.append(0)
+            size.append(at + 1)
+            end.append(at)
+            state = last
+            while state >= 0 and word not in nexts[state]:
+                nexts[state][word] = new
+                state = link[state]
+            if state >= 0:
+                seen = nexts[state][word]
+                if size[state] + 1 == size[seen]:
+                    link[new] = seen
+                else:
+                    clone = len(size)
+                    nexts.append(dict(nexts[seen]))
+                    link.append(link[seen])
+                    size.append(size[state] + 1)
+                    end.append(end[seen])
+                    while state >= 0 and nexts[state].get(word) == seen:
+                        nexts[state][word] = clone
+                        state = link[state]
+                    link[seen] = link[new] = clone
+            last = new
+        self.nexts, self.link, self.size, self.end = nexts, link, size, end
+
+    def longest(self, name: tuple[str, ...]) -> tuple[int, int]:
+        """(start, length) of the longest run of the name's words in the text, the earliest of
+        equal length; (0, 0) when they share no word."""
+        nexts, link = self.nexts, self.link
+        best_start = best = 0
+        state = size = 0
+        for word in name:
+            while state and word not in nexts[state]:
+                state = link[state]
+                size = self.size[state]
+            state = nexts[state].get(word, 0)
+            size = size + 1 if state else 0
+            # Every run in a state ends first where the state's longest does.
+            if size and size >= best:
+                start = self.end[state] - size + 1
+                if size > best or start < best_start:
+                    best_start, best = start, size
+        return best_start, best
 
 
 # Longer ingredient names are rare (a note run into the line) and are split afresh each time:
@@ -379,7 +419,7 @@ MAX_CACHED_NAME = 64
 
 @functools.lru_cache(maxsize=65536)
 def _cached_name_words(name: str) -> tuple[str, ...]:
-    return tuple(content_words(name))
+    return tuple(content_words(name)[:NAME_WORDS])
 
 
 def _name_words(name: str) -> tuple[str, ...]:
@@ -390,19 +430,22 @@ def _name_words(name: str) -> tuple[str, ...]:
 
 def step_ingredients(step: str, names: list[str]) -> list[StepIngredient]:
     """Ingredients (by name) that a step mentions, in their order of appearance."""
-    words = content_words(step)
-    where = _word_places(words)
+    runs = _Runs(content_words(step)[:STEP_WORDS])
+    found: dict[tuple[str, ...], tuple[int, int]] = {}
     candidates = []
     for index, name in enumerate(names):
-        start, length = _longest_run(_name_words(name), words, where)
+        words = _name_words(name)
+        if words not in found:
+            found[words] = runs.longest(words)
+        start, length = found[words]
         if length:
             candidates.append(StepIngredient(index, name, start, length))
     # Longest match claims its span first; ties go to the earlier ingredient line.
     candidates.sort(key=lambda c: (-c.length, c.index))
     claimed: list[StepIngredient] = []
     for cand in candidates:
-        span = set(range(cand.start, cand.start + cand.length))
-        if not any(span & set(range(c.start, c.start + c.length)) for c in claimed):
+        end = cand.start + cand.length
+        if not any(c.start < end and cand.start < c.start + c.length for c in claimed):
             claimed.append(cand)
     return sorted(claimed, key=lambda c: (c.start, c.index))
 

@@ -150,6 +150,9 @@ JOINING = frozenset(
         "with",
     )
 )
+# Characters read each side of a term for the words that go with its food: many times the longest
+# such words, and a line of many foods costs time linear in its length, not in its foods times it.
+WORDS_REACH = 160
 _INNER_WORD = re.compile(r"[\s-]+([^\W\d_]+)[\s-]+")
 _BEFORE = {
     c: re.compile(r"(?:(?:" + "|".join(map(re.escape, words)) + r")[\s,]+)+$", re.IGNORECASE)
@@ -191,10 +194,11 @@ class Replaced:
 def widen(line: str, start: int, end: int, category: str) -> tuple[int, int]:
     """A term's span with the words before and after it that belong to the food."""
     if category in _BEFORE:
-        found = _BEFORE[category].search(line[:start])
-        start = found.start() if found else start
+        near = max(0, start - WORDS_REACH)
+        found = _BEFORE[category].search(line[near:start])
+        start = near + found.start() if found else start
     if category in _AFTER:
-        found = _AFTER[category].match(line[end:])
+        found = _AFTER[category].match(line[end : end + WORDS_REACH])
         end = end + found.end() if found else end
     return start, end
 

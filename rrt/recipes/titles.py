@@ -13,6 +13,7 @@ covering the food even when the title is read on its own, as reports read it.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from rrt.recipes.line_foods import Replaced
@@ -228,25 +229,58 @@ def _with_diet_word(title: str, constraint: str, at: int) -> str:
     return title[:at] + word + " " + rest
 
 
-def _cover(title: str, food: Mention, constraint: str) -> tuple[str, tuple[str, str]] | None:
+def _cover(
+    title: str, food: Mention, constraint: str
+) -> tuple[str, tuple[str, str], list[Mention]] | None:
+    # The new title's violations come back too: the next turn reads the same title.
     for at in _heads(title, food.start):
         new = _with_diet_word(title, constraint, at)
         moved = food.start + len(new) - len(title)
-        if not any(m.start == moved for m in text_violations(new, [constraint])):
-            return new, (title[at : food.end], new[at : moved + food.end - food.start])
+        found = text_violations(new, [constraint])
+        if not any(m.start == moved for m in found):
+            return new, (title[at : food.end], new[at : moved + food.end - food.start]), found
     return None
+
+
+# Foods a title is named for at a time: twice the most any real title holds (benchmarks/RESULTS.md),
+# so a real title is read whole, and a title of many foods costs time linear in its length.
+TITLE_FOODS = 10
 
 
 def name_diet(title: str, constraint: str) -> tuple[str, list[tuple[str, str]]]:
     """The title with the diet named before each food in it the constraint forbids, and each (from, to) change."""
+    found = text_violations(title, [constraint])
+    if len(found) <= TITLE_FOODS:
+        return _name_foods(title, constraint, found)
+    # Each turn re-reads the whole title, so a title of many foods is named in pieces of
+    # TITLE_FOODS foods, each ending where its last food does; right to left, as the turns go.
+    cuts, count, reach = [0], 0, 0
+    for food in sorted(found, key=lambda m: m.start):
+        if count >= TITLE_FOODS and food.start >= reach:
+            cuts.append(reach)
+            count = 0
+        count += 1
+        reach = max(reach, food.end)
+    cuts.append(len(title))
+    named, made = [], []
+    for start, end in reversed(list(itertools.pairwise(cuts))):
+        piece = title[start:end]
+        piece, changes = _name_foods(piece, constraint, text_violations(piece, [constraint]))
+        named.append(piece)
+        made += changes
+    return "".join(reversed(named)), made
+
+
+def _name_foods(
+    title: str, constraint: str, found: list[Mention]
+) -> tuple[str, list[tuple[str, str]]]:
     made = []
     # Read as a lone text, as reports read a title. A covered food stays covered, so each turn covers
     # one more, right to left; the bound only guards against a tagger that reads no place as covering.
     for _ in range(len(title.split()) + 1):
-        found = text_violations(title, [constraint])
         covered = _cover(title, max(found, key=lambda m: m.start), constraint) if found else None
         if covered is None:
             break
-        title, change = covered
+        title, change, found = covered
         made.append(change)
     return title, made

@@ -61,7 +61,8 @@ INPUTS_HELP = (
 STDIN_NOTE = (
     "Every command that reads recipes also reads what `rrt convert` and `rrt substitute` write, "
     "so they pipe into each other: rrt substitute --constraint vegan r.jsonl | rrt tag --constraint vegan. "
-    "A missing or unreadable input is one warning and a counted reject, and the others are read; "
+    "A missing input is one warning and is skipped, an unreadable one a counted reject, and the "
+    "others are read; "
     "a recipe id read before is a duplicate_id reject (the first is kept). Exit status: 0 when a "
     "recipe was kept, 1 when none was, 2 for a bad argument."
 )
@@ -217,8 +218,8 @@ def cmd_align(args: argparse.Namespace) -> None:
         report = LoadReport()
         found = next(read_recipes(expand_inputs([path]), report), None)
         if found is None:
-            why = next(iter(report.first.values()), None)
-            raise CliError(f"no usable recipe in {path}" + (f" ({why.detail})" if why else ""))
+            why = report.skipped + [reject.detail for reject in report.first.values()]
+            raise CliError(f"no usable recipe in {path}" + (f" ({why[0]})" if why else ""))
         recipes.append(found)
     source, target = recipes
     data, alignment, constraints, origin = _pipeline_settings(args.table)
@@ -865,7 +866,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # named: two may share a pipe
     if report.kept == 0 and any(report.rejected[r] for r in NOT_RECIPES):
         print(f"rrt {args.command}: no recipe found: {RECIPE_INPUTS}", file=sys.stderr)
-    return 1 if report.kept == 0 and report.rejected else 0
+    return 1 if report.kept == 0 and (report.rejected or report.skipped) else 0
 
 
 if __name__ == "__main__":

@@ -425,7 +425,7 @@ def test_the_bundled_sample_folder_holds_each_recipe_once(capsys):
     assert "128 recipes kept, 0 rejected" in out.err and "40       88" in out.out, out.out
 
 
-def test_a_missing_input_among_several_is_a_warning_and_a_counted_reject(tmp_path, capsys):
+def test_a_missing_input_among_several_is_a_warning_and_an_input_skipped(tmp_path, capsys):
     from cli import main as cli
 
     _lines(tmp_path / "good.jsonl", "a")
@@ -433,12 +433,14 @@ def test_a_missing_input_among_several_is_a_warning_and_a_counted_reject(tmp_pat
     assert cli.main(["convert", missing, str(tmp_path / "good.jsonl")]) == 0
     out = capsys.readouterr()
     assert out.err.splitlines()[0] == f"rrt: warning: no such file: {missing}"
-    assert "rrt convert: 1 recipes kept, 1 rejected (missing_input=1)" in out.err
+    assert f"rrt convert: 1 recipe kept, 0 rejected; 1 input skipped (no such file: {missing})" in (
+        out.err
+    )
     assert len(out.out.splitlines()) == 1
     # No input at all could be read: exit status 1, as the help says.
     assert cli.main(["convert", missing, str(tmp_path / "*.csv")]) == 1
     err = capsys.readouterr().err
-    assert "missing_input=2" in err and "no files match" in err and "Traceback" not in err
+    assert "2 inputs skipped" in err and "no files match" in err and "Traceback" not in err
     assert "Exit status" in cli.build_parser().format_help()
 
 

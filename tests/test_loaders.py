@@ -232,7 +232,7 @@ def test_bad_inputs_are_counted_and_the_rest_come_through(tmp_path):
     }
 
 
-def test_a_missing_input_is_one_counted_reject_and_the_other_inputs_still_load(tmp_path):
+def test_a_missing_input_is_an_input_skipped_not_a_reject_and_the_others_still_load(tmp_path):
     (tmp_path / "good.jsonl").write_text(GOOD + "\n")
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "README").write_text("not data")
@@ -245,13 +245,26 @@ def test_a_missing_input_is_one_counted_reject_and_the_other_inputs_still_load(t
     report, failures = LoadReport(), []
     report.on_reject = failures.append
     recipes = list(read_recipes(expand_inputs(specs), report))
-    assert len(recipes) == 1 and report.rejected == {"missing_input": 3}
+    assert len(recipes) == 1 and report.rejected == {} and len(report.skipped) == 3
+    assert report.read == 1 and report.summary().startswith("1 recipe kept, 0 rejected; 3 inputs")
     assert [f.location for f in failures] == specs[:3]
     assert [f.detail.split(" ")[0:2] for f in failures] == [
         ["no", "such"],
         ["no", "files"],
         ["no", "recipe"],
     ]
+
+
+def test_a_record_without_an_id_is_named_by_its_line_as_its_rejects_are(tmp_path):
+    path = tmp_path / "broken.csv"
+    with path.open("w", newline="") as handle:
+        rows = csv.writer(handle)
+        rows.writerow(["title", "ingredients", "directions"])
+        rows.writerow(["Bad", "", ""])
+        rows.writerow([TITLE, json.dumps(INGS), json.dumps(STEPS)])
+    recipes, rejects, _ = _load(path)
+    assert [r.location for r in rejects] == [f"{path}:2"]
+    assert _check(recipes).id == "broken.csv:3"
 
 
 # ---------------------------------------------------------------- issue 18: hardening

@@ -51,26 +51,41 @@ _READERS: dict[str, Callable[[str], Iterator[Record]]] = {
 
 @dataclass
 class LoadReport:
-    """Counts of what was read, kept and rejected (by reason), plus an optional reject sink."""
+    """Counts of what was read, kept and rejected (by reason), the inputs skipped, plus an
+    optional reject sink."""
 
     read: int = 0
     kept: int = 0
     rejected: Counter = field(default_factory=Counter)
     on_reject: Callable[[Reject], None] | None = None
     first: dict[str, Reject] = field(default_factory=dict)  # the first reject of each reason
+    skipped: list[str] = field(default_factory=list)  # why each input that names no file was
 
     def reject(self, item: Reject) -> None:
-        """Count a reject and hand it to the sink."""
-        self.rejected[item.reason] += 1
-        self.first.setdefault(item.reason, item)
+        """Count a reject and hand it to the sink. An input that names no file is no recipe: it
+        counts as an input skipped, and the sink still gets it (a rejects file lists it)."""
+        if item.reason == "missing_input":
+            self.skipped.append(item.detail)
+        else:
+            self.rejected[item.reason] += 1
+            self.first.setdefault(item.reason, item)
         if self.on_reject is not None:
             self.on_reject(item)
 
     def summary(self) -> str:
-        """One line: kept, rejected and why."""
+        """One line: kept, rejected and why, and the inputs skipped."""
         reasons = ", ".join(f"{r}={n}" for r, n in self.rejected.most_common())
         total = sum(self.rejected.values())
-        return f"{self.kept} recipes kept, {total} rejected" + (f" ({reasons})" if reasons else "")
+        line = f"{plural(self.kept, 'recipe')} kept, {total} rejected"
+        line += f" ({reasons})" if reasons else ""
+        if self.skipped:
+            line += f"; {plural(len(self.skipped), 'input')} skipped ({'; '.join(self.skipped)})"
+        return line
+
+
+def plural(count: int, noun: str) -> str:
+    """`count` and the noun, plural unless the count is one: "1 recipe", "2 recipes"."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def detect_format(path: str) -> str:
@@ -103,8 +118,8 @@ def detect_format(path: str) -> str:
 
 def expand_inputs(specs: Iterable[str]) -> list[str]:
     """Files named by paths, globs or folders (folders: every data file inside, sorted). A spec
-    that names no file stays in the list as it is: reading it gives a missing_input reject, so
-    one mistyped input among several costs only itself."""
+    that names no file stays in the list as it is: reading it gives a missing_input reject (an
+    input skipped), so one mistyped input among several costs only itself."""
     paths: list[str] = []
     for spec in specs:
         if is_remote(spec) or spec == STDIN:
@@ -188,12 +203,15 @@ def read_located_recipes(
     first_read: dict[str, str] = {}  # id -> the input it was first read from
     for path in paths:
         stem = "stdin" if path == STDIN else os.path.basename(path)
-        for number, (where, record) in enumerate(read_file_records(path, fmt)):
+        for where, record in read_file_records(path, fmt):
+            if isinstance(record, Reject) and record.reason == "missing_input":
+                report.reject(record)  # an input skipped, not a record read
+                continue
             report.read += 1
             if isinstance(record, Reject):
                 report.reject(record)
                 continue
-            recipe = _recipe(record, where, f"{stem}:{number}", stem)
+            recipe = _recipe(record, where, fallback_id(path, where, stem), stem)
             if isinstance(recipe, Reject):
                 recipe.location = where
                 report.reject(recipe)
@@ -204,6 +222,12 @@ def read_located_recipes(
             first_read[recipe.id] = path
             report.kept += 1
             yield where, recipe
+
+
+def fallback_id(path: str, where: str, stem: str) -> str:
+    """The id of a record that has none: its file's name and where in it, as its rejects say
+    (`recipes.csv:5`: line 5)."""
+    return stem + where[len(path) :] if where.startswith(path) else f"{stem}:{where}"
 
 
 def duplicate(where: str, recipe_id: str, first: str) -> Reject:

@@ -104,7 +104,6 @@ class EvaluateRun:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags; each overrides the matching `evaluate` value of ray_config.yaml."""
     parser = argparse.ArgumentParser(
-        prog="evaluate",
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,

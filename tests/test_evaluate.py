@@ -609,3 +609,14 @@ def test_reader_columns_appear_only_with_a_study():
     assert row(marks, "contextual") == ["", "", "", ""]
     page = render_report({}, metrics, 5)
     assert "readers: cookable % ↑" in page and "<td class=best>4.20</td>" in page
+
+
+def test_evaluate_help_names_the_script_as_the_other_jobs_help_does(monkeypatch, capsys):
+    import sys
+
+    from jobs.evaluate import parse_args
+
+    monkeypatch.setattr(sys, "argv", ["jobs/evaluate.py"])
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    assert capsys.readouterr().out.startswith("usage: evaluate.py ")

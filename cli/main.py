@@ -349,6 +349,8 @@ COMMANDS: dict[str, tuple[Callable, str]] = {
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the Ray Serve app in the foreground (Ray is imported only here)."""
+    if not os.path.exists(args.model):
+        raise CliError(f"{args.model} does not exist; pass <train output>/model")
     if not os.path.exists(os.path.join(args.model, "config.json")):
         raise CliError(
             f"{args.model} holds no exported model (config.json); pass <train output>/model"

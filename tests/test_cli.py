@@ -460,3 +460,15 @@ def test_outputs_read_as_inputs_say_once_what_a_recipe_input_is(tmp_path, capsys
         word in hints[0]
         for word in ("paper text", "JSONL", "JSON", "CSV", "Parquet", "rewrites.jsonl")
     )
+
+
+def test_rrt_serve_of_a_model_path_that_does_not_exist_says_so(tmp_path, capsys):
+    from cli import main as cli
+
+    missing = str(tmp_path / "nope" / "model")
+    assert cli.main(["serve", "--model", missing]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"rrt: error: {missing} does not exist; pass <train output>/model"
+    )
+    assert cli.main(["serve", "--model", str(tmp_path)]) == 2
+    assert "holds no exported model" in capsys.readouterr().err

@@ -455,7 +455,8 @@ def cmd_judge(args: argparse.Namespace) -> int:
             out = studies.create_study(folder, folders, settings, settings.best)
             _say(
                 f"rrt judge: study in {folder}: {out['recipes']} recipes ({', '.join(f'{c} {n}' for c, n in out['per_constraint'].items())}), "
-                f"systems {', '.join(out['systems'])} (best: {out['best']}), {out['assignments']} assignments "
+                f"systems {', '.join(out['systems'])} ({out['best']} compared with each other run), "
+                f"{out['assignments']} assignments "
                 f"to {out['judges']} judges, seed {out['seed']}; {folder}/create.json"
             )
             _print_links(settings, out["tokens"], out["admin_token"])

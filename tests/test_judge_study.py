@@ -398,6 +398,18 @@ def test_a_sample_smaller_than_asked_is_said_once_on_stderr(tmp_path, runs, caps
     assert f"share only {made} (recipe, constraint)" in captured.err and made < 500
 
 
+def test_create_names_the_run_compared_with_the_others_without_calling_it_best(
+    tmp_path, runs, capsys
+):
+    study = str(tmp_path / "s")
+    rewrites = f"{runs['guide']},{runs['copy']}"
+    flags = ["--recipes", "4", "--judges", "5", "--human-rewrites", "0"]
+    assert rrt(["judge", "create", "--study", study, "--rewrites", rewrites, *flags]) == 0
+    said = capsys.readouterr().out.splitlines()[0]
+    assert "systems guide, copy (guide compared with each other run)" in said, said
+    assert "best" not in said
+
+
 def test_a_report_or_export_stopped_midway_leaves_the_earlier_files_whole(
     tmp_path, runs, monkeypatch
 ):

@@ -160,8 +160,12 @@ def parse_request(body: bytes, limits: Limits) -> RewriteRequest:
     try:
         checked = RequestIn.model_validate(data)
     except ValidationError as err:
+        # A validator's own message, without the "Value error, " pydantic puts before it.
         details = [
-            {"field": ".".join(map(str, e["loc"])), "problem": e["msg"][:300]}
+            {
+                "field": ".".join(map(str, e["loc"])),
+                "problem": e["msg"].removeprefix("Value error, ")[:300],
+            }
             for e in err.errors()[:10]
         ]
         raise ApiError(

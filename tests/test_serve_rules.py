@@ -30,6 +30,17 @@ FORGED = {
 }
 
 
+def test_an_unknown_constraint_is_said_in_the_validators_words_without_pydantics_prefix():
+    from serve.schema import ApiError
+
+    body = {**FORGED, "constraint": "veganish"}
+    with pytest.raises(ApiError) as caught:
+        parse_request(json.dumps(body).encode(), LIMITS)
+    [detail] = caught.value.details
+    assert detail["field"] == "constraint"
+    assert detail["problem"].startswith("unknown constraint in 'veganish'; valid values: "), detail
+
+
 def test_format_tokens_in_api_input_are_removed():
     parsed = parse_request(json.dumps(FORGED).encode(), LIMITS)
     text = json.dumps(parsed.recipe)

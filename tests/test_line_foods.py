@@ -62,7 +62,7 @@ WORDS = st.sampled_from(
 GAPS = st.sampled_from([" ", "  ", ", ", ",", "-", " (", "\n"])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     words=st.lists(st.tuples(WORDS, GAPS), min_size=1, max_size=10),
     at=st.integers(min_value=0),

@@ -4,8 +4,9 @@ Names drop quantities, fractions, units, parentheticals, sizes and preparation w
 ("1/2 cup (2 3/8 ounces) all-purpose flour" → "all-purpose flour"). A step mentions an
 ingredient when they share an n-gram of content words; each span of the step goes to
 the ingredient with the longest match there (the paper's method), in order of appearance.
-The longest matches come from a suffix automaton of the step's words, so a step costs time
-linear in its words and its names' words, however often a word repeats.
+A name's runs are followed place by place where its words stand in few places of the step,
+and read from a suffix automaton of the step's words where they pair up more, so a step
+costs time linear in its words and its names' words, however often a word repeats.
 """
 
 from __future__ import annotations
@@ -356,7 +357,7 @@ NAME_WORDS = 32
 STEP_WORDS = 512
 
 
-class _Runs:
+class _Automaton:
     """Every run of words a text holds, as a suffix automaton: built in time linear in the
     text, it finds a name's longest run in the text in time linear in the name."""
 
@@ -412,6 +413,47 @@ class _Runs:
         return best_start, best
 
 
+# Places in the step a name's word may have, on average, before the name reads the automaton:
+# following runs place by place costs one look for each pair of equal words.
+_PAIRS_PER_WORD = 4
+
+
+class _StepRuns:
+    """A step's words, ready for each name's longest run in them. A real name's words stand in
+    few places of the step, and its runs are followed place by place; a name whose words pair
+    up more (one word repeated in both) reads the step's automaton, built once, so no name
+    costs more than time linear in its words, and the step no more than linear in its own."""
+
+    def __init__(self, words: list[str]):
+        self.words = words
+        self.places: dict[str, list[int]] = {}
+        for at, word in enumerate(words):
+            self.places.setdefault(word, []).append(at)
+        self.automaton: _Automaton | None = None
+
+    def longest(self, name: tuple[str, ...]) -> tuple[int, int]:
+        """(start, length) of the longest run of the name's words in the step, the earliest of
+        equal length; (0, 0) when they share no word."""
+        places, budget = self.places, _PAIRS_PER_WORD * len(name)
+        best_start = best = 0
+        ending: dict[int, int] = {}  # the length of the run ending at each place of the last word
+        for word in name:
+            here = places.get(word)
+            if here is None:
+                ending = {}
+                continue
+            budget -= len(here)
+            if budget < 0:
+                if self.automaton is None:
+                    self.automaton = _Automaton(self.words)
+                return self.automaton.longest(name)
+            ending = {at: ending.get(at - 1, 0) + 1 for at in here}
+            for at, size in ending.items():
+                if size > best or (size == best and at - size + 1 < best_start):
+                    best_start, best = at - size + 1, size
+        return best_start, best
+
+
 # Longer ingredient names are rare (a note run into the line) and are split afresh each time:
 # cached, the lines a client sends would grow the cache by size, not count.
 MAX_CACHED_NAME = 64
@@ -430,14 +472,10 @@ def _name_words(name: str) -> tuple[str, ...]:
 
 def step_ingredients(step: str, names: list[str]) -> list[StepIngredient]:
     """Ingredients (by name) that a step mentions, in their order of appearance."""
-    runs = _Runs(content_words(step)[:STEP_WORDS])
-    found: dict[tuple[str, ...], tuple[int, int]] = {}
+    longest = _StepRuns(content_words(step)[:STEP_WORDS]).longest
     candidates = []
     for index, name in enumerate(names):
-        words = _name_words(name)
-        if words not in found:
-            found[words] = runs.longest(words)
-        start, length = found[words]
+        start, length = longest(_name_words(name))
         if length:
             candidates.append(StepIngredient(index, name, start, length))
     # Longest match claims its span first; ties go to the earlier ingredient line.

@@ -323,7 +323,6 @@ def measure(
     pipeline's link model is scored by cross-validation that holds out whole dishes (the figures
     are for dishes the model has not seen), also per labels file (`label_files`: pair number to
     file name); with `fit`, the model fitted on all pairs is written there."""
-    label_files = label_files or {}
     table = learn_table(corpus, new)
     same_dish = distinct_same_dish(pairs)
     if not new:
@@ -333,46 +332,9 @@ def measure(
         result = spread([counts])
     else:
         parts = [new_features(pair, table, align) for pair in same_dish]
-        per_seed, scored, per_pair = cross_validate(
-            same_dish, parts, align, ALL_FEATURES, folds, seeds
-        )
-        result = spread(per_seed)
-        result["by_file"] = by_file(per_pair, [label_files.get(p.pair, "") for p in same_dish])
-        if os.path.exists(SECOND_READS):
-            result["second_reads"] = second_read_agreement(same_dish, parts, SECOND_READS)
-        result["without_meaning"] = spread(
-            cross_validate(same_dish, parts, align, WORD_FEATURES, folds, seeds)[0]
-        )
-        whole = [whole_method_features(pair, table, align) for pair in same_dish]
-        result["whole_method"] = spread(
-            cross_validate(same_dish, parts, align, ALL_FEATURES, folds, seeds, whole)[0]
-        )
-        result["thresholds"] = {}
-        for threshold in OTHER_THRESHOLDS:
-            other = dataclasses.replace(align, link_threshold=threshold)
-            result["thresholds"][threshold] = spread(
-                cross_validate(same_dish, parts, other, ALL_FEATURES, folds, seeds)[0]
-            )
-        calibration = np.zeros((5, 2))
-        for scores, (_, right, *_) in zip(scored, parts):
-            for score, ok in zip(scores.reshape(-1), right.reshape(-1)):
-                calibration[min(4, int(score // 20))] += (1, ok)
-        result["calibration"] = {
-            f"{20 * b}-{20 * b + 20}": {"links": int(n), "right": round(r / n, 3) if n else None}
-            for b, (n, r) in enumerate(calibration)
-        }
+        result = new_figures(same_dish, parts, table, align, folds, seeds, label_files or {})
         if fit:
-            weights = fit_on(parts)
-            with open(fit, "w", encoding="utf-8") as handle:
-                json.dump(
-                    {
-                        "features": list(LINK_FEATURES),
-                        "weights": [round(float(w), 5) for w in weights],
-                        "fitted_on": f"{len(same_dish)} hand-labelled same-dish recipe pairs",
-                    },
-                    handle,
-                    indent=2,
-                )
+            write_link_model(fit, parts)
     kept = same = 0
     for pair in pairs:
         keep = (
@@ -389,6 +351,54 @@ def measure(
         same += keep and pair.same_dish
     result.update(pairs_kept=kept, same_dish_share=round(same / kept, 3) if kept else None)
     return result
+
+
+def new_figures(same_dish, parts, table, align: AlignSettings, folds, seeds, label_files) -> dict:
+    """The new pipeline's cross-validated link scores (`parts`: each pair's `new_features`), per
+    labels file, against second reads, on its word features alone, on the whole method, at other
+    thresholds, and its calibration."""
+    per_seed, scored, per_pair = cross_validate(same_dish, parts, align, ALL_FEATURES, folds, seeds)
+    result = spread(per_seed)
+    result["by_file"] = by_file(per_pair, [label_files.get(p.pair, "") for p in same_dish])
+    if os.path.exists(SECOND_READS):
+        result["second_reads"] = second_read_agreement(same_dish, parts, SECOND_READS)
+    result["without_meaning"] = spread(
+        cross_validate(same_dish, parts, align, WORD_FEATURES, folds, seeds)[0]
+    )
+    whole = [whole_method_features(pair, table, align) for pair in same_dish]
+    result["whole_method"] = spread(
+        cross_validate(same_dish, parts, align, ALL_FEATURES, folds, seeds, whole)[0]
+    )
+    result["thresholds"] = {}
+    for threshold in OTHER_THRESHOLDS:
+        other = dataclasses.replace(align, link_threshold=threshold)
+        result["thresholds"][threshold] = spread(
+            cross_validate(same_dish, parts, other, ALL_FEATURES, folds, seeds)[0]
+        )
+    calibration = np.zeros((5, 2))
+    for scores, (_, right, *_) in zip(scored, parts):
+        for score, ok in zip(scores.reshape(-1), right.reshape(-1)):
+            calibration[min(4, int(score // 20))] += (1, ok)
+    result["calibration"] = {
+        f"{20 * b}-{20 * b + 20}": {"links": int(n), "right": round(r / n, 3) if n else None}
+        for b, (n, r) in enumerate(calibration)
+    }
+    return result
+
+
+def write_link_model(path: str, parts) -> None:
+    """The link model fitted on every pair's features, written to `path`."""
+    weights = fit_on(parts)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(
+            {
+                "features": list(LINK_FEATURES),
+                "weights": [round(float(w), 5) for w in weights],
+                "fitted_on": f"{len(parts)} hand-labelled same-dish recipe pairs",
+            },
+            handle,
+            indent=2,
+        )
 
 
 def first_emissions(table, src_steps, tgt_steps, null_weight):
@@ -473,8 +483,8 @@ def growth(repeats: int) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Measure both pipelines and print the table, the F1 ratio last."""
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's flags."""
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1],
@@ -505,27 +515,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeats", type=int, default=3, help="--growth: runs of each, the fastest kept"
     )
-    args = parser.parse_args(argv)
-    if args.growth:
-        out = growth(args.repeats)
-        print(json.dumps(out))
-        small, large = GROWTH_STEPS
-        for name in ("old", "new"):
-            seconds = out[f"{name}_s"]
-            note = f" (scaled from {GROWTH_SLICE} target steps)" if name == "old" else ""
-            print(f"{name}: {small} steps {seconds[0]} s, {large} steps {seconds[1]} s{note}")
-        print(
-            f"cost ratio ({large} / {small} steps): old {out['old_ratio']}, new {out['new_ratio']}"
-        )
-        return 0
-    for path in (args.corpus, args.paper_sample):
-        if not os.path.exists(path):
-            print(
-                f"alignment_quality: error: {path} not found (the labels name its recipes)",
-                file=sys.stderr,
-            )
-            return 2
-    corpus = read_corpus(args.corpus, args.paper_sample)
+    return parser
+
+
+def print_growth(out: dict) -> None:
+    """The growth figures: each aligner's seconds, then the cost ratios."""
+    print(json.dumps(out))
+    small, large = GROWTH_STEPS
+    for name in ("old", "new"):
+        seconds = out[f"{name}_s"]
+        note = f" (scaled from {GROWTH_SLICE} target steps)" if name == "old" else ""
+        print(f"{name}: {small} steps {seconds[0]} s, {large} steps {seconds[1]} s{note}")
+    print(f"cost ratio ({large} / {small} steps): old {out['old_ratio']}, new {out['new_ratio']}")
+
+
+def both_pipelines(args, corpus: dict) -> tuple[dict, float]:
+    """The old and the new pipeline measured on every labelled pair, and the link threshold."""
     files = {path: load_labels(path, corpus) for path in args.labels}
     pairs = [pair for labelled in files.values() for pair in labelled]
     label_files = {
@@ -536,6 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     # The old pipeline: the HMM posterior alone, no bound on a source step's links.
     old_align = AlignSettings.from_config(config.alignment, calibrated=False, max_fanout=0)
     dishes = PairSettings.from_config(config.data)
+    fit = LINK_MODEL if args.fit else None
     result = {
         "pairs": len(pairs),
         "same_dish_pairs": sum(p.same_dish for p in pairs),
@@ -544,36 +550,36 @@ def main(argv: list[str] | None = None) -> int:
             for path, labelled in files.items()
         },
         "old": measure(pairs, corpus, False, old_align, dishes),
-        "new": measure(
-            pairs,
-            corpus,
-            True,
-            new_align,
-            dishes,
-            LINK_MODEL if args.fit else None,
-            label_files=label_files,
-        ),
+        "new": measure(pairs, corpus, True, new_align, dishes, fit, label_files=label_files),
     }
+    return result, new_align.link_threshold
+
+
+def print_links(result: dict, threshold: float) -> None:
+    """The links table (old, the new model's variants, new), per labels file, the second reads'
+    agreement and the calibration."""
+    new = result["new"]
     print(
-        f"{len(pairs)} labelled pairs, {result['same_dish_pairs']} of them the same dish; links scored on those"
+        f"{result['pairs']} labelled pairs, {result['same_dish_pairs']} of them the same dish; "
+        "links scored on those"
     )
     for name, (same, total) in result["same_dish_by_file"].items():
         print(f"  {name}: {same} of {total} the same dish")
-    new = result["new"]
     print(
-        f"links on whole-dish cross-validation ({FOLDS} folds by dish, the link model fitted on the other folds; "
-        f"mean ± sd over {SEEDS} fold seeds)"
+        f"links on whole-dish cross-validation ({FOLDS} folds by dish, the link model fitted on "
+        f"the other folds; mean ± sd over {SEEDS} fold seeds)"
     )
     print(
-        f"{'pipeline':<34} {'precision':>13} {'recall':>13} {'F1':>13} {'links':>6} {'pairs kept':>10} {'same dish':>9}"
+        f"{'pipeline':<34} {'precision':>13} {'recall':>13} {'F1':>13} {'links':>6} "
+        f"{'pairs kept':>10} {'same dish':>9}"
     )
     rows = [
         ("old (every line, HMM >= 50)", result["old"], result["old"]),
-        (f"new, words only (>= {new_align.link_threshold:g})", new["without_meaning"], new),
-        (f"align whole method (>= {new_align.link_threshold:g})", new["whole_method"], new),
+        (f"new, words only (>= {threshold:g})", new["without_meaning"], new),
+        (f"align whole method (>= {threshold:g})", new["whole_method"], new),
     ]
     rows += [(f"new (>= {t:g})", r, new) for t, r in new["thresholds"].items()]
-    rows.append((f"new (>= {new_align.link_threshold:g})", new, new))
+    rows.append((f"new (>= {threshold:g})", new, new))
     for name, r, kept in rows:
         cells = [f"{r[k]:.3f} ± {r[k + '_sd']:.3f}" for k in ("precision", "recall", "f1")]
         print(
@@ -582,7 +588,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     for name, r in new["by_file"].items():
         print(
-            f"  new (>= {new_align.link_threshold:g}) on {name}: precision {r['precision']:.3f} ± "
+            f"  new (>= {threshold:g}) on {name}: precision {r['precision']:.3f} ± "
             f"{r['precision_sd']:.3f}, recall {r['recall']:.3f} ± {r['recall_sd']:.3f} "
             f"({r['links_labelled']} labelled links)"
         )
@@ -599,7 +605,25 @@ def main(argv: list[str] | None = None) -> int:
             for band, c in new["calibration"].items()
         )
     )
-    result["f1_ratio"] = round(new["f1"] / result["old"]["f1"], 3) if result["old"]["f1"] else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure both pipelines and print the table, the F1 ratio last."""
+    args = build_parser().parse_args(argv)
+    if args.growth:
+        print_growth(growth(args.repeats))
+        return 0
+    for path in (args.corpus, args.paper_sample):
+        if not os.path.exists(path):
+            print(
+                f"alignment_quality: error: {path} not found (the labels name its recipes)",
+                file=sys.stderr,
+            )
+            return 2
+    result, threshold = both_pipelines(args, read_corpus(args.corpus, args.paper_sample))
+    print_links(result, threshold)
+    old_f1 = result["old"]["f1"]
+    result["f1_ratio"] = round(result["new"]["f1"] / old_f1, 3) if old_f1 else None
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(result, handle, indent=2)

@@ -2,9 +2,8 @@
 # The packages gpu_speed.py may use, for a GPU machine that lacks them (and has no network):
 # DeepSpeed and the packages it imports, copied from a local site-packages into .gpu/site
 # (git-ignored), with pydantic-core (the one compiled dependency) downloaded for the target
-# machine's Python; and cut-cross-entropy and liger-kernel (pure Python; their kernels need the
-# GPU's triton) for the --fused-ce rows. When ../shared/data is beside the checkout, its real web recipes
-# go to .gpu/recipes.jsonl for the training and batching rows (gpu_next.sh uses them).
+# machine's Python. When ../shared/data is beside the checkout, its real web recipes go to
+# .gpu/recipes.jsonl for the training and batching rows (gpu_next.sh uses them).
 #
 #   sh benchmarks/carry_packages.sh .venv/lib/python3.11/site-packages 3.12
 #   # on the GPU machine, from the repo root:
@@ -34,9 +33,6 @@ WHEELS=$(mktemp -d)
 "$PYTHON" -m pip download "pydantic-core==$CORE" --only-binary=:all: --python-version "$TARGET" \
     --platform manylinux2014_x86_64 --no-deps -d "$WHEELS" -q
 "$PYTHON" -m zipfile -e "$WHEELS"/pydantic_core-*.whl "$OUT/"
-"$PYTHON" -m pip download "cut-cross-entropy==25.1.1" "liger-kernel==0.8.5" --no-deps -d "$WHEELS" -q
-"$PYTHON" -m zipfile -e "$WHEELS"/cut_cross_entropy-*.whl "$OUT/"
-"$PYTHON" -m zipfile -e "$WHEELS"/liger_kernel-*.whl "$OUT/"
 rm -rf "$WHEELS"
 find "$OUT" -name __pycache__ -type d -prune -exec rm -rf {} +
 REAL="$ROOT/../shared/data/web_recipes/recipes.jsonl"

@@ -34,7 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
-from rewrite_throughput import input_arguments, load_inputs
+from rewrite_throughput import DEMO_MODEL, input_arguments, load_inputs
 
 from rrt.config import load_settings
 from rrt.modelling.loading import build_rewriter
@@ -127,7 +127,7 @@ def library_sample(rewriter, block: int, device: str):
 def main() -> None:
     """Time ours and the baseline on the same recipes; one JSON line per run, the ratio last."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    input_arguments(parser, 16, os.path.join(ROOT, "out", "demo", "grounded_rule", "model"))
+    input_arguments(parser, 16, DEMO_MODEL)
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--constrained", action="store_true", help="both under the guard")
     parser.add_argument("--runs", type=int, default=2, help="timed runs of each, in turns")

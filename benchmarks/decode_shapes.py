@@ -81,8 +81,8 @@ def differing(records: list[dict], others: list[dict]) -> dict:
     return {"steps": steps, "candidates": candidates}
 
 
-def main() -> None:
-    """Rewrite the same recipes once per reuse factor; print a JSON line each and the ratio of captures last."""
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's flags."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recipes-file", help="JSON-lines recipes (default: the bundled sample)")
     parser.add_argument("--recipes", type=int, default=64, help="recipes rewritten")
@@ -116,79 +116,96 @@ def main() -> None:
         help="the random GPT-2's layers (gpt2-medium on a GPU)",
     )
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
-    args = parser.parse_args()
-    if args.recipes_file and not os.path.isfile(args.recipes_file):
-        parser.error(f"no such recipes file: {args.recipes_file}")
+    return parser
+
+
+def random_model(args, recipes: list[dict]):
+    """A random-weight GPT-2 of --model-shape and a BPE trained on the recipes' Contextual texts,
+    fp16 on a GPU as a model is served there, sampling kept inside the tokenizer's vocabulary."""
     import torch
     from transformers import GPT2LMHeadModel
 
     from rrt.modelling.models import PaddedVocabulary, train_tiny_tokenizer
-    from rrt.modelling.rewriter import Rewriter, RewriteTask
+
+    tokenizer = train_tiny_tokenizer(contextual_texts(recipes), 8000)
+    torch.manual_seed(0)
+    with torch.device(args.device):
+        lm = GPT2LMHeadModel(model_config(args.model_shape, tokenizer)).eval()
+    if args.device == "cuda":
+        lm = lm.half()
+    PaddedVocabulary(len(tokenizer)).mask(lm)
+    return lm, tokenizer
+
+
+def rewrite_once(args, lm, tokenizer, tasks: list, reuse: float, plan: str = "graph") -> dict:
+    """One rewrite of every task with this reuse factor: its counts, records and seconds."""
+    import torch
+
+    from rrt.modelling.rewriter import Rewriter
     from rrt.modelling.sampling import SamplingSettings
     from rrt.modelling.scheduler import rewrite_all
+
+    static_decode.COLUMN_REUSE = reuse
+    settings = SamplingSettings(
+        top_k=40, top_p=1.0, temperature=1.0, candidates=10, max_new_tokens=64
+    )
+    rewriter = Rewriter(
+        "contextual",
+        lm,
+        tokenizer,
+        args.block,
+        settings,
+        recipe_tokens=384,
+        selection="paper",
+        closed_foods=False,
+        steps="every",
+        device=args.device,
+        plan=plan,  # the CUDA plan on a CPU too
+    )
+    # Random weights: every candidate runs to the limit.
+    rewriter._stop_ids = lambda variant, tok: set()
+    started = time.perf_counter()
+    with torch.no_grad():
+        records = rewrite_all(rewriter, tasks, args.slots)
+    seconds = time.perf_counter() - started
+    made = rewriter.samplers[id(lm)].counts
+    counts = {k: made[k] for k in COUNTS}
+    steps = sum(len(r["rewrite"]["steps"]) for r in records)
+    return {
+        "reuse": reuse,
+        **counts,
+        "rounds": rewriter.stats["rounds"],
+        "column_overhead": round(counts["columns_held"] / max(1, counts["columns_needed"]) - 1, 4),
+        "steps": steps,
+        "seconds": round(seconds, 2),
+        "steps_per_s": round(steps / seconds, 3),
+        "records": records,
+    }
+
+
+def main() -> None:
+    """Rewrite the same recipes once per reuse factor; print a JSON line each and the ratio of captures last."""
+    parser = build_parser()
+    args = parser.parse_args()
+    if args.recipes_file and not os.path.isfile(args.recipes_file):
+        parser.error(f"no such recipes file: {args.recipes_file}")
+    import torch
+
+    from rrt.modelling.rewriter import RewriteTask
 
     torch.set_num_threads(args.threads)
     recipes = read_recipes(args.recipes_file)[: args.recipes]
     ensure_dictionary(recipes, Printed())
-    tokenizer = train_tiny_tokenizer(contextual_texts(recipes), 8000)
-    torch.manual_seed(0)
-    cuda = args.device == "cuda"
-    with torch.device(args.device):
-        lm = GPT2LMHeadModel(model_config(args.model_shape, tokenizer)).eval()
-    if cuda:
-        lm = lm.half()  # as a model is served on a GPU
-    PaddedVocabulary(len(tokenizer)).mask(lm)
+    lm, tokenizer = random_model(args, recipes)
     tasks = [
         RewriteTask(r["id"], broken_constraints(r)[:1] or ["vegan"], r, seed=13) for r in recipes
     ]
-    settings = SamplingSettings(
-        top_k=40, top_p=1.0, temperature=1.0, candidates=10, max_new_tokens=64
-    )
-    if not cuda:
+    if args.device != "cuda":
         static_decode.CPU_DECODERS = static_decode.GPU_DECODERS  # as many caches kept as on a GPU
-
-    def run(reuse: float, plan: str = "graph") -> dict:
-        """One rewrite of every task with this reuse factor: its counts, records and seconds."""
-        static_decode.COLUMN_REUSE = reuse
-        rewriter = Rewriter(
-            "contextual",
-            lm,
-            tokenizer,
-            args.block,
-            settings,
-            recipe_tokens=384,
-            selection="paper",
-            closed_foods=False,
-            steps="every",
-            device=args.device,
-            plan=plan,  # the CUDA plan on a CPU too
-        )
-        # Random weights: every candidate runs to the limit.
-        rewriter._stop_ids = lambda variant, tok: set()
-        started = time.perf_counter()
-        with torch.no_grad():
-            records = rewrite_all(rewriter, tasks, args.slots)
-        seconds = time.perf_counter() - started
-        made = rewriter.samplers[id(lm)].counts
-        counts = {k: made[k] for k in COUNTS}
-        steps = sum(len(r["rewrite"]["steps"]) for r in records)
-        return {
-            "reuse": reuse,
-            **counts,
-            "rounds": rewriter.stats["rounds"],
-            "column_overhead": round(
-                counts["columns_held"] / max(1, counts["columns_needed"]) - 1, 4
-            ),
-            "steps": steps,
-            "seconds": round(seconds, 2),
-            "steps_per_s": round(steps / seconds, 3),
-            "records": records,
-        }
-
-    results = [run(reuse) for reuse in args.reuse]
+    results = [rewrite_once(args, lm, tokenizer, tasks, reuse) for reuse in args.reuse]
     references = {"baseline": results[0]["records"]}
     if args.dynamic:
-        references["loop"] = run(1.0, "loop")["records"]
+        references["loop"] = rewrite_once(args, lm, tokenizer, tasks, 1.0, "loop")["records"]
     for result in results:
         records = result.pop("records")
         # The ways draw the same numbers; a step differs where float rounding moved a draw.

@@ -11,14 +11,12 @@
 #   2. Serving: the service's batching rows in-process by the device's decoding plan (the graph
 #      plan on CUDA): one recipe at a time, whole batches, continuous through 8 slots on 32 recipes
 #      and 16 slots on 64, steps of real lengths (--stop-share), on real recipes when
-#      .gpu/recipes.jsonl is there: the 5x target (4.91x through 8 slots on 2026-11-28).
+#      .gpu/recipes.jsonl is there: the 5x target.
 #   3. Training at micro-batch 128, on the real recipes' Contextual texts when .gpu/recipes.jsonl is
 #      there (else the bundled sample's): the padded baseline (rerun), packed + compile with the LM head
-#      padded to train.pad_vocab_to as training pads it (its steps timed again with a wait for the
-#      device after each, as the training job's loop waited before), variable-length attention in
-#      rows twice the block (micro-batch 64, head padded), Liger's fused linear cross-entropy (never
-#      measured), then packed + compile with the head unpadded (the 37.6% row of 2026-11-28, like
-#      for like).
+#      padded to train.pad_vocab_to as training pads it, variable-length attention in rows twice the
+#      block (micro-batch 64) and in rows of the block, and the LM head at the labelled positions
+#      against every position (the loss on the target).
 # Rows that would not fit the budget are recorded as skipped; every row is written when measured.
 #
 #   sh benchmarks/carry_packages.sh .venv/lib/python3.11/site-packages 3.12   # here, once: fills .gpu/
@@ -61,7 +59,7 @@ fi
 cat "$DEST/decode_baseline.jsonl"
 LEFT=$((BUDGET - ($(date +%s) - STARTED)))
 [ "$LEFT" -gt 60 ] || LEFT=60
-set -- --sections serve,train --train-rows padded,compile,unpadded-head,varlen-wide --fused-ce liger \
+set -- --sections serve,train --train-rows padded,compile,varlen-wide,varlen,target \
     --slots 8,16 --micro-batch 128 --engines "" --budget-s "$LEFT" --out "$DEST/gpu_next.jsonl" "$@"
 if [ -f .gpu/recipes.jsonl ]; then
     set -- --serve-recipes-file .gpu/recipes.jsonl --train-recipes-file .gpu/recipes.jsonl "$@"

@@ -177,8 +177,63 @@ def training_row(cluster: LocalCluster, work: str, steps: int) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run both jobs twice on a fresh multi-node cluster and print the table."""
+def prepare_row(cluster, work: str, recipes: str) -> dict:
+    """prepare_data uninterrupted, then with a node killed once it writes; whether both wrote the
+    same stats."""
+    prepare = ["jobs/prepare_data.py", "--input", recipes, "--output"]
+    clean, _, _ = run_job(cluster, [*prepare, f"{work}/prepared"])
+    hit, at, _ = run_job(
+        cluster,
+        [*prepare, f"{work}/prepared-killed"],
+        lambda lines: any("[prepare_data] writing" in line for line in lines),
+    )
+    same = prepared_stats(f"{work}/prepared") == prepared_stats(f"{work}/prepared-killed")
+    return {
+        "job": "prepare_data",
+        "uninterrupted_s": clean,
+        "killed_s": hit,
+        "killed_at_s": at,
+        "output_equal": same,
+    }
+
+
+def rewrite_row(cluster, work: str, actors: int) -> dict:
+    """The rewrite job (a tiny random model) uninterrupted, then with a node killed once two
+    recipes are written; whether each (recipe, constraint) was written once."""
+    model = tiny_model(f"{work}/model")
+    rewrite = [
+        "jobs/rewrite.py",
+        "--data",
+        f"{work}/prepared",
+        "--split",
+        "test",
+        "--system",
+        "contextual",
+        "--model",
+        model,
+        "--actors",
+        str(actors),
+        "--batch-recipes",
+        "1",
+        "--output",
+    ]
+    clean, _, _ = run_job(cluster, [*rewrite, f"{work}/rw"])
+    written = f"{work}/rw-killed/rewrites.jsonl"
+    hit, at, _ = run_job(
+        cluster, [*rewrite, f"{work}/rw-killed"], lambda lines: lines_in(written) >= 2
+    )
+    keys, baseline = rewrite_keys(f"{work}/rw-killed"), rewrite_keys(f"{work}/rw")
+    return {
+        "job": "rewrite",
+        "uninterrupted_s": clean,
+        "killed_s": hit,
+        "killed_at_s": at,
+        "output_equal": set(keys) == set(baseline) and set(keys.values()) == {1},
+    }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's flags."""
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1],
@@ -195,61 +250,17 @@ def main(argv: list[str] | None = None) -> int:
         help="steps of the two-worker training run, checkpointed every 5 (0: no training run)",
     )
     parser.add_argument("--json", help="also write the figures here")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run both jobs twice on a fresh multi-node cluster and print the table."""
+    args = build_parser().parse_args(argv)
     work = tempfile.mkdtemp(prefix="rrt-node-failure-")
-    rows = []
     # Two CPUs a node: room for one training worker (1.5 CPUs, train_config) beside a tokenize task,
     # so the two training workers land on two nodes.
     with LocalCluster(workers=args.workers, cpus=2) as cluster:
-        prepare = ["jobs/prepare_data.py", "--input", args.input, "--output"]
-        clean, _, _ = run_job(cluster, [*prepare, f"{work}/prepared"])
-        hit, at, _ = run_job(
-            cluster,
-            [*prepare, f"{work}/prepared-killed"],
-            lambda lines: any("[prepare_data] writing" in line for line in lines),
-        )
-        same = prepared_stats(f"{work}/prepared") == prepared_stats(f"{work}/prepared-killed")
-        rows.append(
-            {
-                "job": "prepare_data",
-                "uninterrupted_s": clean,
-                "killed_s": hit,
-                "killed_at_s": at,
-                "output_equal": same,
-            }
-        )
-        model = tiny_model(f"{work}/model")
-        rewrite = [
-            "jobs/rewrite.py",
-            "--data",
-            f"{work}/prepared",
-            "--split",
-            "test",
-            "--system",
-            "contextual",
-            "--model",
-            model,
-            "--actors",
-            str(args.workers),
-            "--batch-recipes",
-            "1",
-            "--output",
-        ]
-        clean, _, _ = run_job(cluster, [*rewrite, f"{work}/rw"])
-        written = f"{work}/rw-killed/rewrites.jsonl"
-        hit, at, _ = run_job(
-            cluster, [*rewrite, f"{work}/rw-killed"], lambda lines: lines_in(written) >= 2
-        )
-        keys, baseline = rewrite_keys(f"{work}/rw-killed"), rewrite_keys(f"{work}/rw")
-        rows.append(
-            {
-                "job": "rewrite",
-                "uninterrupted_s": clean,
-                "killed_s": hit,
-                "killed_at_s": at,
-                "output_equal": set(keys) == set(baseline) and set(keys.values()) == {1},
-            }
-        )
+        rows = [prepare_row(cluster, work, args.input), rewrite_row(cluster, work, args.workers)]
         if args.train_steps:
             rows.append(training_row(cluster, work, args.train_steps))
     print(

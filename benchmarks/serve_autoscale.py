@@ -119,8 +119,8 @@ def plot(path: str, samples: list, rows: list[dict]) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Deploy, ramp the load up and down, print the levels and the table, write the plot."""
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's flags."""
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1],
@@ -141,8 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--downscale-delay", type=float, default=15, help="seconds (default 15)")
     parser.add_argument("--plot", default="out/serve_autoscale.png", help="the PNG to write")
     parser.add_argument("--json", help="also write the levels and the replica samples here")
-    args = parser.parse_args(argv)
-    work = tempfile.mkdtemp(prefix="rrt-serve-autoscale-")
+    return parser
+
+
+def autoscaled_config(args, work: str) -> str:
+    """The Serve config of a tiny random model whose rewriter scales on the short delays asked."""
     model = tiny_model(os.path.join(work, "model"))
     scaling = {"min_replicas": 1, "max_replicas": args.max_replicas}
     scaling["target_ongoing_requests"] = args.target
@@ -156,9 +159,13 @@ def main(argv: list[str] | None = None) -> int:
             "metrics_interval_s": 1,
         }
     }
-    config = serve_config(work, model, app_config, rewriter)
+    return serve_config(work, model, app_config, rewriter)
+
+
+def ramp(args, config: str) -> tuple[list[dict], list]:
+    """Each load level held in turn on a fresh cluster: its rows, and the replicas sampled."""
     bodies = sample_requests(64, 2)
-    rows, answers = [], []
+    rows = []
     # Two nodes of two CPUs: room for four one-CPU rewriter replicas, two a node.
     with LocalCluster(workers=2, cpus=2) as cluster:
         service = ClusterService(cluster, config).deploy(replicas=1)
@@ -176,12 +183,19 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(1)
                 done = load.stop()
                 end = time.monotonic() - clock
-                answers += done
                 rows.append(level_row(number, clients, done, start, end, replicas))
                 print(json.dumps(rows[-1]), flush=True)
         finally:
             samples = replicas.stop()
             service.shutdown()
+    return rows, samples
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Deploy, ramp the load up and down, print the levels and the table, write the plot."""
+    args = build_parser().parse_args(argv)
+    work = tempfile.mkdtemp(prefix="rrt-serve-autoscale-")
+    rows, samples = ramp(args, autoscaled_config(args, work))
     shutil.rmtree(work, ignore_errors=True)  # the model and configs made for this run
     print(
         f"{'level':>5} {'clients':>7} {'requests':>8} {'req/s':>6} {'p50 s':>6} {'p95 s':>6} "

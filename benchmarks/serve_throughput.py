@@ -1,9 +1,9 @@
 """Serve throughput: the rewriter service with request batching on, against batch size 1.
 
     python benchmarks/serve_throughput.py                          # a tiny random-weight model
-    python benchmarks/serve_throughput.py --model out/demo/contextual_rule/model --requests 400
+    python benchmarks/serve_throughput.py --model out/demo/grounded_rule/model --requests 400
     python benchmarks/serve_throughput.py --recipes ../shared/data/web_recipes/recipes.jsonl --requests 120
-    python benchmarks/serve_throughput.py --model M --use-gpu --prompt-cache shared          # target 5x
+    python benchmarks/serve_throughput.py --model M --use-gpu                                # target 5x
 
 Starts `rrt serve` twice on this machine (one rewriter replica each), same model, same config
 but `serve.batch.max_batch_size` (the config's, and 1), and sends both the same requests (one
@@ -98,8 +98,8 @@ def summary(results: list[tuple], wall: float) -> dict:
     }
 
 
-def main() -> None:
-    """Run both settings and print their lines, the ratio last."""
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's flags."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--model", help="an exported model folder (default: build a tiny random-weight one)"
@@ -122,8 +122,12 @@ def main() -> None:
     parser.add_argument(
         "--use-gpu", action="store_true", help="one GPU per replica (serve.num_gpus: 1); target 5x"
     )
-    args = parser.parse_args()
+    return parser
 
+
+def take_turns(args, settings: dict[str, int], bodies: list[dict]) -> dict[str, tuple]:
+    """Start one service per setting (its max_batch_size), warm each up, then send each a slice
+    of the requests in turn; (answers, seconds) per setting."""
     serve = load_settings(args.config).serve.model_dump()
     batch = serve["batch"]
     # One replica each: the comparison is batching, not autoscaling.
@@ -132,8 +136,6 @@ def main() -> None:
         "max_step_tokens": args.max_step_tokens or serve["max_step_tokens"],
         "num_gpus": 1 if args.use_gpu else serve["num_gpus"],
     }
-    settings = {"batched": batch["max_batch_size"], "unbatched": 1}
-    bodies = sample_requests(args.requests, args.candidates, args.recipes)
     results = {name: ([], 0.0) for name in settings}
     with tempfile.TemporaryDirectory(prefix="rrt-serve-bench-") as tmp:
         model = args.model or tiny_model(os.path.join(tmp, "model"))
@@ -163,6 +165,16 @@ def main() -> None:
                         f"warning: processes left after stopping the service: {left}",
                         file=sys.stderr,
                     )
+    return results
+
+
+def main() -> None:
+    """Run both settings and print their lines, the ratio last."""
+    args = build_parser().parse_args()
+    batched = load_settings(args.config).serve.batch.max_batch_size
+    settings = {"batched": batched, "unbatched": 1}
+    bodies = sample_requests(args.requests, args.candidates, args.recipes)
+    results = take_turns(args, settings, bodies)
     lines = {name: summary(*results[name]) for name in settings}
     for name, size in settings.items():
         print(
@@ -178,14 +190,8 @@ def main() -> None:
             flush=True,
         )
     ratio = lines["batched"]["requests_per_s"] / max(lines["unbatched"]["requests_per_s"], 1e-9)
-    print(
-        json.dumps(
-            {
-                "ratio_batched_over_unbatched": round(ratio, 2),
-                "target": 5.0 if args.use_gpu else 1.5,
-            }
-        )
-    )
+    target = 5.0 if args.use_gpu else 1.5
+    print(json.dumps({"ratio_batched_over_unbatched": round(ratio, 2), "target": target}))
 
 
 if __name__ == "__main__":

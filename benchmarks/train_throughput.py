@@ -3,9 +3,8 @@ example to the block size (same model, data, steps and hardware).
 
     python benchmarks/train_throughput.py                   # CPU, tiny preset: baseline, ours x1, ours x2
     python benchmarks/train_throughput.py --steps 80 --data out/prepared --variants contextual
-    python benchmarks/train_throughput.py --gpu-model gpt2-medium --data out/prepared   # on one GPU
 
-CPU mode runs jobs/train.py (Ray Data tokenization, length-bucketed batches, Ray Train +
+It runs jobs/train.py (Ray Data tokenization, length-bucketed batches, Ray Train +
 DeepSpeed ZeRO-2) with one worker and with two, and the baseline Trainer in this process.
 The baseline model is GPT-2 as Hugging Face builds it; ours is the same shape and weights from
 rrt.modelling.models, computing the same functions more cheaply: GPT-2's tanh GELU as one fused kernel,
@@ -14,16 +13,14 @@ Speed is useful (non-padding) tokens per second, measured after the first steps 
 is not counted. Each variant in --variants (default: contextual and no_context) gets its own
 comparison; with --rounds N the baseline and ours take turns N times and the median ratio
 counts (a shared machine drifts between runs). The ratio per variant is printed last, after
-the most that removing padding could give (1 / (1 - the baseline's padding)). GPU mode
-compares the two batching schemes on one GPU in one process with the real model shape
-(random weights: nothing is downloaded), reports MFU and profiles one step of each
-micro-batch. Each line printed is JSON; the last is the ratio ours / baseline.
+the most that removing padding could give (1 / (1 - the baseline's padding)). On a GPU,
+benchmarks/gpu_speed.py compares the batching schemes and engines with the real model shape.
+Each line printed is JSON; the last is the ratio ours / baseline.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import glob
 import json
 import os
@@ -40,16 +37,10 @@ import pyarrow.dataset as pads
 
 from rrt.config import load_config
 from rrt.modelling.batching import pad_batch, tokenize_table
-from rrt.modelling.models import (
-    fused_gelu,
-    pad_vocabulary,
-    special_tokens,
-    tiny_config,
-    train_tiny_tokenizer,
-)
+from rrt.modelling.models import tiny_config, train_tiny_tokenizer
 from rrt.training.finetune import parameter_counts
-from rrt.training.speed import estimate_mfu, gpu_peak_flops, measure_cpu_peak_flops
-from testing.timing import autocast_step, example_rows, scheme_batches, sync
+from rrt.training.speed import estimate_mfu, measure_cpu_peak_flops
+from testing.timing import example_rows
 
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
 WARMUP_STEPS = 5
@@ -229,223 +220,6 @@ def bench_config(shape: dict, steps: int) -> str:
     return path
 
 
-# GPT-2's own vocabulary; the real run adds our special tokens to it (rrt.modelling.models.load_tokenizer).
-GPT2_VOCAB = 50257
-
-
-def model_shape(model_name: str) -> tuple[dict, int | None]:
-    """Layer shape and vocabulary of a model: known shapes need no download; a local path is read."""
-    from transformers import AutoConfig
-
-    shapes = {
-        "gpt2-medium": {"n_layer": 24, "n_head": 16, "n_embd": 1024},
-        "gpt2": {"n_layer": 12, "n_head": 12, "n_embd": 768},
-    }
-    if model_name in shapes:
-        return shapes[model_name], GPT2_VOCAB + len(special_tokens())
-    config = AutoConfig.from_pretrained(model_name)
-    return {k: getattr(config, k) for k in ("n_layer", "n_head", "n_embd")}, None
-
-
-def batch_inputs(batch, device) -> dict:
-    """A batch's model inputs as tensors on `device`."""
-    import torch
-
-    return {
-        k: torch.from_numpy(getattr(batch, k)).to(device, non_blocking=True)
-        for k in ("input_ids", "attention_mask", "labels")
-    }
-
-
-def time_steps(step, batches: list, steps: int, device) -> float:
-    """Useful tokens per second of `steps` calls of `step(inputs)`, after warm-up steps."""
-    useful, started = 0, None
-    for index in range(steps + WARMUP_STEPS):
-        batch = batches[index % len(batches)]
-        step(batch_inputs(batch, device))
-        if index == WARMUP_STEPS - 1:
-            sync(device)
-            started = time.perf_counter()
-        elif index >= WARMUP_STEPS:
-            useful += batch.real_tokens
-    sync(device)
-    return useful / (time.perf_counter() - started)
-
-
-def engine_step(model, device, ds: dict, total_steps: int):
-    """Our training step: the engine jobs/train_worker.py builds (DeepSpeed, bf16 weights on a GPU
-    that has bf16), one process, no Ray; no key/value cache, as the workers run it."""
-    import deepspeed
-    import torch
-
-    from jobs.train_worker import build_engine
-    from rrt.config import DeepSpeedSettings
-    from rrt.training.optim import resolve_precision
-
-    for key, value in {
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": "29531",
-        "RANK": "0",
-        "LOCAL_RANK": "0",
-        "WORLD_SIZE": "1",
-    }.items():
-        os.environ.setdefault(key, value)
-    cuda = device.type == "cuda"
-    if not torch.distributed.is_initialized():
-        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo")
-    precision = resolve_precision("auto", cuda, cuda and torch.cuda.is_bf16_supported())
-    engine, _ = build_engine(model, DeepSpeedSettings(**ds), precision, total_steps, device)
-
-    def step(inputs: dict) -> None:
-        """Forward, backward and update through the engine."""
-        loss = engine(**inputs, use_cache=False).loss
-        engine.backward(loss)
-        engine.step()
-
-    return step
-
-
-def profile_step(model, batch, device) -> dict:
-    """Host and device time of one forward and backward: far more host than kernel time means
-    the GPU waits on Python and kernel launches, so larger batches (or compilation) pay off."""
-    import torch
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    inputs = batch_inputs(batch, device)
-    sync(device)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities) as prof:
-        started = time.perf_counter()
-        with torch.autocast(device.type, dtype=torch.bfloat16):
-            loss = model(**inputs).loss
-        loss.backward()
-        host = time.perf_counter() - started
-        sync(device)
-        wall = time.perf_counter() - started
-    kernels = [e for e in prof.key_averages() if e.device_type == DeviceType.CUDA]
-    top = sorted(kernels, key=lambda e: e.self_device_time_total, reverse=True)[:6]
-    model.zero_grad(set_to_none=True)
-    return {
-        "step_wall_s": round(wall, 4),
-        "host_launch_s": round(host, 4),
-        "gpu_kernel_s": round(sum(e.self_device_time_total for e in kernels) / 1e6, 4),
-        "kernel_launches": sum(e.count for e in kernels),
-        "top_kernels_ms": [(e.key[:60], round(e.self_device_time_total / 1e3, 2)) for e in top],
-    }
-
-
-def gpu_compare(
-    model_name: str,
-    tokenizer,
-    rows,
-    variant: str,
-    micros: list[int],
-    steps: int,
-    block: int,
-    multiples: list[int],
-    device_type: str = "cuda",
-    engine_ds: dict | None = None,
-    zero_stages: list[int] | None = None,
-    pad_vocab_to: int = 64,
-) -> list[dict]:
-    """One GPU, one process: padded-to-block batches against our bucketed batches (one run per
-    width rounding), bf16 autocast, per micro-batch, with a profile of the padded step; with
-    `engine_ds`, also our whole step (the DeepSpeed engine, fused GELU) on our batches, once per
-    ZeRO stage in `zero_stages` (default: the block's own)."""
-    import torch
-    from transformers import AutoModelForCausalLM, GPT2Config
-
-    shape, vocab = model_shape(model_name)
-    device = torch.device(device_type)
-    cuda = device.type == "cuda"
-    name = torch.cuda.get_device_name() if cuda else "cpu"
-    peak = gpu_peak_flops(name) or 0.0
-    config = GPT2Config(
-        vocab_size=vocab or len(tokenizer),
-        n_positions=1024,
-        **shape,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    schemes = [("padded", block)] + [("bucketed", m) for m in multiples]
-    stages = zero_stages or ([int(engine_ds.get("zero_stage", 2))] if engine_ds else [])
-    schemes += [(f"engine_z{stage}", multiples[0]) for stage in stages]
-    zero_stage = {
-        f"engine_z{stage}": stage for stage in stages
-    }  # the engine runs' ZeRO stage, by scheme
-    lines = []
-    for micro in micros:
-        speeds = {}
-        for scheme, multiple in schemes:
-            batches = scheme_batches(
-                "padded" if scheme == "padded" else "bucketed",
-                rows,
-                micro,
-                block,
-                tokenizer.pad_token_id,
-                multiple,
-            )
-            torch.manual_seed(0)
-            with device:  # initialised where it trains: 355M parameters take seconds on the host
-                model = AutoModelForCausalLM.from_config(
-                    fused_gelu(copy.deepcopy(config)) if scheme in zero_stage else config
-                )
-            model.train()
-            parameters = parameter_counts(model)["trainable_parameters"]
-            if scheme in zero_stage:
-                pad_vocabulary(model, pad_vocab_to)  # and the LM head padded to tensor-core tiles
-                block_ds = {**engine_ds, "micro_batch": micro, "zero_stage": zero_stage[scheme]}
-                step = engine_step(model, device, block_ds, steps + WARMUP_STEPS)
-            else:
-                step = autocast_step(model, device)
-            speed = speeds[(scheme, multiple)] = time_steps(step, batches, steps, device)
-            padding = 1 - sum(b.real_tokens for b in batches) / sum(b.total_tokens for b in batches)
-            line = {
-                "run": f"gpu_{scheme}",
-                "variant": variant,
-                "device": name,
-                "model": model_name,
-                "parameters": parameters,
-                "micro_batch": micro,
-                "block": block,
-                "pad_multiple": multiple,
-                "shapes": len({b.input_ids.shape for b in batches}),
-                "useful_tokens_per_s": round(speed),
-                "padding_fraction": round(padding, 3),
-                "mfu": round(estimate_mfu(parameters, speed, peak), 4),
-                "peak_memory_gb": round(torch.cuda.max_memory_allocated() / 2**30, 1)
-                if cuda
-                else None,
-            }
-            if scheme == "padded":
-                line["profile"] = profile_step(model, batches[0], device)
-            if scheme in zero_stage:
-                line["zero_stage"] = zero_stage[scheme]
-            print(json.dumps(line), flush=True)
-            lines.append(line)
-            del model, step
-            if cuda:
-                torch.cuda.empty_cache()
-                torch.cuda.reset_peak_memory_stats()
-        padded = speeds[("padded", block)]
-        ratio = {
-            "variant": variant,
-            "micro_batch": micro,
-            "gpu_ratio_bucketed_over_padded": {
-                f"pad_multiple_{m}": round(speeds[("bucketed", m)] / padded, 2) for m in multiples
-            },
-        }
-        for stage in stages:
-            ratio[f"gpu_ratio_our_engine_zero{stage}_over_padded"] = round(
-                speeds[(f"engine_z{stage}", multiples[0])] / padded, 2
-            )
-        print(json.dumps(ratio), flush=True)
-        lines.append(ratio)
-    return lines
-
-
 def bench_variant(
     data: str, variant: str, config: dict, micro: int, steps: int, peak: float, rounds: int
 ) -> dict:
@@ -511,8 +285,8 @@ def bench_variant(
     }
 
 
-def main() -> None:
-    """Run the baseline and ours on the same data and steps per variant; print each, then the ratios last."""
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's flags."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--data", help="a prepare_data output folder (default: build one from ../shared/data)"
@@ -522,87 +296,19 @@ def main() -> None:
         "--rounds",
         type=int,
         default=1,
-        help="CPU mode: baseline and ours x1 run in turn this many times; the median ratio counts",
+        help="baseline and ours x1 run in turn this many times; the median ratio counts",
     )
     parser.add_argument(
         "--variants",
         default="contextual,no_context",
         help="comma list of model variants whose step pairs train, one comparison each",
     )
-    parser.add_argument("--gpu-model", help="GPU mode: model shape to time, e.g. gpt2-medium")
-    parser.add_argument(
-        "--micro-batch",
-        default="8",
-        help="examples per batch (GPU mode: a comma list, one run each)",
-    )
-    parser.add_argument(
-        "--device", default="cuda", help="GPU mode: torch device type (cpu only to try the script)"
-    )
-    parser.add_argument(
-        "--engine",
-        metavar="PROFILE",
-        help="GPU mode: also time our whole step (DeepSpeed engine from this profile's "
-        "train.deepspeed block, bf16 where supported) on our batches",
-    )
-    parser.add_argument(
-        "--zero-stages",
-        help="GPU mode with --engine: comma list of ZeRO stages to time the "
-        "engine at, one run each (default: the profile's)",
-    )
-    parser.add_argument(
-        "--results", help="GPU mode: also write every printed line to this JSON-lines file"
-    )
-    parser.add_argument(
-        "--pad-multiple",
-        default="8",
-        help="GPU mode: comma list; our batches' widths are rounded up to each in turn",
-    )
-    args = parser.parse_args()
-    config = load_config(os.path.join(ROOT, "ray_config.yaml"), "local")["train"]
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    unknown = [v for v in variants if v not in config["block_size"]]
-    if unknown:
-        raise SystemExit(f"unknown variant(s): {', '.join(unknown)}")
-    data = prepared_data(args.data)
-    if args.gpu_model:
-        micros = [int(m) for m in str(args.micro_batch).split(",")]
-        multiples = [int(m) for m in str(args.pad_multiple).split(",")]
-        engine_ds = None
-        if args.engine:
-            engine_ds = {
-                **load_config(os.path.join(ROOT, "ray_config.yaml"), args.engine)["train"][
-                    "deepspeed"
-                ],
-                "precision": "auto",
-            }
-        stages = [int(z) for z in args.zero_stages.split(",")] if args.zero_stages else None
-        lines = []
-        for variant in variants:
-            block = int(config["block_size"][variant])
-            tokenizer, rows = token_rows(data, variant, config["tiny"]["vocab_size"], block)
-            lines += gpu_compare(
-                args.gpu_model,
-                tokenizer,
-                rows,
-                variant,
-                micros,
-                args.steps,
-                block,
-                multiples,
-                args.device,
-                engine_ds,
-                stages,
-                int(config.get("pad_vocab_to", 64)),
-            )
-        if args.results:
-            with open(args.results, "w", encoding="utf-8") as handle:
-                handle.writelines(json.dumps(line) + "\n" for line in lines)
-        return
-    peak = measure_cpu_peak_flops(os.cpu_count() or 1)
-    results = {
-        v: bench_variant(data, v, config, int(args.micro_batch), args.steps, peak, args.rounds)
-        for v in variants
-    }
+    parser.add_argument("--micro-batch", type=int, default=8, help="examples per batch")
+    return parser
+
+
+def print_ratios(results: dict, rounds: int) -> None:
+    """Scaling and padding, the ceiling from padding alone, each round's ratio, then the ratios."""
     print(
         json.dumps(
             {
@@ -617,26 +323,28 @@ def main() -> None:
             {"ceiling_from_padding_alone": {v: round(r["ceiling"], 2) for v, r in results.items()}}
         )
     )
-    if args.rounds > 1:
-        print(
-            json.dumps(
-                {
-                    "ratio_per_round": {
-                        v: [round(x, 2) for x in r["ratios"]] for v, r in results.items()
-                    }
-                }
-            )
-        )
-    print(
-        json.dumps(
-            {
-                "ratio_ours_1_worker_over_baseline": {
-                    v: round(r["ratio"], 2) for v, r in results.items()
-                },
-                "target_ratio_min": 1.3,
-            }
-        )
-    )
+    if rounds > 1:
+        per_round = {v: [round(x, 2) for x in r["ratios"]] for v, r in results.items()}
+        print(json.dumps({"ratio_per_round": per_round}))
+    ratios = {v: round(r["ratio"], 2) for v, r in results.items()}
+    print(json.dumps({"ratio_ours_1_worker_over_baseline": ratios, "target_ratio_min": 1.3}))
+
+
+def main() -> None:
+    """Run the baseline and ours on the same data and steps per variant; print each, then the ratios last."""
+    args = build_parser().parse_args()
+    config = load_config(os.path.join(ROOT, "ray_config.yaml"), "local")["train"]
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in variants if v not in config["block_size"]]
+    if unknown:
+        raise SystemExit(f"unknown variant(s): {', '.join(unknown)}")
+    data = prepared_data(args.data)
+    peak = measure_cpu_peak_flops(os.cpu_count() or 1)
+    results = {
+        v: bench_variant(data, v, config, args.micro_batch, args.steps, peak, args.rounds)
+        for v in variants
+    }
+    print_ratios(results, args.rounds)
 
 
 if __name__ == "__main__":

@@ -114,8 +114,8 @@ MEASURES = {
         "↓",
         1,
         "share of rewritten steps the fault model (rrt.evaluation.step_flags, fitted on reader "
-        "marks) says a reader would mark another job or no sense; it still misses about half of "
-        "the steps readers fault (benchmarks/RESULTS.md)",
+        "marks) says a reader would mark another job or no sense; it finds most steps readers "
+        "fault, but flags many of Retrieval's steps that readers find OK (benchmarks/RESULTS.md)",
     ),
     "consistency": Measure(
         "consistent %",

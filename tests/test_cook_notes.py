@@ -253,7 +253,7 @@ def test_aquafaba_note_only_where_a_step_whips_without_a_time():
     steps = ["Whip the egg whites to stiff peaks.", "Fold in the egg whites."]
     adapted = _adapted(["3 egg whites"], steps, "egg-free")
     assert [notes for _, notes in adapted] == [
-        ["Aquafaba whips more slowly than egg whites: beat it 5 to 10 minutes for stiff peaks."],
+        ["Aquafaba takes longer to whip: beat it 5 to 10 minutes for stiff peaks."],
         [],
     ]
 
@@ -274,7 +274,7 @@ def test_half_and_half_written_with_an_ampersand_is_dairy():
             ["1 lb cod", "1 cup chicken stock"],
             ["Simmer the chicken stock.", "Sear the cod for 2 minutes a side."],
             "fish-free",
-            [[], ["Chicken takes longer than fish: cook it until no longer pink inside (165°F)."]],
+            [[], ["Cook the chicken through, until no longer pink inside (165°F)."]],
         ),
         (
             ["1 cup buttermilk"],
@@ -297,8 +297,7 @@ def test_half_and_half_written_with_an_ampersand_is_dairy():
                 [],
                 [
                     (
-                        "Vegan cheese melts more slowly than dairy cheese: cover the dish with foil "
-                        "for the first few minutes in the oven."
+                        "Vegan cheese melts slowly: cover the dish with foil for the first few minutes in the oven."
                     )
                 ],
             ],
@@ -342,3 +341,12 @@ def test_a_mass_stand_in_takes_a_singular_verb():
     steps = ["Cook until the shrimp are pink and opaque, then check the shrimp are hot."]
     [(step, _)] = _adapted(["1 lb shrimp"], steps, "fish-free")
     assert step == "Cook until cooked through, then check the chicken is hot."
+
+
+def test_no_note_names_a_food_any_constraint_forbids():
+    from rrt.recipes.tagger import CONSTRAINTS
+
+    for note in NOTES:
+        # Chicken stands in for fish only under fish-free; every other stand-in is plant food.
+        obeyed = ["fish-free"] if note.kind == "chicken_for_fish" else CONSTRAINTS
+        assert not text_violations(note.text, obeyed), note.text

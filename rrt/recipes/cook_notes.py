@@ -297,20 +297,19 @@ NOTES = (
     ),
     Note(
         "vegan_melting_cheese",
-        "Vegan cheese melts more slowly than dairy cheese: cover the dish with foil for the first "
-        "few minutes in the oven.",
+        "Vegan cheese melts slowly: cover the dish with foil for the first few minutes in the oven.",
         before=True,
         # In the oven only: a sauce that melts it is stirred, not covered.
         when=r"^(?=.*\b(?:bake[sd]?|baking|oven|broil\w*)\b).*\b(?:melt(?:s|ed|ing)?|bubbl\w*|gooey)\b",
     ),
     Note(
         "chicken_for_fish",
-        "Chicken takes longer than fish: cook it until no longer pink inside (165°F).",
+        "Cook the chicken through, until no longer pink inside (165°F).",
         when=r"\b(?:cook|bake|roast|fry|sear|grill|broil|saut[eé]|poach|simmer|pan-fry)\w*\b",
     ),
     Note(
         "aquafaba",
-        "Aquafaba whips more slowly than egg whites: beat it 5 to 10 minutes for stiff peaks.",
+        "Aquafaba takes longer to whip: beat it 5 to 10 minutes for stiff peaks.",
         # A step that gives its own time has it from the cue above.
         when=r"^(?!.*\bminutes?\b).*\b(?:peaks?|stiff|whip(?:ped|ping)?)\b",
     ),

@@ -290,11 +290,15 @@ def finished(folder: str) -> bool:
 def edit_fidelity(folder: str) -> dict:
     """How a run treats the steps the guide leaves alone and those it changes: % of untouched
     steps whose rewrite recalls at least 90 of the guide's version (ROUGE-L), and % of changed
-    steps whose leading action is the source step's (or an equivalent)."""
+    steps whose leading action is the source step's (or an equivalent), read after any cook's
+    note that opens the step ("Press the tofu for 15 minutes first. Cut the tofu...")."""
     from rrt.modelling.editing import leading_action, same_action, step_affected
     from rrt.modelling.rewriter import guide_rewrite
     from rrt.modelling.selection import StepContext, closeness
+    from rrt.recipes.cook_notes import NOTES
     from rrt.recipes.tagger import parse_constraints
+
+    openers = tuple(note.text for note in NOTES if note.before)
 
     untouched, kept, changed, same = 0, 0, 0, 0
     with open(os.path.join(folder, "rewrites.jsonl"), encoding="utf-8") as handle:
@@ -304,6 +308,8 @@ def edit_fidelity(folder: str) -> dict:
             for src, floor, new in zip(source["steps"], guide, record["rewrite"]["steps"]):
                 if step_affected(src, floor):
                     changed += 1
+                    while new.startswith(openers):
+                        new = new[len(next(o for o in openers if new.startswith(o))) :].lstrip()
                     same += same_action(leading_action(new), leading_action(src))
                 else:
                     untouched += 1

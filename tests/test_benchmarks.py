@@ -4,6 +4,7 @@ writes, so a benchmark run as its docstring says after `make demo` finds its inp
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import runpy
@@ -46,3 +47,29 @@ def test_a_benchmark_answers_help_and_defaults_to_what_make_demo_writes(path, mo
     ]
     outputs = demo_outputs()
     assert outputs and all(d in outputs for d in under_demo), (under_demo, sorted(outputs))
+
+
+def test_edit_fidelity_reads_a_changed_step_after_the_cook_note_that_opens_it(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import quality
+
+    source = {
+        "id": "r1",
+        "title": "Chicken stir-fry",
+        "ingredients": ["1 lb chicken breasts", "1 onion"],
+        "steps": ["Cut the chicken into strips.", "Slice the onion."],
+    }
+    rewrite = {
+        "title": "Tofu stir-fry",
+        "ingredients": ["1 lb tofu", "1 onion"],
+        "steps": [
+            "Press the tofu for 15 minutes first. Cut the tofu into strips.",
+            "Slice the onion.",
+        ],
+    }
+    record = {"id": "r1", "constraint": "vegetarian", "source": source, "rewrite": rewrite}
+    (tmp_path / "rewrites.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
+    assert quality.edit_fidelity(str(tmp_path)) == {
+        "untouched_steps_kept": 100.0,
+        "changed_steps_same_action": 100.0,
+    }

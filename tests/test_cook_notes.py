@@ -350,3 +350,15 @@ def test_no_note_names_a_food_any_constraint_forbids():
         # Chicken stands in for fish only under fish-free; every other stand-in is plant food.
         obeyed = ["fish-free"] if note.kind == "chicken_for_fish" else CONSTRAINTS
         assert not text_violations(note.text, obeyed), note.text
+
+
+def test_a_swap_repeated_in_every_step_is_read_once_a_step():
+    from rrt.recipes.cook_notes import swap_kinds
+
+    steps = ["milk/" * 199 + "milk"] * 6
+    guided = substitute_recipe(make_recipe(["1 cup milk"], steps), "vegan")
+    assert len(guided.substitutions) > 1000
+    swap_kinds.cache_clear()
+    adapt_steps(steps, guided.recipe.steps, guided.substitutions, ["vegan"])
+    info = swap_kinds.cache_info()
+    assert info.hits + info.misses <= len(steps)

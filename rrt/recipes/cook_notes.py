@@ -13,6 +13,7 @@ pattern in the step, and what the pattern becomes; notes are rows too, said once
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -344,6 +345,7 @@ def _words(words: Iterable[str]) -> re.Pattern:
 _STAND_INS = {name: _words(kind.stand_in_words) for name, kind in SWAP_KINDS.items()}
 
 
+@functools.lru_cache(maxsize=4096)
 def swap_kinds(original: str, replacement: str) -> dict[str, list[str]]:
     """The kinds of swap one substitution is, each with the swapped food's words ("ground beef" ->
     "plant-based ground meat": plant_meat, ["ground beef"])."""
@@ -417,7 +419,9 @@ def adapt_steps(
     constraints: Iterable[str],
 ) -> list[tuple[str, list[str]]]:
     """`adapt_step` over a recipe's steps in order, each note said once."""
-    subs, wanted, said = list(substitutions), list(constraints), set()
+    # A recipe repeats its swaps (a food named in every step): each distinct swap is read once.
+    subs = list({_swap_words(sub): sub for sub in substitutions}.values())
+    wanted, said = list(constraints), set()
     return [
         adapt_step(source, guided, subs, wanted, said)
         for source, guided in zip(source_steps, guided_steps, strict=True)

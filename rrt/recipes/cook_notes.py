@@ -188,8 +188,10 @@ CUES = (
     # Flax eggs are mixed, not cracked: "Crack the eggs into the bowl" -> "Add the flax eggs ...".
     Cue("flax_egg", r"\bcrack(?=\s+(?:in\s+)?(?:the\s+|\d+\s+)*flax\s+egg)", "add"),
     # "until pink and cooked through": the pink goes, the rest holds for any stand-in.
-    Cue("chicken_for_fish", r"(?<=until\s)pink\s+and\s+(?=cooked)", "", anywhere=True),
-    Cue("plant_for_fish", r"(?<=until\s)pink\s+and\s+(?=cooked)", "", anywhere=True),
+    *(
+        Cue(kind, r"(?<=until\s)pink\s+and\s+(?=cooked)", "", anywhere=True)
+        for kind in ("chicken_for_fish", "plant_for_fish")
+    ),
     Cue("tofu_for_fish", _FISH_DONE, "until golden", anywhere=True),
     Cue("plant_for_fish", _FISH_DONE, "until heated through", anywhere=True),
     Cue("chicken_for_fish", _FISH_DONE, "until cooked through", anywhere=True),
@@ -205,8 +207,7 @@ CUES = (
         for kind in ("plant_meat", "plant_for_fish", "chicken_for_fish", "aquafaba")
     ),
     # Plant stand-ins have no bones or skin: the sentence that removes them goes.
-    Cue("plant_meat", _BONES, "", anywhere=True),
-    Cue("plant_for_fish", _BONES, "", anywhere=True),
+    *(Cue(kind, _BONES, "", anywhere=True) for kind in ("plant_meat", "plant_for_fish")),
     # "Separate the eggs" with flax eggs: they are made, not separated.
     Cue(
         "flax_egg",

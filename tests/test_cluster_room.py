@@ -37,7 +37,7 @@ def own_ray():
 
     if ray.is_initialized():
         pytest.skip("a Ray of another test runs in this process")
-    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False)
+    ray.init(address="local", num_cpus=2, num_gpus=0, include_dashboard=False)
     before, cluster._STARTED["local"] = cluster._STARTED["local"], True
     try:
         yield ray

@@ -213,7 +213,7 @@ def test_dish_grouping_gets_a_partition_per_recipe_file(prepared, tmp_path):
     for k in range(parts):
         pq.write_table(recipes.slice(k * step, step), folder / f"part-{k}.parquet")
     started_here = not ray.is_initialized()
-    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, ignore_reinit_error=True)
     try:
         configure_data(
             ray.data,

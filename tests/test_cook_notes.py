@@ -362,3 +362,50 @@ def test_a_swap_repeated_in_every_step_is_read_once_a_step():
     adapt_steps(steps, guided.recipe.steps, guided.substitutions, ["vegan"])
     info = swap_kinds.cache_info()
     assert info.hits + info.misses <= len(steps)
+
+
+@pytest.mark.parametrize(
+    "lines,steps,constraint,expected",
+    [
+        # Rendered fat that a plant stand-in never gives: the sentence goes, the step stays.
+        (
+            ["1.5 lbs pork belly"],
+            [
+                "Air fry until crispy. Drain any rendered fat from the drawer halfway through cooking."
+            ],
+            "vegan",
+            "Air fry until crispy.",
+        ),
+        # No skin or bones to take out before chopping.
+        (
+            ["1 chicken breast"],
+            ["When cool enough to handle, remove skin and bones and chop or shred into pieces."],
+            "vegan",
+            "When cool enough to handle, chop or shred into pieces.",
+        ),
+        # No fillet, no skin side, and tofu crumbles where fish flakes.
+        (
+            ["2 lbs salmon"],
+            ["Slice the filet into large chunks. Place the salmon skin-side down in the pan."],
+            "vegetarian",
+            "Slice the tofu into large chunks. Place the tofu in the pan.",
+        ),
+        (
+            ["2 lbs salmon"],
+            ["Flake the salmon with a fork."],
+            "vegetarian",
+            "Crumble the tofu with a fork.",
+        ),
+        (["4 cod fillets"], ["Season each fillet."], "fish-free", "Season each piece of chicken."),
+    ],
+)
+def test_a_cue_of_the_swapped_food_s_body_goes_with_it(lines, steps, constraint, expected):
+    [(adapted, _)] = _adapted(lines, steps, constraint)
+    assert adapted == expected
+
+
+def test_fat_and_skin_stay_where_the_meat_stays():
+    steps = [
+        "Air fry until crispy. Drain any rendered fat from the drawer halfway through cooking."
+    ]
+    assert [s for s, _ in _adapted(["1.5 lbs pork belly"], steps, "dairy-free")] == steps

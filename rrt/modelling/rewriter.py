@@ -28,6 +28,8 @@ from rrt.modelling.prompts import (
 )
 from rrt.modelling.sampling import CandidateSampler, SamplingSettings
 from rrt.modelling.selection import StepContext, score_candidate, select_best, source_word_set
+from rrt.recipes.cook_dishes import tofu_scramble
+from rrt.recipes.cook_lines import adapt_lines
 from rrt.recipes.cook_notes import adapt_steps, place_notes
 from rrt.recipes.foods import held_words
 from rrt.recipes.ingredients import ingredient_name, step_ingredients
@@ -388,6 +390,11 @@ class Rewriter:
     def start(self, task: RewriteTask) -> RecipeState:
         """A recipe's rewrite state: guide-rewritten title and ingredients, no steps yet."""
         rewritten, subs = guide_rewrite(task.source, task.constraints)
+        if self.edit:
+            # The product's guide chooses stand-ins by the dish too, and drops the words of a line
+            # that its swap makes untrue.
+            rewritten, subs = tofu_scramble(task.source, rewritten, subs)
+            rewritten["ingredients"] = adapt_lines(rewritten["ingredients"], subs, task.constraints)
         state = RecipeState(
             task,
             {"title": rewritten["title"], "ingredients": rewritten["ingredients"], "steps": []},

@@ -75,6 +75,7 @@ SWAP_KINDS = {
     "chicken_for_fish": SwapKind("fish", ("chicken", "turkey")),
     "flax_egg": SwapKind("egg", ("flax egg", "flax eggs")),
     "aquafaba": SwapKind("egg", ("aquafaba",)),
+    "tofu_for_egg": SwapKind("egg", ("tofu",)),
     "agar": SwapKind("gelatin", ("agar",)),
     "vegan_melting_cheese": SwapKind("dairy", MELTING_CHEESES),
     "soured_soymilk": SwapKind("dairy", ("soured soymilk",)),
@@ -101,7 +102,8 @@ SWAP_KINDS = {
 
 @dataclass(frozen=True)
 class Cue:
-    """A pattern in a step that a kind of swap makes untrue, and what it becomes ("" drops it).
+    """A pattern in a step that a kind of swap makes untrue, and what it becomes ("" drops it;
+    "{stand_in}" is the swap's stand-in, as a step names it).
     `anywhere`: the cue speaks of the swapped food even in a step that does not name it
     ("Cook until no longer pink.")."""
 
@@ -111,7 +113,12 @@ class Cue:
     anywhere: bool = False
 
 
-_FAT = r"(?:off\s+|away\s+)?(?:any\s+|the\s+|all\s+|excess\s+|the\s+excess\s+)?(?:fat|grease|drippings)"
+_FAT = (
+    r"(?:off\s+|away\s+)?(?:any\s+|the\s+|all\s+|excess\s+|the\s+excess\s+)?(?:rendered\s+)?"
+    r"(?:fat|grease|drippings)"
+)
+# "... from the drawer halfway through cooking"
+_FAT_WHERE = r"(?:\s+from\s+the\s+\w+)?(?:\s+(?:halfway|partway)\s+through(?:\s+(?:cooking|the\s+cook\s+time))?)?"
 # "until the shrimp are pink and opaque in the center", "until the fish flakes easily with a fork"
 _FISH_DONE = (
     r"until\s+(?:(?:it|they|the\s+[\w-]+(?:\s+[\w-]+)?)\s+(?:is|are)\s+)?"
@@ -126,6 +133,10 @@ _BONES = (
     r"\s*(?:,\s*)?(?:and\s+)?(?:if\s+desired,?\s*)?remove\s+(?:any\s+|the\s+)?"
     r"(?:skin\s+and\s+bones|bones\s+and\s+skin|bones|skin)(?:\s+from\s+the\s+[\w-]+)?"
     r"(?=\s*[.!,;])"
+)
+_BONES_AND = (
+    r"(?<![\w-])remove\s+(?:any\s+|the\s+)?(?:skin\s+and\s+bones|bones\s+and\s+skin|bones|skin)"
+    r"\s+and\s+(?=(?:chop|shred|cut|slice|dice|pull|tear)\b)"
 )
 # "and ignite with a long lighter to burn off the apple juice (optional, but fun!)"
 _FLAME = (
@@ -142,30 +153,34 @@ CUES = (
     # "Brown the beef; drain off the fat." / "..., then drain the grease from the pan"
     Cue(
         "plant_meat",
-        r"\s*[,;]?\s*(?:and\s+|then\s+)+drain(?:ing)?\s+" + _FAT + r"(?:\s+from\s+the\s+\w+)?",
+        r"\s*[,;]?\s*(?:and\s+|then\s+)+drain(?:ing)?\s+" + _FAT + _FAT_WHERE,
         "",
         anywhere=True,
     ),
     Cue(
         "plant_meat",
-        r"\s*[,;]\s*drain(?:ing)?\s+" + _FAT + r"(?:\s+from\s+the\s+\w+)?",
+        r"\s*[,;]\s*drain(?:ing)?\s+" + _FAT + _FAT_WHERE,
         "",
         anywhere=True,
     ),
     # "Drain the fat and add the onions." -> "Add the onions."
     Cue(
         "plant_meat",
-        r"(?:(?<=^)|(?<=[.!?]\s))drain\s+"
-        + _FAT
-        + r"(?:\s+from\s+the\s+\w+)?\s*(?:,\s*)?(?:and|then)\s+",
+        r"(?:(?<=^)|(?<=[.!?]\s))drain\s+" + _FAT + _FAT_WHERE + r"\s*(?:,\s*)?(?:and|then)\s+",
         "",
         anywhere=True,
     ),
-    # A step that only drains the fat.
+    # A step that only drains the fat says there is none; a sentence of a longer step goes.
     Cue(
         "plant_meat",
-        r"(?:(?<=^)|(?<=[.!?]\s))drain\s+" + _FAT + r"(?:\s+from\s+the\s+\w+)?\s*[.!]",
+        r"^\s*drain\s+" + _FAT + _FAT_WHERE + r"\s*[.!]?\s*$",
         "No fat to drain.",
+        True,
+    ),
+    Cue(
+        "plant_meat",
+        r"(?:(?<=^)|(?<=[.!?]\s))drain\s+" + _FAT + _FAT_WHERE + r"\s*[.!]\s*",
+        "",
         anywhere=True,
     ),
     Cue(
@@ -208,6 +223,22 @@ CUES = (
     ),
     # Plant stand-ins have no bones or skin: the sentence that removes them goes.
     *(Cue(kind, _BONES, "", anywhere=True) for kind in ("plant_meat", "plant_for_fish")),
+    # "remove skin and bones and chop or shred" -> "chop or shred"
+    *(Cue(kind, _BONES_AND, "", anywhere=True) for kind in ("plant_meat", "plant_for_fish")),
+    *(
+        Cue(kind, r"\s*,?\s*skin[-\s]sides?\s+(?:down|up)", "", anywhere=True)
+        for kind in ("plant_meat", "plant_for_fish")
+    ),
+    # A plant stand-in or chicken has no fillets, and tofu crumbles where fish flakes.
+    *(
+        Cue(kind, pattern, becomes, anywhere=True)
+        for kind in ("plant_for_fish", "chicken_for_fish")
+        for pattern, becomes in (
+            (r"\beach\s+(?:fish\s+)?fill?et\b", "each piece of {stand_in}"),
+            (r"\b(the|your)\s+(?:fish\s+)?fill?ets?\b", r"\1 {stand_in}"),
+        )
+    ),
+    Cue("plant_for_fish", r"\bflake\b(?=\s+(?:the\s+|it\b|them\b))", "crumble"),
     # "Separate the eggs" with flax eggs: they are made, not separated.
     Cue(
         "flax_egg",
@@ -226,6 +257,19 @@ CUES = (
         "flax_egg",
         r"\b(\d+)\s+flax\s+eggs?\s*(?:,\s*|\s+and\s+)(\d+)\s+flax\s+eggs?\b",
         _add_counts,
+    ),
+    # Tofu in place of scrambled eggs is mashed, not beaten, and is heated through, not set.
+    Cue("tofu_for_egg", r"\b(?:whisk|beat)\b(?=\s+(?:the\s+)?tofu\b)", "mash"),
+    Cue(
+        "tofu_for_egg",
+        r"\bscramble\s+until\s+(?:softly\s+|just\s+|barely\s+|almost\s+)?set\b",
+        "cook, stirring, until heated through and lightly golden",
+        anywhere=True,
+    ),
+    Cue(
+        "tofu_for_egg",
+        r"\buntil\s+(?:the\s+)?(?:eggs?\s+(?:are|is)\s+)?(?:softly\s+|just\s+|barely\s+|almost\s+)?set\b",
+        "until heated through",
     ),
     # Agar sets only once it has boiled; gelatin is warmed gently.
     Cue(
@@ -381,11 +425,14 @@ def adapt_step(
     named: dict[str, bool] = {}
     shown: set[str] = set()  # kinds whose stand-in the step names
     noted: set[str] = set()  # ... in place of the food its source step named: a note is said there
+    stand_in: dict[str, str] = {}  # each kind's stand-in as a step names it: the shortest
     for sub in substitutions:
         original, replacement, constraint = _swap_words(sub)
         if constraint and wanted and constraint not in wanted:
             continue
         for kind, foods in swap_kinds(original, replacement).items():
+            if len(replacement) < len(stand_in.get(kind, replacement + " ")):
+                stand_in[kind] = replacement
             in_source = bool(_words(foods).search(source_step))
             if _STAND_INS[kind].search(guided_step):
                 shown.add(kind)
@@ -395,7 +442,12 @@ def adapt_step(
     step = guided_step
     for cue, pattern in _COMPILED:
         if cue.kind in named and (cue.anywhere or named[cue.kind]):
-            step = pattern.sub(cue.becomes, step)
+            becomes = cue.becomes
+            if isinstance(becomes, str) and "{stand_in}" in becomes:
+                becomes = becomes.replace(
+                    "{stand_in}", stand_in[cue.kind].lower().replace("\\", r"\\")
+                )
+            step = pattern.sub(becomes, step)
     step = _tidy(step) if step != guided_step else step
     if len(re.findall(r"\w+", step)) < 3:
         # A cue took the step's whole content ("Skim: ..."): the guide's step reads better.

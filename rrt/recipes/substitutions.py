@@ -476,6 +476,25 @@ def _title_stand_in(line: str, food: Food, replaced: list[Replaced]) -> str | No
     return " ".join(forms + [f"{source.diet} {line[rest : food.end]}"])
 
 
+# Words after a food that show it is no modifier of a noun ("the pecan and the oats").
+_NOT_A_NOUN = re.compile(
+    r"\s+(?:and|or|to|in|into|with|on|for|until|over|from|at|of|then|are|is|if|as|by|so|but)\b"
+)
+
+
+def as_modifier(line: str, end: int, original: str, new: str) -> str:
+    """A plural stand-in of a singular food that names another noun's kind takes the singular:
+    "the pecan coconut mixture" -> "the sunflower seed coconut mixture"."""
+    if (
+        new.endswith("seeds")
+        and not original.lower().endswith("s")
+        and re.match(r"\s+[a-z]", line[end:])
+        and not _NOT_A_NOUN.match(line[end:])
+    ):
+        return new[:-1]
+    return new
+
+
 def _line_case(line: str, start: int, original: str, new: str) -> str:
     # Capitals mark a sentence's start, a Title Case line or a proper name; a stand-in is none of
     # them mid-sentence ("2 tablespoons Shaoxing wine" -> "2 tablespoons rice vinegar").
@@ -658,7 +677,10 @@ def _apply(
             new = match_case(original, new)
         elif field_name == "steps":
             new = _line_case(
-                line, food.start, original, _step_stand_in(line, food, constraint, replaced)
+                line,
+                food.start,
+                original,
+                as_modifier(line, end, original, _step_stand_in(line, food, constraint, replaced)),
             )
         else:
             new, diet = _line_stand_in(line, food, constraint)

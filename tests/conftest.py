@@ -114,8 +114,11 @@ class RayCluster:
     join it (RAY_ADDRESS) instead of each starting a Ray, and `ray job submit` talks to it."""
 
     # Outside the default worker port range and any default Ray's ports; RRT_TEST_PORT_OFFSET
-    # moves them all, so two sessions on one machine do not meet.
-    OFFSET = int(os.environ.get("RRT_TEST_PORT_OFFSET", "0"))
+    # moves them all, so two sessions on one machine do not meet, and each pytest-xdist worker
+    # has a session Ray of its own on ports of its own.
+    WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    OFFSET = int(os.environ.get("RRT_TEST_PORT_OFFSET", "0")) + 50 * WORKER
+    WORKER_PORTS = (20102 + 100 * WORKER, 20200 + 100 * WORKER)
     PORT, DASHBOARD = 6391 + OFFSET, 8276 + OFFSET
     # The job agent's HTTP port: Ray's default, or ours when that is taken.
     AGENT, SPARE_AGENT = 52365 + OFFSET, 8277 + OFFSET
@@ -164,9 +167,9 @@ class RayCluster:
             "--object-store-memory",
             str(10**9),
             "--min-worker-port",
-            "20102",
+            str(self.WORKER_PORTS[0]),
             "--max-worker-port",
-            "20200",
+            str(self.WORKER_PORTS[1]),
             "--temp-dir",
             self.temp_dir,
             "--disable-usage-stats",
@@ -303,7 +306,7 @@ def trained_contextual(request, prepared, tmp_path_factory):
     """One two-worker Contextual Rewriter run on the prepared real data, made the hard way: 20 steps,
     a rerun refused without --resume, a checkpoint folder no list holds planted, then resumed to 30
     steps by `ray job submit`, as the README submits jobs to a cluster. (A worker lost mid-run:
-    tests/test_node_failure.py kills a worker node past a checkpoint.)
+    benchmarks/node_failure.py kills a worker node past a checkpoint.)
     (folder, the resumed job (its id, status and logs), what happened before it)."""
     folder = tmp_path_factory.mktemp("train")
     out = folder / "run"
@@ -406,45 +409,36 @@ def quick_train_config(folder, **train) -> str:
 
 
 # `make test` runs the suite on two pytest-xdist workers, a module at a time (its module fixtures are made
-# once). The tests of the session's Ray run on one worker, as that Ray listens on fixed ports and the
-# trained run is made once: these modules hold them, and collection fails if another module uses them.
-SESSION_RAY = {"ray_cluster", "prepared", "trained_contextual"}
-SESSION_RAY_MODULES = {
-    "test_controllable",
-    "test_job_submit",
-    "test_prepare_data",
-    "test_pretrained_chain",
-    "test_rewrite",
-    "test_seq2seq",
-    "test_train",
-}
+# once). Each worker starts a session Ray of its own on first use (RayCluster's ports move with the
+# worker) and prepares the real recipes once; the tests of the trained run share one worker, so the
+# run is trained once: these modules hold them, and collection fails if another module uses it.
+TRAINED_RUN = "trained_contextual"
+TRAINED_RUN_MODULES = {"test_job_submit", "test_rewrite", "test_train"}
 
 
 def pytest_collection_modifyitems(config, items):
-    """A test of the session's Ray outside SESSION_RAY_MODULES is a usage error: it could run on the
-    other worker."""
+    """A test of the trained run outside TRAINED_RUN_MODULES is a usage error: it could run on the
+    other worker, and train the run again there."""
     strays = sorted(
         {
             item.module.__name__
             for item in items
-            if SESSION_RAY & set(getattr(item, "fixturenames", ()))
-            and item.module.__name__ not in SESSION_RAY_MODULES
+            if TRAINED_RUN in set(getattr(item, "fixturenames", ()))
+            and item.module.__name__ not in TRAINED_RUN_MODULES
         }
     )
     if strays:
-        raise pytest.UsageError(
-            f"tests of the session's Ray outside conftest.SESSION_RAY_MODULES: {strays}"
-        )
+        raise pytest.UsageError(f"tests of the trained run outside TRAINED_RUN_MODULES: {strays}")
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """pytest-xdist's scheduling by module, with the session's Ray modules as one unit."""
+    """pytest-xdist's scheduling by module, with the trained run's modules as one unit."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ByModule(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return "session-ray" if Path(module).stem in SESSION_RAY_MODULES else module
+            return "trained-run" if Path(module).stem in TRAINED_RUN_MODULES else module
 
     return ByModule(config, log)

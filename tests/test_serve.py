@@ -1,7 +1,7 @@
 """The rewriter service over real HTTP (`rrt serve`, local Ray, a tiny random-weight model):
 routes, every error status, 600 hostile bodies, load, the page in headless Chromium, auth,
 timeout, overload, and a stop that leaves no Ray process behind. A replica killed with its node
-under load: tests/test_node_failure.py.
+under load: benchmarks/serve_node_failure.py.
 
 One service serves most tests; a second one (RRT_API_KEY set, a short timeout, a one-request
 queue) serves the auth and overload test. Latencies and the page screenshot are written to

@@ -291,7 +291,7 @@ def edit_fidelity(folder: str) -> dict:
     """How a run treats the steps the guide leaves alone and those it changes: % of untouched
     steps whose rewrite recalls at least 90 of the guide's version (ROUGE-L), and % of changed
     steps whose leading action is the source step's (or an equivalent), read after any cook's
-    note that opens the step ("Press the tofu for 15 minutes first. Cut the tofu...")."""
+    note that opens the step ("Press the tofu for 15 minutes before you start. Cut the tofu...")."""
     from rrt.modelling.editing import leading_action, same_action, step_affected
     from rrt.modelling.rewriter import guide_rewrite
     from rrt.modelling.selection import StepContext, closeness

@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--num-recipes", type=int, help="(recipe, constraint) rewrites to make (default 1000)"
     )
+    parser.add_argument(
+        "--ids", help="comma list of source recipe ids of the split: sample only their rewrites"
+    )
     parser.add_argument("--candidates", type=int, help="samples per step (default 10)")
     parser.add_argument(
         "--constraint", help="rewrite every sampled source for these constraints (vegan,nut-free)"
@@ -188,6 +191,7 @@ def settings_from(args: argparse.Namespace) -> RewriteRun:
             "model",
             "ing_model",
             "num_recipes",
+            "ids",
             "candidates",
             "constraint",
             "constrained",
@@ -389,6 +393,15 @@ def plan_tasks(settings: RewriteSettings) -> tuple[list[dict], list[str]]:
             f"the {split} split of {data} holds no recipe that breaks a constraint another version "
             "of its dish obeys"
         )
+    if settings.ids:
+        wanted = {i.strip() for i in settings.ids.split(",") if i.strip()}
+        unknown = sorted(wanted - {k[0] for k in keys})
+        if unknown:
+            raise JobError(
+                f"rewrite.ids: {len(unknown)} ids are no recipe of the {split} split that breaks a "
+                f"constraint another version of its dish obeys (first: {', '.join(unknown[:5])})"
+            )
+        keys = [k for k in keys if k[0] in wanted]
     keys = sorted(random.Random(settings.seed).sample(keys, min(settings.num_recipes, len(keys))))
     columns = ["id", "title", "ingredients", "steps", "dish"]
     # Folders prepared before method lines were classified have no non_steps column.

@@ -308,6 +308,7 @@ class RewriteSettings(Decoding):
     ing_model: str | None
     output: str
     num_recipes: Count
+    ids: str | None
     constraint: str | None
     constrained: bool
     seed: int

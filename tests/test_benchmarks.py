@@ -63,7 +63,7 @@ def test_edit_fidelity_reads_a_changed_step_after_the_cook_note_that_opens_it(tm
         "title": "Tofu stir-fry",
         "ingredients": ["1 lb tofu", "1 onion"],
         "steps": [
-            "Press the tofu for 15 minutes first. Cut the tofu into strips.",
+            "Press the tofu for 15 minutes before you start. Cut the tofu into strips.",
             "Slice the onion.",
         ],
     }

@@ -40,6 +40,10 @@ def _lines(lines, constraint):
         # A count of pieces becomes blocks a cook can buy.
         ("1 split chicken breast", "vegan", "1 (14-ounce) block firm tofu"),
         ("4 boneless, skinless chicken breasts", "vegan", "3 (14-ounce) blocks firm tofu"),
+        # Two meats that became one stand-in, and a note on where to buy the meat.
+        ("2 lbs short ribs (bone in) (or back ribs bone in )", "vegan", "2 lbs seitan"),
+        ("2 cups shredded chicken (we use rotisserie chicken)", "vegan", "2 cups shredded tofu"),
+        ("3 1/2 pounds pork shoulder (pork butt)", "vegan", "3 1/2 pounds young green jackfruit"),
         # Other swaps' lines stay as the guide wrote them.
         ("2 cups milk", "vegan", "2 cups soymilk"),
         ("1 lb shrimp, peeled", "dairy-free", "1 lb shrimp, peeled"),

@@ -13,12 +13,13 @@ from rrt.recipes.cook_notes import CUES, NOTES, adapt_step, adapt_steps
 from rrt.recipes.substitutions import substitute_recipe
 from rrt.recipes.tagger import text_violations
 
+PRESS_TOFU = "Press the tofu for 15 minutes before you start."
 FLAX_NOTE = "Stir the ground flaxseed into the water and let it stand 5 minutes to thicken."
 
 
 def _adapted(lines, steps, constraint):
     guided = substitute_recipe(make_recipe(lines, steps), constraint)
-    return adapt_steps(steps, guided.recipe.steps, guided.substitutions, [constraint])
+    return adapt_steps(steps, guided.recipe.steps, guided.substitutions, constraint.split(","))
 
 
 @pytest.mark.parametrize(
@@ -81,7 +82,7 @@ def test_each_note_is_said_once_where_its_stand_in_is_named():
     ]
     adapted = _adapted(["4 chicken breasts", "2 eggs"], steps, "vegan")
     assert [notes for _, notes in adapted] == [
-        ["Press the tofu for 15 minutes first."],
+        [PRESS_TOFU],
         [FLAX_NOTE],
         [],
         [],
@@ -135,15 +136,24 @@ def test_a_note_waits_for_a_step_that_names_its_stand_in_and_reads_in_order():
 
     steps = [
         "Add the chicken bouillon, oregano and cumin; bring to a boil.",
+        "Whisk the eggs with the milk.",
         "Rub the chicken with the olive oil and season with salt.",
     ]
-    adapted = _adapted(["1 chicken bouillon cube", "1 lb chicken breasts"], steps, "vegetarian")
-    # The bouillon step names the swapped food's word, but not the tofu the note is about.
-    assert [notes for _, notes in adapted] == [[], ["Press the tofu for 15 minutes first."]]
-    step, notes = adapted[1]
-    assert place_notes(step, notes) == f"Press the tofu for 15 minutes first. {step}"
-    # A flax egg is made and thickened before the step that first uses it.
+    adapted = _adapted(
+        ["1 chicken bouillon cube", "2 eggs", "1 lb chicken breasts"], steps, "vegetarian,egg-free"
+    )
+    # The bouillon step names the swapped food's word, but not the tofu the note is about; the
+    # tofu is pressed before the cook starts, the flax eggs are made where they are first used.
+    assert [notes for _, notes in adapted] == [[PRESS_TOFU], [FLAX_NOTE], []]
+    step, notes = adapted[0]
+    assert place_notes(step, notes) == f"{PRESS_TOFU} {step}"
     assert place_notes("Beat the flax eggs.", [FLAX_NOTE]) == f"{FLAX_NOTE} Beat the flax eggs."
+
+
+def test_the_tofu_is_pressed_before_the_first_step_not_midway():
+    steps = ["Brown the chorizo in a skillet.", "Add the shrimp and cook 3 minutes."]
+    adapted = _adapted(["4 oz chorizo", "4 oz shrimp"], steps, "vegan")
+    assert [notes for _, notes in adapted] == [[PRESS_TOFU], []]
 
 
 def test_flax_eggs_are_added_not_cracked():
@@ -307,7 +317,7 @@ def test_half_and_half_written_with_an_ampersand_is_dairy():
             ["1 lb chicken", "1 lb shrimp"],
             ["Cook the chicken and shrimp."],
             "vegetarian",
-            [["Press the tofu for 15 minutes first."]],
+            [[PRESS_TOFU]],
         ),
     ],
 )

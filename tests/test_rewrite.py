@@ -416,3 +416,23 @@ def test_lines_that_are_not_steps_keep_their_place_with_the_guides_stand_ins():
         and carried[1]["text"] == "Keeps for 3 days in the fridge."
     )
     assert record["source"]["non_steps"] == source["non_steps"]
+
+
+def test_ids_sample_only_those_recipes_and_an_unknown_id_is_one_line(prepared, tmp_path):
+    from jobs.rewrite import build_parser, plan_tasks, settings_from
+    from runtime.runs import JobError
+
+    def planned(*extra):
+        args = build_parser().parse_args(
+            ["--data", str(prepared[0]), "--system", "rule_based", "--output", str(tmp_path)]
+            + list(extra)
+        )
+        return plan_tasks(settings_from(args))[0]
+
+    every = planned("--num-recipes", "1000")
+    chosen = sorted({t["id"] for t in every})[:2]
+    only = planned("--num-recipes", "1000", "--ids", ",".join(chosen))
+    assert {t["id"] for t in only} == set(chosen)
+    assert len(only) == sum(t["id"] in chosen for t in every)
+    with pytest.raises(JobError, match="rewrite.ids: 1 ids are no recipe of the test split"):
+        planned("--ids", f"{chosen[0]},no-such-recipe")

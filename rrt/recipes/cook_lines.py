@@ -31,7 +31,7 @@ MEAT_WORDS = (
 # Words before a food that a plant stand-in makes untrue ("lump hearts of palm", "split tofu").
 BEFORE_WORDS = (
     r"boneless|skinless|bone-in|skin-on|split|lump|jumbo|colossal|raw|wild[-\s]caught|"
-    r"deveined|peeled|lean|extra[-\s]lean|fatty"
+    r"deveined|peeled|lean|extra[-\s]lean|fatty|rotisserie"
 )
 # Plant stand-ins that come in blocks, not tins.
 BLOCK_FOODS = ("tofu", "tempeh", "seitan")
@@ -102,6 +102,20 @@ def adapt_line(line: str, kinds: Iterable[str], stand_in: str) -> str:
         before = BEFORE_WORDS + ("|canned|tinned" if stand_in in BLOCK_FOODS else "")
         new = re.sub(
             r"\b(?:(?:" + before + r"),?\s+)+(?=" + re.escape(stand_in) + r"\b)",
+            "",
+            new,
+            flags=re.IGNORECASE,
+        )
+        said = re.escape(stand_in)
+        # "2 lbs seitan (or seitan)", the two meats it stands for; "(we use rotisserie tofu)".
+        new = re.sub(
+            r"(?<=\b" + said + r"\b)(.*?)\s*\(?\s*\bor\s+" + said + r"\b\s*\)?",
+            r"\1",
+            new,
+            flags=re.IGNORECASE,
+        )
+        new = re.sub(
+            r"\s*\((?:we|i)\s+(?:use|used|like)\b[^)]*\b" + said + r"\b[^)]*\)",
             "",
             new,
             flags=re.IGNORECASE,

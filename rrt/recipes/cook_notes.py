@@ -319,11 +319,13 @@ class Note:
     text: str
     before: bool = False  # said before its step ("... first."), not after it
     when: str = ""  # a pattern the step must hold besides its stand-in ("" for any step)
+    first: bool = False  # prep that takes a while: said before the recipe's first step instead
 
 
+PRESS_TOFU = "Press the tofu for 15 minutes before you start."
 NOTES = (
-    Note("tofu_for_meat", "Press the tofu for 15 minutes first.", before=True),
-    Note("tofu_for_fish", "Press the tofu for 15 minutes first.", before=True),
+    Note("tofu_for_meat", PRESS_TOFU, before=True, first=True),
+    Note("tofu_for_fish", PRESS_TOFU, before=True, first=True),
     # Said before the step that first uses them: a flax egg is made and thickened before it goes in.
     Note(
         "flax_egg",
@@ -361,6 +363,7 @@ NOTES = (
     ),
 )
 _WHEN = {n.text: re.compile(n.when, re.IGNORECASE) for n in NOTES if n.when}
+_FIRST = frozenset(n.text for n in NOTES if n.first)
 _BEFORE = frozenset(n.text for n in NOTES if n.before)
 
 
@@ -471,11 +474,18 @@ def adapt_steps(
     substitutions: Iterable[Substitution | Mapping],
     constraints: Iterable[str],
 ) -> list[tuple[str, list[str]]]:
-    """`adapt_step` over a recipe's steps in order, each note said once."""
+    """`adapt_step` over a recipe's steps in order, each note said once; a note of prep that
+    takes a while (press the tofu) before the first step, so the cook does it before starting."""
     # A recipe repeats its swaps (a food named in every step): each distinct swap is read once.
     subs = list({_swap_words(sub): sub for sub in substitutions}.values())
     wanted, said = list(constraints), set()
-    return [
+    adapted = [
         adapt_step(source, guided, subs, wanted, said)
         for source, guided in zip(source_steps, guided_steps, strict=True)
     ]
+    first = [n for _, notes in adapted for n in notes if n in _FIRST]
+    if not first:
+        return adapted
+    adapted = [(step, [n for n in notes if n not in _FIRST]) for step, notes in adapted]
+    adapted[0] = (adapted[0][0], first + adapted[0][1])
+    return adapted

@@ -151,6 +151,11 @@ CATEGORY_RULES: dict[str, dict[str, str]] = {
         "short rib": "seitan",
         "back ribs": "seitan",
         "pork": "jackfruit",
+        # Pulled pork's cuts: only young green jackfruit shreds like them.
+        "pork butt": "young green jackfruit",
+        "pork shoulder": "young green jackfruit",
+        "boston butt": "young green jackfruit",
+        "picnic shoulder": "young green jackfruit",
         "lamb": "seitan",
         "meat": "plant-based meat",
         "lard": "vegetable shortening",

@@ -359,3 +359,18 @@ def test_roasts_ribs_and_a_misspelled_bouillon_get_a_stand_in_a_cook_can_buy():
         "Simmer until the seitan is tender.",
     ]
     assert tag_recipe(result, ["vegetarian"]).valid["vegetarian"]
+
+
+@pytest.mark.parametrize(
+    "lines,step,expected",
+    [
+        # A step's "Mayo" that no line lists: the stand-in keeps the recipe's own word, which the
+        # recipe holds, so it names no food the recipe lacks.
+        (["1 lb beef"], "Top with Chipotle Lime Mayo.", "Top with Chipotle Lime Vegan Mayo."),
+        (["1 cup plain yoghurt"], "Stir in the yoghurt.", "Stir in the soy yoghurt."),
+        (["1/2 cup mayonnaise"], "Add the mayonnaise.", "Add the vegan mayonnaise."),
+    ],
+)
+def test_a_stand_in_keeps_the_recipe_s_own_name_of_the_food(lines, step, expected):
+    out = substitute_recipe(make_recipe(lines, [step]), "vegan")
+    assert out.recipe.steps == [expected]

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from rrt.recipes.lexicon import CATEGORIES, CONSTRAINT_CATEGORIES
+from rrt.recipes.lexicon import CATEGORIES, CONSTRAINT_CATEGORIES, SYNONYMS
 from rrt.recipes.line_foods import Food, Replaced, diet_words, line_foods
 from rrt.recipes.recipe import Recipe
 from rrt.recipes.tagger import (
@@ -367,10 +367,13 @@ def replacement_for(term: str, matched: str, category: str, constraint: str) -> 
     rules = CATEGORY_RULES.get(category, {})
     head = term.rsplit(" ", 1)[-1]
     for key in (term, head):
-        if key in overrides:
-            return overrides[key]
-        if key in rules:
-            return rules[key]
+        rule = overrides.get(key) or rules.get(key)
+        if rule:
+            said = matched.lower()
+            if key == term and rule.endswith(f" {term}") and SYNONYMS.get(said) == term:
+                # The recipe's own word for the food ("mayo" -> "vegan mayo"), which it holds.
+                return rule[: -len(term)] + said
+            return rule
     template = (
         FALLBACKS.get((constraint, category)) or DEFAULT_FALLBACK.get(category) or "vegan {m}"
     )

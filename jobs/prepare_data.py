@@ -55,6 +55,7 @@ from rrt.corpus.pairing import (
 from rrt.corpus.recipe_table import recipe_row
 from rrt.corpus.step_pair_table import STEP_PAIR_SCHEMA
 from rrt.recipes.loaders import (
+    INPUT_REASONS,
     InputError,
     LoadReport,
     duplicate,
@@ -886,7 +887,9 @@ def write_stats(settings: PrepareRun, timings: dict, resumed: bool) -> dict:
         "held_out": {"recipes": gather_held_out(out), "listed": len(settings.held_out)},
         "non_steps": count_non_steps(recipes),
         "rejects": dict(rejects),
-        "rejected": sum(rejects.values()),
+        # A missing or unreadable input is no recipe: rejects.jsonl lists it, the count does not.
+        "rejected": sum(n for reason, n in rejects.items() if reason not in INPUT_REASONS),
+        "inputs_unread": sum(n for reason, n in rejects.items() if reason in INPUT_REASONS),
         "unpaired_capped_recipes": capped,
         "unpaired_long_recipes": too_long,
         "candidate_pairs_unlike_dishes": unlike,
@@ -955,7 +958,15 @@ def main(argv: list[str] | None = None) -> int:
             "steps were not paired (stats.json unpaired_long_recipes; _long/ names them)"
         )
     print(format_table1(stats))
-    print(f"{stats['recipes']} recipes, {stats['rejected']} rejected; outputs in {settings.output}")
+    unread = (
+        f", {stats['inputs_unread']} input{'s' if stats['inputs_unread'] != 1 else ''} unread"
+        if stats["inputs_unread"]
+        else ""
+    )
+    print(
+        f"{stats['recipes']} recipes, {stats['rejected']} rejected{unread}; outputs in "
+        f"{settings.output}"
+    )
     print(
         "method lines set aside as not instructions: "
         + ", ".join(f"{n} {kind}" for kind, n in stats["non_steps"].items())

@@ -174,6 +174,8 @@ def _model_folder(path: str | None, what: str, named: bool = False) -> str:
         raise JobError(f"this system needs {what}")
     if named and not os.path.exists(path) and not path.startswith((".", "/")):
         return path
+    if not os.path.exists(path):
+        raise JobError(f"{path} does not exist; pass <train output>/model")
     if not os.path.exists(os.path.join(path, "config.json")):
         raise JobError(f"{path} holds no exported model (config.json); pass <train output>/model")
     return os.path.abspath(path)

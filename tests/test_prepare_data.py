@@ -133,7 +133,7 @@ def test_no_recipe_is_lost(prepared):
     assert {h["id"] for h in held} <= read_held_out(["data/technique_set/recipes.tsv"])
     assert kept + len(held) == expected and report.read == kept + len(held) + len(rejects)
     stats = json.loads((out / "stats.json").read_text())
-    assert stats["recipes"] == kept and stats["rejected"] == len(rejects)
+    assert stats["recipes"] == kept and stats["rejected"] + stats["inputs_unread"] == len(rejects)
     assert stats["held_out"]["recipes"] == len(held) > 0
 
 
@@ -261,6 +261,9 @@ def test_the_same_recipes_in_two_inputs_are_prepared_once(ray_cluster, tmp_path)
     assert len(no_source) == len(set(no_source)) == 30  # one training row per recipe, not two
     stats = json.loads((out / "stats.json").read_text())
     assert stats["recipes"] == 30 and stats["rejects"] == {"duplicate_id": 10, "missing_input": 1}
+    # The missing file is listed, but it is no rejected recipe.
+    assert stats["rejected"] == 10 and stats["inputs_unread"] == 1
+    assert "30 recipes, 10 rejected, 1 input unread" in done.stdout
     rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
     by_place = {r["location"]: r for r in rejects if r["reason"] == "duplicate_id"}
     assert set(by_place) == {f"{again}:{n}" for n in [*range(1, 9), 15, 16]}

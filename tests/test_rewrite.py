@@ -287,7 +287,7 @@ def test_rule_based_and_retrieval_rewrite_the_same_sample(prepared, tmp_path):
     "args, message",
     [
         (["--system", "contextual"], "needs --model"),
-        (["--system", "contextual", "--model", "/nonexistent"], "holds no exported model"),
+        (["--system", "contextual", "--model", "/nonexistent"], "/nonexistent does not exist"),
         (
             ["--system", "rule_based", "--num-recipes", "0"],
             "rewrite.num_recipes must be >= 1 (got 0)",

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from rrt.recipes.cook_notes import swap_kinds
+from rrt.recipes.cook_notes import swap_fields, swap_kinds
 from rrt.recipes.substitutions import Substitution
 
 PLANT_KINDS = ("plant_meat", "tofu_for_meat", "plant_for_fish", "tofu_for_fish")
@@ -51,18 +51,6 @@ LINE_CUES = (
     LineCue(FISH_KINDS, FISH_WORDS),
     LineCue(PLANT_KINDS, MEAT_WORDS),
 )
-
-
-def _swap_fields(sub: Substitution | Mapping) -> tuple[str, str, str, str, int]:
-    if isinstance(sub, Mapping):
-        return (
-            sub["original"],
-            sub["replacement"],
-            sub.get("constraint", ""),
-            sub.get("field", ""),
-            sub.get("index", -1),
-        )
-    return sub.from_text, sub.to_text, sub.constraint, sub.field, sub.index
 
 
 def _after(words: str) -> re.Pattern:
@@ -139,7 +127,7 @@ def adapt_lines(
     kinds: dict[int, set[str]] = {}
     stand_in: dict[int, str] = {}
     for sub in substitutions:
-        original, replacement, constraint, field, index = _swap_fields(sub)
+        original, replacement, constraint, field, index = swap_fields(sub)
         if field != "ingredients" or (constraint and wanted and constraint not in wanted):
             continue
         found = swap_kinds(original, replacement)

@@ -377,10 +377,22 @@ def place_notes(step: str, notes: list[str]) -> str:
 _COMPILED = tuple((cue, re.compile(cue.pattern, re.IGNORECASE)) for cue in CUES)
 
 
-def _swap_words(sub: Substitution | Mapping) -> tuple[str, str, str]:
+def swap_fields(sub: Substitution | Mapping) -> tuple[str, str, str, str, int]:
+    """A substitution as (original, replacement, constraint, field, index), from the guide's
+    object or its record form."""
     if isinstance(sub, Mapping):
-        return sub["original"], sub["replacement"], sub.get("constraint", "")
-    return sub.from_text, sub.to_text, sub.constraint
+        return (
+            sub["original"],
+            sub["replacement"],
+            sub.get("constraint", ""),
+            sub.get("field", ""),
+            sub.get("index", -1),
+        )
+    return sub.from_text, sub.to_text, sub.constraint, sub.field, sub.index
+
+
+def _swap_words(sub: Substitution | Mapping) -> tuple[str, str, str]:
+    return swap_fields(sub)[:3]
 
 
 def _words(words: Iterable[str]) -> re.Pattern:
